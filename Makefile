@@ -1,0 +1,36 @@
+# The two commands of the README: `make demo` and `make test`. Both work on a fresh machine with only python3.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test venv sample-data bench clean
+
+$(BIN)/dpcli: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(BIN)/dpcli
+
+sample_data/people.csv: scripts/generate_people.py $(BIN)/dpcli
+	$(BIN)/python scripts/generate_people.py --rows 20000 --output $@
+
+sample-data: sample_data/people.csv
+
+# A real release on the sample data, with a throwaway ledger under .demo/ (the cap is set first, as a user would).
+demo: venv sample-data
+	rm -rf .demo && mkdir -p .demo
+	$(BIN)/dpcli budget set people --epsilon 10 --ledger .demo/ledger.jsonl
+	$(BIN)/dpcli plan configs/example.yaml
+	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --output -
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	$(BIN)/python bench/bench_release.py
+	$(BIN)/python bench/bench_samplers.py
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Release benchmark: `dpcli release` against plain polars computing the same (exact, non-private) aggregates.
+
+For each size (default 1M and 10M rows) it
+
+1. generates, once, a synthetic people CSV with scripts/generate_people.py (default seed), cached as
+   bench/data/people_<rows>.csv (git-ignored; regenerated when the generator script is newer than the file);
+2. times `dpcli release SPEC --input CSV --output OUT --ledger LEDGER --quiet` as a subprocess, after
+   `dpcli budget set people --epsilon 1000 --ledger LEDGER` on a fresh ledger in a temporary directory;
+3. times plain polars computing the same three aggregates from the same CSV, in this process;
+
+and prints the best-of-N wall times and the ratio dpcli/polars per size, then the exact discrete Laplace
+sampler's draws per second. The table goes to stdout, progress and errors to stderr.
+
+The spec: a count by state, a histogram of age (bins 18..90, step 1) and a mean of hours_per_week by sex.
+
+Usage::
+
+    .venv/bin/python bench/bench_release.py                        # 1M and 10M rows
+    .venv/bin/python bench/bench_release.py --sizes 1000000        # one size
+    .venv/bin/python bench/bench_release.py --polars-only          # skip dpcli (e.g. while it is being written)
+
+Exit status: 0, or 1 if a dpcli command failed (its stderr is printed; the polars figures are still reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERATOR = ROOT / "scripts" / "generate_people.py"
+DATA_DIR = ROOT / "bench" / "data"
+DEFAULT_SIZES = "1000000,10000000"
+SAMPLER_DRAWS = 10**6
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("generate_people", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _load_generator()
+STATES: list[str] = list(GEN.STATES)
+SEXES: list[str] = list(GEN.SEXES)
+AGE_LO, AGE_HI = 18, 90
+HOURS_LO, HOURS_HI = 0, 99
+
+SPEC_YAML = f"""\
+version: 1
+dataset: people
+privacy: {{unit: row, neighbours: add_remove, epsilon: 1.0}}
+columns:
+  age:            {{type: int, bounds: [{AGE_LO}, {AGE_HI}]}}
+  sex:            {{type: category, categories: [{", ".join(SEXES)}]}}
+  state:          {{type: category, categories: [{", ".join(STATES)}]}}
+  hours_per_week: {{type: int, bounds: [{HOURS_LO}, {HOURS_HI}]}}
+statistics:
+  - {{name: people_by_state, kind: count, by: [state]}}
+  - {{name: age_hist, kind: histogram, column: age, bins: {{start: {AGE_LO}, stop: {AGE_HI + 1}, step: 1}}}}
+  - {{name: mean_hours_by_sex, kind: mean, column: hours_per_week, by: [sex]}}
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+def dataset(rows: int) -> Path:
+    """The cached CSV of `rows` people, generated (default seed and messy rate) if missing or stale."""
+    path = DATA_DIR / f"people_{rows}.csv"
+    if path.exists() and path.stat().st_mtime >= GENERATOR.stat().st_mtime:
+        return path
+    log(f"generating {rows:,} rows -> {path.relative_to(ROOT)} ...")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, str(GENERATOR), "--rows", str(rows), "--output", str(path)], check=True)
+    log(f"  generated in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
+    return path
+
+
+# ----------------------------------------------------------------------------------------------- dpcli
+
+
+def find_dpcli() -> Path | None:
+    for candidate in (Path(sys.executable).parent / "dpcli", ROOT / ".venv" / "bin" / "dpcli"):
+        if candidate.exists():
+            return candidate
+    found = shutil.which("dpcli")
+    return Path(found) if found else None
+
+
+class DpcliFailed(Exception):
+    pass
+
+
+def _run(cmd: list[str]) -> float:
+    """Run a command; its wall time in seconds, or DpcliFailed carrying a readable report."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        stderr = proc.stderr.strip() or "(no stderr)"
+        if len(stderr) > 4000:
+            stderr = "...\n" + stderr[-4000:]
+        raise DpcliFailed(f"`{' '.join(cmd)}` exited with status {proc.returncode}; its stderr:\n{stderr}")
+    return elapsed
+
+
+def time_dpcli(dpcli: Path, csv: Path, repeat: int) -> float:
+    """Best-of-`repeat` wall time of one `dpcli release`.
+
+    The time is the whole subprocess, so it *includes* interpreter start-up and dpcli's imports, unlike the
+    polars figure (measured in this already-warm process). That is deliberate: it is what a user waits for.
+    """
+    with tempfile.TemporaryDirectory(prefix="dpcli-bench-") as tmp:
+        tmp = Path(tmp)
+        spec = tmp / "people.yaml"
+        spec.write_text(SPEC_YAML, encoding="utf-8")
+        ledger = tmp / "ledger.jsonl"
+        _run([str(dpcli), "budget", "set", "people", "--epsilon", "1000", "--ledger", str(ledger)])
+        best = float("inf")
+        for i in range(repeat):
+            out = tmp / f"release_{i}.csv"
+            best = min(best, _run([str(dpcli), "release", str(spec), "--input", str(csv), "--output", str(out),
+                                   "--ledger", str(ledger), "--quiet"]))
+            if not out.exists() or out.stat().st_size == 0:
+                raise DpcliFailed(f"`dpcli release` exited 0 but wrote no output at {out}")
+        return best
+
+
+# ----------------------------------------------------------------------------------------------- polars
+
+
+def polars_aggregates(csv: Path) -> list[pl.DataFrame]:
+    """The three true aggregates, the way a competent polars user would compute them.
+
+    One lazy scan of the four needed columns with declared dtypes (no inference pass); unparseable numbers
+    (`n/a`, `?`, `unknown`) become null through `ignore_errors`; the scan runs once on the streaming engine
+    and the three group-bys run together on the result. Same handling as the spec declares: undeclared
+    categories dropped, numbers clamped to the declared bounds, missing values dropped.
+
+    (Measured alternatives on 10M rows: `pl.collect_all` of three group-bys straight off the scan parses the
+    CSV three times and is ~1.5x slower; one streaming `select` of value_counts/filtered sums is ~1.4x slower;
+    Categorical or Int16 dtypes, or eager `read_csv`, make no measurable difference.)
+    """
+    schema = {"age": pl.Int64, "sex": pl.String, "state": pl.String, "education": pl.String,
+              "employed": pl.String, "hours_per_week": pl.Int64, "income": pl.Float64}
+    df = (pl.scan_csv(csv, schema=schema, ignore_errors=True)
+          .select("age", "sex", "state", "hours_per_week")
+          .collect(engine="streaming"))
+    lf = df.lazy()
+    by_state = lf.filter(pl.col("state").is_in(STATES)).group_by("state").len()
+    age_hist = (lf.select(pl.col("age").drop_nulls().clip(AGE_LO, AGE_HI))
+                .group_by("age").len())
+    mean_hours = (lf.filter(pl.col("sex").is_in(SEXES), pl.col("hours_per_week").is_not_null())
+                  .group_by("sex")
+                  .agg(pl.col("hours_per_week").clip(HOURS_LO, HOURS_HI).mean().alias("mean_hours"), pl.len()))
+    return pl.collect_all([by_state, age_hist, mean_hours])
+
+
+def time_polars(csv: Path, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = polars_aggregates(csv)
+        best = min(best, time.perf_counter() - t0)
+    by_state, age_hist, mean_hours = result
+    if by_state.height != len(STATES) or age_hist.height != AGE_HI - AGE_LO + 1 or mean_hours.height != len(SEXES):
+        log(f"warning: unexpected polars result shapes {by_state.shape}, {age_hist.shape}, {mean_hours.shape}")
+    return best
+
+
+def startup_seconds(repeat: int) -> float:
+    """Interpreter start-up plus `import polars`: the floor for any polars-based CLI run as a subprocess."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import polars"], check=True)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+# ----------------------------------------------------------------------------------------------- sampler
+
+
+def sampler_rate(repeat: int) -> tuple[float | None, str]:
+    """Draws per second of dpcli.samplers.discrete_laplace(Fraction(10), 10**6), or (None, why not)."""
+    try:
+        from dpcli.samplers import discrete_laplace
+    except Exception as exc:  # the module is being written concurrently: report, do not crash
+        return None, f"dpcli.samplers.discrete_laplace not importable ({type(exc).__name__}: {exc})"
+    try:
+        discrete_laplace(Fraction(10), 1000)  # warm-up
+        best, spent = float("inf"), 0.0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            draws = discrete_laplace(Fraction(10), SAMPLER_DRAWS)
+            elapsed = time.perf_counter() - t0
+            best, spent = min(best, elapsed), spent + elapsed
+            if spent > 20:  # a slow sampler: one or two runs are enough
+                break
+    except Exception as exc:
+        return None, f"discrete_laplace(Fraction(10), {SAMPLER_DRAWS}) raised {type(exc).__name__}: {exc}"
+    note = ""
+    if hasattr(draws, "__len__") and len(draws) != SAMPLER_DRAWS:
+        note = f" (warning: returned {len(draws)} draws, not {SAMPLER_DRAWS})"
+    return SAMPLER_DRAWS / best, note
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of row counts: {text!r}") from None
+    if not sizes or any(n <= 0 for n in sizes):
+        raise argparse.ArgumentTypeError("row counts must be positive")
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES),
+                    help=f"comma-separated row counts (default {DEFAULT_SIZES})")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (default 3)")
+    ap.add_argument("--polars-only", action="store_true", help="skip the dpcli runs")
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+
+    dpcli = None if args.polars_only else find_dpcli()
+    failed = False
+    if not args.polars_only and dpcli is None:
+        log("error: no dpcli executable (looked next to the Python interpreter, in .venv/bin and on PATH)")
+        failed = True
+
+    rows_out = []
+    for rows in args.sizes:
+        csv = dataset(rows)
+        dp_s = None
+        if dpcli is not None:
+            log(f"{rows:,} rows: dpcli release x{args.repeat} ...")
+            try:
+                dp_s = time_dpcli(dpcli, csv, args.repeat)
+            except DpcliFailed as exc:
+                log(f"error: dpcli failed at {rows:,} rows: {exc}")
+                failed = True
+        log(f"{rows:,} rows: polars x{args.repeat} ...")
+        pl_s = time_polars(csv, args.repeat)
+        rows_out.append((rows, dp_s, pl_s))
+
+    start_s = startup_seconds(args.repeat)
+    rate, note = sampler_rate(args.repeat)
+
+    print(f"{'rows':>10}  {'dpcli_s':>8}  {'polars_s':>8}  {'ratio':>6}")
+    for rows, dp_s, pl_s in rows_out:
+        dp = f"{dp_s:8.3f}" if dp_s is not None else f"{'n/a':>8}"
+        ratio = f"{dp_s / pl_s:6.2f}" if dp_s is not None else f"{'n/a':>6}"
+        print(f"{rows:>10}  {dp}  {pl_s:8.3f}  {ratio}")
+    print(f"(best of {args.repeat}; dpcli_s includes process start-up, ~{start_s:.2f} s for python + import polars;"
+          f" polars_s is in-process; {os.cpu_count()} CPUs, polars {pl.__version__})")
+    if rate is not None:
+        print(f"discrete_laplace(Fraction(10)): {rate:,.0f} draws/s{note}")
+    else:
+        print(f"discrete_laplace draws/s: unavailable: {note}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

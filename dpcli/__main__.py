@@ -1,0 +1,3 @@
+from dpcli.cli import main
+
+main()

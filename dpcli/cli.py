@@ -1,0 +1,275 @@
+"""The command line: parse arguments, call the library, map DpcliError to its exit code. Nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dpcli import __version__, render
+from dpcli.accounting import format_exact, parse_exact
+from dpcli.errors import DpcliError, UsageError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Differentially private statistics from a CSV and a YAML spec, with a budget ledger.",
+)
+budget_app = typer.Typer(no_args_is_help=True, help="Budget caps per dataset (they live in the ledger).")
+ledger_app = typer.Typer(no_args_is_help=True, help="The audit trail of caps and spends.")
+app.add_typer(budget_app, name="budget")
+app.add_typer(ledger_app, name="ledger")
+
+LedgerOpt = typer.Option(None, "--ledger", help="Ledger file (else $DPCLI_LEDGER, else the spec's ledger:).")
+LockOpt = typer.Option(30.0, "--lock-timeout", help="Seconds to wait for the ledger lock before exit 5.", min=0)
+
+
+def _exact(option: str, text: str) -> Fraction:
+    try:
+        value = parse_exact(text)
+    except ValueError:
+        raise UsageError(f"{option}: '{text[:40]}' is not a number") from None
+    return value
+
+
+@app.command()
+def release(
+    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
+    input: Optional[str] = typer.Option(None, "--input", "-i", help="CSV to read, or - for stdin (default: spec's input:)."),  # noqa: A002
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Where to write, or - for stdout (default: spec's output:)."),
+    ledger: Optional[str] = LedgerOpt,
+    fmt: Optional[str] = typer.Option(None, "--format", help="csv or json (default: json for a .json path, else csv)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Release noisy statistics: spend the budget, then write the table."""
+    from dpcli.release import release as run
+
+    if fmt is not None and fmt not in ("csv", "json"):
+        raise UsageError(f"--format: '{fmt[:20]}' is not csv or json")
+    result = run(spec, input=input, output=output, ledger=ledger, fmt=fmt, lock_timeout=lock_timeout)
+    status = result.status
+    cells = len(result.table)
+    summary = {
+        "dataset": result.plan.spec.dataset,
+        "statistics": len(result.plan.statistics),
+        "rows": cells,
+        "epsilon_spent": format_exact(result.plan.epsilon),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
+        "output": "-" if result.output is None else str(result.output),
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "ledger_head": result.spend.hash,
+    }
+    if as_json:
+        sys.stderr.write(json.dumps(summary) + "\n")
+        return
+    if quiet:
+        return
+    where = "standard output" if result.output is None else str(result.output)
+    render.info(
+        f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}' to {where}\n"
+        f"  ε spent {render.eps(result.plan.epsilon)}; ε left {render.eps(status.remaining if status else None)} "
+        f"of {render.eps(status.cap if status else None)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
+    )
+
+
+@app.command()
+def plan(
+    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
+    from dpcli.plan import make_plan
+    from dpcli.spec import load_spec
+
+    the_plan = make_plan(load_spec(spec))
+    if as_json:
+        sys.stdout.write(render.plan_json(the_plan))
+    else:
+        render.print_plan(the_plan, sys.stdout)
+
+
+@app.command()
+def check(
+    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
+    input: Optional[str] = typer.Option(None, "--input", "-i", help="Also check this CSV's header (default: spec's input:)."),  # noqa: A002
+) -> None:
+    """Validate the spec, and that the CSV's header has the declared columns. Reads the header only."""
+    from dpcli.engine import check_header, read_header
+    from dpcli.plan import make_plan
+    from dpcli.spec import load_spec
+
+    the_spec = load_spec(spec)
+    the_plan = make_plan(the_spec)
+    source = the_spec.input if input is None else None if input == "-" else Path(input)
+    if source is not None and str(source) != "-":
+        check_header(source, read_header(source), the_spec.columns.keys())
+        checked = f"; {source} has every declared column"
+    else:
+        checked = ""
+    cells = sum(sp.cells for sp in the_plan.statistics)
+    render.info(
+        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {cells} cell(s), "
+        f"ε={render.eps(the_plan.epsilon)}{checked}"
+    )
+
+
+@app.command()
+def init(csv: Path = typer.Argument(..., help="A CSV file: only its header is read.")) -> None:
+    """Print a spec skeleton from a CSV header (names only: a person fills in types, bounds and categories)."""
+    from dpcli.engine import read_header
+
+    header = read_header(csv)
+    dataset = re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem) or "dataset"
+    lines = [
+        "version: 1",
+        f"dataset: {dataset}                # the population whose budget this spends",
+        f"input: {csv}",
+        "privacy:",
+        "  unit: row                      # one person = one row",
+        "  neighbours: add_remove         # or: replace",
+        "  epsilon: 1.0",
+        "columns:",
+        "  # For each column you use: type (int, float, category, bool) and its a-priori bounds or categories,",
+        "  # from documentation or domain knowledge -- never from the data. Delete the columns you do not use.",
+    ]
+    for name in header:
+        key = name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", name) else json.dumps(name)
+        lines.append(f"  {key}: {{type: TODO, bounds: [TODO, TODO]}}   # or {{type: category, categories: [TODO]}}")
+    lines += ["statistics:", "  - {name: rows, kind: count}"]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+@budget_app.command("set")
+def budget_set(
+    dataset: str = typer.Argument(..., help="Dataset name (the spec's dataset:)."),
+    epsilon: str = typer.Option(..., "--epsilon", help="The cap on the total ε spent on this dataset."),
+    delta: str = typer.Option("0", "--delta", help="The cap on δ (pure ε releases spend none)."),
+    allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
+    ledger: Optional[str] = LedgerOpt,
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
+    from dpcli.ledger import open_ledger
+    from dpcli.release import resolve_ledger
+    from dpcli.spec import _DATASET
+
+    if not _DATASET.fullmatch(dataset):
+        raise UsageError(f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
+    eps = _exact("--epsilon", epsilon)
+    dlt = _exact("--delta", delta)
+    if eps <= 0:
+        raise UsageError("--epsilon: a cap must be positive")
+    if not 0 <= dlt < 1:
+        raise UsageError("--delta: must be in [0, 1)")
+    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
+    rec = book.set_cap(dataset, eps, dlt, allow_raise)
+    status = book.status(dataset)
+    render.info(
+        f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"
+        + (" (raised)" if rec.get("raise") else "")
+        + f"; spent {render.eps(status.spent if status else Fraction(0))}, "
+        f"remaining {render.eps(status.remaining if status else eps)}"
+    )
+
+
+@budget_app.command("show")
+def budget_show(
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
+    ledger: Optional[str] = LedgerOpt,
+) -> None:
+    """Spent and remaining ε per dataset."""
+    from dpcli.ledger import open_ledger
+    from dpcli.release import resolve_ledger
+
+    report = open_ledger(resolve_ledger(ledger, None)).verify()
+    if as_json:
+        sys.stdout.write(render.budget_json(report.datasets))
+    else:
+        render.print_budget(report.datasets, sys.stdout)
+
+
+@ledger_app.command("show")
+def ledger_show(
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
+    ledger: Optional[str] = LedgerOpt,
+) -> None:
+    """Every record of the ledger (verified first)."""
+    from dpcli.ledger import open_ledger
+    from dpcli.release import resolve_ledger
+
+    records = open_ledger(resolve_ledger(ledger, None)).records()
+    if as_json:
+        sys.stdout.write(render.ledger_json(records))
+    else:
+        render.print_ledger(records, sys.stdout)
+
+
+@ledger_app.command("verify")
+def ledger_verify(ledger: Optional[str] = LedgerOpt) -> None:
+    """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut or torn."""
+    from dpcli.ledger import open_ledger
+    from dpcli.release import resolve_ledger
+
+    report = open_ledger(resolve_ledger(ledger, None)).verify()
+    keyed = ", authenticated with the ledger key" if report.keyed else ""
+    sys.stdout.write(f"ledger OK: {report.records} record(s), head {report.head}{keyed}\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"dpcli {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every DpcliError becomes its exit code; nothing prints a traceback (it could carry data).
+
+    Typer runs in standalone mode, so usage errors print their message and exit 2 on their own.
+    """
+    code = 0
+    try:
+        app(args=argv, prog_name="dpcli")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except DpcliError as exc:
+        render.error(str(exc))
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - a bug: say so, without a traceback that might carry data
+        render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
+        code = 1
+    _flush_quietly()
+    sys.exit(code)
+
+
+def _flush_quietly() -> None:
+    """Flush stdout; if the reader has gone, point stdout at /dev/null so the interpreter's exit stays quiet."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError, OSError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,11 @@
+"""Exact aggregates. The only package that imports polars.
+
+``aggregate(plan, path)`` returns, per statistic, the exact per-cell counts and fixed-point sums that the
+mechanisms will perturb. It never decides anything public: cells are the plan's declared cells, values are
+clamped to the declared bounds, and cells nobody falls in are zeros, not missing rows.
+"""
+
+from dpcli.engine.csv_header import read_header, check_header
+from dpcli.engine.polars_engine import ExactStatistic, aggregate
+
+__all__ = ["ExactStatistic", "aggregate", "read_header", "check_header"]

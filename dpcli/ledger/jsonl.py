@@ -1,0 +1,144 @@
+"""JSONL file ledger: one record per line, appended with one write + fsync under an exclusive file lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from dpcli.accounting import format_exact
+from dpcli.errors import LedgerError, UsageError
+from dpcli.ledger.base import (
+    GENESIS,
+    Ledger,
+    Record,
+    budgets,
+    check_spend,
+    eps_text,
+    now,
+    record_hash,
+    verify_chain,
+)
+
+
+class JsonlLedger(Ledger):
+    def __init__(self, path: Path, lock_timeout: float = 30.0, key: bytes | None = None):
+        self.path = Path(path)
+        self.name = str(path)
+        self.lock_timeout = lock_timeout
+        self.key = key
+        if self.path.is_symlink():
+            raise UsageError(f"ledger {self.name} is a symbolic link: refusing it (point --ledger at the real file)")
+        if self.path.exists() and not stat.S_ISREG(self.path.stat().st_mode):
+            raise LedgerError(f"ledger {self.name} is not a regular file")
+        self._lock = filelock.FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+
+    @property
+    def keyed(self) -> bool:
+        return self.key is not None
+
+    # -- reading -----------------------------------------------------------------------------------------------
+
+    def _read(self) -> list[Record]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise LedgerError(f"cannot read ledger {self.name}: {exc.strerror or 'unreadable'}") from None
+        if not data:
+            return []
+        if not data.endswith(b"\n"):
+            raise LedgerError(f"ledger {self.name}: the last record is torn (no end of line): the file was cut or edited")
+        records = []
+        for n, line in enumerate(data.split(b"\n")[:-1]):
+            try:
+                obj = json.loads(line)
+            except (ValueError, UnicodeDecodeError):
+                raise LedgerError(f"ledger {self.name}: line {n + 1} is not a JSON record (torn or edited)") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("hash"), str):
+                raise LedgerError(f"ledger {self.name}: line {n + 1} is not a ledger record")
+            h = obj.pop("hash")
+            records.append(Record(obj, h))
+        verify_chain(records, self.key, self.name)
+        return records
+
+    def records(self) -> list[Record]:
+        return self._read()
+
+    # -- writing -----------------------------------------------------------------------------------------------
+
+    def _append(self, records: list[Record], fields: dict[str, Any]) -> Record:
+        prev = records[-1].hash if records else GENESIS
+        full = {"seq": len(records), "prev": prev, "time": now(), **fields}
+        if self.key is not None:
+            full["mac"] = "hmac-sha256"
+        h = record_hash(full, self.key)
+        line = json.dumps({**full, "hash": h}, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        created = not self.path.exists()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise LedgerError(f"cannot write ledger {self.name}: {exc.strerror or 'unwritable'}") from None
+        try:
+            data = line.encode("utf-8")
+            written = os.write(fd, data)  # one write: O_APPEND makes it land whole at the end
+            if written != len(data):
+                raise LedgerError(f"ledger {self.name}: short write (disk full?)")
+            os.fsync(fd)
+        except OSError as exc:
+            raise LedgerError(f"cannot write ledger {self.name}: {exc.strerror or 'write failed'}") from None
+        finally:
+            os.close(fd)
+        if created:
+            from dpcli.output import fsync_directory
+
+            fsync_directory(self.path.parent if str(self.path.parent) else Path("."))
+        return Record(full, h)
+
+    def _locked(self) -> filelock.BaseFileLock:
+        return self._lock
+
+    def _acquire(self):  # noqa: ANN202
+        try:
+            return self._lock.acquire()
+        except filelock.Timeout:
+            raise LedgerError(
+                f"could not lock ledger {self.name} within {self.lock_timeout:g} s (another dpcli is using it); "
+                "try again or raise --lock-timeout"
+            ) from None
+        except OSError as exc:
+            raise LedgerError(f"cannot lock ledger {self.name}: {exc.strerror or 'lock failed'}") from None
+
+    def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record:
+        with self._acquire():
+            records = self._read()
+            status = budgets(records, self.name).get(dataset)
+            current = status.cap if status is not None else None
+            raising = current is not None and epsilon > current
+            if raising and not allow_raise:
+                raise UsageError(
+                    f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
+                    "needs --raise (it is recorded as a raise)"
+                )
+            fields = {"type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)}
+            if raising:
+                fields["raise"] = True
+            return self._append(records, fields)
+
+    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any]) -> Record:
+        with self._acquire():
+            records = self._read()
+            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name)
+            return self._append(records, {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)})
+
+    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
+        with self._acquire():
+            records = self._read()
+            return self._append(records, {**details, "type": "released", "release_id": release_id})

@@ -1,0 +1,275 @@
+"""The contract's tidy output table, its writers (CSV, JSON) and the metadata sidecar, written atomically.
+
+One row per released number: ``statistic``, one column per dimension of the spec, ``value``, ``ci_low``,
+``ci_high``, ``epsilon``. Numbers are written as exact decimal text (the fixed-point grid makes every released
+sum and mean a terminating decimal), so nothing is lost to float formatting.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import IO, Iterator, Sequence
+
+import numpy as np
+
+from dpcli.accounting import format_decimal, format_exact
+from dpcli.errors import InputError
+from dpcli.spec import EdgeBins, GridBins
+
+FIXED_COLUMNS_AFTER = ("value", "ci_low", "ci_high", "epsilon")
+
+
+@dataclass(frozen=True)
+class Block:
+    """The rows of one statistic: per-cell labels and formatted numbers."""
+
+    statistic: str
+    epsilon: Fraction
+    labels: dict[str, Sequence[str]]  # dimension -> one label per row (dimensions this statistic has)
+    value: Sequence[str]
+    ci_low: Sequence[str]
+    ci_high: Sequence[str]
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+
+@dataclass(frozen=True)
+class Table:
+    dimensions: tuple[str, ...]
+    blocks: tuple[Block, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("statistic", *self.dimensions, *FIXED_COLUMNS_AFTER)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.blocks)
+
+    def rows(self) -> Iterator[tuple[str | None, ...]]:
+        """Rows as text; None where a dimension does not apply to a row."""
+        for b in self.blocks:
+            eps = format_decimal(b.epsilon)
+            dims = [b.labels.get(d) for d in self.dimensions]
+            for i in range(len(b)):
+                yield (
+                    b.statistic,
+                    *(None if d is None else d[i] for d in dims),
+                    b.value[i],
+                    b.ci_low[i],
+                    b.ci_high[i],
+                    eps,
+                )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Labels
+
+
+def bin_labels(bins: EdgeBins | GridBins) -> list[str]:
+    """Every bin as its interval '[lo, hi)'. Grids use integer arithmetic, so a million labels stay cheap."""
+    n = bins.count
+    if isinstance(bins, GridBins):
+        digits = 0
+        while (bins.start * 10**digits).denominator != 1 or (bins.step * 10**digits).denominator != 1:
+            digits += 1
+            if digits > 30:
+                break
+        else:
+            scale = 10**digits
+            start, step = (bins.start * scale).numerator, (bins.step * scale).numerator
+            edges = [_scaled_text(start + i * step, digits) for i in range(n + 1)]
+            return [f"[{edges[i]}, {edges[i + 1]})" for i in range(n)]
+    edges = [format_exact(bins.edge(i)) for i in range(n + 1)]
+    return [f"[{edges[i]}, {edges[i + 1]})" for i in range(n)]
+
+
+def _scaled_text(v: int, digits: int) -> str:
+    """Decimal text of v / 10**digits, trailing zeros dropped (same text as format_exact)."""
+    if digits == 0:
+        return str(v)
+    return format_exact(Fraction(v, 10**digits))
+
+
+def cell_labels(keys: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Per dimension, the label of every cell of the product (first dimension slowest), in declared order."""
+    sizes = [len(k) for k in keys]
+    total = int(np.prod(sizes)) if sizes else 1
+    out = []
+    inner = total
+    for k, size in zip(keys, sizes):
+        inner //= size
+        idx = (np.arange(total) // inner) % size
+        arr = np.asarray(k, dtype=object)
+        out.append(arr[idx].tolist())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Number text
+
+
+def int_text(values: np.ndarray) -> list[str]:
+    return np.asarray(values, dtype=np.int64).astype(str).tolist()
+
+
+def decimal_text(values: Sequence[Fraction]) -> list[str]:
+    return [format_exact(v) for v in values]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writers
+
+
+class _HashingWriter(io.TextIOBase):
+    """Text sink that encodes to UTF-8, hashes and writes to a binary file in one pass."""
+
+    def __init__(self, raw: IO[bytes], tolerate_closed_reader: bool = False):
+        self.raw: IO[bytes] | None = raw
+        self.sha = hashlib.sha256()
+        self.tolerate_closed_reader = tolerate_closed_reader
+        self.reader_closed = False
+
+    def write(self, s: str) -> int:  # type: ignore[override]
+        data = s.encode("utf-8")
+        self.sha.update(data)
+        if self.raw is not None:
+            try:
+                self.raw.write(data)
+            except BrokenPipeError:
+                # `dpcli release ... | head -1`: the reader stopped reading. The release is already paid for;
+                # keep hashing (the ledger records the whole table's hash) and finish quietly.
+                if not self.tolerate_closed_reader:
+                    raise
+                self.raw, self.reader_closed = None, True
+        return len(s)
+
+
+def write_csv(table: Table, sink: IO[str]) -> None:
+    writer = csv.writer(sink, lineterminator="\n")
+    writer.writerow(table.columns)
+    writer.writerows(tuple("" if x is None else x for x in row) for row in table.rows())
+
+
+def write_json(table: Table, sink: IO[str]) -> None:
+    """A JSON list of objects. Numbers are written as their exact decimal text (valid JSON numbers)."""
+    cols = table.columns
+    numeric = set(FIXED_COLUMNS_AFTER)
+    keys = [json.dumps(c) for c in cols]
+    sink.write("[")
+    first = True
+    for row in table.rows():
+        parts = []
+        for key, col, x in zip(keys, cols, row):
+            if x is None:
+                text = "null"
+            elif col in numeric:
+                text = x
+            else:
+                text = json.dumps(x, ensure_ascii=False)
+            parts.append(f"{key}: {text}")
+        sink.write(("\n  {" if first else ",\n  {") + ", ".join(parts) + "}")
+        first = False
+    sink.write("\n]\n" if not first else "]\n")
+
+
+def output_format(path: Path | None, explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    if path is not None and str(path) != "-" and path.suffix.lower() == ".json":
+        return "json"
+    return "csv"
+
+
+def write_table(table: Table, path: Path | None, fmt: str) -> str:
+    """Write atomically (temp file in the target directory, fsync, rename) or to stdout. Returns the sha256."""
+    write = write_json if fmt == "json" else write_csv
+    if path is None or str(path) == "-":
+        sink = _HashingWriter(sys.stdout.buffer, tolerate_closed_reader=True)
+        write(table, sink)
+        if sink.raw is not None:
+            try:
+                sys.stdout.buffer.flush()
+            except BrokenPipeError:
+                sink.reader_closed = True
+        if sink.reader_closed:
+            _detach_stdout()
+        return sink.sha.hexdigest()
+    holder: dict[str, str] = {}
+
+    def body(fh: IO[bytes]) -> None:
+        sink = _HashingWriter(fh)
+        write(table, sink)
+        holder["sha"] = sink.sha.hexdigest()
+
+    atomic_write(path, body)
+    return holder["sha"]
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null so later flushes (and the interpreter's exit) do not raise on a closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def atomic_write(path: Path, body) -> None:  # noqa: ANN001 - callable(file) -> None
+    """Write via a temporary file in the same directory, fsync it, rename it over ``path``, fsync the directory."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            body(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_directory(directory)
+
+
+def fsync_directory(directory: Path) -> None:
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def sidecar_path(path: Path) -> Path:
+    return path.with_name(path.name + ".meta.json")
+
+
+def write_sidecar(path: Path, metadata: dict) -> None:
+    text = json.dumps(metadata, indent=2, sort_keys=False) + "\n"
+    atomic_write(sidecar_path(path), lambda fh: fh.write(text.encode("utf-8")))
+
+
+def check_output_target(path: Path) -> None:
+    """The output's directory exists and is writable (checked before anything is spent)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(f"output directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError(f"output directory {directory} is not writable")

@@ -1,0 +1,229 @@
+"""The plan: everything about a release that follows from the spec alone, before any data is read.
+
+Per statistic: its cells (declared keys and bins, never observed ones), the noise components (a count part and/or
+a fixed-point sum part), each with its L1 sensitivity *and the derivation*, its epsilon share, the discrete
+Laplace scale and the 95% error half-width. The engine and the mechanisms consume this plan and never recompute
+a sensitivity, which is what lets ``dpcli plan`` promise exactly what ``dpcli release`` does.
+
+Sensitivities (L1, in grid units of the column's precision p; L', U' are the bounds on the grid):
+- count / count by / histogram: add_remove 1 (one person is in at most one cell); replace 2 for cells (the person
+  may move between two cells), and 1 for a count with no ``by:`` (conservative: under replace the number of rows
+  is public and its true sensitivity is 0, but dpcli does not publish n unprotected).
+- sum, no by: add_remove max(|L'|, |U'|); replace: U' - L' when every row has a value (``impute:`` declared),
+  otherwise max(U' - L', max(|L'|, |U'|)) because a changed row can go from a missing value (left out) to any value.
+- sum by: add_remove max(|L'|, |U'|); replace 2 max(|L'|, |U'|) (a person moves from one cell to another).
+- mean: a noisy centred sum over a noisy count, the statistic's epsilon split evenly between them. Values are
+  centred on the grid midpoint c so the sum's sensitivity is about half the width: max(|L'-c|, |U'-c|) under
+  add_remove (and the sum-by rules above, centred, under replace); the count part is a count over the rows with a
+  value (sensitivity 1, or 2 by cells under replace).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpcli.accounting import format_decimal, format_exact, round_up
+from dpcli.errors import SpecError
+from dpcli.spec import Column, EdgeBins, GridBins, Spec, Statistic
+
+# The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
+SCALE_LIMIT = 2**48
+MAX_SCALE = Fraction(2**40)
+CONFIDENCE = Fraction(95, 100)
+
+
+@dataclass(frozen=True)
+class NoiseComponent:
+    """One noisy vector of a statistic: its count part or its (fixed-point) sum part."""
+
+    role: str  # "count" | "sum"
+    sensitivity: int  # L1, in grid units (1 for counts)
+    derivation: str  # why: the neighbour relation, bounds and unit behind the number
+    epsilon: Fraction
+    scale: Fraction  # discrete Laplace scale in grid units, >= sensitivity / epsilon
+    unit: Fraction  # value of one grid unit (1 for counts, the column precision for sums)
+    offset: int = 0  # centring (grid units) subtracted before summing; mean only
+
+    def halfwidth(self, confidence: float) -> int:
+        """Smallest k with P(|noise| <= k) >= confidence for discrete Laplace noise (grid units)."""
+        return laplace_halfwidth(self.scale, confidence)
+
+
+@dataclass(frozen=True)
+class StatisticPlan:
+    statistic: Statistic
+    epsilon: Fraction
+    components: tuple[NoiseComponent, ...]
+    cells: int
+    dimension_keys: tuple[tuple[str, ...] | None, ...]  # per dimension: declared keys, or None for numeric bins
+
+    @property
+    def mechanism(self) -> str:
+        return "discrete_laplace"
+
+    def component(self, role: str) -> NoiseComponent:
+        for c in self.components:
+            if c.role == role:
+                return c
+        raise KeyError(role)
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: Spec
+    statistics: tuple[StatisticPlan, ...]
+
+    @property
+    def epsilon(self) -> Fraction:
+        """What the release charges: the exact sum of the statistics' shares."""
+        return sum((s.epsilon for s in self.statistics), Fraction(0))
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return self.spec.dimensions
+
+
+def laplace_halfwidth(scale: Fraction, confidence: float = 0.95) -> int:
+    """For X ~ discrete Laplace(t): P(|X| > k) = 2 q^(k+1) / (1 + q), q = exp(-1/t). Smallest k reaching confidence."""
+    t = float(scale)
+    q = math.exp(-1.0 / t)
+    alpha = 1.0 - confidence
+    k = max(0, math.ceil(t * math.log(2.0 / (alpha * (1.0 + q)))) - 1)
+    # guard the float step: move k until it is the smallest that satisfies the bound
+    while k > 0 and 2 * q ** k / (1 + q) <= alpha:
+        k -= 1
+    while 2 * q ** (k + 1) / (1 + q) > alpha:
+        k += 1
+    return k
+
+
+def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
+    """sensitivity/epsilon, rounded up (never down) to a fraction the exact sampler accepts."""
+    exact = Fraction(sensitivity) / epsilon
+    if exact.numerator <= SCALE_LIMIT and exact.denominator <= SCALE_LIMIT:
+        return exact
+    den = SCALE_LIMIT // (math.ceil(exact) + 1)
+    return round_up(exact, den)
+
+
+def _component(
+    stat_path: str, role: str, sensitivity: int, derivation: str, epsilon: Fraction, unit: Fraction, offset: int = 0
+) -> NoiseComponent:
+    scale = conservative_scale(sensitivity, epsilon)
+    if scale > MAX_SCALE:
+        raise SpecError(
+            stat_path,
+            f"noise scale {format_decimal(scale, 6)} grid steps is too large: "
+            "use a coarser precision, tighter bounds or a larger epsilon",
+        )
+    return NoiseComponent(role, sensitivity, derivation, epsilon, scale, unit, offset)
+
+
+def _count_component(path: str, stat: Statistic, neighbours: str, epsilon: Fraction, what: str) -> NoiseComponent:
+    has_cells = bool(stat.dimensions)
+    if neighbours == "add_remove":
+        why = f"add/remove one row changes {'one cell of ' if has_cells else ''}{what} by 1"
+        return _component(path, "count", 1, why, epsilon, Fraction(1))
+    if has_cells:
+        why = f"replace one row: it can leave one cell and join another of {what} (1 + 1)"
+        return _component(path, "count", 2, why, epsilon, Fraction(1))
+    why = f"replace one row changes {what} by at most 1 (n itself is not treated as public)"
+    return _component(path, "count", 1, why, epsilon, Fraction(1))
+
+
+def _sum_component(
+    path: str, stat: Statistic, column: Column, neighbours: str, epsilon: Fraction, centred: bool
+) -> NoiseComponent:
+    glo, ghi = column.grid_bounds
+    p = column.precision
+    assert p is not None
+    offset = (glo + ghi) // 2 if centred else 0
+    lo, hi = glo - offset, ghi - offset
+    biggest = max(abs(lo), abs(hi))
+    unit_text = "" if p == 1 else f" (grid step {format_exact(p)}: bounds {glo}..{ghi} steps)"
+    b = f"clamped to [{format_exact(glo * p)}, {format_exact(ghi * p)}]{unit_text}"
+    if centred:
+        b += f", centred on {format_exact(offset * p)}"
+    span = f"[{format_exact(lo * p)}, {format_exact(hi * p)}]"
+    if neighbours == "add_remove":
+        why = f"add/remove one row changes the sum by at most max(|L|, |U|) of {span}; {b}"
+        return _component(path, "sum", biggest, why, epsilon, p, offset)
+    if stat.by:
+        why = f"replace one row: it can leave one cell and join another, 2 max(|L|, |U|) of {span}; {b}"
+        return _component(path, "sum", 2 * biggest, why, epsilon, p, offset)
+    if column.impute is not None:
+        why = f"replace one row changes its value within {span}: U - L; {b}"
+        return _component(path, "sum", hi - lo, why, epsilon, p, offset)
+    why = (
+        f"replace one row: U - L, or max(|L|, |U|) when a missing value (left out) becomes a value, of {span}; {b}"
+    )
+    return _component(path, "sum", max(hi - lo, biggest), why, epsilon, p, offset)
+
+
+def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None, ...]:
+    keys: list[tuple[str, ...] | None] = [spec.columns[d].keys for d in stat.by]
+    if stat.kind == "histogram":
+        column = spec.columns[stat.column]  # type: ignore[index]
+        keys.append(None if column.numeric else column.keys)
+    return tuple(keys)
+
+
+def bin_count(spec: Spec, stat: Statistic) -> int:
+    assert stat.kind == "histogram" and stat.column is not None
+    column = spec.columns[stat.column]
+    return stat.bins.count if column.numeric and stat.bins is not None else len(column.keys)
+
+
+def _check_bins_on_grid(path: str, spec: Spec, stat: Statistic) -> None:
+    """Every bin must hold at least one point of the column's fixed-point grid, else it could never be counted."""
+    column = spec.columns[stat.column]  # type: ignore[index]
+    bins = stat.bins
+    if not column.numeric or bins is None:
+        return
+    p = column.precision
+    assert p is not None
+    if isinstance(bins, GridBins):
+        if bins.step < p:
+            raise SpecError(f"{path}.bins.step", f"bins narrower than the column's precision {format_exact(p)}")
+        return
+    thresholds = [-((-e / p).numerator // (e / p).denominator) for e in bins.edges]
+    for j in range(1, len(thresholds)):
+        if thresholds[j] <= thresholds[j - 1]:
+            raise SpecError(f"{path}.bins[{j}]", f"bin narrower than the column's precision {format_exact(p)}")
+
+
+def make_plan(spec: Spec) -> Plan:
+    """The plan of a validated spec. Reads no data."""
+    plans = []
+    neighbours = spec.privacy.neighbours
+    for i, (stat, eps) in enumerate(zip(spec.statistics, spec.epsilon_shares)):
+        path = f"statistics[{i}]"
+        cells = 1
+        for d in stat.by:
+            cells *= len(spec.columns[d].keys)
+        if stat.kind == "histogram":
+            cells *= bin_count(spec, stat)
+            _check_bins_on_grid(path, spec, stat)
+        if stat.kind == "count":
+            comps: tuple[NoiseComponent, ...] = (_count_component(path, stat, neighbours, eps, "the count"),)
+        elif stat.kind == "histogram":
+            comps = (_count_component(path, stat, neighbours, eps, "the histogram"),)
+        elif stat.kind == "sum":
+            column = spec.columns[stat.column]  # type: ignore[index]
+            comps = (_sum_component(path, stat, column, neighbours, eps, centred=False),)
+        else:  # mean: half the share to the centred sum, half to the count of rows with a value
+            column = spec.columns[stat.column]  # type: ignore[index]
+            half = eps / 2
+            comps = (
+                _sum_component(path, stat, column, neighbours, half, centred=True),
+                _count_component(path, stat, neighbours, half, f"the count of rows with a {column.name}"),
+            )
+        plans.append(StatisticPlan(stat, eps, comps, cells, _dimension_keys(spec, stat)))
+    return Plan(spec, tuple(plans))
+
+
+def bin_label(bins: EdgeBins | GridBins, i: int) -> str:
+    """A histogram bin written as its interval, e.g. '[17, 25)'."""
+    return f"[{format_exact(bins.edge(i))}, {format_exact(bins.edge(i + 1))})"

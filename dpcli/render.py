@@ -1,0 +1,186 @@
+"""Human-facing output: rich tables on a terminal, plain text otherwise. The only module besides cli that knows rich.
+
+Results go to stdout; summaries, warnings and errors to stderr. No colour when the stream is not a terminal, when
+NO_COLOR is set, or with --quiet (then only errors are printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from fractions import Fraction
+from typing import Any, Sequence, TextIO
+
+from dpcli.accounting import format_decimal, format_exact
+from dpcli.ledger import BudgetStatus, Record
+from dpcli.plan import Plan
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _fancy(stream: TextIO) -> bool:
+    return _is_tty(stream) and not os.environ.get("NO_COLOR")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO, title: str | None = None) -> None:
+    """A table: rich on a terminal, aligned plain text otherwise."""
+    if _fancy(stream):
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, show_lines=False)
+        for h in headers:
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        Console(file=stream, highlight=False).print(t)
+        return
+    if title:
+        stream.write(title + "\n")
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    stream.write("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip() + "\n")
+    for r in rows:
+        stream.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+
+
+def eps(x: Fraction | None) -> str:
+    if x is None:
+        return "-"
+    exact = format_exact(x)
+    return exact if len(exact) <= 20 else format_decimal(x, 10)
+
+
+# -- plan --------------------------------------------------------------------------------------------------------
+
+
+def plan_rows(plan: Plan) -> list[dict[str, Any]]:
+    rows = []
+    for sp in plan.statistics:
+        for c in sp.components:
+            unit = "" if c.unit == 1 else f" × {format_exact(c.unit)}"
+            half = c.halfwidth(0.95)
+            rows.append(
+                {
+                    "statistic": sp.statistic.name,
+                    "kind": sp.statistic.kind,
+                    "part": c.role,
+                    "cells": sp.cells,
+                    "mechanism": sp.mechanism,
+                    "sensitivity": c.sensitivity,
+                    "sensitivity_unit": format_exact(c.unit),
+                    "derivation": c.derivation,
+                    "epsilon": format_exact(c.epsilon),
+                    "scale": format_exact(c.scale),
+                    "error95": format_exact(half * c.unit),
+                    "_scale_text": f"{format_decimal(c.scale, 6)}{unit}",
+                }
+            )
+    return rows
+
+
+def plan_json(plan: Plan) -> str:
+    spec = plan.spec
+    doc = {
+        "dataset": spec.dataset,
+        "neighbours": spec.privacy.neighbours,
+        "epsilon": format_exact(plan.epsilon),
+        "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def print_plan(plan: Plan, stream: TextIO) -> None:
+    spec = plan.spec
+    rows = plan_rows(plan)
+    stream.write(
+        f"plan for dataset '{spec.dataset}': ε={eps(plan.epsilon)} ({spec.privacy.neighbours} neighbours, "
+        f"one person = one row); no data read\n"
+    )
+    table(
+        ["statistic", "part", "cells", "mechanism", "sensitivity", "ε", "scale", "±error 95%"],
+        [
+            [
+                r["statistic"],
+                r["part"],
+                str(r["cells"]),
+                r["mechanism"],
+                str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
+                eps(Fraction(r["epsilon"])),
+                r["_scale_text"],
+                format_decimal(Fraction(r["error95"]), 6),
+            ]
+            for r in rows
+        ],
+        stream,
+    )
+    stream.write("why each sensitivity:\n")
+    for r in rows:
+        stream.write(f"  {r['statistic']} ({r['part']}): {r['derivation']}\n")
+    if any(r["kind"] == "mean" for r in rows):
+        stream.write("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value\n")
+
+
+# -- budget and ledger -------------------------------------------------------------------------------------------
+
+
+def budget_json(statuses: dict[str, BudgetStatus]) -> str:
+    doc = [
+        {
+            "dataset": s.dataset,
+            "cap": None if s.cap is None else format_exact(s.cap),
+            "spent": format_exact(s.spent),
+            "remaining": None if s.remaining is None else format_exact(s.remaining),
+            "releases": s.releases,
+        }
+        for s in statuses.values()
+    ]
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
+    if not statuses:
+        stream.write("no datasets in this ledger yet (set a cap with `dpcli budget set DATASET --epsilon E`)\n")
+        return
+    table(
+        ["dataset", "cap ε", "spent ε", "remaining ε", "releases"],
+        [[s.dataset, eps(s.cap), eps(s.spent), eps(s.remaining), str(s.releases)] for s in statuses.values()],
+        stream,
+    )
+
+
+def ledger_json(records: list[Record]) -> str:
+    return json.dumps([r.as_dict() for r in records], indent=2) + "\n"
+
+
+def print_ledger(records: list[Record], stream: TextIO) -> None:
+    if not records:
+        stream.write("the ledger is empty\n")
+        return
+    rows = []
+    for r in records:
+        if r.type == "cap":
+            what = f"cap ε={r.get('epsilon')}" + (" (raised)" if r.get("raise") else "")
+        elif r.type == "spend":
+            what = f"spend ε={r.get('epsilon')}: {', '.join(r.get('statistics') or [])}"
+        else:
+            what = f"released {str(r.get('release_id'))[:12]} output sha256 {str(r.get('output_sha256'))[:12]}"
+        rows.append([str(r.seq), str(r.get("time", "")), str(r.get("dataset", "")), r.type, what, r.hash[:12]])
+    table(["seq", "time", "dataset", "type", "what", "hash"], rows, stream)
+
+
+# -- messages ----------------------------------------------------------------------------------------------------
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"dpcli: error: {message}\n")
+
+
+def info(message: str, quiet: bool = False) -> None:
+    if not quiet:
+        sys.stderr.write(message + "\n")

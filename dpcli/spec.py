@@ -1,0 +1,634 @@
+"""YAML release spec -> frozen, typed, validated ``Spec``.
+
+The loader is deliberately strict:
+- every plain YAML scalar is read as *text* (no implicit booleans, octals, sexagesimals or floats: YAML 1.1's
+  ``no``, ``010`` and ``1:30`` stay the strings they look like), and numbers are parsed exactly from that text
+  into ``Fraction``s, so ``0.1`` in a spec is exactly 1/10;
+- aliases and anchors (billion laughs), explicit tags (``!!python/object``, ``!!float``), duplicate keys and files
+  over ``MAX_SPEC_BYTES`` are refused;
+- every error is one line that starts with the YAML path of the offending field, e.g.
+  ``statistics[2].column: 'incme' is not a declared column``.
+
+Nothing here reads data: a spec is public, person-written knowledge (bounds, bins, categories, budget split).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from dpcli.accounting import format_exact, parse_exact
+from dpcli.errors import SpecError
+
+MAX_SPEC_BYTES = 1 << 20
+SPEC_VERSION = "1"
+
+# Accepted ranges (documented in docs/spec.md).
+MAX_RELEASE_EPSILON = Fraction(100)
+MIN_EPSILON = Fraction(1, 10**6)  # below this no answer is useful and scales get absurd
+MAX_ABS_BOUND = Fraction(10**15)
+# A cell's fixed-point value must fit in 2^53 so that the float -> grid conversion is exact and sums stay far from
+# int64 limits per row (sums themselves run in 128-bit integers).
+MAX_GRID_UNITS = 2**53
+MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billion would exhaust memory)
+
+COLUMN_TYPES = ("int", "float", "category", "bool")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
+NEIGHBOURS = ("add_remove", "replace")
+MECHANISMS = ("laplace",)
+BOOL_KEYS = ("false", "true")
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
+_DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The typed spec
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # int | float | category | bool
+    bounds: tuple[Fraction, Fraction] | None = None
+    precision: Fraction | None = None  # fixed-point grid step (numeric columns; 1 for int)
+    categories: tuple[str, ...] | None = None  # declared keys, in order (bool: ("false", "true"))
+    impute: Fraction | str | None = None  # replaces null / unparseable / undeclared cells
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "float")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Declared keys of a category or bool column."""
+        assert self.categories is not None
+        return self.categories
+
+    @property
+    def grid_bounds(self) -> tuple[int, int]:
+        """Bounds in grid units: the largest grid interval inside the declared bounds (so clamping is exact)."""
+        assert self.bounds is not None and self.precision is not None
+        lo, hi = self.bounds
+        return _ceil(lo / self.precision), _floor(hi / self.precision)
+
+
+@dataclass(frozen=True)
+class EdgeBins:
+    """Bins given as a list of edges: bin i is [edges[i], edges[i+1])."""
+
+    edges: tuple[Fraction, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.edges) - 1
+
+    def edge(self, i: int) -> Fraction:
+        return self.edges[i]
+
+
+@dataclass(frozen=True)
+class GridBins:
+    """An even grid of bins [start + i*step, start + (i+1)*step), i < count: O(1) to store at any size."""
+
+    start: Fraction
+    stop: Fraction
+    step: Fraction
+
+    @property
+    def count(self) -> int:
+        return int((self.stop - self.start) / self.step)
+
+    def edge(self, i: int) -> Fraction:
+        return self.start + i * self.step
+
+
+Bins = EdgeBins | GridBins
+
+
+@dataclass(frozen=True)
+class Statistic:
+    name: str
+    kind: str  # count | histogram | sum | mean
+    column: str | None
+    by: tuple[str, ...]
+    bins: Bins | None
+    weight: Fraction | None
+    epsilon: Fraction | None  # explicit share, when the spec names one
+    mechanism: str = "laplace"
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        """Output dimension columns of this statistic: its by-columns, then the histogram column."""
+        return self.by + ((self.column,) if self.kind == "histogram" and self.column else ())
+
+
+@dataclass(frozen=True)
+class Privacy:
+    unit: str
+    neighbours: str
+    epsilon: Fraction
+
+
+@dataclass(frozen=True)
+class Spec:
+    version: str
+    dataset: str
+    privacy: Privacy
+    columns: Mapping[str, Column]
+    statistics: tuple[Statistic, ...]
+    input: Path | None = None  # resolved against the spec's directory
+    output: Path | None = None
+    ledger: Path | None = None
+    source: str = "<string>"
+    sha256: str = ""
+    epsilon_shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact; sums to <= privacy.epsilon
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        """All output dimension columns, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for s in self.statistics:
+            for d in s.dimensions:
+                seen.setdefault(d, None)
+        return tuple(seen)
+
+    @property
+    def epsilon_spent(self) -> Fraction:
+        return sum(self.epsilon_shares, Fraction(0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Strict YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader with no implicit typing, no aliases/anchors, no explicit tags and no duplicate keys."""
+
+
+# No implicit resolvers: every plain scalar is a str. Numbers are parsed exactly by the validators below.
+_StrictLoader.yaml_implicit_resolvers = {}
+
+_ALLOWED_TAGS = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
+
+
+def _mark(node_or_event: Any) -> str:
+    mark = getattr(node_or_event, "start_mark", None)
+    return f"line {mark.line + 1}" if mark is not None else ""
+
+
+def _compose_node(self: _StrictLoader, parent: Any, index: Any) -> Any:
+    event = self.peek_event()
+    if isinstance(event, yaml.AliasEvent):
+        raise SpecError(_mark(event), "YAML aliases are not allowed in a spec")
+    if getattr(event, "anchor", None) is not None:
+        raise SpecError(_mark(event), "YAML anchors are not allowed in a spec")
+    tag = getattr(event, "tag", None)
+    if tag is not None and tag not in ("!",) and tag not in _ALLOWED_TAGS:
+        raise SpecError(_mark(event), "explicit YAML tags are not allowed in a spec")
+    return yaml.SafeLoader.compose_node(self, parent, index)
+
+
+def _construct_mapping(self: _StrictLoader, node: Any, deep: bool = False) -> dict:
+    if not isinstance(node, yaml.MappingNode):
+        raise SpecError(_mark(node), "expected a mapping")
+    result: dict = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise SpecError(_mark(key_node), "mapping keys must be plain names")
+        key = self.construct_object(key_node, deep=deep)
+        if key in result:
+            raise SpecError(_mark(key_node), f"duplicate key '{key}'")
+        result[key] = self.construct_object(value_node, deep=deep)
+    return result
+
+
+_StrictLoader.compose_node = _compose_node  # type: ignore[method-assign]
+_StrictLoader.construct_mapping = _construct_mapping  # type: ignore[method-assign]
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: loader.construct_mapping(node, deep=True))
+
+
+def _load_yaml(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict SafeLoader subclass
+    except SpecError:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SpecError(where, f"invalid YAML: {problem}") from None
+    except RecursionError:
+        raise SpecError("", "invalid YAML: nested too deeply") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Field validators: each takes the YAML path and the raw value
+
+
+def _ceil(x: Fraction) -> int:
+    return -((-x.numerator) // x.denominator)
+
+
+def _floor(x: Fraction) -> int:
+    return x.numerator // x.denominator
+
+
+def _mapping(path: str, value: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(path, "expected a mapping")
+    for key in value:
+        if key not in allowed:
+            sub = f"{path}.{key}" if path else str(key)
+            raise SpecError(sub, f"unknown field (allowed: {', '.join(allowed)})")
+    for key in required:
+        if key not in value:
+            raise SpecError(f"{path}.{key}" if path else key, "required field is missing")
+    return value
+
+
+def _text(path: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise SpecError(path, "expected a single value, not a list or mapping")
+    return value
+
+
+def _name(path: str, value: Any, what: str = "name") -> str:
+    s = _text(path, value)
+    if not _NAME.fullmatch(s):
+        raise SpecError(path, f"'{s[:60]}' is not a valid {what} (letters, digits, _ . -; starting with a letter or _)")
+    return s
+
+
+def _number(path: str, value: Any) -> Fraction:
+    s = _text(path, value)
+    try:
+        return parse_exact(s)
+    except ValueError:
+        raise SpecError(path, f"'{s[:60]}' is not a number (write a plain decimal such as 1, 0.5 or 1e-3)") from None
+
+
+def _positive(path: str, value: Any) -> Fraction:
+    x = _number(path, value)
+    if x <= 0:
+        raise SpecError(path, f"must be positive, got {format_exact(x)}")
+    return x
+
+
+def _epsilon(path: str, value: Any, maximum: Fraction = MAX_RELEASE_EPSILON) -> Fraction:
+    x = _number(path, value)
+    if not (MIN_EPSILON <= x <= maximum):
+        raise SpecError(
+            path, f"epsilon must be in [{format_exact(MIN_EPSILON)}, {format_exact(maximum)}], got {_short(x)}"
+        )
+    return x
+
+
+def _short(x: Fraction) -> str:
+    text = format_exact(x)
+    return text if len(text) <= 40 else f"{float(x):.6g}"
+
+
+def _list(path: str, value: Any, min_len: int = 0) -> list:
+    if not isinstance(value, list):
+        raise SpecError(path, "expected a list")
+    if len(value) < min_len:
+        raise SpecError(path, f"expected at least {min_len} item{'s' if min_len != 1 else ''}")
+    return value
+
+
+def _integer(path: str, value: Any) -> int:
+    x = _number(path, value)
+    if x.denominator != 1:
+        raise SpecError(path, f"expected a whole number, got {_short(x)}")
+    return x.numerator
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sections
+
+
+def _column(name: str, raw: Any) -> Column:
+    path = f"columns.{name}"
+    _name(path, name, "column name")
+    body = _mapping(path, raw, ("type", "bounds", "precision", "categories", "impute"), ("type",))
+    ctype = _text(f"{path}.type", body["type"])
+    if ctype not in COLUMN_TYPES:
+        raise SpecError(f"{path}.type", f"'{ctype[:40]}' is not a column type (one of: {', '.join(COLUMN_TYPES)})")
+
+    def forbid(*keys: str) -> None:
+        for k in keys:
+            if k in body:
+                raise SpecError(f"{path}.{k}", f"not allowed for a {ctype} column")
+
+    if ctype in ("int", "float"):
+        forbid("categories")
+        if "bounds" not in body:
+            raise SpecError(
+                f"{path}.bounds",
+                "required: numeric columns need a-priori bounds [low, high] written by a person (never from the data)",
+            )
+        pair = _list(f"{path}.bounds", body["bounds"])
+        if len(pair) != 2:
+            raise SpecError(f"{path}.bounds", "expected exactly two numbers [low, high]")
+        lo, hi = (_number(f"{path}.bounds[{i}]", v) for i, v in enumerate(pair))
+        for i, b in enumerate((lo, hi)):
+            if abs(b) > MAX_ABS_BOUND:
+                raise SpecError(f"{path}.bounds[{i}]", f"bounds are limited to ±{format_exact(MAX_ABS_BOUND)}")
+        if not lo < hi:
+            raise SpecError(f"{path}.bounds", "low must be less than high")
+        if ctype == "int":
+            forbid("precision")
+            if lo.denominator != 1 or hi.denominator != 1:
+                raise SpecError(f"{path}.bounds", "an int column needs whole-number bounds")
+            precision = Fraction(1)
+        elif "precision" in body:
+            precision = _positive(f"{path}.precision", body["precision"])
+        else:
+            precision = default_precision(lo, hi)
+        column = Column(name, ctype, bounds=(lo, hi), precision=precision)
+        glo, ghi = column.grid_bounds
+        if glo >= ghi:
+            raise SpecError(f"{path}.precision", "precision is too coarse: the bounds hold fewer than two grid points")
+        if max(abs(glo), abs(ghi)) > MAX_GRID_UNITS:
+            raise SpecError(
+                f"{path}.precision",
+                f"bounds/precision exceed 2^53 grid steps: use a coarser precision (now {format_exact(precision)})",
+            )
+        impute = None
+        if "impute" in body:
+            impute = _number(f"{path}.impute", body["impute"])
+            if not lo <= impute <= hi:
+                raise SpecError(f"{path}.impute", "must lie within the column's bounds")
+            if ctype == "int" and impute.denominator != 1:
+                raise SpecError(f"{path}.impute", "an int column needs a whole-number impute value")
+        return Column(name, ctype, bounds=(lo, hi), precision=precision, impute=impute)
+
+    forbid("bounds", "precision")
+    if ctype == "bool":
+        forbid("categories")
+        keys: tuple[str, ...] = BOOL_KEYS
+    else:
+        if "categories" not in body:
+            raise SpecError(f"{path}.categories", "required: list the category keys (public, written by a person)")
+        items = _list(f"{path}.categories", body["categories"], min_len=1)
+        values = []
+        seen: set[str] = set()
+        for i, v in enumerate(items):
+            s = _text(f"{path}.categories[{i}]", v)
+            if s == "":
+                raise SpecError(f"{path}.categories[{i}]", "empty category (an empty cell is a missing value)")
+            if s in seen:
+                raise SpecError(f"{path}.categories[{i}]", f"duplicate category '{s[:60]}'")
+            seen.add(s)
+            values.append(s)
+        keys = tuple(values)
+    impute_key = None
+    if "impute" in body:
+        impute_key = _text(f"{path}.impute", body["impute"])
+        if impute_key not in keys:
+            raise SpecError(f"{path}.impute", f"'{impute_key[:60]}' is not one of the declared keys")
+    return Column(name, ctype, categories=keys, impute=impute_key)
+
+
+def default_precision(lo: Fraction, hi: Fraction) -> Fraction:
+    """Default grid step of a float column: the power of ten that puts 10^6 to 10^7 steps across [lo, hi]."""
+    width = hi - lo
+    exp = 0
+    while Fraction(10) ** (exp + 1) <= width:
+        exp += 1
+    while Fraction(10) ** exp > width:
+        exp -= 1
+    return Fraction(10) ** (exp - 6)
+
+
+def _bins(path: str, raw: Any) -> Bins:
+    if isinstance(raw, list):
+        items = _list(path, raw, min_len=2)
+        edges = tuple(_number(f"{path}[{i}]", v) for i, v in enumerate(items))
+        for i in range(1, len(edges)):
+            if edges[i] == edges[i - 1]:
+                raise SpecError(f"{path}[{i}]", "duplicate bin edge")
+            if edges[i] < edges[i - 1]:
+                raise SpecError(f"{path}[{i}]", "bin edges must be increasing")
+        return EdgeBins(edges)
+    body = _mapping(path, raw, ("start", "stop", "step"), ("start", "stop", "step"))
+    start, stop = _number(f"{path}.start", body["start"]), _number(f"{path}.stop", body["stop"])
+    step = _positive(f"{path}.step", body["step"])
+    if not start < stop:
+        raise SpecError(f"{path}.stop", "must be greater than start")
+    n = (stop - start) / step
+    if n.denominator != 1:
+        raise SpecError(f"{path}.step", "(stop - start) must be a whole number of steps")
+    if n > MAX_CELLS:
+        raise SpecError(f"{path}.step", f"{n} bins is over the limit of {MAX_CELLS}")
+    return GridBins(start, stop, step)
+
+
+def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
+    path = f"statistics[{i}]"
+    body = _mapping(path, raw, ("name", "kind", "column", "by", "bins", "weight", "epsilon", "mechanism"), ("name", "kind"))
+    name = _name(f"{path}.name", body["name"], "statistic name")
+    kind = _text(f"{path}.kind", body["kind"])
+    if kind not in STATISTIC_KINDS:
+        raise SpecError(f"{path}.kind", f"'{kind[:40]}' is not a statistic kind (one of: {', '.join(STATISTIC_KINDS)})")
+
+    column_name = None
+    if "column" in body:
+        if kind == "count":
+            raise SpecError(f"{path}.column", "a count counts rows: use by: to split it")
+        column_name = _text(f"{path}.column", body["column"])
+        if column_name not in columns:
+            raise SpecError(f"{path}.column", f"'{column_name[:60]}' is not a declared column")
+    elif kind != "count":
+        raise SpecError(f"{path}.column", f"required for a {kind}")
+    column = columns[column_name] if column_name else None
+
+    by: list[str] = []
+    if "by" in body:
+        for j, v in enumerate(_list(f"{path}.by", body["by"], min_len=1)):
+            b = _text(f"{path}.by[{j}]", v)
+            if b not in columns:
+                raise SpecError(f"{path}.by[{j}]", f"'{b[:60]}' is not a declared column")
+            if columns[b].numeric:
+                raise SpecError(
+                    f"{path}.by[{j}]",
+                    f"'{b}' is numeric: group by category or bool columns, or use a histogram with bins",
+                )
+            if b in by or b == column_name:
+                raise SpecError(f"{path}.by[{j}]", f"'{b}' is used twice")
+            by.append(b)
+
+    bins = None
+    if kind in ("sum", "mean"):
+        assert column is not None
+        if not column.numeric:
+            raise SpecError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
+        if "bins" in body:
+            raise SpecError(f"{path}.bins", f"not allowed for a {kind}")
+    elif kind == "histogram":
+        assert column is not None
+        if column.numeric:
+            if "bins" not in body:
+                raise SpecError(f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})")
+            bins = _bins(f"{path}.bins", body["bins"])
+        elif "bins" in body:
+            raise SpecError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
+    elif "bins" in body:
+        raise SpecError(f"{path}.bins", "not allowed for a count (use a histogram)")
+
+    weight = _positive(f"{path}.weight", body["weight"]) if "weight" in body else None
+    epsilon = _epsilon(f"{path}.epsilon", body["epsilon"]) if "epsilon" in body else None
+    if weight is not None and epsilon is not None:
+        raise SpecError(f"{path}.weight", "give either weight or epsilon, not both")
+
+    mechanism = "laplace"
+    if "mechanism" in body:
+        mechanism = _text(f"{path}.mechanism", body["mechanism"])
+        if mechanism not in MECHANISMS:
+            raise SpecError(f"{path}.mechanism", f"'{mechanism[:40]}' is not available (one of: {', '.join(MECHANISMS)})")
+
+    stat = Statistic(name, kind, column_name, tuple(by), bins, weight, epsilon, mechanism)
+    cells = 1
+    for d in stat.by:
+        cells *= len(columns[d].keys)
+    if kind == "histogram":
+        assert column is not None
+        cells *= bins.count if bins is not None else len(column.keys)
+    if cells > MAX_CELLS:
+        raise SpecError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
+    return stat
+
+
+def _split_epsilon(privacy_eps: Fraction | None, stats: list[Statistic]) -> tuple[Fraction, tuple[Fraction, ...]]:
+    explicit = [s.epsilon is not None for s in stats]
+    if any(explicit) and not all(explicit):
+        i = explicit.index(False)
+        raise SpecError(f"statistics[{i}].epsilon", "either every statistic names its epsilon, or none does (use weight)")
+    if all(explicit):
+        shares = tuple(s.epsilon for s in stats)  # type: ignore[misc]
+        total = sum(shares, Fraction(0))
+        if privacy_eps is None:
+            if total > MAX_RELEASE_EPSILON:
+                raise SpecError("statistics", f"the statistics' epsilons add up to {_short(total)}, over the maximum of 100")
+            return total, shares
+        if total > privacy_eps:
+            raise SpecError(
+                "statistics",
+                f"the statistics' epsilons add up to {_short(total)}, more than privacy.epsilon = {_short(privacy_eps)}",
+            )
+        return privacy_eps, shares
+    if privacy_eps is None:
+        raise SpecError("privacy.epsilon", "required field is missing (or give every statistic its own epsilon)")
+    weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
+    total_w = sum(weights, Fraction(0))
+    return privacy_eps, tuple(privacy_eps * w / total_w for w in weights)
+
+
+def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None) -> Spec:
+    """Validate spec text and return the frozen Spec. Raises SpecError (exit 2) with a one-line message."""
+    raw_bytes = text.encode("utf-8", "surrogatepass")
+    if len(raw_bytes) > MAX_SPEC_BYTES:
+        raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
+    doc = _load_yaml(text)
+    top = _mapping(
+        "", doc if doc is not None else {}, ("version", "dataset", "input", "output", "ledger", "privacy", "columns", "statistics"),
+        ("version", "dataset", "privacy", "columns", "statistics"),
+    )
+    version = _text("version", top["version"])
+    if version != SPEC_VERSION:
+        raise SpecError("version", f"unsupported spec version '{version[:20]}' (this dpcli reads version 1)")
+    dataset = _text("dataset", top["dataset"])
+    if not _DATASET.fullmatch(dataset):
+        raise SpecError("dataset", f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
+
+    priv = _mapping("privacy", top["privacy"], ("unit", "neighbours", "epsilon"))
+    unit = _text("privacy.unit", priv.get("unit", "row"))
+    if unit != "row":
+        raise SpecError("privacy.unit", f"'{unit[:40]}' is not supported (version 1: one person = one row)")
+    neighbours = _text("privacy.neighbours", priv.get("neighbours", "add_remove"))
+    if neighbours not in NEIGHBOURS:
+        raise SpecError("privacy.neighbours", f"'{neighbours[:40]}' is not one of: {', '.join(NEIGHBOURS)}")
+    privacy_eps = _epsilon("privacy.epsilon", priv["epsilon"]) if "epsilon" in priv else None
+
+    raw_columns = top["columns"]
+    if not isinstance(raw_columns, dict) or not raw_columns:
+        raise SpecError("columns", "expected a mapping of at least one column")
+    columns = {name: _column(name, body) for name, body in raw_columns.items()}
+
+    raw_stats = _list("statistics", top["statistics"], min_len=1)
+    stats: list[Statistic] = []
+    names: set[str] = set()
+    for i, raw in enumerate(raw_stats):
+        st = _statistic(i, raw, columns)
+        if st.name in names:
+            raise SpecError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'")
+        names.add(st.name)
+        stats.append(st)
+    release_eps, shares = _split_epsilon(privacy_eps, stats)
+
+    base = base_dir if base_dir is not None else Path(".")
+
+    def path_field(key: str) -> Path | None:
+        if key not in top:
+            return None
+        p = _text(key, top[key])
+        if not p:
+            raise SpecError(key, "empty path")
+        return p if p == "-" else (base / p)  # type: ignore[return-value]
+
+    return Spec(
+        version=version,
+        dataset=dataset,
+        privacy=Privacy(unit, neighbours, release_eps),
+        columns=MappingProxyType(columns),
+        statistics=tuple(stats),
+        input=_dash_or_path(path_field("input")),
+        output=_dash_or_path(path_field("output")),
+        ledger=_dash_or_path(path_field("ledger")),
+        source=source,
+        sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        epsilon_shares=shares,
+    )
+
+
+def _dash_or_path(p: Any) -> Path | None:
+    if p is None:
+        return None
+    return Path("-") if p == "-" else Path(p)
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec file. Paths inside it are relative to the spec's directory."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise SpecError("", f"{p} is a directory, not a spec file")
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_SPEC_BYTES + 1)
+    except SpecError:
+        raise
+    except OSError as exc:
+        raise SpecError("", f"cannot read spec {p}: {exc.strerror or 'unreadable'}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SpecError("", "the spec is not UTF-8 text") from None
+    spec = parse_spec(text, source=str(p), base_dir=p.parent)
+    # hash the bytes as read (BOM included) so the metadata names exactly this file
+    return _replace_hash(spec, hashlib.sha256(data).hexdigest())
+
+
+def _replace_hash(spec: Spec, digest: str) -> Spec:
+    from dataclasses import replace
+
+    return replace(spec, sha256=digest)
