@@ -167,7 +167,7 @@ def test_plan_reads_no_data(work: Path) -> None:
     doc = json.loads(j.stdout)
     total = next(s for s in doc["statistics"] if s["statistic"] == "total_income")
     assert total["sensitivity"] == 100000 and total["sensitivity_unit"] == "0.01"
-    assert total["epsilon"] == "1/5" and total["scale"] == "500000"
+    assert total["epsilon"] == "0.2" and total["scale"] == "500000"
 
 
 def test_check_and_init(work: Path) -> None:
@@ -206,7 +206,7 @@ def test_invalid_spec_exits_2_with_yaml_path(work: Path) -> None:
     (work / "bad.yaml").write_text(SPEC.replace("column: income}", "column: incme}", 1))
     r = dpcli("release", str(work / "bad.yaml"), "-i", str(work / "data.csv"), "--ledger", str(work / "l.jsonl"))
     assert r.returncode == 2
-    assert r.stderr.decode() == "dpcli: error: statistics[3].column: 'incme' is not a declared column\n"
+    assert r.stderr.decode() == "dpcli: error: statistics[4].column: 'incme' is not a declared column\n"
     assert not (work / "l.jsonl").exists()
 
 
