@@ -50,13 +50,17 @@ def release(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
     lock_timeout: float = LockOpt,
+    reuse: bool = typer.Option(
+        True, "--reuse/--no-reuse",
+        help="Return an earlier release of byte-identical spec and input instead of spending again (default).",
+    ),
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table."""
     from dpcli.release import release as run
 
     if fmt is not None and fmt not in ("csv", "json"):
         raise UsageError(f"--format: '{fmt[:20]}' is not csv or json")
-    result = run(spec, input=input, output=output, ledger=ledger, fmt=fmt, lock_timeout=lock_timeout)
+    result = run(spec, input=input, output=output, ledger=ledger, fmt=fmt, lock_timeout=lock_timeout, reuse=reuse)
     status = result.status
     cells = len(result.table)
     summary = {
@@ -70,9 +74,17 @@ def release(
         "ledger": result.ledger,
         "ledger_record": result.spend.seq,
         "ledger_head": result.spend.hash,
+        "reused": result.reused,
     }
     if as_json:
         sys.stderr.write(json.dumps(summary) + "\n")
+        return
+    if result.reused:
+        # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
+        render.info(
+            f"dpcli: spec and input are byte-identical to release {result.spend.seq} of the ledger: "
+            "its output was written again; nothing spent"
+        )
         return
     if quiet:
         return
@@ -218,12 +230,31 @@ def ledger_show(
 
 
 @ledger_app.command("verify")
-def ledger_verify(ledger: Optional[str] = LedgerOpt) -> None:
-    """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut or torn."""
+def ledger_verify(
+    ledger: Optional[str] = LedgerOpt,
+    against: list[Path] = typer.Option(
+        [], "--against", help="A release's .meta.json (or a head hash): its ledger head must be in the chain."
+    ),
+) -> None:
+    """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
+    from dpcli.errors import LedgerError
     from dpcli.ledger import open_ledger
     from dpcli.release import resolve_ledger
 
-    report = open_ledger(resolve_ledger(ledger, None)).verify()
+    book = open_ledger(resolve_ledger(ledger, None))
+    report = book.verify()
+    for item in against:
+        head = str(item)
+        if item.exists():
+            try:
+                head = str(json.loads(item.read_text())["ledger"]["head"])
+            except (ValueError, KeyError, TypeError, OSError):
+                raise UsageError(f"--against: {item} is not a release's metadata file") from None
+        if not book.contains_head(head):
+            raise LedgerError(
+                f"ledger {book.name} does not contain head {head[:16]}… published with a release: "
+                "it was replaced with an older copy or rewritten"
+            )
     keyed = ", authenticated with the ledger key" if report.keyed else ""
     sys.stdout.write(f"ledger OK: {report.records} record(s), head {report.head}{keyed}\n")
 

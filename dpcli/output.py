@@ -55,6 +55,35 @@ class Table:
     def __len__(self) -> int:
         return sum(len(b) for b in self.blocks)
 
+    def to_json(self) -> bytes:
+        """Canonical JSON of the table, as kept in the release store (exact text of every number)."""
+        doc = {
+            "dimensions": list(self.dimensions),
+            "blocks": [
+                {
+                    "statistic": b.statistic,
+                    "epsilon": format_exact(b.epsilon),
+                    "labels": {k: list(v) for k, v in b.labels.items()},
+                    "value": list(b.value),
+                    "ci_low": list(b.ci_low),
+                    "ci_high": list(b.ci_high),
+                }
+                for b in self.blocks
+            ],
+        }
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    @staticmethod
+    def from_json(data: bytes) -> "Table":
+        from dpcli.accounting import parse_exact
+
+        doc = json.loads(data)
+        blocks = tuple(
+            Block(b["statistic"], parse_exact(b["epsilon"]), b["labels"], b["value"], b["ci_low"], b["ci_high"])
+            for b in doc["blocks"]
+        )
+        return Table(tuple(doc["dimensions"]), blocks)
+
     def rows(self) -> Iterator[tuple[str | None, ...]]:
         """Rows as text; None where a dimension does not apply to a row."""
         for b in self.blocks:

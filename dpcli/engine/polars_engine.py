@@ -11,10 +11,12 @@ How a row becomes numbers (documented in docs/spec.md, "How cells are read"):
 - missing cells take the column's ``impute:`` value when declared; otherwise the row is left out of the statistics
   that use that column (a count with no ``by:`` still counts every row).
 
-Each statistic gives every row a cell code (null when the row is left out of it). All codes of a release are
-grouped together in one query, and each statistic's cells are then summed out of that small result, so the CSV is
-parsed once. When the product of the statistics' cell counts is too large for one grouping, statistics are
-split into several groupings (still evaluated together by ``collect_all``).
+One query groups the rows of the whole release by the keys its statistics need (the raw text of category and bool
+columns, numeric bin indices, "value present" flags) and sums the fixed-point values; each statistic's declared
+cells are then summed out of that small result, where category text is decoded to declared keys (undeclared text
+drops out there). The CSV is parsed once. Grouping by raw text and decoding afterwards measured ~2x faster on 10M
+rows than decoding every row. When the product of the statistics' cell counts is too large for one grouping,
+statistics are split into several groupings (evaluated together by ``collect_all``).
 """
 
 from __future__ import annotations
@@ -58,35 +60,37 @@ def _schema(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
         elif column.type == "float":
             schema[name] = pl.Float64()
         else:
-            schema[name] = pl.String()
+            schema[name] = pl.String()  # decoded to declared keys after grouping (see _key_index)
     return schema
 
 
-def _clean(column: Column) -> pl.Expr:
-    """The column as integers: grid units for numeric columns, key index for category/bool. Null = missing."""
+def _numeric(column: Column) -> pl.Expr:
+    """A numeric column on its integer grid (grid units), clamped to the bounds; null when missing."""
     c = pl.col(column.name)
-    if column.numeric:
-        lo, hi = column.grid_bounds
-        p = column.precision
-        assert p is not None and column.bounds is not None
-        if column.type == "int":
-            value = c.clip(lo, hi)
-        else:
-            finite = pl.when(c.is_finite()).then(c)
-            clamped = finite.clip(float(column.bounds[0]), float(column.bounds[1]))
-            inv = 1 / p
-            scaled = clamped * float(inv) if inv.denominator == 1 else clamped / float(p)
-            value = scaled.round().cast(pl.Int64).clip(lo, hi)
-        if column.impute is not None:
-            imp = Fraction(column.impute) / p
-            value = value.fill_null(min(max(round(imp), lo), hi))
-        return value
-    if column.type == "category":
-        # text -> Enum of the declared keys: an undeclared key becomes null (measured: 1.5x faster than
-        # replace_strict; parsing straight into an Enum at scan time fails the scan on an undeclared key)
-        value = c.cast(pl.Enum(list(column.keys)), strict=False).to_physical().cast(pl.Int64)
+    lo, hi = column.grid_bounds
+    p = column.precision
+    assert p is not None and column.bounds is not None
+    if column.type == "int":
+        value = c.clip(lo, hi)
     else:
-        value = c.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Int64)
+        finite = pl.when(c.is_finite()).then(c)
+        clamped = finite.clip(float(column.bounds[0]), float(column.bounds[1]))
+        inv = 1 / p
+        scaled = clamped * float(inv) if inv.denominator == 1 else clamped / float(p)
+        value = scaled.round().cast(pl.Int64).clip(lo, hi)
+    if column.impute is not None:
+        imp = Fraction(column.impute) / p
+        value = value.fill_null(min(max(round(imp), lo), hi))
+    return value
+
+
+def _key_index(column: Column, raw: pl.Expr) -> pl.Expr:
+    """Raw text of a category/bool column -> index of its declared key; null for missing or undeclared."""
+    if column.type == "category":
+        # an Enum of the declared keys: undeclared text becomes null (1.5x faster than replace_strict)
+        value = raw.cast(pl.Enum(list(column.keys)), strict=False).to_physical().cast(pl.Int64)
+    else:
+        value = raw.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Int64)
     if column.impute is not None:
         value = value.fill_null(column.keys.index(str(column.impute)))
     return value
@@ -117,27 +121,52 @@ def _bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     return pl.when((idx >= 0) & (idx < n)).then(idx)
 
 
-def _cell_code(spec: Spec, sp: StatisticPlan, cleaned: dict[str, pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
-    """(cell code, value) expressions of a statistic; the code is null for rows left out of it."""
+class _Query:
+    """The group-by keys and sums one query needs, shared between statistics (named once each)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, pl.Expr] = {}
+        self.sums: dict[str, pl.Expr] = {}
+
+    def key(self, name: str, expr: pl.Expr) -> str:
+        self.keys.setdefault(name, expr.alias(name))
+        return name
+
+    def total(self, name: str, expr: pl.Expr) -> str:
+        self.sums.setdefault(name, expr.alias(name))
+        return name
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """How to read one statistic's cells out of the grouped result."""
+
+    dims: tuple[tuple[str, Column | None, int], ...]  # (key column, column to decode or None for a bin index, size)
+    present: str | None  # key column flagging rows whose value is present (sum/mean)
+    total: str | None  # summed column (sum/mean)
+
+
+def _recipe(spec: Spec, sp: StatisticPlan, q: _Query, sum_type: pl.DataType) -> _Recipe:
     stat = sp.statistic
-    code: pl.Expr = pl.lit(0, dtype=pl.Int64)
+    dims: list[tuple[str, Column | None, int]] = []
     for d in stat.by:
-        code = code * len(spec.columns[d].keys) + cleaned[d]
-    value = None
+        column = spec.columns[d]
+        dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys)))
+    present = total = None
     if stat.kind == "histogram":
         column = spec.columns[stat.column]  # type: ignore[index]
         if column.numeric:
-            n = stat.bins.count  # type: ignore[union-attr]
-            code = code * n + _bin_index(spec, sp, cleaned[column.name])
+            idx = _bin_index(spec, sp, _numeric(column))
+            dims.append((q.key(f"bin:{stat.name}", idx), None, stat.bins.count))  # type: ignore[union-attr]
         else:
-            code = code * len(column.keys) + cleaned[column.name]
+            dims.append((q.key(f"raw:{column.name}", pl.col(column.name)), column, len(column.keys)))
     elif stat.kind in ("sum", "mean"):
-        value = cleaned[stat.column]  # type: ignore[index]
+        column = spec.columns[stat.column]  # type: ignore[index]
+        value = _numeric(column)
         offset = sp.component("sum").offset
-        if offset:
-            value = value - offset
-        code = pl.when(value.is_not_null()).then(code)
-    return code, value
+        present = q.key(f"present:{column.name}", value.is_not_null())
+        total = q.total(f"sum:{column.name}:{offset}", (value - offset).cast(sum_type).sum())
+    return _Recipe(tuple(dims), present, total)
 
 
 def _groups(plan: Plan) -> list[list[int]]:
@@ -165,7 +194,25 @@ def used_columns(spec: Spec) -> list[str]:
     return list(used)
 
 
-def build_queries(plan: Plan, path: Path) -> tuple[list[list[int]], list[pl.LazyFrame]]:
+def _sum_type(plan: Plan, path: Path) -> pl.DataType:
+    """Int64 when no sum can overflow it, else Int128 (measured: Int128 sums cost ~25% of the scan).
+
+    A CSV of B bytes has at most B rows, so |sum| <= B * max|value| bounds every fixed-point sum.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return pl.Int128()
+    biggest = 1
+    for sp in plan.statistics:
+        if sp.statistic.kind in ("sum", "mean"):
+            lo, hi = plan.spec.columns[sp.statistic.column].grid_bounds  # type: ignore[index]
+            offset = sp.component("sum").offset
+            biggest = max(biggest, abs(lo - offset), abs(hi - offset))
+    return pl.Int64() if (size + 1) * biggest < 2**63 else pl.Int128()
+
+
+def build_queries(plan: Plan, path: Path) -> tuple[list[list[int]], list[pl.LazyFrame], list[list[_Recipe]]]:
     spec = plan.spec
     used = used_columns(spec)
     scan = pl.scan_csv(
@@ -180,24 +227,20 @@ def build_queries(plan: Plan, path: Path) -> tuple[list[list[int]], list[pl.Lazy
     )
     if used:
         scan = scan.select(used)
-    cleaned = {name: _clean(spec.columns[name]) for name in used}
+    sum_type = _sum_type(plan, path)
     groups = _groups(plan)
-    queries = []
+    queries, recipes = [], []
     for group in groups:
-        keys, aggs = [], [pl.len().alias("n")]
-        for i in group:
-            sp = plan.statistics[i]
-            code, value = _cell_code(spec, sp, cleaned)
-            keys.append(code.fill_null(-1).alias(f"c{i}"))
-            if value is not None:
-                aggs.append(value.cast(pl.Int128).sum().alias(f"s{i}"))
-        queries.append(scan.group_by(keys).agg(aggs))
-    return groups, queries
+        q = _Query()
+        recipes.append([_recipe(spec, plan.statistics[i], q, sum_type) for i in group])
+        aggs = [pl.len().alias("n"), *q.sums.values()]
+        queries.append(scan.group_by(list(q.keys.values())).agg(aggs) if q.keys else scan.select(aggs))
+    return groups, queries, recipes
 
 
 def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order. One scan of the file."""
-    groups, queries = build_queries(plan, path)
+    groups, queries, recipes = build_queries(plan, path)
     try:
         frames = pl.collect_all(queries, engine="streaming")
     except pl.exceptions.PolarsError as exc:
@@ -206,26 +249,32 @@ def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
     except OSError as exc:
         raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
     results: list[ExactStatistic | None] = [None] * len(plan.statistics)
-    for group, frame in zip(groups, frames):
-        for i in group:
-            results[i] = _marginal(plan.statistics[i], frame, i)
+    for group, frame, recipe in zip(groups, frames, recipes):
+        for i, r in zip(group, recipe):
+            results[i] = _marginal(plan.statistics[i], frame, r)
     return results  # type: ignore[return-value]
 
 
-def _marginal(sp: StatisticPlan, frame: pl.DataFrame, i: int) -> ExactStatistic:
-    code = f"c{i}"
-    has_sum = sp.statistic.kind in ("sum", "mean")
+def _marginal(sp: StatisticPlan, frame: pl.DataFrame, recipe: _Recipe) -> ExactStatistic:
+    """Sum one statistic's declared cells out of the grouped result (small: one row per distinct key tuple)."""
+    code: pl.Expr = pl.lit(0, dtype=pl.Int64)
+    for key, column, size in recipe.dims:
+        index = pl.col(key) if column is None else _key_index(column, pl.col(key))
+        code = code * size + index
+    part = frame.lazy()
+    if recipe.present is not None:
+        part = part.filter(pl.col(recipe.present))
     aggs = [pl.col("n").sum().alias("n")]
-    if has_sum:
-        aggs.append(pl.col(f"s{i}").sum().alias("s"))
-    part = frame.filter(pl.col(code) >= 0).group_by(code).agg(aggs)
-    idx = part[code].to_numpy().astype(np.int64)
+    if recipe.total is not None:
+        aggs.append(pl.col(recipe.total).cast(pl.Int128).sum().alias("s"))
+    cells = part.with_columns(code.alias("code")).filter(pl.col("code").is_not_null()).group_by("code").agg(aggs).collect()
+    idx = cells["code"].to_numpy().astype(np.int64)
     counts = np.zeros(sp.cells, dtype=np.int64)
-    counts[idx] = part["n"].to_numpy().astype(np.int64)
+    counts[idx] = cells["n"].to_numpy().astype(np.int64)
     sums = None
-    if has_sum:
+    if recipe.total is not None:
         sums = np.zeros(sp.cells, dtype=object)
         sums[:] = 0
-        for j, s in zip(idx.tolist(), part["s"].to_list()):
+        for j, s in zip(idx.tolist(), cells["s"].to_list()):
             sums[j] = int(s)
     return ExactStatistic(counts, sums)

@@ -20,10 +20,36 @@ from dpcli.ledger.jsonl import JsonlLedger
 DEFAULT_LOCK_TIMEOUT = 30.0
 
 
+def ledger_key() -> bytes | None:
+    """The optional HMAC key: $DPCLI_LEDGER_KEY, or the contents of the file named by $DPCLI_LEDGER_KEY_FILE.
+
+    Never in a spec. With a key, someone who can edit the ledger but not read the key cannot forge a valid chain.
+    """
+    from dpcli.errors import LedgerError
+
+    key = os.environ.get("DPCLI_LEDGER_KEY")
+    if key:
+        return key.encode("utf-8")
+    key_file = os.environ.get("DPCLI_LEDGER_KEY_FILE")
+    if key_file:
+        try:
+            data = Path(key_file).read_bytes().strip()
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger key file {key_file}: {exc.strerror or 'unreadable'}") from None
+        if not data:
+            raise LedgerError(f"the ledger key file {key_file} is empty")
+        return data
+    return None
+
+
 def open_ledger(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Ledger:
-    """The ledger at a path. (A PostgreSQL backend for ``postgresql://`` URLs is planned in issue 3.)"""
-    key = os.environ.get("DPCLI_LEDGER_KEY") or None
-    return JsonlLedger(Path(location), lock_timeout=lock_timeout, key=key.encode() if key else None)
+    """The ledger at a path, or in PostgreSQL for a ``postgresql://`` URL."""
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")):
+        from dpcli.ledger.postgres import PostgresLedger
+
+        return PostgresLedger(text, lock_timeout=lock_timeout, key=ledger_key())
+    return JsonlLedger(Path(location), lock_timeout=lock_timeout, key=ledger_key())
 
 
-__all__ = ["BudgetStatus", "Ledger", "Record", "VerifyReport", "JsonlLedger", "open_ledger", "DEFAULT_LOCK_TIMEOUT"]
+__all__ = ["BudgetStatus", "Ledger", "Record", "VerifyReport", "JsonlLedger", "open_ledger", "ledger_key", "DEFAULT_LOCK_TIMEOUT"]

@@ -158,7 +158,51 @@ class Ledger(ABC):
         """Atomically check the cap and append a durable spend record; BudgetRefused when it does not fit."""
 
     @abstractmethod
-    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record: ...
+    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
+        """Append the ``released`` record of a spend (its output was written)."""
+
+    # -- the release store: noisy tables of earlier releases, for idempotent re-runs ---------------------------
+
+    @abstractmethod
+    def store_table(self, release_id: str, table: bytes) -> None:
+        """Keep a released table (canonical JSON) beside the ledger. Written before the ``released`` record."""
+
+    @abstractmethod
+    def load_table(self, release_id: str) -> bytes | None:
+        """The stored table of a release, or None when it is not there."""
+
+    def find_release(self, dataset: str, spec_sha256: str, input_sha256: str) -> tuple[Record, Record, bytes] | None:
+        """An earlier, completed release of byte-identical spec and input: (spend, released, table).
+
+        The stored table must hash to the ``table_sha256`` its ``released`` record names (else LedgerError): a
+        store that was edited must not be served as if it were the paid-for release.
+        """
+        import hashlib
+
+        records = self.records()
+        released = {r.get("release_id"): r for r in records if r.type == "released"}
+        for rec in reversed(records):
+            if (
+                rec.type == "spend"
+                and rec.get("dataset") == dataset
+                and rec.get("spec_sha256") == spec_sha256
+                and rec.get("input_sha256") == input_sha256
+                and rec.get("release_id") in released
+            ):
+                done = released[rec.get("release_id")]
+                table = self.load_table(str(rec.get("release_id")))
+                if table is None or done.get("table_sha256") is None:
+                    continue
+                if hashlib.sha256(table).hexdigest() != done.get("table_sha256"):
+                    raise LedgerError(
+                        f"ledger {self.name}: the stored output of release {rec.seq} does not match its record (edited)"
+                    )
+                return rec, done, table
+        return None
+
+    def contains_head(self, head: str) -> bool:
+        """Whether a head hash published with a release is in this chain (an older copy would lack later ones)."""
+        return any(r.hash == head for r in self.records())
 
     def verify(self) -> VerifyReport:
         recs = self.records()

@@ -37,6 +37,10 @@ class JsonlLedger(Ledger):
         if self.path.exists() and not stat.S_ISREG(self.path.stat().st_mode):
             raise LedgerError(f"ledger {self.name} is not a regular file")
         self._lock = filelock.FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+        # The last known head, kept beside the ledger: replacing the ledger with an older copy (a rollback that
+        # would hand back spent budget) leaves a chain that lacks this head, and is refused.
+        self.head_path = self.path.with_name(self.path.name + ".head")
+        self.store_dir = self.path.with_name(self.path.name + ".releases")
 
     @property
     def keyed(self) -> bool:
@@ -66,7 +70,28 @@ class JsonlLedger(Ledger):
             h = obj.pop("hash")
             records.append(Record(obj, h))
         verify_chain(records, self.key, self.name)
+        self._check_head(records)
         return records
+
+    def _check_head(self, records: list[Record]) -> None:
+        try:
+            known = json.loads(self.head_path.read_text())
+            seq, head = int(known["seq"]), str(known["hash"])
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError):
+            raise LedgerError(f"ledger {self.name}: its head file {self.head_path} is unreadable") from None
+        if seq >= len(records) or records[seq].hash != head:
+            raise LedgerError(
+                f"ledger {self.name} is older than its last recorded head (record {seq}): "
+                "it was rolled back or replaced with an older copy"
+            )
+
+    def _write_head(self, record: Record) -> None:
+        from dpcli.output import atomic_write
+
+        text = json.dumps({"seq": record.seq, "hash": record.hash}) + "\n"
+        atomic_write(self.head_path, lambda fh: fh.write(text.encode()))
 
     def records(self) -> list[Record]:
         return self._read()
@@ -100,10 +125,9 @@ class JsonlLedger(Ledger):
             from dpcli.output import fsync_directory
 
             fsync_directory(self.path.parent if str(self.path.parent) else Path("."))
-        return Record(full, h)
-
-    def _locked(self) -> filelock.BaseFileLock:
-        return self._lock
+        record = Record(full, h)
+        self._write_head(record)
+        return record
 
     def _acquire(self):  # noqa: ANN202
         try:
@@ -142,3 +166,25 @@ class JsonlLedger(Ledger):
         with self._acquire():
             records = self._read()
             return self._append(records, {**details, "type": "released", "release_id": release_id})
+
+    def _table_path(self, release_id: str) -> Path:
+        if not release_id.isalnum():
+            raise LedgerError(f"ledger {self.name}: malformed release id")
+        return self.store_dir / f"{release_id}.json"
+
+    def store_table(self, release_id: str, table: bytes) -> None:
+        from dpcli.output import atomic_write
+
+        try:
+            self.store_dir.mkdir(exist_ok=True)
+            atomic_write(self._table_path(release_id), lambda fh: fh.write(table))
+        except OSError as exc:
+            raise LedgerError(f"cannot write the release store {self.store_dir}: {exc.strerror or 'write failed'}") from None
+
+    def load_table(self, release_id: str) -> bytes | None:
+        try:
+            return self._table_path(release_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise LedgerError(f"cannot read the release store {self.store_dir}: {exc.strerror or 'read failed'}") from None

@@ -1,0 +1,383 @@
+"""PostgreSQL ledger: the same hash-chained records as the file backend, one row each, appended in SERIALIZABLE
+transactions.
+
+Tables (created on the first write when missing; a schema other than ``public`` can be chosen with libpq's
+``options=-csearch_path=NAME`` in the URL):
+
+- ``dpcli_ledger(seq, record, hash)``: ``record`` is the record's canonical JSON text (``sort_keys``, no spaces,
+  UTF-8), exactly the bytes its ``hash`` covers; kept as text, not jsonb, so nothing is re-encoded by the server;
+- ``dpcli_ledger_head(id = 1, seq, hash)``: the last record, updated in the same transaction as every append, so
+  deleting records from the end of the chain (which leaves a valid shorter chain) is still detected;
+- ``dpcli_release_store(release_id, table_json)``: released tables, for idempotent re-runs.
+
+Every write (cap, spend, released) is one SERIALIZABLE transaction whose first statement locks the head table
+(EXCLUSIVE mode: writers queue, readers pass), then reads and verifies the whole chain, checks the cap in exact
+arithmetic and inserts the record and the new head, and commits with ``synchronous_commit = on`` (the spend is
+durable before any noise is drawn). A serialization failure, deadlock or a concurrent insert of the same ``seq``
+(a writer that skipped the lock) is retried until ``lock_timeout`` seconds have passed; a lock wait that runs out
+is a LedgerError (exit 5). Missing tables are created under a transaction-scoped advisory lock. Reads use one
+REPEATABLE READ snapshot so the records and the head row always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from fractions import Fraction
+from typing import Any, Callable, TypeVar
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from dpcli.accounting import format_exact
+from dpcli.errors import DpcliError, LedgerError, UsageError
+from dpcli.ledger.base import (
+    GENESIS,
+    Ledger,
+    Record,
+    budgets,
+    canonical,
+    check_spend,
+    eps_text,
+    now,
+    record_hash,
+    verify_chain,
+)
+
+T = TypeVar("T")
+
+LEDGER_TABLE = "dpcli_ledger"
+HEAD_TABLE = "dpcli_ledger_head"
+STORE_TABLE = "dpcli_release_store"
+
+# pg_advisory_xact_lock key shared by every dpcli writer of a database: the bytes of "dpcli-lg" as a bigint
+ADVISORY_KEY = int.from_bytes(b"dpcli-lg", "big", signed=True)
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
+    seq    bigint PRIMARY KEY CHECK (seq >= 0),
+    record text   NOT NULL,
+    hash   text   NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {HEAD_TABLE} (
+    id   integer PRIMARY KEY CHECK (id = 1),
+    seq  bigint  NOT NULL,
+    hash text    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {STORE_TABLE} (
+    release_id text  PRIMARY KEY,
+    table_json bytea NOT NULL
+);
+"""
+
+# SQLSTATEs worth another attempt: serialization_failure, deadlock_detected, unique_violation (two writers that
+# both skipped the advisory lock and picked the same seq: the chain they read is stale, read it again)
+RETRYABLE = {"40001", "40P01", "23505"}
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password (userinfo or ``password=`` parameter) replaced by ``***``: safe for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0] + "://***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{hostinfo}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() == "password" for k, _ in pairs):
+            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/", quote_via=quote)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class PostgresLedger(Ledger):
+    def __init__(self, url: str, lock_timeout: float = 30.0, key: bytes | None = None):
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        self._psycopg = psycopg
+        self.url = url
+        self.name = redact_url(url)
+        self.lock_timeout = max(0.0, float(lock_timeout))
+        self.key = key
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise UsageError(f"ledger {self.name} is not a valid PostgreSQL URL: {self._scrub(exc)}") from None
+        self._secrets = [s for s in (params.get("password"),) if s]
+        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            # libpq's unit is whole seconds and it treats anything under 2 as 2
+            self._connect_kwargs["connect_timeout"] = max(2, int(self.lock_timeout + 0.999))
+        if "application_name" not in params:
+            self._connect_kwargs["application_name"] = "dpcli"
+        self._conn: Any = None
+        self._schema_ok = False
+
+    @property
+    def keyed(self) -> bool:
+        return self.key is not None
+
+    # -- connection and errors ---------------------------------------------------------------------------------
+
+    def _scrub(self, exc: BaseException) -> str:
+        """A driver's message, first line only, without the password (libpq should never echo it, but be sure)."""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        for secret in self._secrets if hasattr(self, "_secrets") else []:
+            text = text.replace(secret, "***")
+        if self.url in text:
+            text = text.replace(self.url, self.name)
+        return text[:300]
+
+    def _connection(self) -> Any:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            self._conn = self._psycopg.connect(self.url, **self._connect_kwargs)
+        except self._psycopg.Error as exc:
+            raise LedgerError(f"cannot connect to ledger {self.name}: {self._scrub(exc)}") from None
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
+            self._conn = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _db_error(self, exc: BaseException, doing: str) -> LedgerError:
+        if self._conn is not None and self._conn.closed:
+            self._conn = None  # reconnect next time
+        return LedgerError(f"ledger {self.name}: {doing} failed: {self._scrub(exc)}")
+
+    # -- transactions ------------------------------------------------------------------------------------------
+
+    def _read_tx(self, body: Callable[[Any], T], doing: str) -> T:
+        """``body(cursor)`` in one REPEATABLE READ, READ ONLY snapshot."""
+        psycopg = self._psycopg
+        conn = self._connection()
+        try:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    return body(cur)
+        except DpcliError:
+            raise
+        except psycopg.Error as exc:
+            raise self._db_error(exc, doing) from None
+
+    def _write_tx(self, body: Callable[[Any], T], doing: str, lock: bool = True) -> T:
+        """``body(cursor)`` in a SERIALIZABLE transaction holding the writers' lock, retried until the deadline.
+
+        The lock is ``LOCK TABLE dpcli_ledger_head IN EXCLUSIVE MODE`` (readers' plain SELECTs still pass), taken
+        as the transaction's first statement: a SERIALIZABLE transaction's snapshot is fixed by its first query,
+        so a lock taken by a query (``SELECT pg_advisory_xact_lock(...)``) would leave it reading the chain as it
+        was before the previous writer committed, and every waiter would fail and retry.
+        """
+        psycopg = self._psycopg
+        deadline = time.monotonic() + self.lock_timeout
+        self._ensure_schema(deadline)
+        attempt = 0
+        while True:
+            attempt += 1
+            conn = self._connection()
+            try:
+                conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+                conn.read_only = False
+                with conn.transaction():
+                    with conn.cursor() as cur:
+                        self._set_local_timeouts(cur, deadline)
+                        if lock:
+                            cur.execute(f"LOCK TABLE {HEAD_TABLE} IN EXCLUSIVE MODE")
+                        return body(cur)
+            except DpcliError:
+                raise
+            except psycopg.Error as exc:
+                state = getattr(exc, "sqlstate", None)
+                if state == LOCK_NOT_AVAILABLE or (state in RETRYABLE and time.monotonic() >= deadline):
+                    raise self._timeout(attempt) from None
+                if state in RETRYABLE:
+                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * random.random())
+                    continue
+                raise self._db_error(exc, doing) from None
+
+    def _timeout(self, attempts: int) -> LedgerError:
+        return LedgerError(
+            f"could not lock ledger {self.name} within {self.lock_timeout:g} s "
+            f"(other dpcli runs are writing to it; {attempts} attempt(s)); try again or raise --lock-timeout"
+        )
+
+    @staticmethod
+    def _set_local_timeouts(cur: Any, deadline: float) -> None:
+        # utility statements: they do not fix the transaction's snapshot. lock_timeout 0 would mean "wait
+        # forever" to PostgreSQL, so always at least 1 ms. synchronous_commit on: the spend is on disk at COMMIT.
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        cur.execute(f"SET LOCAL lock_timeout = {left_ms:d}")
+        cur.execute("SET LOCAL synchronous_commit = on")
+
+    def _ensure_schema(self, deadline: float) -> None:
+        """Create the tables when missing (once per ledger object), serialized by a transaction advisory lock."""
+        if self._schema_ok:
+            return
+        psycopg = self._psycopg
+        conn = self._connection()
+        try:
+            conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+            conn.read_only = False
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    self._set_local_timeouts(cur, deadline)
+                    query = "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
+                    tables = (LEDGER_TABLE, HEAD_TABLE, STORE_TABLE)
+                    cur.execute(query, tables)
+                    if not cur.fetchone()[0]:
+                        cur.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
+                        cur.execute(query, tables)  # READ COMMITTED: a fresh look after the wait
+                        if not cur.fetchone()[0]:
+                            cur.execute(SCHEMA)
+        except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                raise self._timeout(1) from None
+            raise self._db_error(exc, "creating the ledger tables") from None
+        self._schema_ok = True
+
+    # -- reading -----------------------------------------------------------------------------------------------
+
+    def _tables_exist(self, cur: Any) -> tuple[bool, bool]:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL", (LEDGER_TABLE, HEAD_TABLE))
+        ledger, head = cur.fetchone()
+        return bool(ledger), bool(head)
+
+    def _read(self, cur: Any) -> list[Record]:
+        has_ledger, has_head = self._tables_exist(cur)
+        if not has_ledger:
+            return []
+        cur.execute(f"SELECT seq, record, hash FROM {LEDGER_TABLE} ORDER BY seq")
+        rows = cur.fetchall()
+        records: list[Record] = []
+        for n, (seq, text, h) in enumerate(rows):
+            try:
+                obj = json.loads(text)
+            except (ValueError, TypeError):
+                raise LedgerError(f"ledger {self.name}: row {seq} is not a JSON record (edited)") from None
+            if not isinstance(obj, dict) or not isinstance(h, str) or "hash" in obj:
+                raise LedgerError(f"ledger {self.name}: row {seq} is not a ledger record")
+            if obj.get("seq") != seq:
+                raise LedgerError(
+                    f"ledger {self.name}: row {seq} holds record {obj.get('seq')!s:.20} "
+                    "(records deleted, inserted or swapped)"
+                )
+            records.append(Record(obj, h))
+        verify_chain(records, self.key, self.name)
+        head = None
+        if has_head:
+            cur.execute(f"SELECT seq, hash FROM {HEAD_TABLE} WHERE id = 1")
+            head = cur.fetchone()
+        if head is None:
+            if records:
+                raise LedgerError(f"ledger {self.name}: its head row is missing (the ledger was edited)")
+        elif not records or records[-1].seq != head[0] or records[-1].hash != head[1]:
+            raise LedgerError(
+                f"ledger {self.name} ends before its recorded head (record {head[0]}): "
+                "records were deleted or it was restored from an older copy"
+            )
+        return records
+
+    def records(self) -> list[Record]:
+        return self._read_tx(self._read, "reading the ledger")
+
+    # -- writing -----------------------------------------------------------------------------------------------
+
+    def _append(self, cur: Any, records: list[Record], fields: dict[str, Any]) -> Record:
+        prev = records[-1].hash if records else GENESIS
+        full = {"seq": len(records), "prev": prev, "time": now(), **fields}
+        if self.key is not None:
+            full["mac"] = "hmac-sha256"
+        h = record_hash(full, self.key)
+        text = canonical(full).decode("utf-8")
+        cur.execute(f"INSERT INTO {LEDGER_TABLE} (seq, record, hash) VALUES (%s, %s, %s)", (full["seq"], text, h))
+        cur.execute(
+            f"INSERT INTO {HEAD_TABLE} (id, seq, hash) VALUES (1, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash",
+            (full["seq"], h),
+        )
+        return Record(full, h)
+
+    def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record:
+        def body(cur: Any) -> Record:
+            records = self._read(cur)
+            status = budgets(records, self.name).get(dataset)
+            current = status.cap if status is not None else None
+            raising = current is not None and epsilon > current
+            if raising and not allow_raise:
+                raise UsageError(
+                    f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
+                    "needs --raise (it is recorded as a raise)"
+                )
+            fields = {"type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)}
+            if raising:
+                fields["raise"] = True
+            return self._append(cur, records, fields)
+
+        return self._write_tx(body, "setting the cap")
+
+    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any]) -> Record:
+        def body(cur: Any) -> Record:
+            records = self._read(cur)
+            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name)
+            return self._append(
+                cur, records, {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
+            )
+
+        return self._write_tx(body, "recording the spend")
+
+    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
+        def body(cur: Any) -> Record:
+            records = self._read(cur)
+            return self._append(cur, records, {**details, "type": "released", "release_id": release_id})
+
+        return self._write_tx(body, "recording the release")
+
+    # -- the release store -------------------------------------------------------------------------------------
+
+    def _check_release_id(self, release_id: str) -> None:
+        if not release_id.isalnum():
+            raise LedgerError(f"ledger {self.name}: malformed release id")
+
+    def store_table(self, release_id: str, table: bytes) -> None:
+        self._check_release_id(release_id)
+
+        def body(cur: Any) -> None:
+            cur.execute(
+                f"INSERT INTO {STORE_TABLE} (release_id, table_json) VALUES (%s, %s) "
+                "ON CONFLICT (release_id) DO UPDATE SET table_json = EXCLUDED.table_json",
+                (release_id, bytes(table)),
+            )
+
+        self._write_tx(body, "writing the release store", lock=False)
+
+    def load_table(self, release_id: str) -> bytes | None:
+        self._check_release_id(release_id)
+
+        def body(cur: Any) -> bytes | None:
+            cur.execute("SELECT to_regclass(%s) IS NOT NULL", (STORE_TABLE,))
+            if not cur.fetchone()[0]:
+                return None
+            cur.execute(f"SELECT table_json FROM {STORE_TABLE} WHERE release_id = %s", (release_id,))
+            row = cur.fetchone()
+            return None if row is None else bytes(row[0])
+
+        return self._read_tx(body, "reading the release store")

@@ -1,0 +1,371 @@
+"""The JSONL ledger under concurrency, crashes and tampering, through the real command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import filelock
+import pytest
+
+from dpcli.errors import LedgerError, UsageError
+from dpcli.ledger import JsonlLedger
+from dpcli.ledger.base import canonical
+
+SPEC = """\
+version: 1
+dataset: toy
+privacy: {unit: row, neighbours: add_remove, epsilon: EPS}
+columns:
+  age: {type: int, bounds: [0, 100]}
+statistics:
+  - {name: n, kind: count}
+  - {name: ages, kind: histogram, column: age, bins: {start: 0, stop: 110, step: 10}}
+"""
+
+
+def env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
+
+
+def dpcli(*args: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dpcli", *args], capture_output=True, timeout=120,
+                          env={**env(), **(extra_env or {})})
+
+
+@pytest.fixture()
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "spec.yaml").write_text(SPEC.replace("EPS", "0.25"))
+    (tmp_path / "data.csv").write_text("age\n" + "\n".join(str(a) for a in range(0, 100, 3)) + "\n")
+    return tmp_path
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def release_args(work: Path, out: str, *extra: str) -> list[str]:
+    return ["release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / out),
+            "--ledger", str(work / "ledger.jsonl"), "--quiet", *extra]
+
+
+# -- concurrency ---------------------------------------------------------------------------------------------------
+
+
+def test_twenty_concurrent_releases_never_overspend(work: Path) -> None:
+    led = str(work / "ledger.jsonl")
+    assert dpcli("budget", "set", "toy", "--epsilon", "1.25", "--ledger", led).returncode == 0
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "dpcli", *release_args(work, f"out{i}.csv", "--no-reuse")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+        for i in range(20)
+    ]
+    codes = [p.wait(timeout=300) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    assert sorted(codes) == [0] * 5 + [4] * 15
+    assert dpcli("ledger", "verify", "--ledger", led).returncode == 0
+    show = json.loads(dpcli("budget", "show", "--json", "--ledger", led).stdout)
+    assert show == [{"dataset": "toy", "cap": "1.25", "spent": "1.25", "remaining": "0", "releases": 5}]
+    assert len(list(work.glob("out*.csv"))) == 5
+
+
+def test_lock_timeout_exits_5(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    before = led.read_bytes()
+    with filelock.FileLock(str(led) + ".lock"):
+        r = dpcli(*release_args(work, "o.csv", "--lock-timeout", "0.5"))
+    assert r.returncode == 5
+    assert "could not lock ledger" in r.stderr.decode() and "within 0.5 s" in r.stderr.decode()
+    assert led.read_bytes() == before
+    assert not (work / "o.csv").exists()
+
+
+# -- crashes -------------------------------------------------------------------------------------------------------
+
+# Runs a real release in a child process that SIGKILLs itself right after one step.
+KILL_DRIVER = textwrap.dedent(
+    """
+    import os, signal, sys
+    import dpcli.release as rel
+    import dpcli.output as out
+    from dpcli.ledger.jsonl import JsonlLedger
+
+    step, spec, data, output, ledger = sys.argv[1:6]
+    die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+
+    if step == "after_spend":
+        spend = JsonlLedger.spend
+        def spend_then_die(self, *a, **k):
+            spend(self, *a, **k); die()
+        JsonlLedger.spend = spend_then_die
+    elif step == "after_noise":
+        draw = rel.draw_noise
+        def draw_then_die(*a, **k):
+            draw(*a, **k); die()
+        rel.draw_noise = draw_then_die
+    else:
+        replace = os.replace
+        def replace_and_maybe_die(src, dst):
+            if os.path.abspath(dst) == os.path.abspath(output):
+                if step == "after_temp_written":
+                    die()
+                replace(src, dst)
+                if step == "after_rename":
+                    die()
+            else:
+                replace(src, dst)
+        out.os.replace = replace_and_maybe_die
+    rel.release(spec, input=data, output=output, ledger=ledger, reuse=False)
+    """
+)
+
+
+@pytest.mark.parametrize("step", ["after_spend", "after_noise", "after_temp_written", "after_rename"])
+def test_kill_at_each_step_never_leaves_unpaid_output(work: Path, step: str) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    out = work / "out.csv"
+    r = subprocess.run([sys.executable, "-c", KILL_DRIVER, step, str(work / "spec.yaml"), str(work / "data.csv"),
+                        str(out), str(led)], capture_output=True, timeout=120, env=env())
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert dpcli("ledger", "verify", "--ledger", str(led)).returncode == 0
+    recs = records(led)
+    spends = [x for x in recs if x["type"] == "spend"]
+    assert len(spends) == 1  # the spend is durable in every case: nothing refunded
+    assert not [x for x in recs if x["type"] == "released"]  # killed before the release finished
+    assert out.exists() == (step == "after_rename")  # output only after the rename, never partial
+    if out.exists():
+        assert spends[0]["output"] == str(out)
+    status = json.loads(dpcli("budget", "show", "--json", "--ledger", str(led)).stdout)
+    assert status[0]["spent"] == "0.25"
+
+
+# -- tampering -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def used_ledger(work: Path) -> Path:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    for i in range(2):
+        assert dpcli(*release_args(work, f"o{i}.csv", "--no-reuse")).returncode == 0
+    return led
+
+
+def edit_epsilon(lines: list[str]) -> list[str]:
+    lines[1] = lines[1].replace('"epsilon":"0.25"', '"epsilon":"0.05"')
+    return lines
+
+
+def delete_record(lines: list[str]) -> list[str]:
+    return lines[:1] + lines[2:]
+
+
+def swap_records(lines: list[str]) -> list[str]:
+    lines[1], lines[3] = lines[3], lines[1]
+    return lines
+
+
+def insert_record(lines: list[str]) -> list[str]:
+    return lines[:2] + [lines[0]] + lines[2:]
+
+
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (edit_epsilon, "record 1 has been altered"),
+        (delete_record, "record 1 is out of sequence"),
+        (swap_records, "record 1 is out of sequence"),
+        (insert_record, "record 2 is out of sequence"),
+    ],
+)
+def test_edited_ledger_is_detected_and_release_refuses(used_ledger: Path, work: Path, tamper, message: str) -> None:
+    lines = used_ledger.read_text().splitlines()
+    used_ledger.write_text("\n".join(tamper(lines)) + "\n")
+    r = dpcli("ledger", "verify", "--ledger", str(used_ledger))
+    assert r.returncode == 5
+    assert message in r.stderr.decode()
+    before = used_ledger.read_bytes()
+    r = dpcli(*release_args(work, "new.csv", "--no-reuse"))
+    assert r.returncode == 5
+    assert used_ledger.read_bytes() == before and not (work / "new.csv").exists()
+
+
+def test_torn_last_line_is_detected(used_ledger: Path) -> None:
+    data = used_ledger.read_bytes()
+    used_ledger.write_bytes(data[: len(data) - 20])
+    r = dpcli("ledger", "verify", "--ledger", str(used_ledger))
+    assert r.returncode == 5
+    assert "the last record is torn" in r.stderr.decode()
+
+
+def test_rewritten_chain_consistent_hashes_but_wrong_head_is_detected(used_ledger: Path, work: Path) -> None:
+    """An attacker rewrites a spend and recomputes every hash: the chain is self-consistent, the head is not."""
+    import hashlib
+
+    recs = records(used_ledger)
+    recs[1]["epsilon"] = "0.01"
+    prev = "0" * 64
+    lines = []
+    for rec in recs:
+        rec.pop("hash")
+        rec["prev"] = prev
+        prev = hashlib.sha256(canonical(rec)).hexdigest()
+        lines.append(json.dumps({**rec, "hash": prev}, sort_keys=True, separators=(",", ":")))
+    used_ledger.write_text("\n".join(lines) + "\n")
+    r = dpcli("ledger", "verify", "--ledger", str(used_ledger))
+    assert r.returncode == 5
+    assert "older than its last recorded head" in r.stderr.decode()
+    # and a published release's metadata names a head the rewritten chain does not contain
+    (work / "ledger.jsonl.head").unlink()
+    r = dpcli("ledger", "verify", "--ledger", str(used_ledger), "--against", str(work / "o0.csv.meta.json"))
+    assert r.returncode == 5
+    assert "does not contain head" in r.stderr.decode()
+
+
+def test_older_copy_of_the_ledger_is_detected(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    old = led.read_bytes()
+    assert dpcli(*release_args(work, "o.csv")).returncode == 0
+    led.write_bytes(old)  # roll back: the spend is gone
+    r = dpcli("ledger", "verify", "--ledger", str(led))
+    assert r.returncode == 5
+    assert "rolled back or replaced with an older copy" in r.stderr.decode()
+    r = dpcli(*release_args(work, "again.csv", "--no-reuse"))
+    assert r.returncode == 5
+    # without the head file, the release's published metadata still exposes the rollback
+    (work / "ledger.jsonl.head").unlink()
+    r = dpcli("ledger", "verify", "--ledger", str(led), "--against", str(work / "o.csv.meta.json"))
+    assert r.returncode == 5
+
+
+def test_hmac_key_makes_the_chain_unforgeable(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    key = {"DPCLI_LEDGER_KEY": "s3cret-key"}
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led), extra_env=key).returncode == 0
+    assert dpcli(*release_args(work, "o.csv"), extra_env=key).returncode == 0
+    assert dpcli("ledger", "verify", "--ledger", str(led), extra_env=key).returncode == 0
+    # without the key the keyed ledger is refused, not silently trusted
+    r = dpcli("ledger", "verify", "--ledger", str(led))
+    assert r.returncode == 5 and "set DPCLI_LEDGER_KEY" in r.stderr.decode()
+    # an editor without the key recomputes plain sha256 hashes: refused
+    import hashlib
+
+    recs = records(led)
+    prev = "0" * 64
+    lines = []
+    for rec in recs:
+        rec.pop("hash")
+        rec.pop("mac", None)
+        rec["prev"] = prev
+        if rec["type"] == "cap":
+            rec["epsilon"] = "100"
+        prev = hashlib.sha256(canonical(rec)).hexdigest()
+        lines.append(json.dumps({**rec, "hash": prev}, sort_keys=True, separators=(",", ":")))
+    led.write_text("\n".join(lines) + "\n")
+    (work / "ledger.jsonl.head").unlink()
+    r = dpcli("ledger", "verify", "--ledger", str(led), extra_env=key)
+    assert r.returncode == 5 and "not authenticated with the ledger key" in r.stderr.decode()
+    # and the key from a file works the same way
+    (work / "key").write_text("s3cret-key\n")
+    r = dpcli(*release_args(work, "o2.csv"), extra_env={"DPCLI_LEDGER_KEY_FILE": str(work / "key")})
+    assert r.returncode == 5
+
+
+# -- caps ----------------------------------------------------------------------------------------------------------
+
+
+def test_caps_lower_freely_raise_only_with_flag(work: Path) -> None:
+    led = str(work / "ledger.jsonl")
+    assert dpcli("budget", "set", "toy", "--epsilon", "2", "--ledger", led).returncode == 0
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
+    r = dpcli("budget", "set", "toy", "--epsilon", "3", "--ledger", led)
+    assert r.returncode == 2 and "needs --raise" in r.stderr.decode()
+    assert dpcli("budget", "set", "toy", "--epsilon", "3", "--raise", "--ledger", led).returncode == 0
+    caps = [x for x in records(Path(led)) if x["type"] == "cap"]
+    assert [(c["epsilon"], c.get("raise", False)) for c in caps] == [("2", False), ("1", False), ("3", True)]
+
+
+def test_refusal_names_requested_remaining_and_difference(work: Path) -> None:
+    led = str(work / "ledger.jsonl")
+    assert dpcli("budget", "set", "toy", "--epsilon", "0.3", "--ledger", led).returncode == 0
+    assert dpcli(*release_args(work, "a.csv")).returncode == 0
+    r = dpcli(*release_args(work, "b.csv", "--no-reuse"))
+    assert r.returncode == 4
+    assert r.stderr.decode() == (
+        "dpcli: error: budget refused for dataset 'toy': requested ε=0.25, remaining ε=0.05, short by 0.2\n"
+    )
+
+
+# -- idempotent re-run ---------------------------------------------------------------------------------------------
+
+
+def test_identical_rerun_returns_the_same_output_and_spends_once(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    assert dpcli(*release_args(work, "a.csv")).returncode == 0
+    r = dpcli(*release_args(work, "b.csv"))
+    assert r.returncode == 0
+    assert "byte-identical to release 1" in r.stderr.decode() and "nothing spent" in r.stderr.decode()
+    assert (work / "a.csv").read_bytes() == (work / "b.csv").read_bytes()
+    assert len([x for x in records(led) if x["type"] == "spend"]) == 1
+    # one changed byte in the data is a new release with new noise and a new spend
+    (work / "data.csv").write_text((work / "data.csv").read_text().replace("\n3\n", "\n4\n"))
+    assert dpcli(*release_args(work, "c.csv")).returncode == 0
+    assert len([x for x in records(led) if x["type"] == "spend"]) == 2
+
+
+def test_edited_release_store_is_refused(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    assert dpcli(*release_args(work, "a.csv")).returncode == 0
+    stored = next((work / "ledger.jsonl.releases").iterdir())
+    stored.write_bytes(stored.read_bytes().replace(b'"value":["', b'"value":["1'))
+    r = dpcli(*release_args(work, "b.csv"))
+    assert r.returncode == 5 and "does not match its record" in r.stderr.decode()
+
+
+# -- paths ---------------------------------------------------------------------------------------------------------
+
+
+def test_symlinked_ledger_and_ledger_as_output_or_input_are_refused(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    (work / "link.jsonl").symlink_to(led)
+    r = dpcli("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"),
+              "--ledger", str(work / "link.jsonl"))
+    assert r.returncode == 2 and "symbolic link" in r.stderr.decode()
+    before = led.read_bytes()
+    r = dpcli("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(led), "--ledger", str(led))
+    assert r.returncode == 2 and "is the ledger" in r.stderr.decode()
+    r = dpcli("release", str(work / "spec.yaml"), "-i", str(led), "-o", str(work / "o.csv"), "--ledger", str(led))
+    assert r.returncode == 2 and "is the input file" in r.stderr.decode()
+    assert led.read_bytes() == before
+
+
+def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
+    book = JsonlLedger(tmp_path / "l.jsonl")
+    book.set_cap("d", Fraction(3, 10), Fraction(0), allow_raise=False)
+    book.spend("d", Fraction(1, 10), {})
+    book.spend("d", Fraction(2, 10), {})
+    status = book.status("d")
+    assert status is not None and status.remaining == 0
+    with pytest.raises(Exception) as exc:
+        book.spend("d", Fraction(1, 10**9), {})
+    assert exc.value.exit_code == 4
+    with pytest.raises(UsageError):
+        book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+    (tmp_path / "l.jsonl").write_text("not json\n")
+    with pytest.raises(LedgerError):
+        JsonlLedger(tmp_path / "l.jsonl").records()
