@@ -25,12 +25,14 @@ def parse_exact(text: str) -> Fraction:
     if not isinstance(text, str):
         raise ValueError("not text")
     s = text.strip()
+    if not s.isascii():  # before either pattern: re's \d also matches non-ASCII digits ('١/٢' is not 1/2)
+        raise ValueError("not a decimal number")
     if _RATIONAL.fullmatch(s):
         num, den = s.split("/")
         if int(den) == 0:
             raise ValueError("zero denominator")
         return Fraction(int(num), int(den))
-    if not _DECIMAL.fullmatch(s) or not s.isascii():
+    if not _DECIMAL.fullmatch(s):
         raise ValueError("not a decimal number")
     mantissa, _, exponent = s.lower().partition("e")
     if exponent and abs(int(exponent)) > _MAX_EXPONENT:
@@ -70,18 +72,141 @@ def format_decimal(value: Fraction, significant: int = 15) -> str:
     return f"{float(value):.{significant}g}"
 
 
+def _neighbours(value: Fraction, max_denominator: int) -> tuple[Fraction, Fraction]:
+    """The fractions with denominator <= max_denominator just below and just above ``value`` (its neighbours in the
+    Farey sequence of that order), for a value whose own denominator is larger: the last convergent of its continued
+    fraction and the largest semiconvergent on the other side (as in ``Fraction.limit_denominator``)."""
+    if max_denominator < 1:
+        raise ValueError("max_denominator must be at least 1")
+    whole = value.numerator // value.denominator
+    n, d = (value - whole).numerator, (value - whole).denominator  # 0 < n/d < 1
+    p0, q0, p1, q1 = 0, 1, 1, 0
+    while True:
+        a = n // d
+        q2 = q0 + a * q1
+        if q2 > max_denominator:
+            break
+        p0, q0, p1, q1 = p1, q1, p0 + a * p1, q2
+        n, d = d, n - a * d
+    k = (max_denominator - q0) // q1
+    b1, b2 = Fraction(p0 + k * p1, q0 + k * q1), Fraction(p1, q1)
+    return whole + min(b1, b2), whole + max(b1, b2)
+
+
 def round_up(value: Fraction, max_denominator: int) -> Fraction:
     """The smallest fraction with denominator <= max_denominator that is >= value (conservative rounding)."""
     if value.denominator <= max_denominator:
         return value
-    den = max_denominator
-    num = -((-value.numerator * den) // value.denominator)  # ceil(value * den)
-    return Fraction(num, den)
+    return _neighbours(value, max_denominator)[1]
 
 
 def round_down(value: Fraction, max_denominator: int) -> Fraction:
     """The largest fraction with denominator <= max_denominator that is <= value."""
     if value.denominator <= max_denominator:
         return value
-    den = max_denominator
-    return Fraction((value.numerator * den) // value.denominator, den)
+    return _neighbours(value, max_denominator)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# zero-concentrated DP (zCDP) and its conversion to (epsilon, delta)
+#
+# A discrete Gaussian with variance sigma^2 on an integer query of L2 sensitivity D is rho-zCDP with
+# rho = D^2 / (2 sigma^2) (Canonne, Kamath & Steinke 2020, Thm 14); pure epsilon-DP implies (epsilon^2 / 2)-zCDP.
+# zCDP composes by adding rho. To compare with a cap stated as (epsilon, delta) we convert with CKS 2020,
+# Proposition 12 (the tight conversion): rho-zCDP implies (epsilon, delta)-DP for every alpha > 1 with
+#     epsilon = alpha*rho + (log(1/delta) + (alpha - 1)*log(1 - 1/alpha) - log(alpha)) / (alpha - 1).
+# Any alpha gives a valid bound, so alpha is found with floats and the bound is then evaluated in interval
+# arithmetic and rounded *up*: the result is a rigorous upper bound, never an underestimate.
+
+_IV_PREC = 160
+_EPS_DENOMINATOR = 10**12  # converted epsilons are rounded up to a multiple of 1e-12
+
+
+def _iv():  # noqa: ANN202 - mpmath's interval context, imported lazily (it costs ~20 ms at start-up)
+    from mpmath import iv
+
+    iv.prec = _IV_PREC
+    return iv
+
+
+def _iv_num(x: Fraction):  # noqa: ANN202
+    iv = _iv()
+    return iv.mpf(x.numerator) / iv.mpf(x.denominator)
+
+
+def _iv_bounds(x) -> tuple[Fraction, Fraction]:  # noqa: ANN001
+    from mpmath import libmp
+
+    return Fraction(*libmp.to_rational(x._mpi_[0])), Fraction(*libmp.to_rational(x._mpi_[1]))
+
+
+def _cks_epsilon_float(rho: float, log_inv_delta: float, alpha: float) -> float:
+    import math
+
+    return alpha * rho + (log_inv_delta + (alpha - 1) * math.log1p(-1 / alpha) - math.log(alpha)) / (alpha - 1)
+
+
+def zcdp_to_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
+    """An upper bound (rounded up, rigorous) on the epsilon at which rho-zCDP implies (epsilon, delta)-DP."""
+    import math
+
+    if rho < 0 or not 0 < delta < 1:
+        raise ValueError("need rho >= 0 and 0 < delta < 1")
+    if rho == 0:
+        return Fraction(0)
+    r, lid = float(rho), -math.log(float(delta))
+    # golden-section search for the best alpha on a log scale (the bound is unimodal in alpha)
+    lo, hi = math.log(1 + 1e-9), math.log(1e7)
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(200):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if _cks_epsilon_float(r, lid, math.exp(a)) < _cks_epsilon_float(r, lid, math.exp(b)):
+            hi = b
+        else:
+            lo = a
+    alpha = Fraction(math.exp((lo + hi) / 2)).limit_denominator(10**9)
+    if alpha <= 1:
+        alpha = Fraction(1000000001, 10**9)
+    iv = _iv()
+    a, p, d = _iv_num(alpha), _iv_num(rho), _iv_num(delta)
+    tight = a * p + (iv.log(1 / d) + (a - 1) * iv.log(1 - 1 / a) - iv.log(a)) / (a - 1)
+    simple = p + 2 * iv.sqrt(p * iv.log(1 / d))  # the classic bound (Bun & Steinke 2016), never needed but safe
+    upper = min(_iv_bounds(tight)[1], _iv_bounds(simple)[1])
+    return round_up_to(upper, _EPS_DENOMINATOR)
+
+
+def epsilon_delta_to_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """A rho (rounded down, rigorous) such that rho-zCDP implies (epsilon, delta)-DP.
+
+    Closed form from inverting rho + 2 sqrt(rho log(1/delta)) = epsilon: rho = (sqrt(epsilon + L) - sqrt(L))^2
+    with L = log(1/delta). Conservative: the tight conversion of this rho gives an epsilon at most the one asked.
+    """
+    if epsilon <= 0 or not 0 < delta < 1:
+        raise ValueError("need epsilon > 0 and 0 < delta < 1")
+    iv = _iv()
+    e, d = _iv_num(epsilon), _iv_num(delta)
+    log_inv = iv.log(1 / d)
+    rho = (iv.sqrt(e + log_inv) - iv.sqrt(log_inv)) ** 2
+    return round_down_to(_iv_bounds(rho)[0], _EPS_DENOMINATOR)
+
+
+def pure_to_rho(epsilon: Fraction) -> Fraction:
+    """epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun & Steinke 2016, Prop. 1.4). Exact."""
+    return epsilon * epsilon / 2
+
+
+def rho_to_pure_epsilon(rho: Fraction) -> Fraction:
+    """The largest epsilon (rounded down, rigorous) with epsilon^2 / 2 <= rho: a Laplace share of a zCDP budget."""
+    iv = _iv()
+    eps = iv.sqrt(2 * _iv_num(rho))
+    return round_down_to(_iv_bounds(eps)[0], _EPS_DENOMINATOR)
+
+
+def round_up_to(value: Fraction, denominator: int) -> Fraction:
+    """ceil(value * denominator) / denominator."""
+    return Fraction(-((-value.numerator * denominator) // value.denominator), denominator)
+
+
+def round_down_to(value: Fraction, denominator: int) -> Fraction:
+    """floor(value * denominator) / denominator."""
+    return Fraction((value.numerator * denominator) // value.denominator, denominator)

@@ -11,14 +11,22 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.samplers import RandomSource, discrete_laplace
+from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
 
 _INT64_SAFE = 2**62
 
 
 def add_discrete_laplace(values: np.ndarray, scale: Fraction, source: RandomSource | None = None) -> np.ndarray:
     """values + independent discrete Laplace(scale) noise per entry, exactly (same dtype family as the input)."""
-    noise = discrete_laplace(scale, len(values), source)
+    return _add(values, discrete_laplace(scale, len(values), source))
+
+
+def add_discrete_gaussian(values: np.ndarray, variance: Fraction, source: RandomSource | None = None) -> np.ndarray:
+    """values + independent discrete Gaussian noise with parameter sigma^2 = variance per entry, exactly."""
+    return _add(values, discrete_gaussian(variance, len(values), source))
+
+
+def _add(values: np.ndarray, noise: np.ndarray) -> np.ndarray:
     if values.dtype == object:
         return values + noise.astype(object)
     if len(values) and int(np.abs(values).max()) >= _INT64_SAFE:

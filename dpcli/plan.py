@@ -104,7 +104,9 @@ def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
     exact = Fraction(sensitivity) / epsilon
     if exact.numerator <= SCALE_LIMIT and exact.denominator <= SCALE_LIMIT:
         return exact
-    den = SCALE_LIMIT // (math.ceil(exact) + 1)
+    # max(1, ...): a scale past SCALE_LIMIT cannot be represented at all; it is rounded up to an integer and then
+    # refused by the MAX_SCALE check (this used to divide by zero, an internal error instead of exit 2)
+    den = max(1, SCALE_LIMIT // (math.ceil(exact) + 1))
     return round_up(exact, den)
 
 

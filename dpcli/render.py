@@ -137,6 +137,9 @@ def budget_json(statuses: dict[str, BudgetStatus]) -> str:
             "spent": format_exact(s.spent),
             "remaining": None if s.remaining is None else format_exact(s.remaining),
             "releases": s.releases,
+            "cap_delta": format_exact(s.cap_delta),
+            "spent_pure_epsilon": format_exact(s.pure),
+            "spent_rho": format_exact(s.rho),
         }
         for s in statuses.values()
     ]
@@ -148,10 +151,15 @@ def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
         stream.write("no datasets in this ledger yet (set a cap with `dpcli budget set DATASET --epsilon E`)\n")
         return
     table(
-        ["dataset", "cap ε", "spent ε", "remaining ε", "releases"],
-        [[s.dataset, eps(s.cap), eps(s.spent), eps(s.remaining), str(s.releases)] for s in statuses.values()],
+        ["dataset", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"],
+        [
+            [s.dataset, eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining), str(s.releases), eps(s.rho)]
+            for s in statuses.values()
+        ],
         stream,
     )
+    if any(s.rho for s in statuses.values()):
+        stream.write("spent ε includes zCDP spends converted at the cap's δ (Canonne, Kamath & Steinke 2020)\n")
 
 
 def ledger_json(records: list[Record]) -> str:

@@ -44,6 +44,9 @@ STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
 NEIGHBOURS = ("add_remove", "replace")
 MECHANISMS = ("laplace",)
 BOOL_KEYS = ("false", "true")
+# Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
+# (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
+OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon")
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 _DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
@@ -326,7 +329,7 @@ def _column(name: str, raw: Any) -> Column:
     def forbid(*keys: str) -> None:
         for k in keys:
             if k in body:
-                raise SpecError(f"{path}.{k}", f"not allowed for a {ctype} column")
+                raise SpecError(f"{path}.{k}", f"not allowed for {'an' if ctype == 'int' else 'a'} {ctype} column")
 
     if ctype in ("int", "float"):
         forbid("categories")
@@ -464,6 +467,8 @@ def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
                 )
             if b in by or b == column_name:
                 raise SpecError(f"{path}.by[{j}]", f"'{b}' is used twice")
+            if b in OUTPUT_COLUMNS:
+                raise SpecError(f"{path}.by[{j}]", _reserved(b))
             by.append(b)
 
     bins = None
@@ -475,6 +480,8 @@ def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
             raise SpecError(f"{path}.bins", f"not allowed for a {kind}")
     elif kind == "histogram":
         assert column is not None
+        if column.name in OUTPUT_COLUMNS:
+            raise SpecError(f"{path}.column", _reserved(column.name))
         if column.numeric:
             if "bins" not in body:
                 raise SpecError(f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})")
@@ -505,6 +512,13 @@ def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
     if cells > MAX_CELLS:
         raise SpecError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
     return stat
+
+
+def _reserved(name: str) -> str:
+    return (
+        f"'{name}' cannot be an output dimension: the table already has a column of that name "
+        f"({', '.join(OUTPUT_COLUMNS)})"
+    )
 
 
 def _split_epsilon(privacy_eps: Fraction | None, stats: list[Statistic]) -> tuple[Fraction, tuple[Fraction, ...]]:

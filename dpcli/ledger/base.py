@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable
 
-from dpcli.accounting import format_decimal, format_exact, parse_exact
+from dpcli.accounting import format_decimal, format_exact, parse_exact, pure_to_rho, zcdp_to_epsilon
 from dpcli.errors import BudgetRefused, LedgerError
 
 GENESIS = "0" * 64
@@ -42,14 +42,46 @@ class Record:
 
 @dataclass(frozen=True)
 class BudgetStatus:
+    """A dataset's cap and what its releases spent, in exact arithmetic.
+
+    Pure releases add epsilons; zCDP (Gaussian) releases add rhos. ``spent`` is the epsilon all of it amounts to at
+    the cap's delta: the pure sum when nothing was spent in zCDP, else the smaller of two sound compositions,
+    (a) pure sum + convert(sum of rho) and (b) convert(sum of rho + sum of epsilon^2/2), since epsilon-DP implies
+    (epsilon^2/2)-zCDP. Conversions are rigorous upper bounds (dpcli.accounting.zcdp_to_epsilon).
+    """
+
     dataset: str
     cap: Fraction | None
-    spent: Fraction
-    releases: int
+    pure: Fraction = Fraction(0)  # sum of pure epsilon spends
+    rho: Fraction = Fraction(0)  # sum of zCDP spends
+    pure_squares: Fraction = Fraction(0)  # sum of epsilon^2 / 2 over pure spends
+    releases: int = 0
+    cap_delta: Fraction = Fraction(0)
+
+    @property
+    def spent(self) -> Fraction:
+        return epsilon_equivalent(self.pure, self.rho, self.pure_squares, self.cap_delta)
 
     @property
     def remaining(self) -> Fraction | None:
         return None if self.cap is None else self.cap - self.spent
+
+    def after(self, epsilon: Fraction, rho: Fraction) -> "BudgetStatus":
+        return BudgetStatus(
+            self.dataset, self.cap, self.pure + epsilon, self.rho + rho, self.pure_squares + pure_to_rho(epsilon),
+            self.releases + 1, self.cap_delta,
+        )
+
+
+INFINITE = Fraction(10**30)  # stands for "not expressible at this delta" (a zCDP spend against a delta=0 cap)
+
+
+def epsilon_equivalent(pure: Fraction, rho: Fraction, pure_squares: Fraction, delta: Fraction) -> Fraction:
+    if rho == 0:
+        return pure
+    if delta <= 0:
+        return INFINITE
+    return min(pure + zcdp_to_epsilon(rho, delta), zcdp_to_epsilon(rho + pure_squares, delta))
 
 
 @dataclass(frozen=True)
@@ -97,26 +129,43 @@ def verify_chain(records: Iterable[Record], key: bytes | None, where: str) -> st
     return prev
 
 
+def _exact_field(rec: Record, key: str, where: str) -> Fraction:
+    value = rec.get(key, "0")
+    try:
+        x = parse_exact(str(value))
+    except ValueError:
+        raise LedgerError(f"ledger {where}: record {rec.seq} has an unreadable {key}") from None
+    if x < 0:
+        raise LedgerError(f"ledger {where}: record {rec.seq} has a negative {key}")
+    return x
+
+
 def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
-    caps: dict[str, Fraction] = {}
-    spent: dict[str, Fraction] = {}
+    caps: dict[str, tuple[Fraction, Fraction]] = {}
+    pure: dict[str, Fraction] = {}
+    rho: dict[str, Fraction] = {}
+    squares: dict[str, Fraction] = {}
     releases: dict[str, int] = {}
     for rec in records:
         t = rec.type
         if t not in ("cap", "spend"):
             continue
         ds = str(rec.get("dataset"))
-        try:
-            eps = parse_exact(str(rec.get("epsilon")))
-        except ValueError:
-            raise LedgerError(f"ledger {where}: record {rec.seq} has an unreadable epsilon") from None
+        eps = _exact_field(rec, "epsilon", where)
         if t == "cap":
-            caps[ds] = eps
+            caps[ds] = (eps, _exact_field(rec, "delta", where))
         else:
-            spent[ds] = spent.get(ds, Fraction(0)) + eps
+            zero = Fraction(0)
+            pure[ds] = pure.get(ds, zero) + eps
+            squares[ds] = squares.get(ds, zero) + pure_to_rho(eps)
+            rho[ds] = rho.get(ds, zero) + _exact_field(rec, "rho", where)
             releases[ds] = releases.get(ds, 0) + 1
-    names = sorted(set(caps) | set(spent))
-    return {n: BudgetStatus(n, caps.get(n), spent.get(n, Fraction(0)), releases.get(n, 0)) for n in names}
+    out = {}
+    for n in sorted(set(caps) | set(pure)):
+        cap, delta = caps.get(n, (None, Fraction(0)))
+        zero = Fraction(0)
+        out[n] = BudgetStatus(n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta)
+    return out
 
 
 def eps_text(x: Fraction) -> str:
@@ -125,19 +174,29 @@ def eps_text(x: Fraction) -> str:
     return exact if len(exact) <= 24 else format_decimal(x)
 
 
-def check_spend(status: BudgetStatus | None, dataset: str, epsilon: Fraction, ledger_name: str) -> None:
-    """Raise BudgetRefused unless ``epsilon`` fits the dataset's remaining budget (exact comparison)."""
+def check_spend(
+    status: BudgetStatus | None, dataset: str, epsilon: Fraction, ledger_name: str, rho: Fraction = Fraction(0)
+) -> None:
+    """Raise BudgetRefused unless a spend of pure ``epsilon`` plus zCDP ``rho`` fits the dataset's cap (exactly)."""
     if status is None or status.cap is None:
         raise BudgetRefused(
             f"no budget cap for dataset '{dataset}' in ledger {ledger_name}: "
             f"set one first with `dpcli budget set {dataset} --epsilon E --ledger {ledger_name}`"
         )
-    remaining = status.remaining
-    assert remaining is not None
-    if epsilon > remaining:
+    if rho > 0 and status.cap_delta <= 0:
         raise BudgetRefused(
-            f"budget refused for dataset '{dataset}': requested ε={eps_text(epsilon)}, "
-            f"remaining ε={eps_text(max(remaining, Fraction(0)))}, short by {eps_text(epsilon - max(remaining, Fraction(0)))}"
+            f"budget refused for dataset '{dataset}': this release spends zCDP (ρ={eps_text(rho)}) and the dataset's "
+            f"cap has δ=0; set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`"
+        )
+    before, after = status.spent, status.after(epsilon, rho).spent
+    assert status.cap is not None
+    if after > status.cap:
+        requested = after - before
+        remaining = max(status.cap - before, Fraction(0))
+        zcdp = f" (ρ={eps_text(rho)} at δ={eps_text(status.cap_delta)})" if rho > 0 else ""
+        raise BudgetRefused(
+            f"budget refused for dataset '{dataset}': requested ε={eps_text(requested)}{zcdp}, "
+            f"remaining ε={eps_text(remaining)}, short by {eps_text(requested - remaining)}"
         )
 
 
@@ -154,8 +213,10 @@ class Ledger(ABC):
     def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record: ...
 
     @abstractmethod
-    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any]) -> Record:
-        """Atomically check the cap and append a durable spend record; BudgetRefused when it does not fit."""
+    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
+        """Atomically check the cap and append a durable spend record; BudgetRefused when it does not fit.
+
+        ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero)."""
 
     @abstractmethod
     def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
@@ -212,9 +273,9 @@ class Ledger(ABC):
     def status(self, dataset: str) -> BudgetStatus | None:
         return budgets(self.records(), self.name).get(dataset)
 
-    def check(self, dataset: str, epsilon: Fraction) -> None:
+    def check(self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0)) -> None:
         """A read-only pre-check (the binding check is repeated under the lock by ``spend``)."""
-        check_spend(self.status(dataset), dataset, epsilon, self.name)
+        check_spend(self.status(dataset), dataset, epsilon, self.name, rho)
 
     @property
     @abstractmethod

@@ -156,11 +156,14 @@ class JsonlLedger(Ledger):
                 fields["raise"] = True
             return self._append(records, fields)
 
-    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any]) -> Record:
+    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
         with self._acquire():
             records = self._read()
-            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name)
-            return self._append(records, {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)})
+            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name, rho)
+            fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
+            if rho:
+                fields["rho"] = format_exact(rho)
+            return self._append(records, fields)
 
     def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
         with self._acquire():

@@ -192,7 +192,8 @@ def test_budget_show_and_ledger_show_verify(work: Path) -> None:
     assert dpcli("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"),
                  "--ledger", led).returncode == 0
     r = dpcli("budget", "show", "--json", "--ledger", led)
-    assert json.loads(r.stdout) == [{"dataset": "toy", "cap": "3", "spent": "1", "remaining": "2", "releases": 1}]
+    assert json.loads(r.stdout) == [{"dataset": "toy", "cap": "3", "spent": "1", "remaining": "2", "releases": 1,
+                                     "cap_delta": "0", "spent_pure_epsilon": "1", "spent_rho": "0"}]
     r = dpcli("ledger", "verify", "--ledger", led)
     assert r.returncode == 0 and r.stdout.decode().startswith("ledger OK: 3 record(s), head ")
     r = dpcli("ledger", "show", "--json", "--ledger", led)
