@@ -68,6 +68,7 @@ def release(
         "statistics": len(result.plan.statistics),
         "rows": cells,
         "epsilon_spent": format_exact(result.plan.epsilon),
+        "rho_spent": format_exact(result.plan.rho),
         "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
         "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
         "output": "-" if result.output is None else str(result.output),
@@ -91,7 +92,7 @@ def release(
     where = "standard output" if result.output is None else str(result.output)
     render.info(
         f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}' to {where}\n"
-        f"  ε spent {render.eps(result.plan.epsilon)}; ε left {render.eps(status.remaining if status else None)} "
+        f"  spent {result.plan.cost_text()}; ε left {render.eps(status.remaining if status else None)} "
         f"of {render.eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
     )
@@ -134,7 +135,7 @@ def check(
     cells = sum(sp.cells for sp in the_plan.statistics)
     render.info(
         f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {cells} cell(s), "
-        f"ε={render.eps(the_plan.epsilon)}{checked}"
+        f"{the_plan.cost_text()}{checked}"
     )
 
 

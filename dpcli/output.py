@@ -33,11 +33,12 @@ class Block:
     """The rows of one statistic: per-cell labels and formatted numbers."""
 
     statistic: str
-    epsilon: Fraction
+    epsilon: Fraction | None  # the statistic's epsilon (None: a zCDP statistic with no delta to convert at)
     labels: dict[str, Sequence[str]]  # dimension -> one label per row (dimensions this statistic has)
     value: Sequence[str]
     ci_low: Sequence[str]
     ci_high: Sequence[str]
+    rho: Fraction | None = None  # zCDP releases: the statistic's rho
 
     def __len__(self) -> int:
         return len(self.value)
@@ -47,10 +48,11 @@ class Block:
 class Table:
     dimensions: tuple[str, ...]
     blocks: tuple[Block, ...]
+    with_rho: bool = False  # zCDP releases add a trailing `rho` column (pure releases keep the contract's columns)
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return ("statistic", *self.dimensions, *FIXED_COLUMNS_AFTER)
+        return ("statistic", *self.dimensions, *FIXED_COLUMNS_AFTER, *(("rho",) if self.with_rho else ()))
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.blocks)
@@ -59,10 +61,12 @@ class Table:
         """Canonical JSON of the table, as kept in the release store (exact text of every number)."""
         doc = {
             "dimensions": list(self.dimensions),
+            "with_rho": self.with_rho,
             "blocks": [
                 {
                     "statistic": b.statistic,
-                    "epsilon": format_exact(b.epsilon),
+                    "epsilon": None if b.epsilon is None else format_exact(b.epsilon),
+                    "rho": None if b.rho is None else format_exact(b.rho),
                     "labels": {k: list(v) for k, v in b.labels.items()},
                     "value": list(b.value),
                     "ci_low": list(b.ci_low),
@@ -78,16 +82,20 @@ class Table:
         from dpcli.accounting import parse_exact
 
         doc = json.loads(data)
+        def exact(x: str | None) -> Fraction | None:
+            return None if x is None else parse_exact(x)
+
         blocks = tuple(
-            Block(b["statistic"], parse_exact(b["epsilon"]), b["labels"], b["value"], b["ci_low"], b["ci_high"])
+            Block(b["statistic"], exact(b["epsilon"]), b["labels"], b["value"], b["ci_low"], b["ci_high"], exact(b.get("rho")))
             for b in doc["blocks"]
         )
-        return Table(tuple(doc["dimensions"]), blocks)
+        return Table(tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")))
 
     def rows(self) -> Iterator[tuple[str | None, ...]]:
         """Rows as text; None where a dimension does not apply to a row."""
         for b in self.blocks:
-            eps = format_decimal(b.epsilon)
+            eps = None if b.epsilon is None else format_decimal(b.epsilon)
+            extra = ((None if b.rho is None else format_decimal(b.rho)),) if self.with_rho else ()
             dims = [b.labels.get(d) for d in self.dimensions]
             for i in range(len(b)):
                 yield (
@@ -97,6 +105,7 @@ class Table:
                     b.ci_low[i],
                     b.ci_high[i],
                     eps,
+                    *extra,
                 )
 
 
@@ -192,7 +201,7 @@ def write_csv(table: Table, sink: IO[str]) -> None:
 def write_json(table: Table, sink: IO[str]) -> None:
     """A JSON list of objects. Numbers are written as their exact decimal text (valid JSON numbers)."""
     cols = table.columns
-    numeric = set(FIXED_COLUMNS_AFTER)
+    numeric = {*FIXED_COLUMNS_AFTER, "rho"}
     keys = [json.dumps(c) for c in cols]
     sink.write("[")
     first = True

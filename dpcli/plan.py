@@ -24,44 +24,68 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpcli.accounting import format_decimal, format_exact, round_up
+from dpcli.accounting import format_decimal, format_exact, rho_to_pure_epsilon, round_up, zcdp_to_epsilon
 from dpcli.errors import SpecError
 from dpcli.spec import Column, EdgeBins, GridBins, Spec, Statistic
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
 SCALE_LIMIT = 2**48
 MAX_SCALE = Fraction(2**40)
+MAX_VARIANCE = Fraction(2**46)  # the exact Gaussian sampler takes sigma^2 with 48-bit numerator and denominator
 CONFIDENCE = Fraction(95, 100)
 
 
 @dataclass(frozen=True)
 class NoiseComponent:
-    """One noisy vector of a statistic: its count part or its (fixed-point) sum part."""
+    """One noisy vector of a statistic: its count part or its (fixed-point) sum part.
+
+    Laplace components carry ``epsilon`` and ``scale`` (t = L1 sensitivity / epsilon); Gaussian components carry
+    ``rho`` and ``variance`` (sigma^2 = L2 sensitivity^2 / (2 rho)). Both in grid units.
+    """
 
     role: str  # "count" | "sum"
     sensitivity: int  # L1, in grid units (1 for counts)
     derivation: str  # why: the neighbour relation, bounds and unit behind the number
-    epsilon: Fraction
-    scale: Fraction  # discrete Laplace scale in grid units, >= sensitivity / epsilon
+    epsilon: Fraction  # Laplace: the epsilon this part uses (0 for Gaussian)
+    scale: Fraction | None  # Laplace scale in grid units, >= sensitivity / epsilon (None for Gaussian)
     unit: Fraction  # value of one grid unit (1 for counts, the column precision for sums)
     offset: int = 0  # centring (grid units) subtracted before summing; mean only
+    mechanism: str = "discrete_laplace"
+    rho: Fraction = Fraction(0)  # Gaussian: the rho this part uses
+    variance: Fraction | None = None  # Gaussian: sigma^2 in grid units, >= l2_squared / (2 rho)
+    l2_squared: int = 0  # Gaussian: the squared L2 sensitivity
 
     def halfwidth(self, confidence: float) -> int:
-        """Smallest k with P(|noise| <= k) >= confidence for discrete Laplace noise (grid units)."""
+        """Smallest k with P(|noise| <= k) >= confidence (grid units)."""
+        if self.mechanism == "discrete_gaussian":
+            assert self.variance is not None
+            return gaussian_halfwidth(self.variance, confidence)
+        assert self.scale is not None
         return laplace_halfwidth(self.scale, confidence)
+
+    @property
+    def parameter_text(self) -> str:
+        """The noise parameter as a person reads it: t for Laplace, sigma for Gaussian."""
+        if self.mechanism == "discrete_gaussian":
+            assert self.variance is not None
+            return f"σ={math.sqrt(self.variance):.6g}"
+        assert self.scale is not None
+        return f"t={format_decimal(self.scale, 6)}"
 
 
 @dataclass(frozen=True)
 class StatisticPlan:
     statistic: Statistic
-    epsilon: Fraction
+    epsilon: Fraction  # pure epsilon charged (0 in a zCDP release)
     components: tuple[NoiseComponent, ...]
     cells: int
     dimension_keys: tuple[tuple[str, ...] | None, ...]  # per dimension: declared keys, or None for numeric bins
+    rho: Fraction = Fraction(0)  # zCDP rho charged (0 in a pure release)
+    reported_epsilon: Fraction | None = None  # the output's epsilon column: the share, or rho converted at delta
 
     @property
     def mechanism(self) -> str:
-        return "discrete_laplace"
+        return "discrete_gaussian" if self.statistic.mechanism == "gaussian" else "discrete_laplace"
 
     def component(self, role: str) -> NoiseComponent:
         for c in self.components:
@@ -77,8 +101,33 @@ class Plan:
 
     @property
     def epsilon(self) -> Fraction:
-        """What the release charges: the exact sum of the statistics' shares."""
+        """The pure epsilon the release charges: the exact sum of the statistics' shares (0 for zCDP)."""
         return sum((s.epsilon for s in self.statistics), Fraction(0))
+
+    @property
+    def rho(self) -> Fraction:
+        """The zCDP rho the release charges (0 for a pure release)."""
+        return sum((s.rho for s in self.statistics), Fraction(0))
+
+    @property
+    def delta(self) -> Fraction | None:
+        return self.spec.privacy.delta
+
+    @property
+    def epsilon_at_delta(self) -> Fraction | None:
+        """The release's (epsilon, delta) guarantee: epsilon for a pure release, rho converted at the spec's delta."""
+        if self.rho == 0:
+            return self.epsilon
+        if self.delta is None:
+            return None
+        return zcdp_to_epsilon(self.rho, self.delta)
+
+    def cost_text(self) -> str:
+        if self.rho == 0:
+            return f"ε={format_decimal(self.epsilon, 10)}"
+        at = self.epsilon_at_delta
+        conv = f" (≈ ε={format_decimal(at, 6)} at δ={format_decimal(self.delta, 6)})" if at is not None else ""  # type: ignore[arg-type]
+        return f"ρ={format_decimal(self.rho, 10)} zCDP{conv}"
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -99,6 +148,31 @@ def laplace_halfwidth(scale: Fraction, confidence: float = 0.95) -> int:
     return k
 
 
+def gaussian_halfwidth(variance: Fraction, confidence: float = 0.95) -> int:
+    """Smallest k with P(|X| <= k) >= confidence for X ~ discrete Gaussian(sigma^2 = variance)."""
+    v = float(variance)
+    sigma = math.sqrt(v)
+    if sigma > 2000:  # the discrete and continuous Gaussians agree to far below a unit here
+        from statistics import NormalDist
+
+        return math.ceil(NormalDist().inv_cdf((1 + confidence) / 2) * sigma)
+    reach = int(12 * sigma) + 12
+    xs = range(0, reach + 1)
+    weights = [math.exp(-(x * x) / (2 * v)) for x in xs]
+    total = weights[0] + 2 * sum(weights[1:])
+    mass = weights[0]
+    k = 0
+    while mass / total < confidence:
+        k += 1
+        mass += 2 * weights[k]
+    return k
+
+
+def conservative_variance(l2_squared: int, rho: Fraction) -> Fraction:
+    """sigma^2 = l2_squared / (2 rho), rounded up (never down) to a fraction the exact sampler accepts."""
+    return conservative_scale(l2_squared, 2 * rho)
+
+
 def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
     """sensitivity/epsilon, rounded up (never down) to a fraction the exact sampler accepts."""
     exact = Fraction(sensitivity) / epsilon
@@ -110,33 +184,58 @@ def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
     return round_up(exact, den)
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """A component's share: epsilon for Laplace, rho for Gaussian."""
+
+    mechanism: str
+    amount: Fraction
+
+    def half(self) -> "_Budget":
+        return _Budget(self.mechanism, self.amount / 2)
+
+
 def _component(
-    stat_path: str, role: str, sensitivity: int, derivation: str, epsilon: Fraction, unit: Fraction, offset: int = 0
+    stat_path: str, role: str, sensitivity: int, derivation: str, budget: _Budget, unit: Fraction, offset: int = 0,
+    l2_squared: int | None = None,
 ) -> NoiseComponent:
-    scale = conservative_scale(sensitivity, epsilon)
+    """A noise component; ``l2_squared`` defaults to sensitivity^2 (one cell changes)."""
+    if budget.mechanism == "gaussian":
+        l2 = sensitivity * sensitivity if l2_squared is None else l2_squared
+        variance = conservative_variance(l2, budget.amount)
+        if variance > MAX_VARIANCE:
+            raise SpecError(
+                stat_path,
+                f"noise variance {format_decimal(variance, 6)} grid steps² is too large: "
+                "use a coarser precision, tighter bounds or a larger rho",
+            )
+        return NoiseComponent(
+            role, sensitivity, derivation, Fraction(0), None, unit, offset, "discrete_gaussian", budget.amount, variance, l2
+        )
+    scale = conservative_scale(sensitivity, budget.amount)
     if scale > MAX_SCALE:
         raise SpecError(
             stat_path,
             f"noise scale {format_decimal(scale, 6)} grid steps is too large: "
             "use a coarser precision, tighter bounds or a larger epsilon",
         )
-    return NoiseComponent(role, sensitivity, derivation, epsilon, scale, unit, offset)
+    return NoiseComponent(role, sensitivity, derivation, budget.amount, scale, unit, offset)
 
 
-def _count_component(path: str, stat: Statistic, neighbours: str, epsilon: Fraction, what: str) -> NoiseComponent:
+def _count_component(path: str, stat: Statistic, neighbours: str, budget: _Budget, what: str) -> NoiseComponent:
     has_cells = bool(stat.dimensions)
     if neighbours == "add_remove":
         why = f"add/remove one row changes {'one cell of ' if has_cells else ''}{what} by 1"
-        return _component(path, "count", 1, why, epsilon, Fraction(1))
+        return _component(path, "count", 1, why, budget, Fraction(1))
     if has_cells:
-        why = f"replace one row: it can leave one cell and join another of {what} (1 + 1)"
-        return _component(path, "count", 2, why, epsilon, Fraction(1))
+        why = f"replace one row: it can leave one cell and join another of {what} (L1 1 + 1; L2² 1 + 1)"
+        return _component(path, "count", 2, why, budget, Fraction(1), l2_squared=2)
     why = f"replace one row changes {what} by at most 1 (n itself is not treated as public)"
-    return _component(path, "count", 1, why, epsilon, Fraction(1))
+    return _component(path, "count", 1, why, budget, Fraction(1))
 
 
 def _sum_component(
-    path: str, stat: Statistic, column: Column, neighbours: str, epsilon: Fraction, centred: bool
+    path: str, stat: Statistic, column: Column, neighbours: str, budget: _Budget, centred: bool
 ) -> NoiseComponent:
     glo, ghi = column.grid_bounds
     p = column.precision
@@ -151,17 +250,17 @@ def _sum_component(
     span = f"[{format_exact(lo * p)}, {format_exact(hi * p)}]"
     if neighbours == "add_remove":
         why = f"add/remove one row changes the sum by at most max(|L|, |U|) of {span}; {b}"
-        return _component(path, "sum", biggest, why, epsilon, p, offset)
+        return _component(path, "sum", biggest, why, budget, p, offset)
     if stat.by:
-        why = f"replace one row: it can leave one cell and join another, 2 max(|L|, |U|) of {span}; {b}"
-        return _component(path, "sum", 2 * biggest, why, epsilon, p, offset)
+        why = f"replace one row: it can leave one cell and join another, 2 max(|L|, |U|) (L2² 2 max²) of {span}; {b}"
+        return _component(path, "sum", 2 * biggest, why, budget, p, offset, l2_squared=2 * biggest * biggest)
     if column.impute is not None:
         why = f"replace one row changes its value within {span}: U - L; {b}"
-        return _component(path, "sum", hi - lo, why, epsilon, p, offset)
+        return _component(path, "sum", hi - lo, why, budget, p, offset)
     why = (
         f"replace one row: U - L, or max(|L|, |U|) when a missing value (left out) becomes a value, of {span}; {b}"
     )
-    return _component(path, "sum", max(hi - lo, biggest), why, epsilon, p, offset)
+    return _component(path, "sum", max(hi - lo, biggest), why, budget, p, offset)
 
 
 def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None, ...]:
@@ -200,7 +299,14 @@ def make_plan(spec: Spec) -> Plan:
     """The plan of a validated spec. Reads no data."""
     plans = []
     neighbours = spec.privacy.neighbours
-    for i, (stat, eps) in enumerate(zip(spec.statistics, spec.epsilon_shares)):
+    zcdp = spec.privacy.accounting == "zcdp"
+    for i, (stat, share) in enumerate(zip(spec.statistics, spec.shares)):
+        if not zcdp:
+            budget = _Budget("laplace", share)
+        elif stat.mechanism == "gaussian":
+            budget = _Budget("gaussian", share)
+        else:  # a Laplace statistic in a zCDP release: epsilon-DP is (epsilon^2/2)-zCDP, so epsilon = sqrt(2 rho)
+            budget = _Budget("laplace", rho_to_pure_epsilon(share))
         path = f"statistics[{i}]"
         cells = 1
         for d in stat.by:
@@ -209,20 +315,27 @@ def make_plan(spec: Spec) -> Plan:
             cells *= bin_count(spec, stat)
             _check_bins_on_grid(path, spec, stat)
         if stat.kind == "count":
-            comps: tuple[NoiseComponent, ...] = (_count_component(path, stat, neighbours, eps, "the count"),)
+            comps: tuple[NoiseComponent, ...] = (_count_component(path, stat, neighbours, budget, "the count"),)
         elif stat.kind == "histogram":
-            comps = (_count_component(path, stat, neighbours, eps, "the histogram"),)
+            comps = (_count_component(path, stat, neighbours, budget, "the histogram"),)
         elif stat.kind == "sum":
             column = spec.columns[stat.column]  # type: ignore[index]
-            comps = (_sum_component(path, stat, column, neighbours, eps, centred=False),)
+            comps = (_sum_component(path, stat, column, neighbours, budget, centred=False),)
         else:  # mean: half the share to the centred sum, half to the count of rows with a value
             column = spec.columns[stat.column]  # type: ignore[index]
-            half = eps / 2
+            half = budget.half()
             comps = (
                 _sum_component(path, stat, column, neighbours, half, centred=True),
                 _count_component(path, stat, neighbours, half, f"the count of rows with a {column.name}"),
             )
-        plans.append(StatisticPlan(stat, eps, comps, cells, _dimension_keys(spec, stat)))
+        if zcdp:
+            delta = spec.privacy.delta
+            reported = zcdp_to_epsilon(share, delta) if delta is not None else None
+            if stat.mechanism != "gaussian":
+                reported = budget.amount  # a Laplace statistic is pure epsilon-DP on its own
+            plans.append(StatisticPlan(stat, Fraction(0), comps, cells, _dimension_keys(spec, stat), share, reported))
+        else:
+            plans.append(StatisticPlan(stat, share, comps, cells, _dimension_keys(spec, stat), Fraction(0), share))
     return Plan(spec, tuple(plans))
 
 

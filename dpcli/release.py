@@ -27,7 +27,7 @@ from dpcli.engine import ExactStatistic, aggregate, check_header, read_header
 from dpcli.engine.polars_engine import used_columns
 from dpcli.errors import InputError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger
-from dpcli.mechanisms import add_discrete_laplace
+from dpcli.mechanisms import add_discrete_gaussian, add_discrete_laplace
 from dpcli.output import (
     Block,
     Table,
@@ -40,7 +40,7 @@ from dpcli.output import (
     write_sidecar,
     write_table,
 )
-from dpcli.plan import Plan, StatisticPlan, make_plan
+from dpcli.plan import NoiseComponent, Plan, StatisticPlan, make_plan
 from dpcli import postprocess
 from dpcli.spec import Spec, load_spec
 
@@ -186,13 +186,21 @@ def _is_stream(path: Path) -> bool:
 
 
 def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
-    """Add the plan's discrete Laplace noise to every exact vector. Only called after the spend is durable."""
+    """Add the plan's exact discrete noise to every exact vector. Only called after the spend is durable."""
     out = []
     for sp, ex in zip(plan.statistics, exact):
-        counts = add_discrete_laplace(ex.counts, sp.component("count").scale) if _has(sp, "count") else None
-        sums = add_discrete_laplace(ex.sums, sp.component("sum").scale) if ex.sums is not None else None
+        counts = _noised(ex.counts, sp.component("count")) if _has(sp, "count") else None
+        sums = _noised(ex.sums, sp.component("sum")) if ex.sums is not None else None
         out.append(Noisy(counts, sums))
     return out
+
+
+def _noised(values: np.ndarray, comp: NoiseComponent) -> np.ndarray:
+    if comp.mechanism == "discrete_gaussian":
+        assert comp.variance is not None
+        return add_discrete_gaussian(values, comp.variance)
+    assert comp.scale is not None
+    return add_discrete_laplace(values, comp.scale)
 
 
 def _has(sp: StatisticPlan, role: str) -> bool:
@@ -219,8 +227,9 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
             bounds = spec.columns[stat.column].grid_bounds  # type: ignore[index]
             r = postprocess.means(sp, nz.sums, nz.counts, bounds)  # type: ignore[arg-type]
             value, low, high = decimal_text(r.value), decimal_text(r.ci_low), decimal_text(r.ci_high)
-        blocks.append(Block(stat.name, sp.epsilon, labels, value, low, high))
-    return Table(plan.dimensions, tuple(blocks))
+        rho = sp.rho if plan.rho else None
+        blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
+    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
 
 
 def exact_noisy(exact: list[ExactStatistic]) -> list[Noisy]:
@@ -240,7 +249,10 @@ def metadata(plan: Plan, spend: Record, input_sha: str, ledger_name: str, head: 
         "spec_sha256": spec.sha256,
         "input_sha256": input_sha,
         "neighbours": spec.privacy.neighbours,
+        "accounting": spec.privacy.accounting,
         "epsilon": format_exact(plan.epsilon),
+        "rho": format_exact(plan.rho),
+        "delta": None if plan.delta is None else format_exact(plan.delta),
         "confidence": postprocess.CONFIDENCE,
         "statistics": [
             {
@@ -248,22 +260,25 @@ def metadata(plan: Plan, spend: Record, input_sha: str, ledger_name: str, head: 
                 "kind": sp.statistic.kind,
                 "mechanism": sp.mechanism,
                 "epsilon": format_exact(sp.epsilon),
+                "rho": format_exact(sp.rho),
                 "cells": sp.cells,
-                "noise": [
-                    {
-                        "part": c.role,
-                        "sensitivity": c.sensitivity,
-                        "scale": format_exact(c.scale),
-                        "unit": format_exact(c.unit),
-                        "epsilon": format_exact(c.epsilon),
-                    }
-                    for c in sp.components
-                ],
+                "noise": [_component_meta(c) for c in sp.components],
             }
             for sp in plan.statistics
         ],
         "ledger": {"path": ledger_name, "record": spend.seq, "release_id": spend.get("release_id"), "head": head},
     }
+
+
+def _component_meta(c: NoiseComponent) -> dict:
+    meta = {"part": c.role, "mechanism": c.mechanism, "sensitivity": c.sensitivity, "unit": format_exact(c.unit)}
+    if c.mechanism == "discrete_gaussian":
+        assert c.variance is not None
+        meta.update(l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance), rho=format_exact(c.rho))
+    else:
+        assert c.scale is not None
+        meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))
+    return meta
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -316,7 +331,7 @@ def release(
             earlier = book.find_release(spec.dataset, spec.sha256, src.sha256())
             if earlier is not None:
                 return _reissue(plan, book, earlier, src.sha256(), output_path, fmt)
-        book.check(spec.dataset, plan.epsilon)  # fast refusal before the scan; binding check is in spend()
+        book.check(spec.dataset, plan.epsilon, plan.rho)  # fast refusal before the scan; binding check in spend()
         exact = aggregate(plan, src.path)
         input_sha = src.sha256()
     finally:
@@ -333,6 +348,7 @@ def release(
             "statistics": [s.statistic.name for s in plan.statistics],
             "output": "-" if output_path is None else str(output_path),
         },
+        rho=plan.rho,
     )
     noisy = draw_noise(plan, exact)
     del exact

@@ -65,31 +65,40 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
         for c in sp.components:
             unit = "" if c.unit == 1 else f" × {format_exact(c.unit)}"
             half = c.halfwidth(0.95)
-            rows.append(
-                {
-                    "statistic": sp.statistic.name,
-                    "kind": sp.statistic.kind,
-                    "part": c.role,
-                    "cells": sp.cells,
-                    "mechanism": sp.mechanism,
-                    "sensitivity": c.sensitivity,
-                    "sensitivity_unit": format_exact(c.unit),
-                    "derivation": c.derivation,
-                    "epsilon": format_exact(c.epsilon),
-                    "scale": format_exact(c.scale),
-                    "error95": format_exact(half * c.unit),
-                    "_scale_text": f"{format_decimal(c.scale, 6)}{unit}",
-                }
-            )
+            row: dict[str, Any] = {
+                "statistic": sp.statistic.name,
+                "kind": sp.statistic.kind,
+                "part": c.role,
+                "cells": sp.cells,
+                "mechanism": c.mechanism,
+                "sensitivity": c.sensitivity,
+                "sensitivity_unit": format_exact(c.unit),
+                "derivation": c.derivation,
+            }
+            if c.mechanism == "discrete_gaussian":
+                assert c.variance is not None
+                row.update(rho=format_exact(c.rho), l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance))
+                budget = f"ρ={eps(c.rho)}"
+            else:
+                assert c.scale is not None
+                row.update(epsilon=format_exact(c.epsilon), scale=format_exact(c.scale))
+                budget = eps(c.epsilon) if plan.rho == 0 else f"ε={eps(c.epsilon)}"
+            row.update(error95=format_exact(half * c.unit), _param=f"{c.parameter_text}{unit}", _budget=budget)
+            rows.append(row)
     return rows
 
 
 def plan_json(plan: Plan) -> str:
     spec = plan.spec
+    at = plan.epsilon_at_delta
     doc = {
         "dataset": spec.dataset,
         "neighbours": spec.privacy.neighbours,
+        "accounting": spec.privacy.accounting,
         "epsilon": format_exact(plan.epsilon),
+        "rho": format_exact(plan.rho),
+        "delta": None if plan.delta is None else format_exact(plan.delta),
+        "epsilon_at_delta": None if at is None else format_exact(at),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
     return json.dumps(doc, indent=2) + "\n"
@@ -99,11 +108,12 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     spec = plan.spec
     rows = plan_rows(plan)
     stream.write(
-        f"plan for dataset '{spec.dataset}': ε={eps(plan.epsilon)} ({spec.privacy.neighbours} neighbours, "
+        f"plan for dataset '{spec.dataset}': {plan.cost_text()} ({spec.privacy.neighbours} neighbours, "
         f"one person = one row); no data read\n"
     )
     table(
-        ["statistic", "part", "cells", "mechanism", "sensitivity", "ε", "scale", "±error 95%"],
+        ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
+         "±error 95%"],
         [
             [
                 r["statistic"],
@@ -111,8 +121,8 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
                 str(r["cells"]),
                 r["mechanism"],
                 str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
-                eps(Fraction(r["epsilon"])),
-                r["_scale_text"],
+                r["_budget"],
+                r["_param"],
                 format_decimal(Fraction(r["error95"]), 6),
             ]
             for r in rows

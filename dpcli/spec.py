@@ -33,6 +33,8 @@ SPEC_VERSION = "1"
 # Accepted ranges (documented in docs/spec.md).
 MAX_RELEASE_EPSILON = Fraction(100)
 MIN_EPSILON = Fraction(1, 10**6)  # below this no answer is useful and scales get absurd
+MIN_RHO, MAX_RHO = Fraction(1, 10**12), Fraction(100)
+MAX_DELTA = Fraction(1, 100)  # a delta larger than this is not a meaningful guarantee
 MAX_ABS_BOUND = Fraction(10**15)
 # A cell's fixed-point value must fit in 2^53 so that the float -> grid conversion is exact and sums stay far from
 # int64 limits per row (sums themselves run in 128-bit integers).
@@ -42,7 +44,7 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 COLUMN_TYPES = ("int", "float", "category", "bool")
 STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
 NEIGHBOURS = ("add_remove", "replace")
-MECHANISMS = ("laplace",)
+MECHANISMS = ("laplace", "gaussian")
 BOOL_KEYS = ("false", "true")
 # Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
 # (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
@@ -124,8 +126,9 @@ class Statistic:
     by: tuple[str, ...]
     bins: Bins | None
     weight: Fraction | None
-    epsilon: Fraction | None  # explicit share, when the spec names one
+    epsilon: Fraction | None  # explicit share of a pure release, when the spec names one
     mechanism: str = "laplace"
+    rho: Fraction | None = None  # explicit share of a zCDP release, when the spec names one
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -135,9 +138,25 @@ class Statistic:
 
 @dataclass(frozen=True)
 class Privacy:
+    """The release's budget. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a rho, stated directly
+    or converted from epsilon and delta; Laplace and Gaussian mechanisms)."""
+
     unit: str
     neighbours: str
-    epsilon: Fraction
+    epsilon: Fraction | None  # pure: the release's epsilon; zcdp: the (epsilon, delta) target, if stated
+    delta: Fraction | None = None
+    rho: Fraction | None = None  # zcdp: the release's rho
+
+    @property
+    def accounting(self) -> str:
+        return "zcdp" if self.rho is not None else "pure"
+
+    @property
+    def budget(self) -> Fraction:
+        """What the statistics' shares add up to at most: epsilon (pure) or rho (zcdp)."""
+        value = self.rho if self.rho is not None else self.epsilon
+        assert value is not None
+        return value
 
 
 @dataclass(frozen=True)
@@ -152,7 +171,7 @@ class Spec:
     ledger: Path | None = None
     source: str = "<string>"
     sha256: str = ""
-    epsilon_shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact; sums to <= privacy.epsilon
+    shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact, in the release's unit (epsilon or rho)
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -164,8 +183,10 @@ class Spec:
         return tuple(seen)
 
     @property
-    def epsilon_spent(self) -> Fraction:
-        return sum(self.epsilon_shares, Fraction(0))
+    def epsilon_shares(self) -> tuple[Fraction, ...]:
+        """The statistics' epsilon shares of a pure release."""
+        assert self.privacy.accounting == "pure"
+        return self.shares
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -437,7 +458,9 @@ def _bins(path: str, raw: Any) -> Bins:
 
 def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
     path = f"statistics[{i}]"
-    body = _mapping(path, raw, ("name", "kind", "column", "by", "bins", "weight", "epsilon", "mechanism"), ("name", "kind"))
+    body = _mapping(
+        path, raw, ("name", "kind", "column", "by", "bins", "weight", "epsilon", "rho", "mechanism"), ("name", "kind")
+    )
     name = _name(f"{path}.name", body["name"], "statistic name")
     kind = _text(f"{path}.kind", body["kind"])
     if kind not in STATISTIC_KINDS:
@@ -493,8 +516,11 @@ def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
 
     weight = _positive(f"{path}.weight", body["weight"]) if "weight" in body else None
     epsilon = _epsilon(f"{path}.epsilon", body["epsilon"]) if "epsilon" in body else None
-    if weight is not None and epsilon is not None:
-        raise SpecError(f"{path}.weight", "give either weight or epsilon, not both")
+    rho = _rho(f"{path}.rho", body["rho"]) if "rho" in body else None
+    if weight is not None and (epsilon is not None or rho is not None):
+        raise SpecError(f"{path}.weight", f"give either weight or {'rho' if rho is not None else 'epsilon'}, not both")
+    if epsilon is not None and rho is not None:
+        raise SpecError(f"{path}.rho", "give either epsilon or rho, not both")
 
     mechanism = "laplace"
     if "mechanism" in body:
@@ -502,7 +528,7 @@ def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
         if mechanism not in MECHANISMS:
             raise SpecError(f"{path}.mechanism", f"'{mechanism[:40]}' is not available (one of: {', '.join(MECHANISMS)})")
 
-    stat = Statistic(name, kind, column_name, tuple(by), bins, weight, epsilon, mechanism)
+    stat = Statistic(name, kind, column_name, tuple(by), bins, weight, epsilon, mechanism, rho)
     cells = 1
     for d in stat.by:
         cells *= len(columns[d].keys)
@@ -521,29 +547,94 @@ def _reserved(name: str) -> str:
     )
 
 
-def _split_epsilon(privacy_eps: Fraction | None, stats: list[Statistic]) -> tuple[Fraction, tuple[Fraction, ...]]:
-    explicit = [s.epsilon is not None for s in stats]
+def _split(
+    unit: str, budget: Fraction | None, stats: list[Statistic], maximum: Fraction
+) -> tuple[Fraction, tuple[Fraction, ...]]:
+    """The release's budget and each statistic's share of it, in ``unit`` ("epsilon" or "rho"), exactly."""
+    other = "rho" if unit == "epsilon" else "epsilon"
+    for i, s in enumerate(stats):
+        if getattr(s, other) is not None:
+            mode = "a pure epsilon release" if unit == "epsilon" else "a zCDP release (privacy.rho, or epsilon with delta)"
+            raise SpecError(f"statistics[{i}].{other}", f"not used in {mode}: give each statistic's {unit} or a weight")
+    explicit = [getattr(s, unit) is not None for s in stats]
     if any(explicit) and not all(explicit):
         i = explicit.index(False)
-        raise SpecError(f"statistics[{i}].epsilon", "either every statistic names its epsilon, or none does (use weight)")
+        raise SpecError(f"statistics[{i}].{unit}", f"either every statistic names its {unit}, or none does (use weight)")
     if all(explicit):
-        shares = tuple(s.epsilon for s in stats)  # type: ignore[misc]
+        shares = tuple(getattr(s, unit) for s in stats)
         total = sum(shares, Fraction(0))
-        if privacy_eps is None:
-            if total > MAX_RELEASE_EPSILON:
-                raise SpecError("statistics", f"the statistics' epsilons add up to {_short(total)}, over the maximum of 100")
+        if budget is None:
+            if total > maximum:
+                raise SpecError(
+                    "statistics", f"the statistics' {unit}s add up to {_short(total)}, over the maximum of {_short(maximum)}"
+                )
             return total, shares
-        if total > privacy_eps:
+        if total > budget:
             raise SpecError(
                 "statistics",
-                f"the statistics' epsilons add up to {_short(total)}, more than privacy.epsilon = {_short(privacy_eps)}",
+                f"the statistics' {unit}s add up to {_short(total)}, more than privacy.{unit} = {_short(budget)}",
             )
-        return privacy_eps, shares
-    if privacy_eps is None:
-        raise SpecError("privacy.epsilon", "required field is missing (or give every statistic its own epsilon)")
+        return budget, shares
+    if budget is None:
+        raise SpecError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
     weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
     total_w = sum(weights, Fraction(0))
-    return privacy_eps, tuple(privacy_eps * w / total_w for w in weights)
+    return budget, tuple(budget * w / total_w for w in weights)
+
+
+def _rho(path: str, value: Any) -> Fraction:
+    x = _number(path, value)
+    if not (MIN_RHO <= x <= MAX_RHO):
+        raise SpecError(path, f"rho must be in [{format_exact(MIN_RHO)}, {format_exact(MAX_RHO)}], got {_short(x)}")
+    return x
+
+
+def _delta(path: str, value: Any) -> Fraction:
+    x = _number(path, value)
+    if not (0 < x <= MAX_DELTA):
+        raise SpecError(path, f"delta must be in (0, {format_exact(MAX_DELTA)}], got {_short(x)}")
+    return x
+
+
+def _privacy(raw: Any, stats: list[Statistic]) -> tuple[Privacy, tuple[Fraction, ...]]:
+    """Read the privacy section and split its budget over the statistics.
+
+    - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
+    - ``rho`` (optionally with ``delta``, shown in the plan): a rho-zCDP release;
+    - ``epsilon`` with ``delta``: converted to the largest rho whose (epsilon, delta) conversion fits (closed form,
+      rounded down), then a zCDP release; it needs at least one ``mechanism: gaussian`` statistic.
+    """
+    priv = _mapping("privacy", raw, ("unit", "neighbours", "epsilon", "delta", "rho"))
+    unit = _text("privacy.unit", priv.get("unit", "row"))
+    if unit != "row":
+        raise SpecError("privacy.unit", f"'{unit[:40]}' is not supported (version 1: one person = one row)")
+    neighbours = _text("privacy.neighbours", priv.get("neighbours", "add_remove"))
+    if neighbours not in NEIGHBOURS:
+        raise SpecError("privacy.neighbours", f"'{neighbours[:40]}' is not one of: {', '.join(NEIGHBOURS)}")
+    eps = _epsilon("privacy.epsilon", priv["epsilon"]) if "epsilon" in priv else None
+    delta = _delta("privacy.delta", priv["delta"]) if "delta" in priv else None
+    rho = _rho("privacy.rho", priv["rho"]) if "rho" in priv else None
+    gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
+    explicit_rho = bool(stats) and all(s.rho is not None for s in stats)
+    if rho is not None and eps is not None:
+        raise SpecError("privacy.rho", "give either rho, or epsilon (with delta), not both")
+    if eps is not None and delta is not None:
+        if not gaussian:
+            raise SpecError("privacy.delta", "only used by a release with a mechanism: gaussian statistic")
+        from dpcli.accounting import epsilon_delta_to_rho
+
+        rho = epsilon_delta_to_rho(eps, delta)
+    zcdp = rho is not None or (eps is None and explicit_rho)
+    if not zcdp and gaussian:
+        raise SpecError(
+            f"statistics[{gaussian[0]}].mechanism",
+            "gaussian needs a zCDP budget: privacy.rho, or privacy.epsilon with privacy.delta",
+        )
+    if zcdp:
+        budget, shares = _split("rho", rho, stats, MAX_RHO)
+        return Privacy(unit, neighbours, eps, delta, budget), shares
+    budget, shares = _split("epsilon", eps, stats, MAX_RELEASE_EPSILON)
+    return Privacy(unit, neighbours, budget, delta, None), shares
 
 
 def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None) -> Spec:
@@ -563,14 +654,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
     if not _DATASET.fullmatch(dataset):
         raise SpecError("dataset", f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
 
-    priv = _mapping("privacy", top["privacy"], ("unit", "neighbours", "epsilon"))
-    unit = _text("privacy.unit", priv.get("unit", "row"))
-    if unit != "row":
-        raise SpecError("privacy.unit", f"'{unit[:40]}' is not supported (version 1: one person = one row)")
-    neighbours = _text("privacy.neighbours", priv.get("neighbours", "add_remove"))
-    if neighbours not in NEIGHBOURS:
-        raise SpecError("privacy.neighbours", f"'{neighbours[:40]}' is not one of: {', '.join(NEIGHBOURS)}")
-    privacy_eps = _epsilon("privacy.epsilon", priv["epsilon"]) if "epsilon" in priv else None
+    _mapping("privacy", top["privacy"], ("unit", "neighbours", "epsilon", "delta", "rho"))
 
     raw_columns = top["columns"]
     if not isinstance(raw_columns, dict) or not raw_columns:
@@ -586,7 +670,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
             raise SpecError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'")
         names.add(st.name)
         stats.append(st)
-    release_eps, shares = _split_epsilon(privacy_eps, stats)
+    privacy, shares = _privacy(top["privacy"], stats)
 
     base = base_dir if base_dir is not None else Path(".")
 
@@ -601,7 +685,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
     return Spec(
         version=version,
         dataset=dataset,
-        privacy=Privacy(unit, neighbours, release_eps),
+        privacy=privacy,
         columns=MappingProxyType(columns),
         statistics=tuple(stats),
         input=_dash_or_path(path_field("input")),
@@ -609,7 +693,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
         ledger=_dash_or_path(path_field("ledger")),
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
-        epsilon_shares=shares,
+        shares=shares,
     )
 
 

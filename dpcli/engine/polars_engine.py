@@ -113,12 +113,14 @@ def _bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
         else:
             idx = ((value.cast(pl.Int128) * sd - sn) * wd // (sd * wn)).cast(pl.Int64)
         return pl.when((idx >= 0) & (idx < n)).then(idx)
-    # edges: k (grid units) is in [e_i, e_{i+1}) iff ceil(e_i/p) <= k < ceil(e_{i+1}/p). The thresholds are
-    # integers below 2^53, so cut()'s float comparisons are exact; the plan checks they are strictly increasing.
-    thresholds = [float(_ceil(bins.edge(i) / p)) for i in range(n + 1)]
-    labels = [str(i) for i in range(n + 2)]
-    idx = value.cast(pl.Float64).cut(thresholds, labels=labels, left_closed=True).to_physical().cast(pl.Int64) - 1
-    return pl.when((idx >= 0) & (idx < n)).then(idx)
+    # edges: k (grid units) is in [e_i, e_{i+1}) iff t_i <= k < t_{i+1} with t_i = ceil(e_i/p), strictly increasing
+    # (checked by the plan). Values lie in [lo, hi], so clamping every t_i into [lo - 1, hi + 1] changes no bin and
+    # keeps them exact Int64s (edges far outside the bounds used to collide as floats in cut(): a DuplicateError
+    # reported as an unreadable input). The bin is the last i with t_i <= k: an exact integer binary search.
+    lo, hi = column.grid_bounds
+    thresholds = pl.Series([min(max(_ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)], dtype=pl.Int64)
+    idx = pl.lit(thresholds).search_sorted(value, side="right").cast(pl.Int64) - 1
+    return pl.when(value.is_not_null() & (idx >= 0) & (idx < n)).then(idx)
 
 
 class _Query:
@@ -224,6 +226,7 @@ def build_queries(plan: Plan, path: Path) -> tuple[list[list[int]], list[pl.Lazy
         raise_if_empty=False,
         truncate_ragged_lines=True,  # extra fields are ignored, missing fields are null (docs/spec.md)
         encoding="utf8",
+        glob=False,  # the path is one file: 'data[1].csv' must not be read as a pattern matching 'data1.csv'
     )
     if used:
         scan = scan.select(used)
@@ -240,6 +243,9 @@ def build_queries(plan: Plan, path: Path) -> tuple[list[list[int]], list[pl.Lazy
 
 def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order. One scan of the file."""
+    if Path(path).is_dir():
+        # polars would scan every file in the directory as one dataset
+        raise InputError(f"input {path} is a directory, not a CSV file")
     groups, queries, recipes = build_queries(plan, path)
     try:
         frames = pl.collect_all(queries, engine="streaming")

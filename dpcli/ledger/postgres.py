@@ -334,13 +334,14 @@ class PostgresLedger(Ledger):
 
         return self._write_tx(body, "setting the cap")
 
-    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any]) -> Record:
+    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
-            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name)
-            return self._append(
-                cur, records, {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
-            )
+            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name, rho)
+            fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
+            if rho:
+                fields["rho"] = format_exact(rho)
+            return self._append(cur, records, fields)
 
         return self._write_tx(body, "recording the spend")
 

@@ -90,7 +90,7 @@ def test_release_writes_table_sidecar_and_spends(work: Path) -> None:
               "--ledger", str(work / "ledger.jsonl"))
     assert r.returncode == 0, r.stderr
     assert r.stdout == b""
-    assert "ε spent 1; ε left 2 of 3" in r.stderr.decode()
+    assert "spent ε=1; ε left 2 of 3" in r.stderr.decode()
     rows = read_table(out.read_text())
     assert list(rows[0].keys()) == ["statistic", "sex", "age", "value", "ci_low", "ci_high", "epsilon"]
     assert [(x["statistic"], x["sex"], x["age"]) for x in rows] == [
@@ -268,7 +268,7 @@ def test_missing_output_directory_exits_3_before_spending(work: Path) -> None:
 def test_budget_runs_out_exactly(work: Path) -> None:
     set_cap(work, "3")
     led = str(work / "ledger.jsonl")
-    args = ["release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "--ledger", led, "--quiet"]
+    args = ["release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "--ledger", led, "--quiet", "--no-reuse"]
     for _ in range(3):
         r = dpcli(*args, "-o", str(work / "o.csv"))
         assert r.returncode == 0, r.stderr
@@ -288,7 +288,8 @@ def test_exact_budget_arithmetic_point_one_plus_point_two(work: Path) -> None:
     (work / "s.yaml").write_text(spec)
     led = str(work / "ledger.jsonl")
     assert dpcli("budget", "set", "toy", "--epsilon", "0.3", "--ledger", led).returncode == 0
-    args = ["release", str(work / "s.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led]
+    args = ["release", str(work / "s.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led,
+            "--no-reuse"]
     assert [dpcli(*args).returncode for _ in range(4)] == [0, 0, 0, 4]
 
 
@@ -364,7 +365,8 @@ def test_no_data_value_in_any_error_message(work: Path) -> None:
         ("check", str(work / "spec.yaml"), "-i", str(work / "canary_header.csv")),
         ("release", str(work / "spec.yaml"), "-i", str(work / "canary_bytes.csv"), "-o", str(work / "o.csv"), "--ledger", led),
         ("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led),
-        ("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led),
+        ("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led,
+         "--no-reuse"),
     ]
     codes = []
     for args in runs:
