@@ -26,7 +26,7 @@ import random
 import time
 from fractions import Fraction
 from typing import Any, Callable, TypeVar
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from dpcli.accounting import format_exact
 from dpcli.errors import DpcliError, LedgerError, UsageError
@@ -92,24 +92,37 @@ def redact_url(url: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(k.lower() == "password" for k, _ in pairs):
             query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/", quote_via=quote)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # not urlunsplit: it turns "postgresql:///db" (no host: the default socket) into "postgresql:/db"
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + (
+        f"#{parts.fragment}" if parts.fragment else ""
+    )
 
 
 class PostgresLedger(Ledger):
     def __init__(self, url: str, lock_timeout: float = 30.0, key: bytes | None = None):
-        import psycopg
-        from psycopg.conninfo import conninfo_to_dict
-
-        self._psycopg = psycopg
         self.url = url
         self.name = redact_url(url)
         self.lock_timeout = max(0.0, float(lock_timeout))
         self.key = key
         try:
+            raw = urlsplit(url).password
+        except ValueError:
+            raw = None
+        self._secrets = sorted({s for s in (raw, unquote(raw or "")) if s}, key=len, reverse=True)
+        try:
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:
+            raise LedgerError(
+                f"ledger {self.name}: a PostgreSQL ledger needs psycopg 3: pip install 'dpcli[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        try:
             params = conninfo_to_dict(url)
         except psycopg.Error as exc:
             raise UsageError(f"ledger {self.name} is not a valid PostgreSQL URL: {self._scrub(exc)}") from None
-        self._secrets = [s for s in (params.get("password"),) if s]
+        if params.get("password"):
+            self._secrets = sorted({*self._secrets, str(params["password"])}, key=len, reverse=True)
         self._connect_kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
             # libpq's unit is whole seconds and it treats anything under 2 as 2
@@ -128,7 +141,7 @@ class PostgresLedger(Ledger):
     def _scrub(self, exc: BaseException) -> str:
         """A driver's message, first line only, without the password (libpq should never echo it, but be sure)."""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        for secret in self._secrets if hasattr(self, "_secrets") else []:
+        for secret in self._secrets:
             text = text.replace(secret, "***")
         if self.url in text:
             text = text.replace(self.url, self.name)
@@ -240,14 +253,23 @@ class PostgresLedger(Ledger):
             with conn.transaction():
                 with conn.cursor() as cur:
                     self._set_local_timeouts(cur, deadline)
-                    query = "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
+                    query = "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL"
                     tables = (LEDGER_TABLE, HEAD_TABLE, STORE_TABLE)
                     cur.execute(query, tables)
-                    if not cur.fetchone()[0]:
+                    if not all(cur.fetchone()):
                         cur.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
                         cur.execute(query, tables)  # READ COMMITTED: a fresh look after the wait
-                        if not cur.fetchone()[0]:
+                        has_ledger, has_head, has_store = cur.fetchone()
+                        if has_head and not has_ledger:
+                            # never lay a fresh, empty chain where one was dropped
+                            raise LedgerError(
+                                f"ledger {self.name}: the table {LEDGER_TABLE} is gone but its head is recorded "
+                                "(the ledger was dropped)"
+                            )
+                        if not (has_ledger and has_head and has_store):
                             cur.execute(SCHEMA)
+        except DpcliError:
+            raise
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
                 raise self._timeout(1) from None
@@ -263,12 +285,12 @@ class PostgresLedger(Ledger):
 
     def _read(self, cur: Any) -> list[Record]:
         has_ledger, has_head = self._tables_exist(cur)
-        if not has_ledger:
-            return []
-        cur.execute(f"SELECT seq, record, hash FROM {LEDGER_TABLE} ORDER BY seq")
-        rows = cur.fetchall()
+        rows = []
+        if has_ledger:
+            cur.execute(f"SELECT seq, record, hash FROM {LEDGER_TABLE} ORDER BY seq")
+            rows = cur.fetchall()
         records: list[Record] = []
-        for n, (seq, text, h) in enumerate(rows):
+        for seq, text, h in rows:
             try:
                 obj = json.loads(text)
             except (ValueError, TypeError):
@@ -291,7 +313,7 @@ class PostgresLedger(Ledger):
                 raise LedgerError(f"ledger {self.name}: its head row is missing (the ledger was edited)")
         elif not records or records[-1].seq != head[0] or records[-1].hash != head[1]:
             raise LedgerError(
-                f"ledger {self.name} ends before its recorded head (record {head[0]}): "
+                f"ledger {self.name} does not end at its recorded head (record {head[0]}): "
                 "records were deleted or it was restored from an older copy"
             )
         return records
