@@ -6,7 +6,8 @@ How a row becomes numbers (documented in docs/spec.md, "How cells are read"):
   the bounds and rounded to the nearest point of the column's fixed-point grid (precision), then clamped again in
   integer grid units, so every value is an integer within [L', U'] and sums are exact integer sums (128-bit).
 - category cells: exactly a declared key, byte for byte (no case folding, trimming or Unicode normalisation: a key
-  that differs in any way is undeclared). Undeclared keys and empty cells are missing.
+  that differs in any way is undeclared). Undeclared keys and empty cells are missing, except that a column with
+  ``other: KEY`` counts undeclared non-empty text under its declared KEY.
 - bool cells: true/false/1/0 (ASCII case-insensitive); anything else is missing.
 - missing cells take the column's ``impute:`` value when declared; otherwise the row is left out of the statistics
   that use that column (a count with no ``by:`` still counts every row).
@@ -89,6 +90,10 @@ def _key_index(column: Column, raw: pl.Expr) -> pl.Expr:
     if column.type == "category":
         # an Enum of the declared keys: undeclared text becomes null (1.5x faster than replace_strict)
         value = raw.cast(pl.Enum(list(column.keys)), strict=False).to_physical().cast(pl.Int64)
+        if column.other is not None:
+            # `other: KEY`: undeclared non-empty text counts under KEY (never as a key of its own)
+            undeclared = value.is_null() & raw.is_not_null() & (raw != "")
+            value = pl.when(undeclared).then(pl.lit(column.keys.index(column.other), dtype=pl.Int64)).otherwise(value)
     else:
         value = raw.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Int64)
     if column.impute is not None:
