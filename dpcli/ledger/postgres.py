@@ -22,7 +22,7 @@ REPEATABLE READ snapshot so the records and the head row always agree.
 from __future__ import annotations
 
 import json
-import random
+import secrets
 import time
 from fractions import Fraction
 from typing import Any, Callable, TypeVar
@@ -223,7 +223,8 @@ class PostgresLedger(Ledger):
                 if state == LOCK_NOT_AVAILABLE or (state in RETRYABLE and time.monotonic() >= deadline):
                     raise self._timeout(attempt) from None
                 if state in RETRYABLE:
-                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * random.random())
+                    # jittered backoff between serialization retries (timing only; nothing released depends on it)
+                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * secrets.randbelow(1000) / 1000)
                     continue
                 raise self._db_error(exc, doing) from None
 
