@@ -1,0 +1,126 @@
+"""`dpcli audit` end to end: exit codes, the JSON report, and that it reads no data and spends nothing.
+
+Each run's false-failure probability is below the command's default 1 - confidence = 1e-9 (a union bound over every
+Clopper-Pearson bound of the report, see dpcli/audit.py); this file audits a correct spec twice (2e-9), and a broken
+one once, which it misses with probability below 2e-8 (derivation in test_a_violated_claim_exits_6).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SPEC = """\
+version: 1
+dataset: toy
+input: does-not-exist/people.csv
+ledger: no-ledger-here.jsonl
+privacy: {unit: row, neighbours: add_remove, epsilon: 2}
+columns:
+  age:    {type: int, bounds: [0, 100]}
+  income: {type: float, bounds: [0, 1000], precision: 0.01}
+  sex:    {type: category, categories: [F, M]}
+statistics:
+  - {name: n, kind: count}
+  - {name: ages, kind: histogram, column: age, bins: [0, 18, 65, 101]}
+  - {name: mean_income, kind: mean, column: income, by: [sex]}
+  - {name: total_income, kind: sum, column: income}
+"""
+
+
+def dpcli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "dpcli", *args], capture_output=True, env=full_env, cwd=cwd, timeout=300
+    )
+
+
+def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    ledger = tmp_path / "env-ledger.jsonl"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = dpcli("audit", str(spec), "--trials", "20000", "--json", cwd=tmp_path, env={"DPCLI_LEDGER": str(ledger)})
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["data_read"] is False and report["spent"] is False
+    assert report["dataset"] == "toy" and report["neighbours"] == "add_remove" and report["accounting"] == "pure"
+    assert report["trials"] == 20000 and 0 < report["confidence"] < 1
+    assert [s["statistic"] for s in report["statistics"]] == ["n", "ages", "mean_income", "total_income"]
+    for s in report["statistics"]:
+        assert set(s) >= {
+            "statistic", "kind", "mechanism", "claimed_epsilon", "delta", "epsilon_lower_bound", "within_claim",
+            "trials", "events", "alpha_per_bound", "noised_cells", "neighbour", "differing_cells", "worst_event",
+        }
+        assert s["within_claim"] is True and s["mechanism"] == "discrete_laplace" and s["delta"] == "0"
+        assert 0 <= s["epsilon_lower_bound"] <= float(s["claimed_epsilon"])
+        assert s["trials"] == 20000 and s["events"] > 0 and s["noised_cells"] == 1
+    assert any("not a proof" in n for n in report["notes"])
+    # the nonexistent input was never needed, and no ledger (from the spec or $DPCLI_LEDGER) was created or read
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not ledger.exists() and not (tmp_path / "no-ledger-here.jsonl").exists()
+
+
+def test_audit_text_report_and_usage_errors(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    result = dpcli("audit", str(spec), "--trials", "5000", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode()
+    assert "no input read, nothing spent" in out and "not a proof" in out and "within claim" in out
+    assert "VIOLATION" not in out
+
+    assert dpcli("audit", str(spec), "--trials", "10", cwd=tmp_path).returncode == 2  # below the minimum
+    assert dpcli("audit", str(tmp_path / "missing.yaml"), cwd=tmp_path).returncode == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SPEC.replace("epsilon: 2", "epsilon: 2, seed: 1"))
+    result = dpcli("audit", str(bad), cwd=tmp_path)
+    assert result.returncode == 2 and b"privacy.seed" in result.stderr
+
+
+def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
+    """In process, with the audit fed a deliberately broken plan (Laplace scale halved: true ε = 2 against a claim of
+    1). Detection, as derived in tests/statistical/test_audit.py: on the event E = {value >= D' count},
+    p_fav = P[noise >= 0] = 1/(1+q) and p_oth = P[noise >= 1] = q/(1+q), q = e^-2; the audit's counts are at least
+    binom.ppf(1e-8) and at most binom.isf(1e-8) respectively with probability >= 1 - 2e-8, and the Clopper-Pearson
+    bounds at the report's own per-bound level then give ε_lb >= g, which the test checks exceeds the claim."""
+    import dataclasses
+    import math
+
+    import pytest
+    from scipy import stats
+
+    import dpcli.audit
+    from dpcli.cli import main
+    from dpcli.plan import make_plan
+    from dpcli.spec import load_spec
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("epsilon: 2", "epsilon: 1").split("statistics:")[0] + "statistics:\n  - {name: n, kind: count}\n")
+    real = dpcli.audit.audit
+
+    def broken(path, **kwargs):
+        plan = make_plan(load_spec(path))
+        sp = plan.statistics[0]
+        comps = tuple(dataclasses.replace(c, scale=c.scale / 2) for c in sp.components)
+        return real(dataclasses.replace(plan, statistics=(dataclasses.replace(sp, components=comps),)), **kwargs)
+
+    monkeypatch.setattr(dpcli.audit, "audit", broken)
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", str(spec), "--json"])
+    assert exc.value.code == 6
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["ok"] is False and report["statistics"][0]["within_claim"] is False
+    assert "exceeds the claimed" in captured.err and "'n'" in captured.err
+
+    st = report["statistics"][0]
+    n, q = st["trials"], math.exp(-2)
+    k_fav, k_oth = int(stats.binom.ppf(1e-8, n, 1 / (1 + q))), int(stats.binom.isf(1e-8, n, q / (1 + q)))
+    lo = dpcli.audit.clopper_pearson(k_fav, n, st["alpha_per_bound"])[0]
+    hi = dpcli.audit.clopper_pearson(k_oth, n, st["alpha_per_bound"])[1]
+    assert math.log(lo / hi) > float(st["claimed_epsilon"]) == 1
