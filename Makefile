@@ -9,6 +9,8 @@ $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# bytecode for our own modules: saves ~50 ms per run where PYTHONDONTWRITEBYTECODE is set
+	$(BIN)/python -m compileall -q dpcli
 	touch $@
 
 venv: $(BIN)/dpcli

@@ -28,7 +28,9 @@ ledger_app = typer.Typer(no_args_is_help=True, help="The audit trail of caps and
 app.add_typer(budget_app, name="budget")
 app.add_typer(ledger_app, name="ledger")
 
-LedgerOpt = typer.Option(None, "--ledger", help="Ledger file (else $DPCLI_LEDGER, else the spec's ledger:).")
+LedgerOpt = typer.Option(
+    None, "--ledger", help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:)."
+)
 LockOpt = typer.Option(30.0, "--lock-timeout", help="Seconds to wait for the ledger lock before exit 5.", min=0)
 
 
@@ -54,13 +56,26 @@ def release(
         True, "--reuse/--no-reuse",
         help="Return an earlier release of byte-identical spec and input instead of spending again (default).",
     ),
+    input_timeout: float = typer.Option(
+        60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", min=0,
+        help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever).",
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v",
+        help="Progress on stderr: each phase and its elapsed time (plan-level facts only, never data).",
+    ),
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table."""
     from dpcli.release import release as run
 
     if fmt is not None and fmt not in ("csv", "json"):
         raise UsageError(f"--format: '{fmt[:20]}' is not csv or json")
-    result = run(spec, input=input, output=output, ledger=ledger, fmt=fmt, lock_timeout=lock_timeout, reuse=reuse)
+    if verbose and quiet:
+        raise UsageError("--verbose and --quiet contradict each other: give one")
+    result = run(
+        spec, input=input, output=output, ledger=ledger, fmt=fmt, lock_timeout=lock_timeout, reuse=reuse,
+        input_timeout=input_timeout, progress=_progress_printer() if verbose else None,
+    )
     status = result.status
     cells = len(result.table)
     summary = {
@@ -98,6 +113,34 @@ def release(
     )
 
 
+def _progress_printer():  # noqa: ANN202 - callable(str) -> None
+    """--verbose: one stderr line per finished phase, with the phase's and the run's elapsed seconds.
+
+    Only what the release passes in is printed (public, plan-level facts); the timings are per phase, never per row
+    or per cell.
+    """
+    import time
+
+    start = last = time.monotonic()
+
+    def say(message: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        sys.stderr.write(f"dpcli: [{now - start:7.2f} s, phase {now - last:6.2f} s] {message}\n")
+        sys.stderr.flush()
+        last = now
+
+    return say
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema (draft 2020-12) of spec version 1, for editors and CI validators."""
+    from dpcli.schema import schema_json
+
+    sys.stdout.write(schema_json())
+
+
 @app.command()
 def plan(
     spec: Path = typer.Argument(..., help="The release spec (YAML)."),
@@ -112,6 +155,32 @@ def plan(
         sys.stdout.write(render.plan_json(the_plan))
     else:
         render.print_plan(the_plan, sys.stdout)
+
+
+@app.command("audit")
+def audit_command(
+    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
+    trials: int = typer.Option(
+        200_000, "--trials", min=1_000, max=1_000_000_000, help="Noise draws per statistic and dataset (default 200000)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
+    nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
+    from dpcli.audit import audit as run
+    from dpcli.errors import AuditFailed
+
+    report = run(spec, trials=trials)
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        render.print_audit(report, sys.stdout)
+    if not report.ok:
+        names = ", ".join(f"'{s.statistic}'" for s in report.violations)
+        raise AuditFailed(
+            f"audit: the empirical ε lower bound of {names} exceeds the claimed ε (confidence {report.confidence}): "
+            "the mechanism does not deliver its claim"
+        )
 
 
 @app.command()

@@ -49,3 +49,20 @@ class LedgerError(DpcliError):
     """The ledger is unreadable, its chain is broken, or its lock could not be taken in time."""
 
     exit_code = 5
+
+
+class AuditFailed(DpcliError):
+    """``dpcli audit`` found a statistic whose empirical privacy-loss lower bound exceeds its claimed epsilon: with
+    the report's confidence, a bug in a mechanism (an extension of the contract's exit codes)."""
+
+    exit_code = 6
+
+
+class OutputError(DpcliError):
+    """The output could not be written *after* the spend was recorded (disk full, I/O error).
+
+    Exit 5 like a ledger problem: the budget is spent and stays spent (no refund); no output file is left behind.
+    The message names the ledger record that paid for the lost release.
+    """
+
+    exit_code = 5

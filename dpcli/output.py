@@ -263,11 +263,19 @@ def _detach_stdout() -> None:
         pass
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, body) -> None:  # noqa: ANN001 - callable(file) -> None
     """Write via a temporary file in the same directory, fsync it, rename it over ``path``, fsync the directory."""
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
+        # mkstemp creates 0600; a published table gets the usual mode for new files (0666 less the umask)
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             body(fh)
             fh.flush()

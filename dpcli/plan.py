@@ -140,10 +140,12 @@ def laplace_halfwidth(scale: Fraction, confidence: float = 0.95) -> int:
     q = math.exp(-1.0 / t)
     alpha = 1.0 - confidence
     k = max(0, math.ceil(t * math.log(2.0 / (alpha * (1.0 + q)))) - 1)
-    # guard the float step: move k until it is the smallest that satisfies the bound
-    while k > 0 and 2 * q ** k / (1 + q) <= alpha:
+    # guard the float step: move k until it is the smallest that satisfies the bound. q^k is computed as
+    # exp(-k/t), not q ** k: at t ~ 1e12 the rounded q carries a relative error ~1e-4 in log q, and stepping k one by
+    # one across that gap took ~15 s per statistic (a release or plan near the 2^40 scale limit seemed to hang)
+    while k > 0 and 2 * math.exp(-k / t) / (1 + q) <= alpha:
         k -= 1
-    while 2 * q ** (k + 1) / (1 + q) > alpha:
+    while 2 * math.exp(-(k + 1) / t) / (1 + q) > alpha:
         k += 1
     return k
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from types import MappingProxyType
 from fractions import Fraction
 from pathlib import Path
@@ -66,6 +67,7 @@ class Column:
     precision: Fraction | None = None  # fixed-point grid step (numeric columns; 1 for int)
     categories: tuple[str, ...] | None = None  # declared keys, in order (bool: ("false", "true"))
     impute: Fraction | str | None = None  # replaces null / unparseable / undeclared cells
+    other: str | None = None  # category columns: the declared key that undeclared non-empty values count under
 
     @property
     def numeric(self) -> bool:
@@ -168,7 +170,7 @@ class Spec:
     statistics: tuple[Statistic, ...]
     input: Path | None = None  # resolved against the spec's directory
     output: Path | None = None
-    ledger: Path | None = None
+    ledger: Path | str | None = None  # a path, or a postgresql:// URL (without a password)
     source: str = "<string>"
     sha256: str = ""
     shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact, in the release's unit (epsilon or rho)
@@ -291,12 +293,19 @@ def _name(path: str, value: Any, what: str = "name") -> str:
     return s
 
 
+_LEADING_ZERO = re.compile(r"(?:^[+-]?|/)0[0-9]")
+
+
 def _number(path: str, value: Any) -> Fraction:
     s = _text(path, value)
     try:
-        return parse_exact(s)
+        x = parse_exact(s)
     except ValueError:
         raise SpecError(path, f"'{s[:60]}' is not a number (write a plain decimal such as 1, 0.5 or 1e-3)") from None
+    if _LEADING_ZERO.search(s.strip()):
+        # YAML 1.1 tools (and editors) read 010 as octal 8, YAML 1.2 as 10: refuse rather than pick one
+        raise SpecError(path, f"'{s[:60]}' has a leading zero, which YAML 1.1 reads as octal: write it without")
+    return x
 
 
 def _positive(path: str, value: Any) -> Fraction:
@@ -317,7 +326,8 @@ def _epsilon(path: str, value: Any, maximum: Fraction = MAX_RELEASE_EPSILON) -> 
 
 def _short(x: Fraction) -> str:
     text = format_exact(x)
-    return text if len(text) <= 40 else f"{float(x):.6g}"
+    # Decimal, not float: float(1e400) overflows (an internal error where `epsilon: 1e400` deserves exit 2)
+    return text if len(text) <= 40 else f"{(Decimal(x.numerator) / Decimal(x.denominator)).normalize():.6g}"
 
 
 def _list(path: str, value: Any, min_len: int = 0) -> list:
@@ -342,7 +352,7 @@ def _integer(path: str, value: Any) -> int:
 def _column(name: str, raw: Any) -> Column:
     path = f"columns.{name}"
     _name(path, name, "column name")
-    body = _mapping(path, raw, ("type", "bounds", "precision", "categories", "impute"), ("type",))
+    body = _mapping(path, raw, ("type", "bounds", "precision", "categories", "impute", "other"), ("type",))
     ctype = _text(f"{path}.type", body["type"])
     if ctype not in COLUMN_TYPES:
         raise SpecError(f"{path}.type", f"'{ctype[:40]}' is not a column type (one of: {', '.join(COLUMN_TYPES)})")
@@ -352,6 +362,8 @@ def _column(name: str, raw: Any) -> Column:
             if k in body:
                 raise SpecError(f"{path}.{k}", f"not allowed for {'an' if ctype == 'int' else 'a'} {ctype} column")
 
+    if ctype != "category":
+        forbid("other")
     if ctype in ("int", "float"):
         forbid("categories")
         if "bounds" not in body:
@@ -419,7 +431,12 @@ def _column(name: str, raw: Any) -> Column:
         impute_key = _text(f"{path}.impute", body["impute"])
         if impute_key not in keys:
             raise SpecError(f"{path}.impute", f"'{impute_key[:60]}' is not one of the declared keys")
-    return Column(name, ctype, categories=keys, impute=impute_key)
+    other_key = None
+    if "other" in body:
+        other_key = _text(f"{path}.other", body["other"])
+        if other_key not in keys:
+            raise SpecError(f"{path}.other", f"'{other_key[:60]}' is not one of the declared categories")
+    return Column(name, ctype, categories=keys, impute=impute_key, other=other_key)
 
 
 def default_precision(lo: Fraction, hi: Fraction) -> Fraction:
@@ -690,11 +707,27 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
         statistics=tuple(stats),
         input=_dash_or_path(path_field("input")),
         output=_dash_or_path(path_field("output")),
-        ledger=_dash_or_path(path_field("ledger")),
+        ledger=_ledger_location(top.get("ledger"), path_field),
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
         shares=shares,
     )
+
+
+def _ledger_location(raw: Any, path_field: Any) -> Path | str | None:
+    """The spec's ledger: a path relative to the spec, or a PostgreSQL URL kept as text (never with a password:
+    specs are shared and committed; put credentials in DPCLI_LEDGER, --ledger or a .pgpass file)."""
+    if isinstance(raw, str) and raw.startswith(("postgresql://", "postgres://")):
+        from urllib.parse import urlsplit
+
+        try:
+            has_password = urlsplit(raw).password is not None
+        except ValueError:
+            raise SpecError("ledger", "not a valid PostgreSQL URL") from None
+        if has_password or "password=" in raw:
+            raise SpecError("ledger", "a ledger URL in a spec must not carry a password (use DPCLI_LEDGER or .pgpass)")
+        return raw
+    return _dash_or_path(path_field("ledger"))
 
 
 def _dash_or_path(p: Any) -> Path | None:

@@ -13,7 +13,7 @@ How a row becomes numbers (documented in docs/spec.md, "How cells are read"):
   that use that column (a count with no ``by:`` still counts every row).
 
 One query groups the rows of the whole release by the keys its statistics need (the raw text of category and bool
-columns, numeric bin indices, "value present" flags) and sums the fixed-point values; each statistic's declared
+columns, numeric bin indices) and sums and counts the fixed-point values; each statistic's declared
 cells are then summed out of that small result, where category text is decoded to declared keys (undeclared text
 drops out there). The CSV is parsed once. Grouping by raw text and decoding afterwards measured ~2x faster on 10M
 rows than decoding every row. When the product of the statistics' cell counts is too large for one grouping,
@@ -149,7 +149,7 @@ class _Recipe:
     """How to read one statistic's cells out of the grouped result."""
 
     dims: tuple[tuple[str, Column | None, int], ...]  # (key column, column to decode or None for a bin index, size)
-    present: str | None  # key column flagging rows whose value is present (sum/mean)
+    counted: str | None  # per-group count of rows with a value (sum/mean); else rows are counted with len()
     total: str | None  # summed column (sum/mean)
 
 
@@ -159,7 +159,7 @@ def _recipe(spec: Spec, sp: StatisticPlan, q: _Query, sum_type: pl.DataType) -> 
     for d in stat.by:
         column = spec.columns[d]
         dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys)))
-    present = total = None
+    counted = total = None
     if stat.kind == "histogram":
         column = spec.columns[stat.column]  # type: ignore[index]
         if column.numeric:
@@ -171,9 +171,10 @@ def _recipe(spec: Spec, sp: StatisticPlan, q: _Query, sum_type: pl.DataType) -> 
         column = spec.columns[stat.column]  # type: ignore[index]
         value = _numeric(column)
         offset = sp.component("sum").offset
-        present = q.key(f"present:{column.name}", value.is_not_null())
+        # counting values per group (rather than grouping by "has a value") keeps the key short: ~10% faster
+        counted = q.total(f"count:{column.name}", value.count().cast(pl.Int64))
         total = q.total(f"sum:{column.name}:{offset}", (value - offset).cast(sum_type).sum())
-    return _Recipe(tuple(dims), present, total)
+    return _Recipe(tuple(dims), counted, total)
 
 
 def _groups(plan: Plan) -> list[list[int]]:
@@ -273,9 +274,7 @@ def _marginal(sp: StatisticPlan, frame: pl.DataFrame, recipe: _Recipe) -> ExactS
         index = pl.col(key) if column is None else _key_index(column, pl.col(key))
         code = code * size + index
     part = frame.lazy()
-    if recipe.present is not None:
-        part = part.filter(pl.col(recipe.present))
-    aggs = [pl.col("n").sum().alias("n")]
+    aggs = [pl.col(recipe.counted or "n").sum().alias("n")]
     if recipe.total is not None:
         aggs.append(pl.col(recipe.total).cast(pl.Int128).sum().alias("s"))
     cells = part.with_columns(code.alias("code")).filter(pl.col("code").is_not_null()).group_by("code").agg(aggs).collect()

@@ -375,3 +375,15 @@ def test_no_data_value_in_any_error_message(work: Path) -> None:
         no_data_in(r)
     assert codes[:2] == [3, 3]
     assert codes[4] == 4  # the budget of 1 is gone after one release (the third run may succeed: exit 0)
+
+
+def test_output_file_mode_follows_the_umask(work: Path) -> None:
+    set_cap(work)
+    out = work / "out.csv"
+    r = subprocess.run(["bash", "-c", f"umask 022 && {sys.executable} -m dpcli release {work / 'spec.yaml'} "
+                        f"-i {work / 'data.csv'} -o {out} --ledger {work / 'ledger.jsonl'} --quiet"],
+                       capture_output=True, timeout=120,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")})
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_mode & 0o777 == 0o644
+    assert (work / "out.csv.meta.json").stat().st_mode & 0o777 == 0o644
