@@ -16,7 +16,6 @@ import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +24,6 @@ import numpy as np
 from dpcli import __version__
 from dpcli.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate, check_header, read_header
-from dpcli.engine.polars_engine import used_columns
 from dpcli.errors import InputError, OutputError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger
 from dpcli.mechanisms import add_discrete_gaussian, add_discrete_laplace

@@ -36,6 +36,7 @@ from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
 from dpcli.plan import make_plan
 from dpcli.spec import parse_spec
+from tests.helpers import run_dpcli
 
 CANARY = "4815162342"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,8 +101,7 @@ def cli(*args: str) -> Run:
 
 def dpcli(*args: str, **kw) -> Run:  # noqa: ANN003
     """The real command in a subprocess."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-    r = subprocess.run([sys.executable, "-m", "dpcli", *map(str, args)], capture_output=True, timeout=120, env=env, **kw)
+    r = run_dpcli(*args, **kw)
     return Run(r.returncode, r.stdout, r.stderr)
 
 

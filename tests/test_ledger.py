@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +16,7 @@ import pytest
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import canonical
+from tests.helpers import clean_env, run_dpcli
 
 SPEC = """\
 version: 1
@@ -31,13 +30,11 @@ statistics:
 """
 
 
-def env() -> dict:
-    return {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
+env = clean_env
 
 
 def dpcli(*args: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dpcli", *args], capture_output=True, timeout=120,
-                          env={**env(), **(extra_env or {})})
+    return run_dpcli(*args, env=extra_env)
 
 
 @pytest.fixture()

@@ -31,7 +31,7 @@ import polars as pl
 
 from dpcli.errors import InputError
 from dpcli.plan import Plan, StatisticPlan
-from dpcli.spec import Column, EdgeBins, GridBins, Spec
+from dpcli.spec import Column, GridBins, Spec
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any, Iterable
 
 from dpcli.accounting import format_decimal, format_exact, parse_exact, pure_to_rho, zcdp_to_epsilon
-from dpcli.errors import BudgetRefused, LedgerError
+from dpcli.errors import BudgetRefused, LedgerError, UsageError
 
 GENESIS = "0" * 64
 RECORD_TYPES = ("cap", "spend", "released")
@@ -198,6 +198,37 @@ def check_spend(
             f"budget refused for dataset '{dataset}': requested ε={eps_text(requested)}{zcdp}, "
             f"remaining ε={eps_text(remaining)}, short by {eps_text(requested - remaining)}"
         )
+
+
+def cap_fields(
+    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool
+) -> dict[str, Any]:
+    """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``."""
+    status = budgets(records, ledger_name).get(dataset)
+    current = status.cap if status is not None else None
+    raising = current is not None and epsilon > current
+    if raising and not allow_raise:
+        raise UsageError(
+            f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
+            "needs --raise (it is recorded as a raise)"
+        )
+    fields: dict[str, Any] = {
+        "type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)
+    }
+    if raising:
+        fields["raise"] = True
+    return fields
+
+
+def spend_fields(
+    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, rho: Fraction, details: dict[str, Any]
+) -> dict[str, Any]:
+    """The fields of a new spend record, after the exact cap check against the verified ``records``."""
+    check_spend(budgets(records, ledger_name).get(dataset), dataset, epsilon, ledger_name, rho)
+    fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
+    if rho:
+        fields["rho"] = format_exact(rho)
+    return fields
 
 
 class Ledger(ABC):

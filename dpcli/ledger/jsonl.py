@@ -11,17 +11,15 @@ from typing import Any
 
 import filelock
 
-from dpcli.accounting import format_exact
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger.base import (
     GENESIS,
     Ledger,
     Record,
-    budgets,
-    check_spend,
-    eps_text,
+    cap_fields,
     now,
     record_hash,
+    spend_fields,
     verify_chain,
 )
 
@@ -143,27 +141,12 @@ class JsonlLedger(Ledger):
     def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record:
         with self._acquire():
             records = self._read()
-            status = budgets(records, self.name).get(dataset)
-            current = status.cap if status is not None else None
-            raising = current is not None and epsilon > current
-            if raising and not allow_raise:
-                raise UsageError(
-                    f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
-                    "needs --raise (it is recorded as a raise)"
-                )
-            fields = {"type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)}
-            if raising:
-                fields["raise"] = True
-            return self._append(records, fields)
+            return self._append(records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise))
 
     def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
         with self._acquire():
             records = self._read()
-            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name, rho)
-            fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
-            if rho:
-                fields["rho"] = format_exact(rho)
-            return self._append(records, fields)
+            return self._append(records, spend_fields(records, self.name, dataset, epsilon, rho, details))
 
     def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
         with self._acquire():

@@ -28,18 +28,16 @@ from fractions import Fraction
 from typing import Any, Callable, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from dpcli.accounting import format_exact
 from dpcli.errors import DpcliError, LedgerError, UsageError
 from dpcli.ledger.base import (
     GENESIS,
     Ledger,
     Record,
-    budgets,
+    cap_fields,
     canonical,
-    check_spend,
-    eps_text,
     now,
     record_hash,
+    spend_fields,
     verify_chain,
 )
 
@@ -342,29 +340,14 @@ class PostgresLedger(Ledger):
     def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
-            status = budgets(records, self.name).get(dataset)
-            current = status.cap if status is not None else None
-            raising = current is not None and epsilon > current
-            if raising and not allow_raise:
-                raise UsageError(
-                    f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
-                    "needs --raise (it is recorded as a raise)"
-                )
-            fields = {"type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)}
-            if raising:
-                fields["raise"] = True
-            return self._append(cur, records, fields)
+            return self._append(cur, records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise))
 
         return self._write_tx(body, "setting the cap")
 
     def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
-            check_spend(budgets(records, self.name).get(dataset), dataset, epsilon, self.name, rho)
-            fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
-            if rho:
-                fields["rho"] = format_exact(rho)
-            return self._append(cur, records, fields)
+            return self._append(cur, records, spend_fields(records, self.name, dataset, epsilon, rho, details))
 
         return self._write_tx(body, "recording the spend")
 

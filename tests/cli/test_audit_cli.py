@@ -8,10 +8,6 @@ one once, which it misses with probability below 2e-8 (derivation in test_a_viol
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 SPEC = """\
 version: 1
@@ -31,12 +27,9 @@ statistics:
 """
 
 
-def dpcli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "dpcli", *args], capture_output=True, env=full_env, cwd=cwd, timeout=300
-    )
+from tests.helpers import run_dpcli
+
+dpcli = run_dpcli
 
 
 def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):

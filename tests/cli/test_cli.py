@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import clean_env, run_dpcli
 
 CANARY = "987654321"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,17 +42,7 @@ ROWS = [
 ]
 
 
-def dpcli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "dpcli", *args],
-        input=stdin,
-        capture_output=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=120,
-    )
+dpcli = run_dpcli
 
 
 def no_data_in(result: subprocess.CompletedProcess) -> None:
@@ -346,7 +337,7 @@ def test_closed_stdout_is_quiet_and_spend_is_recorded(work: Path) -> None:
     cmd = (f"{sys.executable} -m dpcli release {work / 'spec.yaml'} -i {work / 'data.csv'} -o - "
            f"--ledger {led} --quiet | head -1")
     r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, timeout=120,
-                       env={k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")})
+                       env=clean_env())
     assert r.stdout.decode().startswith("statistic,")
     assert r.stderr == b""
     assert r.returncode == 0
@@ -383,7 +374,7 @@ def test_output_file_mode_follows_the_umask(work: Path) -> None:
     r = subprocess.run(["bash", "-c", f"umask 022 && {sys.executable} -m dpcli release {work / 'spec.yaml'} "
                         f"-i {work / 'data.csv'} -o {out} --ledger {work / 'ledger.jsonl'} --quiet"],
                        capture_output=True, timeout=120,
-                       env={k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")})
+                       env=clean_env())
     assert r.returncode == 0, r.stderr
     assert out.stat().st_mode & 0o777 == 0o644
     assert (work / "out.csv.meta.json").stat().st_mode & 0o777 == 0o644
