@@ -34,7 +34,7 @@ def parse_exact(text: str) -> Fraction:
         return Fraction(int(num), int(den))
     if not _DECIMAL.fullmatch(s):
         raise ValueError("not a decimal number")
-    mantissa, _, exponent = s.lower().partition("e")
+    _, _, exponent = s.lower().partition("e")
     if exponent and abs(int(exponent)) > _MAX_EXPONENT:
         raise ValueError("exponent out of range")
     return Fraction(s)

@@ -338,13 +338,6 @@ def _list(path: str, value: Any, min_len: int = 0) -> list:
     return value
 
 
-def _integer(path: str, value: Any) -> int:
-    x = _number(path, value)
-    if x.denominator != 1:
-        raise SpecError(path, f"expected a whole number, got {_short(x)}")
-    return x.numerator
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Sections
 
