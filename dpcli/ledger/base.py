@@ -263,7 +263,9 @@ class Ledger(ABC):
     def load_table(self, release_id: str) -> bytes | None:
         """The stored table of a release, or None when it is not there."""
 
-    def find_release(self, dataset: str, spec_sha256: str, input_sha256: str) -> tuple[Record, Record, bytes] | None:
+    def find_release(
+        self, dataset: str, spec_sha256: str, input_sha256: str, records: list[Record] | None = None
+    ) -> tuple[Record, Record, bytes] | None:
         """An earlier, completed release of byte-identical spec and input: (spend, released, table).
 
         The stored table must hash to the ``table_sha256`` its ``released`` record names (else LedgerError): a
@@ -271,7 +273,8 @@ class Ledger(ABC):
         """
         import hashlib
 
-        records = self.records()
+        if records is None:
+            records = self.records()
         released = {r.get("release_id"): r for r in records if r.type == "released"}
         for rec in reversed(records):
             if (
@@ -301,12 +304,14 @@ class Ledger(ABC):
         head = recs[-1].hash if recs else GENESIS
         return VerifyReport(len(recs), head, self.keyed, budgets(recs, self.name))
 
-    def status(self, dataset: str) -> BudgetStatus | None:
-        return budgets(self.records(), self.name).get(dataset)
+    def status(self, dataset: str, records: list[Record] | None = None) -> BudgetStatus | None:
+        return budgets(self.records() if records is None else records, self.name).get(dataset)
 
-    def check(self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0)) -> None:
-        """A read-only pre-check (the binding check is repeated under the lock by ``spend``)."""
-        check_spend(self.status(dataset), dataset, epsilon, self.name, rho)
+    def check(
+        self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0), records: list[Record] | None = None
+    ) -> None:
+        """A read-only pre-check on verified ``records`` (read when not given); ``spend`` repeats it under the lock."""
+        check_spend(self.status(dataset, records), dataset, epsilon, self.name, rho)
 
     @property
     @abstractmethod
