@@ -367,3 +367,43 @@ def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
     (tmp_path / "l.jsonl").write_text("not json\n")
     with pytest.raises(LedgerError):
         JsonlLedger(tmp_path / "l.jsonl").records()
+
+
+def test_deleted_ledger_with_its_head_left_is_detected(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    led.unlink()
+    r = dpcli("ledger", "verify", "--ledger", str(led))
+    assert r.returncode == 5 and "rolled back or replaced" in r.stderr.decode()
+
+
+READER = textwrap.dedent(
+    """
+    import sys
+    from dpcli.ledger import JsonlLedger
+    from dpcli.errors import LedgerError
+    reader, failures = JsonlLedger(sys.argv[1]), 0
+    for _ in range(int(sys.argv[2])):
+        try:
+            reader.records()
+        except LedgerError:
+            failures += 1
+    print(failures)
+    """
+)
+WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.ledger import JsonlLedger\n" \
+    "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Fraction(1, 1000), {})\n"
+
+
+def test_readers_never_see_a_half_moved_head(tmp_path: Path) -> None:
+    """A writer process and two reader processes: every read is a consistent chain (no false rollback from a head
+    file moved between reading the records and reading the head, no torn line)."""
+    led = tmp_path / "l.jsonl"
+    JsonlLedger(led).set_cap("d", Fraction(1000), Fraction(0), allow_raise=False)
+    run = [sys.executable, "-c"]
+    writer = subprocess.Popen([*run, WRITER, str(led), "300"], env=env())
+    readers = [subprocess.Popen([*run, READER, str(led), "1500"], stdout=subprocess.PIPE, env=env()) for _ in range(2)]
+    assert writer.wait(timeout=300) == 0
+    failures = [int(r.communicate(timeout=300)[0]) for r in readers]
+    assert failures == [0, 0]
+    assert len(JsonlLedger(led).records()) == 301

@@ -47,13 +47,16 @@ class JsonlLedger(Ledger):
     # -- reading -----------------------------------------------------------------------------------------------
 
     def _read(self) -> list[Record]:
+        """All records, verified. Call with the lock held: a writer appends a record and then moves the head file,
+        so an unlocked reader could see the new head beside the old records and take it for a rollback."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return []
+            data = b""  # a new ledger, or a deleted one: the head file (if any) tells them apart
         except OSError as exc:
             raise LedgerError(f"cannot read ledger {self.name}: {exc.strerror or 'unreadable'}") from None
         if not data:
+            self._check_head([])
             return []
         if not data.endswith(b"\n"):
             raise LedgerError(f"ledger {self.name}: the last record is torn (no end of line): the file was cut or edited")
@@ -92,7 +95,10 @@ class JsonlLedger(Ledger):
         atomic_write(self.head_path, lambda fh: fh.write(text.encode()))
 
     def records(self) -> list[Record]:
-        return self._read()
+        if not self.path.parent.is_dir():
+            return []  # nothing can be there (and a lock file cannot be made there)
+        with self._acquire():
+            return self._read()
 
     # -- writing -----------------------------------------------------------------------------------------------
 
