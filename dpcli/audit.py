@@ -13,10 +13,11 @@ For every statistic of a spec's plan:
    ``trials`` times for each dataset, on the cells whose exact aggregates differ between D and D' only: the other
    cells get independent noise of the same law under D and D', so they cannot change any test's outcome (the
    likelihood ratio of the whole release is that of the differing cells). The noisy integers are post-processed as
-   a release does: counts through :func:`dpcli.postprocess.counts`; sums and means (whose real functions work in
-   exact fractions, ~50 µs per value) through a vectorised exact replica that is checked, on the first
-   ``CROSS_CHECK`` trials of every dataset, to give exactly the numbers :func:`dpcli.postprocess.sums` and
-   :func:`dpcli.postprocess.means` give (a disagreement is an internal error, exit 1).
+   a release does: counts through :func:`dpcli.postprocess.counts`, means through
+   :func:`dpcli.postprocess.mean_grid` (the vectorised function a release's means come from), sums as the noisy
+   grid integers themselves. On the first ``CROSS_CHECK`` trials of every dataset these are checked to give exactly
+   the numbers :func:`dpcli.postprocess.sums` and :func:`dpcli.postprocess.means` give (a disagreement is an
+   internal error, exit 1).
 3. **Events and bounds.** Events are fixed before any noise is drawn, from public quantities only (the exact
    released values of D and D' and the noise scale): "every differing cell's released value is at or beyond
    a + τ(b - a)" towards D''s values ("up") or towards D's ("down"), for a handful of τ around 0 and 1 and in the
@@ -390,28 +391,6 @@ def _as_ints(values: np.ndarray, limit: int = 2**62) -> np.ndarray:
     return values.astype(object)
 
 
-def _mean_grid(sp: StatisticPlan, s: np.ndarray, n: np.ndarray, bounds: tuple[int, int]) -> np.ndarray:
-    """Exactly what postprocess.means releases, in steps of precision/1000: round-half-even of 1000 (s/n + c),
-    clipped to the bounds (clipping and rounding commute at integer bounds); the midpoint when n <= 0."""
-    f = 10**postprocess.MEAN_DIGITS_BELOW_PRECISION
-    offset = sp.component("sum").offset
-    lo, hi = bounds
-    big = max(int(np.abs(s.astype(object)).max(initial=0)), 1) + abs(offset) * max(int(np.abs(n.astype(object)).max(initial=0)), 1)
-    wide = big * f * 4 >= 2**62 or max(abs(lo), abs(hi)) * f * 4 >= 2**62
-    s = s.astype(object) if wide else s.astype(np.int64)
-    n = n.astype(object) if wide else n.astype(np.int64)
-    positive = n > 0
-    den = np.where(positive, n, 1)
-    num = (s + offset * den) * f
-    q = num // den
-    twice = 2 * (num - q * den)
-    up = (twice > den) | ((twice == den) & (q % 2 == 1))
-    g = q + up.astype(np.int64)
-    g = np.minimum(np.maximum(g, lo * f), hi * f)
-    middle = round(Fraction((lo + hi) * f, 2))
-    return np.where(positive, g, middle)
-
-
 def _released_grid(sp: StatisticPlan, counts: np.ndarray | None, sums: np.ndarray | None, bounds: tuple[int, int] | None) -> np.ndarray:
     kind = sp.statistic.kind
     if kind in ("count", "histogram"):
@@ -419,7 +398,7 @@ def _released_grid(sp: StatisticPlan, counts: np.ndarray | None, sums: np.ndarra
         return value
     if kind == "sum":
         return _as_ints(sums)  # type: ignore[arg-type]
-    return _mean_grid(sp, sums, counts, bounds)  # type: ignore[arg-type]
+    return postprocess.mean_grid(sp, sums, counts, bounds)  # type: ignore[arg-type]
 
 
 def _real_values(sp: StatisticPlan, counts: np.ndarray | None, sums: np.ndarray | None, bounds: tuple[int, int] | None) -> list[Fraction]:
