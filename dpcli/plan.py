@@ -11,7 +11,9 @@ Sensitivities (L1, in grid units of the column's precision p; L', U' are the bou
   is public and its true sensitivity is 0, but dpcli does not publish n unprotected).
 - sum, no by: add_remove max(|L'|, |U'|); replace: U' - L' when every row has a value (``impute:`` declared),
   otherwise max(U' - L', max(|L'|, |U'|)) because a changed row can go from a missing value (left out) to any value.
-- sum by: add_remove max(|L'|, |U'|); replace 2 max(|L'|, |U'|) (a person moves from one cell to another).
+- sum by: add_remove max(|L'|, |U'|); replace L1 2 max(|L'|, |U'|) (a person moves from one cell to another), and
+  L2² max(2 max(|L'|, |U'|)², (U' - L')²): the second term is a value going from L' to U' inside one cell, which
+  sets the L2 norm whenever the bounds are close in size (every centred mean with ``by:``).
 - mean: a noisy centred sum over a noisy count, the statistic's epsilon split evenly between them. Values are
   centred on the grid midpoint c so the sum's sensitivity is about half the width: max(|L'-c|, |U'-c|) under
   add_remove (and the sum-by rules above, centred, under replace); the count part is a count over the rows with a
@@ -254,8 +256,19 @@ def _sum_component(
         why = f"add/remove one row changes the sum by at most max(|L|, |U|) of {span}; {b}"
         return _component(path, "sum", biggest, why, budget, p, offset)
     if stat.by:
-        why = f"replace one row: it can leave one cell and join another, 2 max(|L|, |U|) (L2² 2 max²) of {span}; {b}"
-        return _component(path, "sum", 2 * biggest, why, budget, p, offset, l2_squared=2 * biggest * biggest)
+        # Two kinds of neighbour set the two norms: a row moving from one cell to another changes two cells by up to
+        # max(|L|, |U|) each (L1 2 max, L2² 2 max²); a row whose value goes from L to U inside its cell changes one
+        # cell by U - L (L1 U - L <= 2 max, but L2² (U - L)², larger than 2 max² when the bounds are close in size).
+        move_l2, same_l2 = 2 * biggest * biggest, (hi - lo) * (hi - lo)
+        l2_squared = max(move_l2, same_l2)
+        l2_pair = (
+            "a row moving between cells" if move_l2 >= same_l2 else "a row whose value goes from L to U in its cell"
+        )
+        why = (
+            f"replace one row: L1 2 max(|L|, |U|) when it leaves one cell and joins another (≥ U - L, the change "
+            f"inside one cell); L2² max(2 max², (U - L)²) = {l2_squared}, set by {l2_pair}; of {span}; {b}"
+        )
+        return _component(path, "sum", 2 * biggest, why, budget, p, offset, l2_squared=l2_squared)
     if column.impute is not None:
         why = f"replace one row changes its value within {span}: U - L; {b}"
         return _component(path, "sum", hi - lo, why, budget, p, offset)

@@ -193,3 +193,29 @@ def test_gaussian_release_end_to_end(tmp_path: Path) -> None:
     assert F(spend["rho"]) == epsilon_delta_to_rho(F(1), F(1, 10**6)) and spend["epsilon"] == "0"
     show = json.loads(run_dpcli("budget", "show", "--json", "--ledger", led).stdout)[0]
     assert F(show["spent"]) == zcdp_to_epsilon(F(spend["rho"]), F(1, 10**6))
+
+
+@pytest.mark.parametrize(
+    "bounds, kind, l2_squared, setter",
+    [
+        # centred mean by sex on [17, 90]: grid midpoint 53, centred span [-36, 37]; same-cell L -> U moves 73,
+        # a cell move at most 2 * 37^2 = 2738 < 73^2 = 5329
+        ("[17, 90]", "mean", 73 * 73, "a row whose value goes from L to U in its cell"),
+        # sum by over [40, 50]: a cell move 2 * 50^2 = 5000, the same-cell move only 10^2
+        ("[40, 50]", "sum", 2 * 50 * 50, "a row moving between cells"),
+        # sum by over [-10, 10]: 2 * 100 = 200 against 20^2 = 400: the same-cell move sets L2
+        ("[-10, 10]", "sum", 400, "a row whose value goes from L to U in its cell"),
+    ],
+)
+def test_gaussian_l2_under_replace_covers_a_value_moving_inside_its_cell(
+    bounds: str, kind: str, l2_squared: int, setter: str
+) -> None:
+    text = (
+        "version: 1\ndataset: d\nprivacy: {unit: row, neighbours: replace, rho: 0.5}\n"
+        f"columns:\n  x: {{type: int, bounds: {bounds}}}\n  sex: {{type: category, categories: [F, M]}}\n"
+        f"statistics:\n  - {{name: s, kind: {kind}, column: x, by: [sex], mechanism: gaussian}}\n"
+    )
+    comp = make_plan(parse_spec(text)).statistics[0].component("sum")
+    assert comp.l2_squared == l2_squared
+    assert comp.variance >= F(l2_squared) / (2 * (F(1, 2) if kind == "sum" else F(1, 4)))
+    assert setter in comp.derivation and f"= {l2_squared}" in comp.derivation
