@@ -72,6 +72,28 @@ def format_decimal(value: Fraction, significant: int = 15) -> str:
     return f"{float(value):.{significant}g}"
 
 
+def format_decimal_up(value: Fraction, significant: int = 15) -> str:
+    """Decimal text that never reads as less than ``value``: exact when the decimal terminates, else rounded *up*
+    (towards +infinity) at ``significant`` digits, in exact arithmetic. For spent budgets: 1/3 is
+    ``0.333333333333334``, so three thirds printed never add up to less than what was charged."""
+    if is_terminating(value):
+        return format_exact(value)
+    sign = -1 if value < 0 else 1
+    magnitude = abs(value)
+    # the exponent e with 10^e <= |value| < 10^(e+1), found exactly (a float log10 can be off by one)
+    e = len(str(magnitude.numerator)) - len(str(magnitude.denominator))
+    while Fraction(10) ** e > magnitude:
+        e -= 1
+    while Fraction(10) ** (e + 1) <= magnitude:
+        e += 1
+    step = Fraction(10) ** (e - significant + 1)
+    units = magnitude / step
+    whole = units.numerator // units.denominator
+    # not terminating, so never a whole number of steps: round away from zero for positives, towards it for negatives
+    rounded = (whole + 1 if sign > 0 else whole) * step * sign
+    return format_exact(rounded)
+
+
 def _neighbours(value: Fraction, max_denominator: int) -> tuple[Fraction, Fraction]:
     """The fractions with denominator <= max_denominator just below and just above ``value`` (its neighbours in the
     Farey sequence of that order), for a value whose own denominator is larger: the last convergent of its continued

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 from typing import Optional
@@ -52,9 +53,14 @@ def release(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
     lock_timeout: float = LockOpt,
+    release_id: Optional[str] = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID",
+        help="Name this release (e.g. $(date +%F)): the same dataset, spec and id return the first run's table "
+        "and spend nothing. Without it every run is a new release.",
+    ),
     reuse: bool = typer.Option(
-        True, "--reuse/--no-reuse",
-        help="Return an earlier release of byte-identical spec and input instead of spending again (default).",
+        True, "--reuse/--no-reuse", hidden=True,
+        help="No effect since 0.2 (re-runs are keyed on --release-id); accepted so old scripts keep working.",
     ),
     input_timeout: float = typer.Option(
         60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", min=0,
@@ -62,7 +68,7 @@ def release(
     ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v",
-        help="Progress on stderr: each phase and its elapsed time (plan-level facts only, never data).",
+        help="Progress on stderr: each phase by name and the run's total time (never data, never per-phase times).",
     ),
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table."""
@@ -72,24 +78,30 @@ def release(
         raise UsageError(f"--format: '{fmt[:20]}' is not csv or json")
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
+    del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
+    started = time.monotonic()
     result = run(
-        spec, input=input, output=output, ledger=ledger, fmt=fmt, lock_timeout=lock_timeout, reuse=reuse,
-        input_timeout=input_timeout, progress=_progress_printer() if verbose else None,
+        spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=release_id, lock_timeout=lock_timeout,
+        input_timeout=input_timeout, progress=_progress_printer if verbose else None,
     )
+    if verbose:
+        # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
+        _progress_printer(f"done in {time.monotonic() - started:.2f} s")
     status = result.status
     cells = len(result.table)
     summary = {
         "dataset": result.plan.spec.dataset,
         "statistics": len(result.plan.statistics),
         "rows": cells,
-        "epsilon_spent": format_exact(result.plan.epsilon),
-        "rho_spent": format_exact(result.plan.rho),
+        "epsilon_spent": format_exact(result.epsilon_spent),
+        "rho_spent": format_exact(result.rho_spent),
         "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
         "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
         "output": "-" if result.output is None else str(result.output),
         "ledger": result.ledger,
         "ledger_record": result.spend.seq,
         "ledger_head": result.spend.hash,
+        "release_id": result.release_id,
         "reused": result.reused,
     }
     if as_json:
@@ -98,8 +110,8 @@ def release(
     if result.reused:
         # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
         render.info(
-            f"dpcli: spec and input are byte-identical to release {result.spend.seq} of the ledger: "
-            "its output was written again; nothing spent"
+            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+            "its table was written again; nothing spent"
         )
         return
     if quiet:
@@ -113,24 +125,11 @@ def release(
     )
 
 
-def _progress_printer():  # noqa: ANN202 - callable(str) -> None
-    """--verbose: one stderr line per finished phase, with the phase's and the run's elapsed seconds.
-
-    Only what the release passes in is printed (public, plan-level facts); the timings are per phase, never per row
-    or per cell.
-    """
-    import time
-
-    start = last = time.monotonic()
-
-    def say(message: str) -> None:
-        nonlocal last
-        now = time.monotonic()
-        sys.stderr.write(f"dpcli: [{now - start:7.2f} s, phase {now - last:6.2f} s] {message}\n")
-        sys.stderr.flush()
-        last = now
-
-    return say
+def _progress_printer(message: str) -> None:
+    """--verbose: one stderr line per finished phase, by name only (no timings: the scan's time depends on the data;
+    the CLI adds the run's total time at the end, which is public)."""
+    sys.stderr.write(f"dpcli: {message}\n")
+    sys.stderr.flush()
 
 
 @app.command()
@@ -240,6 +239,11 @@ def budget_set(
     epsilon: str = typer.Option(..., "--epsilon", help="The cap on the total ε spent on this dataset."),
     delta: str = typer.Option("0", "--delta", help="The cap on δ (pure ε releases spend none)."),
     allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
+    neighbours: Optional[str] = typer.Option(
+        None, "--neighbours",
+        help="Pin the dataset's neighbour relation (add_remove or replace); else the first release pins it.",
+    ),
+    unit: str = typer.Option("row", "--unit", help="The privacy unit pinned with --neighbours (version 1: row)."),
     ledger: Optional[str] = LedgerOpt,
     lock_timeout: float = LockOpt,
 ) -> None:
@@ -256,8 +260,12 @@ def budget_set(
         raise UsageError("--epsilon: a cap must be positive")
     if not 0 <= dlt < 1:
         raise UsageError("--delta: must be in [0, 1)")
+    if neighbours is not None and neighbours not in ("add_remove", "replace"):
+        raise UsageError(f"--neighbours: '{neighbours[:40]}' is not add_remove or replace")
+    if unit != "row":
+        raise UsageError(f"--unit: '{unit[:40]}' is not supported (version 1: one person = one row)")
     book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
-    rec = book.set_cap(dataset, eps, dlt, allow_raise)
+    rec = book.set_cap(dataset, eps, dlt, allow_raise, unit if neighbours else None, neighbours)
     status = book.status(dataset)
     render.info(
         f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"

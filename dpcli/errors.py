@@ -66,3 +66,15 @@ class OutputError(DpcliError):
     """
 
     exit_code = 5
+
+
+class ReleaseIdPaid(LedgerError):
+    """A spend under a release id that an earlier spend record already paid for (same dataset and spec bytes).
+
+    Raised by the ledger under its lock instead of spending twice; ``release`` catches it and returns that earlier
+    release's stored table. Exit 5 if it ever escapes: a paid release id is never drawn again.
+    """
+
+    def __init__(self, message: str, record_seq: int):
+        self.record_seq = record_seq
+        super().__init__(message)

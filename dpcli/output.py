@@ -21,7 +21,7 @@ from typing import IO, Iterator, Sequence
 
 import numpy as np
 
-from dpcli.accounting import format_decimal, format_exact
+from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import InputError
 from dpcli.spec import EdgeBins, GridBins
 
@@ -94,13 +94,13 @@ class Table:
     def block_columns(self, block: Block, missing: str | None = None) -> list[Sequence[str | None]]:
         """One block as whole columns in table order; ``missing`` where a dimension does not apply."""
         n = len(block)
-        eps = None if block.epsilon is None else format_decimal(block.epsilon)
+        eps = None if block.epsilon is None else format_decimal_up(block.epsilon)
         columns: list[Sequence[str | None]] = [[block.statistic] * n]
         for d in self.dimensions:
             columns.append(block.labels.get(d) or [missing] * n)
         columns += [block.value, block.ci_low, block.ci_high, [eps if eps is not None else missing] * n]
         if self.with_rho:
-            rho = None if block.rho is None else format_decimal(block.rho)
+            rho = None if block.rho is None else format_decimal_up(block.rho)
             columns.append([rho if rho is not None else missing] * n)
         return columns
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import select
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -24,8 +27,9 @@ import numpy as np
 from dpcli import __version__
 from dpcli.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate, check_header, read_header
-from dpcli.errors import InputError, OutputError, UsageError
+from dpcli.errors import InputError, LedgerError, OutputError, ReleaseIdPaid, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger
+from dpcli.ledger.base import check_pin, paid_spend, release_key
 from dpcli.mechanisms import add_discrete_gaussian, add_discrete_laplace
 from dpcli.output import (
     Block,
@@ -42,7 +46,7 @@ from dpcli.output import (
 )
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, make_plan
 from dpcli import postprocess
-from dpcli.spec import Spec, load_spec
+from dpcli.spec import Column, EdgeBins, GridBins, Spec, load_spec
 
 STDIN_CHUNK = 1 << 20
 # Idle timeout on a streamed input (stdin, a FIFO): no byte for this many seconds ends the run with exit 3, before
@@ -68,10 +72,19 @@ class Release:
     status: BudgetStatus | None
     output: Path | None  # None: standard output
     output_sha256: str
-    input_sha256: str
     ledger: str
+    release_id: str
     metadata: dict = field(default_factory=dict)
-    reused: bool = False  # True: an earlier release of the same spec and input, returned again without a spend
+    reused: bool = False  # True: the stored table of an earlier run under the same release id; nothing spent
+
+    @property
+    def epsilon_spent(self) -> Fraction:
+        """What this run charged: the plan's epsilon, or 0 when it returned an earlier release's table."""
+        return Fraction(0) if self.reused else self.plan.epsilon
+
+    @property
+    def rho_spent(self) -> Fraction:
+        return Fraction(0) if self.reused else self.plan.rho
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -122,7 +135,6 @@ class _InputFile:
         self.source = source
         self.timeout = timeout
         self._tmp: str | None = None
-        self._sha: str | None = None
         if source is None or _is_stream(source):
             self.path = self._spool(source)
         else:
@@ -131,7 +143,6 @@ class _InputFile:
     def _spool(self, source: Path | None) -> Path:
         fd, tmp = tempfile.mkstemp(prefix="dpcli-input-", suffix=".csv")
         self._tmp = tmp
-        sha = hashlib.sha256()
         name = "standard input" if source is None else str(source)
         try:
             if source is None:
@@ -145,25 +156,13 @@ class _InputFile:
             try:
                 with os.fdopen(fd, "wb") as out:
                     while chunk := _read_chunk(rfd, self.timeout, name):
-                        sha.update(chunk)
                         out.write(chunk)
             finally:
                 if own:
                     os.close(rfd)
         except OSError as exc:
             raise InputError(f"cannot read input {source or 'from standard input'}: {exc.strerror or 'read failed'}") from None
-        self._sha = sha.hexdigest()
         return Path(tmp)
-
-    def sha256(self) -> str:
-        """The input's sha256 (computed once; a spooled stream was hashed while it was copied)."""
-        if self._sha is None:
-            try:
-                with open(self.path, "rb") as fh:
-                    self._sha = hashlib.file_digest(fh, "sha256").hexdigest()
-            except OSError as exc:
-                raise InputError(f"cannot read input {self.name}: {exc.strerror or 'read failed'}") from None
-        return self._sha
 
     def close(self) -> None:
         if self._tmp:
@@ -263,23 +262,30 @@ def exact_noisy(exact: list[ExactStatistic]) -> list[Noisy]:
     return [Noisy(e.counts, e.sums) for e in exact]
 
 
-def metadata(plan: Plan, spend: Record, input_sha: str, ledger_name: str, head: str) -> dict:
+def metadata(plan: Plan, spend: Record, head: str) -> dict:
+    """The sidecar: public facts only. The spec's hash and its public parameters (bounds, bins, keys, mechanisms,
+    scales, shares), the release id and the ledger record and head. Never anything computed from the input's bytes
+    (no input hash, row count or size) and no path of the operator's machine (threat model, contract)."""
     spec = plan.spec
     return {
         "dpcli_version": __version__,
         "dataset": spec.dataset,
         "spec_sha256": spec.sha256,
-        "input_sha256": input_sha,
+        "unit": spec.privacy.unit,
         "neighbours": spec.privacy.neighbours,
         "accounting": spec.privacy.accounting,
         "epsilon": format_exact(plan.epsilon),
         "rho": format_exact(plan.rho),
         "delta": None if plan.delta is None else format_exact(plan.delta),
         "confidence": postprocess.CONFIDENCE,
+        "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
         "statistics": [
             {
                 "name": sp.statistic.name,
                 "kind": sp.statistic.kind,
+                "column": sp.statistic.column,
+                "by": list(sp.statistic.by),
+                "bins": _bins_meta(sp.statistic.bins),
                 "mechanism": sp.mechanism,
                 "epsilon": format_exact(sp.epsilon),
                 "rho": format_exact(sp.rho),
@@ -288,8 +294,31 @@ def metadata(plan: Plan, spend: Record, input_sha: str, ledger_name: str, head: 
             }
             for sp in plan.statistics
         ],
-        "ledger": {"path": ledger_name, "record": spend.seq, "release_id": spend.get("release_id"), "head": head},
+        "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
     }
+
+
+def _column_meta(column: Column) -> dict:
+    meta: dict = {"type": column.type}
+    if column.bounds is not None:
+        meta["bounds"] = [format_exact(b) for b in column.bounds]
+    if column.precision is not None and column.type == "float":
+        meta["precision"] = format_exact(column.precision)
+    if column.type == "category":
+        meta["categories"] = list(column.keys)
+    if column.other is not None:
+        meta["other"] = column.other
+    if column.impute is not None:
+        meta["impute"] = column.impute if isinstance(column.impute, str) else format_exact(column.impute)
+    return meta
+
+
+def _bins_meta(bins: EdgeBins | GridBins | None) -> dict | list | None:
+    if isinstance(bins, GridBins):  # a million-bin grid stays three numbers, as in the spec
+        return {"start": format_exact(bins.start), "stop": format_exact(bins.stop), "step": format_exact(bins.step)}
+    if isinstance(bins, EdgeBins):
+        return [format_exact(e) for e in bins.edges]
+    return None
 
 
 def _component_meta(c: NoiseComponent) -> dict:
@@ -307,6 +336,20 @@ def _component_meta(c: NoiseComponent) -> dict:
 # The release
 
 
+# A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
+RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}")
+_WAIT_POLL = 0.1  # seconds between looks at the ledger while another run under the same release id finishes
+
+
+def check_release_id(release_id: str) -> str:
+    if not RELEASE_ID.fullmatch(release_id):
+        raise UsageError(
+            f"release id '{release_id[:60]}' is not valid: 1 to 128 letters, digits and . _ : + @ -, "
+            "starting with a letter or digit"
+        )
+    return release_id
+
+
 def release(
     spec: Spec | str | Path,
     *,
@@ -314,20 +357,23 @@ def release(
     output: str | Path | None = None,
     ledger: str | Path | Ledger | None = None,
     fmt: str | None = None,
+    release_id: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-    reuse: bool = True,
     input_timeout: float | None = DEFAULT_INPUT_TIMEOUT,
     progress: Callable[[str], None] | None = None,
 ) -> Release:
     """Run one release. ``input``/``output`` may be ``"-"`` (stdin/stdout); defaults come from the spec.
 
-    With ``reuse`` (the default), a spec and input byte-identical to an earlier completed release return that
-    release's noisy table again without spending: re-publishing numbers already paid for is post-processing,
-    while drawing fresh noise for the same question would let averaging cancel the noise out.
+    ``release_id`` names the release (a snapshot date, a pipeline id). The same dataset, spec bytes and id return
+    the stored table of the first run under that id and spend nothing, without reading the input: re-publishing
+    numbers already paid for is post-processing, while fresh noise for the same question would let averaging cancel
+    it. Whether a run reuses is a function of the spec, the id and the ledger only, never of the input's bytes (else
+    a re-run would tell whether one person's row changed). Without an id every run is a new release and spends.
+    Concurrent runs under one id spend once; the others wait (up to ``lock_timeout``) for its table.
 
     ``input_timeout``: seconds without a byte from a streamed input (stdin, a FIFO) before exit 3 (0/None: wait
-    forever). ``progress`` receives one line per finished phase (``--verbose``): public, plan-level facts only,
-    never a row count, a cell, a true aggregate or a per-cell timing.
+    forever). ``progress`` receives the name of each phase as it ends (``--verbose``): never a count, a cell, an
+    aggregate or a per-phase timing (the scan's time depends on the data).
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -337,6 +383,9 @@ def release(
         f"spec valid and planned: {len(plan.statistics)} statistic(s), "
         f"{sum(sp.cells for sp in plan.statistics)} declared cell(s), {plan.cost_text()}"
     )
+    named = release_id is not None
+    release_id = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
+    key = release_key(spec.dataset, spec.sha256, release_id)
 
     input_path = _choose(input, spec.input)
     output_path = _choose(output, spec.output)
@@ -349,67 +398,72 @@ def release(
     if output_path is not None:
         check_output_target(output_path)
     fmt = output_format(output_path, fmt)
-    say(f"paths checked: output {'standard output' if output_path is None else output_path}, ledger {book.name}")
+    say("paths checked")
+
+    records = book.records()  # verify the chain (exit 5) before any work
+    say("ledger chain verified")
+    if named and paid_spend(records, key) is not None:
+        say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
+        return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout)
+    # fast refusal before the scan, on the records verified above; the binding check is in spend()
+    status = book.status(spec.dataset, records)
+    check_pin(status, spec.dataset, spec.privacy.unit, spec.privacy.neighbours, book.name)
+    book.check(spec.dataset, plan.epsilon, plan.rho, records)
+    say("budget available")
 
     src = _InputFile(input_path, input_timeout)
     try:
         if src.path != input_path:
-            say(f"input spooled from {src.name}")
+            say("input spooled")
         header = read_header(src.path)
         check_header(src.path if input_path is None else input_path, header, spec.columns.keys())
         del header
         say("header has every declared column")
-        records = book.records()  # verify the chain (exit 5) before any work
-        say(f"ledger chain verified ({len(records)} record(s))")
-        # Hashed before the scan, not beside it: polars keeps both cores busy, and a hashing thread measured
-        # slower (+0.6 s on 10M rows) than hashing first (+0.3 s). It also lets a re-run skip the scan.
-        input_sha = src.sha256()
-        if reuse and any(r.type == "spend" and r.get("spec_sha256") == spec.sha256 for r in records):
-            earlier = book.find_release(spec.dataset, spec.sha256, input_sha, records)
-            if earlier is not None:
-                say(f"spec and input identical to ledger record {earlier[0].seq}: writing that release again")
-                return _reissue(plan, book, earlier, input_sha, output_path, fmt)
-        # fast refusal before the scan, on the records verified above; the binding check is in spend()
-        book.check(spec.dataset, plan.epsilon, plan.rho, records)
-        say("budget available")
         exact = aggregate(plan, src.path)
-        say("exact aggregates computed (one scan of the used columns)")
+        say("exact aggregates computed")
     finally:
         src.close()
 
-    release_id = uuid.uuid4().hex
-    spend = book.spend(
-        spec.dataset,
-        plan.epsilon,
-        {
-            "release_id": release_id,
-            "spec_sha256": spec.sha256,
-            "input_sha256": input_sha,
-            "statistics": [s.statistic.name for s in plan.statistics],
-            "output": "-" if output_path is None else str(output_path),
-        },
-        rho=plan.rho,
-    )
+    try:
+        spend = book.spend(
+            spec.dataset,
+            plan.epsilon,
+            {
+                "release_id": release_id,
+                "release_key": key,
+                "spec_sha256": spec.sha256,
+                "unit": spec.privacy.unit,
+                "neighbours": spec.privacy.neighbours,
+                "statistics": [s.statistic.name for s in plan.statistics],
+            },
+            rho=plan.rho,
+        )
+    except ReleaseIdPaid:
+        # another run under the same id spent first (we raced it): its table is the release, ours is never drawn
+        del exact
+        say(f"release id '{release_id}' was paid for by a concurrent run: waiting for its table")
+        return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout)
     say(f"spend recorded: ledger record {spend.seq}")
     noisy = draw_noise(plan, exact)
     del exact
     table = build_table(plan, noisy)
     say("noise drawn and table built")
-    meta = metadata(plan, spend, input_sha, book.name, spend.hash)
-    out_sha = _write_outputs(
-        table, output_path, fmt, meta,
-        f"the release was already paid for: ledger {book.name} record {spend.seq} (release {release_id}) "
-        "stays spent, with no refund",
-    )
-    say(f"output written to {'standard output' if output_path is None else output_path}")
+    # The table is stored and recorded before the output is written: a paid release id always has its table, so if
+    # writing the output fails, a re-run under the id writes these numbers (it never draws again).
     stored = table.to_json()
-    book.store_table(release_id, stored)
-    book.mark_released(
-        release_id, {"output_sha256": out_sha, "table_sha256": hashlib.sha256(stored).hexdigest()}
+    book.store_table(key, stored)
+    book.mark_released(key, {"release_id": release_id, "table_sha256": hashlib.sha256(stored).hexdigest()})
+    say("table stored and the release recorded as done")
+    again = f"--release-id {release_id}" if named else f"--release-id {release_id} (the id this run drew)"
+    paid = (
+        f"the release was paid for by ledger {book.name} record {spend.seq}, with no refund; its table is stored: "
+        f"re-run with {again} to write it"
     )
+    meta = metadata(plan, spend, spend.hash)
+    out_sha = _write_outputs(table, output_path, fmt, meta, paid)
+    say("output written")
     status = book.status(spec.dataset)
-    say(f"release recorded as done in ledger {book.name}")
-    return Release(plan, table, spend, status, output_path, out_sha, input_sha, book.name, meta)
+    return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
 
 
 def _write_outputs(table: Table, output_path: Path | None, fmt: str, meta: dict, paid: str) -> str:
@@ -444,17 +498,36 @@ def _write_outputs(table: Table, output_path: Path | None, fmt: str, meta: dict,
 
 
 def _reissue(
-    plan: Plan, book: Ledger, earlier: tuple[Record, Record, bytes], input_sha: str, output_path: Path | None, fmt: str
+    plan: Plan, book: Ledger, key: str, release_id: str, output_path: Path | None, fmt: str, wait: float
 ) -> Release:
-    """Write an earlier release's stored table again (same numbers, no new noise, no spend)."""
-    spend, _done, stored = earlier
+    """Write the stored table of the release paid for under ``key`` again (same numbers, no new noise, no spend).
+
+    A run that paid and has not stored its table yet is waited for, up to ``wait`` seconds. A paid release whose
+    table is missing or altered is exit 5: the id is never drawn again (fresh noise for a question already answered
+    would let averaging cancel the noise).
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        spend, done, stored = book.find_release(key)
+        if done is not None or time.monotonic() >= deadline:
+            break
+        time.sleep(_WAIT_POLL)
+    if stored is None:
+        state = (
+            "its table was never stored (the run that paid is still running, or failed after the spend)"
+            if done is None else "its stored table is missing from the release store"
+        )
+        raise LedgerError(
+            f"ledger {book.name}: release id '{release_id}' of this spec was paid for by record {spend.seq}, but "
+            f"{state}; a paid release id is never drawn again: use a new --release-id"
+        )
     table = Table.from_json(stored)
-    meta = {**metadata(plan, spend, input_sha, book.name, spend.hash), "reissued": True}
+    meta = {**metadata(plan, spend, spend.hash), "reissued": True}
     out_sha = _write_outputs(
         table, output_path, fmt, meta, f"nothing was spent (ledger record {spend.seq} already paid for this release)"
     )
     status = book.status(plan.spec.dataset)
-    return Release(plan, table, spend, status, output_path, out_sha, input_sha, book.name, meta, reused=True)
+    return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta, reused=True)
 
 
 def _choose(explicit: str | Path | None, from_spec: Path | None) -> Path | None:

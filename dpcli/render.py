@@ -150,6 +150,8 @@ def budget_json(statuses: dict[str, BudgetStatus]) -> str:
             "cap_delta": format_exact(s.cap_delta),
             "spent_pure_epsilon": format_exact(s.pure),
             "spent_rho": format_exact(s.rho),
+            "unit": s.unit,
+            "neighbours": s.neighbours,
         }
         for s in statuses.values()
     ]
@@ -161,9 +163,12 @@ def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
         stream.write("no datasets in this ledger yet (set a cap with `dpcli budget set DATASET --epsilon E`)\n")
         return
     table(
-        ["dataset", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"],
+        ["dataset", "neighbours", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"],
         [
-            [s.dataset, eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining), str(s.releases), eps(s.rho)]
+            [
+                s.dataset, s.neighbours or "(not pinned)", eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining),
+                str(s.releases), eps(s.rho),
+            ]
             for s in statuses.values()
         ],
         stream,
@@ -185,9 +190,10 @@ def print_ledger(records: list[Record], stream: TextIO) -> None:
         if r.type == "cap":
             what = f"cap ε={r.get('epsilon')}" + (" (raised)" if r.get("raise") else "")
         elif r.type == "spend":
-            what = f"spend ε={r.get('epsilon')}: {', '.join(r.get('statistics') or [])}"
+            rid = f" [release id {r.get('release_id')}]" if r.get("release_key") else ""
+            what = f"spend ε={r.get('epsilon')}{rid}: {', '.join(r.get('statistics') or [])}"
         else:
-            what = f"released {str(r.get('release_id'))[:12]} output sha256 {str(r.get('output_sha256'))[:12]}"
+            what = f"released {str(r.get('release_id'))[:40]}, table sha256 {str(r.get('table_sha256'))[:12]}"
         rows.append([str(r.seq), str(r.get("time", "")), str(r.get("dataset", "")), r.type, what, r.hash[:12]])
     table(["seq", "time", "dataset", "type", "what", "hash"], rows, stream)
 

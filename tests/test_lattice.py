@@ -104,7 +104,7 @@ def grids(spec_path: Path) -> dict[str, tuple[Fraction, str]]:
 
 def released(spec_path: Path, data: Path, tmp: Path, tag: str) -> list[dict[str, str]]:
     out = tmp / f"out-{tag}.csv"
-    release(spec_path, input=data, output=out, ledger=tmp / "ledger.jsonl", reuse=False)
+    release(spec_path, input=data, output=out, ledger=tmp / "ledger.jsonl")
     with open(out, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 

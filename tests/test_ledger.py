@@ -72,7 +72,8 @@ def test_twenty_concurrent_releases_never_overspend(work: Path) -> None:
     assert dpcli("ledger", "verify", "--ledger", led).returncode == 0
     show = json.loads(dpcli("budget", "show", "--json", "--ledger", led).stdout)
     assert show == [{"dataset": "toy", "cap": "1.25", "spent": "1.25", "remaining": "0", "releases": 5,
-                     "cap_delta": "0", "spent_pure_epsilon": "1.25", "spent_rho": "0"}]
+                     "cap_delta": "0", "spent_pure_epsilon": "1.25", "spent_rho": "0", "unit": "row",
+                     "neighbours": "add_remove"}]
     assert len(list(work.glob("out*.csv"))) == 5
 
 
@@ -123,7 +124,7 @@ KILL_DRIVER = textwrap.dedent(
             else:
                 replace(src, dst)
         out.os.replace = replace_and_maybe_die
-    rel.release(spec, input=data, output=output, ledger=ledger, reuse=False)
+    rel.release(spec, input=data, output=output, ledger=ledger, release_id="nightly")
     """
 )
 
@@ -140,12 +141,20 @@ def test_kill_at_each_step_never_leaves_unpaid_output(work: Path, step: str) -> 
     recs = records(led)
     spends = [x for x in recs if x["type"] == "spend"]
     assert len(spends) == 1  # the spend is durable in every case: nothing refunded
-    assert not [x for x in recs if x["type"] == "released"]  # killed before the release finished
+    stored = step in ("after_temp_written", "after_rename")  # the table is stored and recorded before the output
+    assert len([x for x in recs if x["type"] == "released"]) == int(stored)
     assert out.exists() == (step == "after_rename")  # output only after the rename, never partial
-    if out.exists():
-        assert spends[0]["output"] == str(out)
     status = json.loads(dpcli("budget", "show", "--json", "--ledger", str(led)).stdout)
     assert status[0]["spent"] == "0.25"
+    # the paid release id is never drawn again: a re-run writes the stored table, or fails with exit 5
+    again = dpcli(*release_args(work, "again.csv", "--release-id", "nightly", "--lock-timeout", "0.5"))
+    assert again.returncode == (0 if stored else 5), again.stderr
+    if not stored:
+        assert f"paid for by record {spends[0]['seq']}" in again.stderr.decode()
+        assert "never drawn again" in again.stderr.decode()
+    elif out.exists():
+        assert (work / "again.csv").read_bytes() == out.read_bytes()
+    assert len([x for x in records(led) if x["type"] == "spend"]) == 1
 
 
 # -- tampering -----------------------------------------------------------------------------------------------------
@@ -306,32 +315,128 @@ def test_refusal_names_requested_remaining_and_difference(work: Path) -> None:
     )
 
 
-# -- idempotent re-run ---------------------------------------------------------------------------------------------
+# -- re-runs: keyed on the release id, never on the input's bytes ---------------------------------------------------
 
 
-def test_identical_rerun_returns_the_same_output_and_spends_once(work: Path) -> None:
+def spends(led: Path) -> list[dict]:
+    return [x for x in records(led) if x["type"] == "spend"]
+
+
+def test_rerun_under_a_release_id_returns_the_first_table_and_never_reads_the_input(work: Path) -> None:
     led = work / "ledger.jsonl"
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
-    assert dpcli(*release_args(work, "a.csv")).returncode == 0
-    r = dpcli(*release_args(work, "b.csv"))
-    assert r.returncode == 0
-    assert "byte-identical to release 1" in r.stderr.decode() and "nothing spent" in r.stderr.decode()
+    assert dpcli(*release_args(work, "a.csv", "--release-id", "2026-11-23")).returncode == 0
+    (work / "data.csv").write_bytes(b"\xff\xfe not even a header")  # unreadable now: never opened by the re-run
+    r = dpcli(*release_args(work, "b.csv", "--release-id", "2026-11-23", "--json"))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stderr)
+    assert summary["reused"] is True and summary["epsilon_spent"] == "0" and summary["release_id"] == "2026-11-23"
+    assert summary["epsilon_remaining"] == "0.75"
     assert (work / "a.csv").read_bytes() == (work / "b.csv").read_bytes()
-    assert len([x for x in records(led) if x["type"] == "spend"]) == 1
-    # one changed byte in the data is a new release with new noise and a new spend
+    assert len(spends(led)) == 1
+    # the same id is read from $DPCLI_RELEASE_ID too
+    r = dpcli(*release_args(work, "c.csv"), extra_env={"DPCLI_RELEASE_ID": "2026-11-23"})
+    assert r.returncode == 0 and (work / "c.csv").read_bytes() == (work / "a.csv").read_bytes()
+    assert len(spends(led)) == 1
+
+
+def test_rerun_outcome_does_not_depend_on_whether_the_data_changed(work: Path) -> None:
+    """Finding 2 of issue 8: reuse used to be keyed on the input's bytes, so a re-run told whether a row changed."""
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "0.75", "--ledger", str(led)).returncode == 0
+    assert dpcli(*release_args(work, "a.csv")).returncode == 0
+    same = dpcli(*release_args(work, "b.csv", "--json"))  # identical data, no id: a new release
     (work / "data.csv").write_text((work / "data.csv").read_text().replace("\n3\n", "\n4\n"))
-    assert dpcli(*release_args(work, "c.csv")).returncode == 0
-    assert len([x for x in records(led) if x["type"] == "spend"]) == 2
+    changed = dpcli(*release_args(work, "c.csv", "--json"))
+    assert same.returncode == changed.returncode == 0
+    a, b = json.loads(same.stderr), json.loads(changed.stderr)
+    assert a["reused"] is b["reused"] is False and a["epsilon_spent"] == b["epsilon_spent"] == "0.25"
+    assert len(spends(led)) == 3
+    # the budget is gone: a fourth run is refused whatever the data holds, and a paid id is served whatever it holds
+    assert dpcli(*release_args(work, "d.csv")).returncode == 4
 
 
-def test_edited_release_store_is_refused(work: Path) -> None:
+def test_same_id_with_another_spec_is_another_release(work: Path) -> None:
     led = work / "ledger.jsonl"
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
-    assert dpcli(*release_args(work, "a.csv")).returncode == 0
+    assert dpcli(*release_args(work, "a.csv", "--release-id", "v1")).returncode == 0
+    (work / "spec.yaml").write_text(SPEC.replace("EPS", "0.25") + "# edited\n")
+    r = dpcli(*release_args(work, "b.csv", "--release-id", "v1", "--json"))
+    assert r.returncode == 0 and json.loads(r.stderr)["reused"] is False
+    assert len(spends(led)) == 2
+
+
+def test_concurrent_runs_under_one_id_spend_once_and_print_the_same_table(work: Path) -> None:
+    led = str(work / "ledger.jsonl")
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "dpcli", *release_args(work, f"out{i}.csv", "--release-id", "ci-42")],
+                         env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for i in range(8)
+    ]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0] * 8, [p.stderr.read() for p in procs if p.stderr]
+    assert len(spends(Path(led))) == 1
+    outputs = {(work / f"out{i}.csv").read_bytes() for i in range(8)}
+    assert len(outputs) == 1
+
+
+def test_paid_id_whose_table_is_missing_or_altered_fails_and_never_draws_again(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    assert dpcli(*release_args(work, "a.csv", "--release-id", "x")).returncode == 0
     stored = next((work / "ledger.jsonl.releases").iterdir())
     stored.write_bytes(stored.read_bytes().replace(b'"value":["', b'"value":["1'))
-    r = dpcli(*release_args(work, "b.csv"))
+    r = dpcli(*release_args(work, "b.csv", "--release-id", "x"))
     assert r.returncode == 5 and "does not match its record" in r.stderr.decode()
+    stored.unlink()
+    r = dpcli(*release_args(work, "c.csv", "--release-id", "x"))
+    assert r.returncode == 5 and "missing from the release store" in r.stderr.decode()
+    assert "never drawn again" in r.stderr.decode()
+    assert len(spends(led)) == 1 and not (work / "b.csv").exists() and not (work / "c.csv").exists()
+
+
+def test_no_reuse_is_accepted_and_changes_nothing(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    assert dpcli(*release_args(work, "a.csv", "--release-id", "r", "--no-reuse")).returncode == 0
+    r = dpcli(*release_args(work, "b.csv", "--release-id", "r", "--no-reuse", "--json"))
+    assert r.returncode == 0 and json.loads(r.stderr)["reused"] is True and len(spends(led)) == 1
+
+
+@pytest.mark.parametrize("bad", ["", "-x", "a b", "a/b", "x" * 129, "é"])
+def test_malformed_release_ids_are_usage_errors(work: Path, bad: str) -> None:
+    r = dpcli(*release_args(work, "a.csv", "--release-id", bad))
+    assert r.returncode == 2 and "release id" in r.stderr.decode()
+
+
+# -- the neighbour relation is pinned per dataset -------------------------------------------------------------------
+
+
+def test_a_release_under_another_relation_is_refused(work: Path) -> None:
+    led = work / "ledger.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
+    assert dpcli(*release_args(work, "a.csv")).returncode == 0  # add_remove: pins the dataset
+    (work / "spec.yaml").write_text(SPEC.replace("EPS", "0.25").replace("add_remove", "replace"))
+    before = led.read_bytes()
+    r = dpcli(*release_args(work, "b.csv"))
+    assert r.returncode == 2
+    assert "accounted under unit 'row' with neighbours 'add_remove'" in r.stderr.decode()
+    assert led.read_bytes() == before and not (work / "b.csv").exists()
+    show = json.loads(dpcli("budget", "show", "--json", "--ledger", str(led)).stdout)
+    assert (show[0]["unit"], show[0]["neighbours"]) == ("row", "add_remove")
+
+
+def test_budget_set_pins_the_relation_before_any_release(work: Path) -> None:
+    led = str(work / "ledger.jsonl")
+    assert dpcli("budget", "set", "toy", "--epsilon", "1", "--neighbours", "replace", "--ledger", led).returncode == 0
+    r = dpcli(*release_args(work, "a.csv"))  # the spec says add_remove
+    assert r.returncode == 2 and "neighbours 'replace'" in r.stderr.decode()
+    r = dpcli("budget", "set", "toy", "--epsilon", "1", "--neighbours", "add_remove", "--ledger", led)
+    assert r.returncode == 2 and "accounted under" in r.stderr.decode()
+    assert dpcli("budget", "set", "toy", "--epsilon", "2", "--raise", "--ledger", led).returncode == 0  # keeps the pin
+    (work / "spec.yaml").write_text(SPEC.replace("EPS", "0.25").replace("add_remove", "replace"))
+    assert dpcli(*release_args(work, "b.csv")).returncode == 0
 
 
 # -- paths ---------------------------------------------------------------------------------------------------------

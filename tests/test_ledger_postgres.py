@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import clean_env
 from tests.pg_server import PgServer, PgUnavailable
 
 SPEC = """\
@@ -327,26 +328,41 @@ def test_caps_budget_show_and_ledger_show(pg_url: str, work: Path) -> None:
 # -- 4. idempotent re-runs through PostgreSQL ----------------------------------------------------------------------
 
 
-def test_identical_rerun_reissues_without_spending(pg_url: str, work: Path) -> None:
+def test_rerun_under_a_release_id_reissues_without_spending(pg_url: str, work: Path) -> None:
     ok(dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", pg_url))
-    ok(release(work, pg_url, "first.csv"))
-    again = ok(release(work, pg_url, "second.csv"))
+    ok(release(work, pg_url, "first.csv", "--release-id", "2026-11-23"))
+    (work / "data.csv").write_text(DATA.replace("71", "72"))  # changed data: the id still names the first release
+    again = ok(release(work, pg_url, "second.csv", "--release-id", "2026-11-23"))
     assert "nothing spent" in again.stderr
     assert (work / "first.csv").read_bytes() == (work / "second.csv").read_bytes()
     assert [json.loads(t)["type"] for _, t, _ in rows(pg_url)] == ["cap", "spend", "released"]
     assert sql(pg_url, "SELECT count(*) FROM dpcli_release_store") == [(1,)]
 
-    (work / "data.csv").write_text(DATA.replace("71", "72"))  # one changed byte: a new question, a new spend
-    ok(release(work, pg_url, "third.csv"))
+    ok(release(work, pg_url, "third.csv"))  # no id: a new release, whatever the data
     assert [json.loads(t)["type"] for _, t, _ in rows(pg_url)] == ["cap", "spend", "released", "spend", "released"]
     assert budget_json(pg_url)["toy"]["spent"] == "0.5"
 
 
+def test_concurrent_runs_under_one_id_spend_once(pg_url: str, work: Path) -> None:
+    ok(dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", pg_url))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "dpcli", *map(str, release_args(work, pg_url, f"o{i}.csv", "--release-id", "ci-7",
+                                                                    "--lock-timeout", "90"))],
+            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        for i in range(6)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0] * 6
+    assert [json.loads(t)["type"] for _, t, _ in rows(pg_url)] == ["cap", "spend", "released"]
+    assert len({(work / f"o{i}.csv").read_bytes() for i in range(6)}) == 1
+
+
 def test_edited_release_store_is_not_served(pg_url: str, work: Path) -> None:
     ok(dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", pg_url))
-    ok(release(work, pg_url, "first.csv"))
+    ok(release(work, pg_url, "first.csv", "--release-id", "r1"))
     sql(pg_url, "UPDATE dpcli_release_store SET table_json = table_json || '\\x20'::bytea")
-    r = release(work, pg_url, "second.csv")
+    r = release(work, pg_url, "second.csv", "--release-id", "r1")
     assert r.returncode == 5 and "does not match" in r.stderr
     assert not (work / "second.csv").exists()
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any, Iterable
 
 from dpcli.accounting import format_decimal, format_exact, parse_exact, pure_to_rho, zcdp_to_epsilon
-from dpcli.errors import BudgetRefused, LedgerError, UsageError
+from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
 RECORD_TYPES = ("cap", "spend", "released")
@@ -57,6 +57,10 @@ class BudgetStatus:
     pure_squares: Fraction = Fraction(0)  # sum of epsilon^2 / 2 over pure spends
     releases: int = 0
     cap_delta: Fraction = Fraction(0)
+    # The privacy unit and neighbour relation pinned at the dataset's first use (a cap that declares them, or the
+    # first spend): epsilons add up only within one of them. None: not pinned yet (or only 0.1 records, which lack it).
+    unit: str | None = None
+    neighbours: str | None = None
 
     @property
     def spent(self) -> Fraction:
@@ -69,7 +73,7 @@ class BudgetStatus:
     def after(self, epsilon: Fraction, rho: Fraction) -> "BudgetStatus":
         return BudgetStatus(
             self.dataset, self.cap, self.pure + epsilon, self.rho + rho, self.pure_squares + pure_to_rho(epsilon),
-            self.releases + 1, self.cap_delta,
+            self.releases + 1, self.cap_delta, self.unit, self.neighbours,
         )
 
 
@@ -146,11 +150,14 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
     rho: dict[str, Fraction] = {}
     squares: dict[str, Fraction] = {}
     releases: dict[str, int] = {}
+    pins: dict[str, tuple[str, str]] = {}
     for rec in records:
         t = rec.type
         if t not in ("cap", "spend"):
             continue
         ds = str(rec.get("dataset"))
+        if ds not in pins and rec.get("unit") is not None and rec.get("neighbours") is not None:
+            pins[ds] = (str(rec.get("unit")), str(rec.get("neighbours")))
         eps = _exact_field(rec, "epsilon", where)
         if t == "cap":
             caps[ds] = (eps, _exact_field(rec, "delta", where))
@@ -164,7 +171,10 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
     for n in sorted(set(caps) | set(pure)):
         cap, delta = caps.get(n, (None, Fraction(0)))
         zero = Fraction(0)
-        out[n] = BudgetStatus(n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta)
+        unit, neighbours = pins.get(n, (None, None))
+        out[n] = BudgetStatus(
+            n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta, unit, neighbours
+        )
     return out
 
 
@@ -200,10 +210,30 @@ def check_spend(
         )
 
 
+def check_pin(status: BudgetStatus | None, dataset: str, unit: str, neighbours: str, ledger_name: str) -> None:
+    """Refuse (exit 2) a cap or spend whose privacy unit or neighbour relation differs from the dataset's pin.
+
+    Epsilons add up only under one relation: a ``replace`` release is not epsilon-DP under add/remove at all, and an
+    add/remove epsilon is worth 2 epsilon under replace. dpcli refuses the mismatch rather than converting, so the
+    ledger's sums always mean one thing (docs/spec.md, "The ledger pins the neighbour relation").
+    """
+    if status is None or status.neighbours is None:
+        return
+    if (status.unit, status.neighbours) != (unit, neighbours):
+        raise UsageError(
+            f"dataset '{dataset}' is accounted under unit '{status.unit}' with neighbours '{status.neighbours}' in "
+            f"ledger {ledger_name}; this asks for unit '{unit}' with neighbours '{neighbours}'. Budgets add up only "
+            "under one relation (a replace release is not add/remove DP; an add/remove ε is 2ε under replace): "
+            f"write the spec with neighbours: {status.neighbours}, or use a new dataset name"
+        )
+
+
 def cap_fields(
-    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool
+    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
+    unit: str | None = None, neighbours: str | None = None,
 ) -> dict[str, Any]:
-    """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``."""
+    """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``;
+    ``unit`` and ``neighbours`` (both or neither) pin the dataset's relation, or must match its pin."""
     status = budgets(records, ledger_name).get(dataset)
     current = status.cap if status is not None else None
     raising = current is not None and epsilon > current
@@ -217,14 +247,45 @@ def cap_fields(
     }
     if raising:
         fields["raise"] = True
+    if neighbours is not None:
+        unit = unit or "row"
+        check_pin(status, dataset, unit, neighbours, ledger_name)
+        fields.update(unit=unit, neighbours=neighbours)
     return fields
+
+
+def release_key(dataset: str, spec_sha256: str, release_id: str) -> str:
+    """The name of a release in the store: a hash of public facts only (dataset, the spec's bytes, the release id),
+    never of the input. Two runs asking the same question under the same id find each other by it."""
+    return hashlib.sha256(f"{dataset}\0{spec_sha256}\0{release_id}".encode()).hexdigest()[:40]
+
+
+def paid_spend(records: list[Record], key: str) -> Record | None:
+    """The spend record that paid for the release named ``key`` (see release_key), if any."""
+    for rec in records:
+        if rec.type == "spend" and rec.get("release_key") == key:
+            return rec
+    return None
 
 
 def spend_fields(
     records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, rho: Fraction, details: dict[str, Any]
 ) -> dict[str, Any]:
-    """The fields of a new spend record, after the exact cap check against the verified ``records``."""
-    check_spend(budgets(records, ledger_name).get(dataset), dataset, epsilon, ledger_name, rho)
+    """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
+    paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
+    key = details.get("release_key")
+    if key is not None:
+        earlier = paid_spend(records, str(key))
+        if earlier is not None:
+            raise ReleaseIdPaid(
+                f"ledger {ledger_name}: release id '{details.get('release_id')}' of this spec was paid for by "
+                f"record {earlier.seq}",
+                earlier.seq,
+            )
+    status = budgets(records, ledger_name).get(dataset)
+    if details.get("neighbours") is not None:
+        check_pin(status, dataset, str(details.get("unit")), str(details["neighbours"]), ledger_name)
+    check_spend(status, dataset, epsilon, ledger_name, rho)
     fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
     if rho:
         fields["rho"] = format_exact(rho)
@@ -241,7 +302,10 @@ class Ledger(ABC):
         """All records, verified (raises LedgerError on a broken chain)."""
 
     @abstractmethod
-    def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record: ...
+    def set_cap(
+        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
+        unit: str | None = None, neighbours: str | None = None,
+    ) -> Record: ...
 
     @abstractmethod
     def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
@@ -250,50 +314,38 @@ class Ledger(ABC):
         ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero)."""
 
     @abstractmethod
-    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
-        """Append the ``released`` record of a spend (its output was written)."""
+    def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
+        """Append the ``released`` record of a spend (its table is stored and its output written)."""
 
     # -- the release store: noisy tables of earlier releases, for idempotent re-runs ---------------------------
 
     @abstractmethod
-    def store_table(self, release_id: str, table: bytes) -> None:
+    def store_table(self, release_key: str, table: bytes) -> None:
         """Keep a released table (canonical JSON) beside the ledger. Written before the ``released`` record."""
 
     @abstractmethod
-    def load_table(self, release_id: str) -> bytes | None:
+    def load_table(self, release_key: str) -> bytes | None:
         """The stored table of a release, or None when it is not there."""
 
-    def find_release(
-        self, dataset: str, spec_sha256: str, input_sha256: str, records: list[Record] | None = None
-    ) -> tuple[Record, Record, bytes] | None:
-        """An earlier, completed release of byte-identical spec and input: (spend, released, table).
-
-        The stored table must hash to the ``table_sha256`` its ``released`` record names (else LedgerError): a
-        store that was edited must not be served as if it were the paid-for release.
-        """
-        import hashlib
-
+    def find_release(self, key: str, records: list[Record] | None = None) -> tuple[Record, Record | None, bytes | None]:
+        """The release named ``key`` (release_key) if it was paid for: (spend, released record or None, stored table
+        or None). Raises LedgerError when the stored table does not hash to what its ``released`` record names: an
+        edited store must never be served as the paid-for release."""
         if records is None:
             records = self.records()
-        released = {r.get("release_id"): r for r in records if r.type == "released"}
-        for rec in reversed(records):
-            if (
-                rec.type == "spend"
-                and rec.get("dataset") == dataset
-                and rec.get("spec_sha256") == spec_sha256
-                and rec.get("input_sha256") == input_sha256
-                and rec.get("release_id") in released
-            ):
-                done = released[rec.get("release_id")]
-                table = self.load_table(str(rec.get("release_id")))
-                if table is None or done.get("table_sha256") is None:
-                    continue
-                if hashlib.sha256(table).hexdigest() != done.get("table_sha256"):
-                    raise LedgerError(
-                        f"ledger {self.name}: the stored output of release {rec.seq} does not match its record (edited)"
-                    )
-                return rec, done, table
-        return None
+        spend = paid_spend(records, key)
+        if spend is None:
+            raise KeyError(key)
+        done = next((r for r in records if r.type == "released" and r.get("release_key") == key), None)
+        if done is None:
+            return spend, None, None
+        table = self.load_table(key)
+        if table is not None and hashlib.sha256(table).hexdigest() != done.get("table_sha256"):
+            raise LedgerError(
+                f"ledger {self.name}: the stored table of the release paid by record {spend.seq} does not match its "
+                "record (the release store was edited); it is never drawn again"
+            )
+        return spend, done, table
 
     def contains_head(self, head: str) -> bool:
         """Whether a head hash published with a release is in this chain (an older copy would lack later ones)."""

@@ -144,38 +144,41 @@ class JsonlLedger(Ledger):
         except OSError as exc:
             raise LedgerError(f"cannot lock ledger {self.name}: {exc.strerror or 'lock failed'}") from None
 
-    def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record:
+    def set_cap(
+        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
+        unit: str | None = None, neighbours: str | None = None,
+    ) -> Record:
         with self._acquire():
             records = self._read()
-            return self._append(records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise))
+            return self._append(records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours))
 
     def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
         with self._acquire():
             records = self._read()
             return self._append(records, spend_fields(records, self.name, dataset, epsilon, rho, details))
 
-    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
+    def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
         with self._acquire():
             records = self._read()
-            return self._append(records, {**details, "type": "released", "release_id": release_id})
+            return self._append(records, {**details, "type": "released", "release_key": release_key})
 
-    def _table_path(self, release_id: str) -> Path:
-        if not release_id.isalnum():
-            raise LedgerError(f"ledger {self.name}: malformed release id")
-        return self.store_dir / f"{release_id}.json"
+    def _table_path(self, release_key: str) -> Path:
+        if not release_key.isalnum():
+            raise LedgerError(f"ledger {self.name}: malformed release key")
+        return self.store_dir / f"{release_key}.json"
 
-    def store_table(self, release_id: str, table: bytes) -> None:
+    def store_table(self, release_key: str, table: bytes) -> None:
         from dpcli.output import atomic_write
 
         try:
             self.store_dir.mkdir(exist_ok=True)
-            atomic_write(self._table_path(release_id), lambda fh: fh.write(table))
+            atomic_write(self._table_path(release_key), lambda fh: fh.write(table))
         except OSError as exc:
             raise LedgerError(f"cannot write the release store {self.store_dir}: {exc.strerror or 'write failed'}") from None
 
-    def load_table(self, release_id: str) -> bytes | None:
+    def load_table(self, release_key: str) -> bytes | None:
         try:
-            return self._table_path(release_id).read_bytes()
+            return self._table_path(release_key).read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:

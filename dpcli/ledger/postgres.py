@@ -8,7 +8,8 @@ Tables (created on the first write when missing; a schema other than ``public`` 
   UTF-8), exactly the bytes its ``hash`` covers; kept as text, not jsonb, so nothing is re-encoded by the server;
 - ``dpcli_ledger_head(id = 1, seq, hash)``: the last record, updated in the same transaction as every append, so
   deleting records from the end of the chain (which leaves a valid shorter chain) is still detected;
-- ``dpcli_release_store(release_id, table_json)``: released tables, for idempotent re-runs.
+- ``dpcli_release_store(release_id, table_json)``: released tables by release key (its ``release_id`` column holds
+  the key: dpcli.ledger.base.release_key), for re-runs under a release id.
 
 Every write (cap, spend, released) is one SERIALIZABLE transaction whose first statement locks the head table
 (EXCLUSIVE mode: writers queue, readers pass), then reads and verifies the whole chain, checks the cap in exact
@@ -337,10 +338,13 @@ class PostgresLedger(Ledger):
         )
         return Record(full, h)
 
-    def set_cap(self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool) -> Record:
+    def set_cap(
+        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
+        unit: str | None = None, neighbours: str | None = None,
+    ) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
-            return self._append(cur, records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise))
+            return self._append(cur, records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours))
 
         return self._write_tx(body, "setting the cap")
 
@@ -351,39 +355,39 @@ class PostgresLedger(Ledger):
 
         return self._write_tx(body, "recording the spend")
 
-    def mark_released(self, release_id: str, details: dict[str, Any]) -> Record:
+    def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
-            return self._append(cur, records, {**details, "type": "released", "release_id": release_id})
+            return self._append(cur, records, {**details, "type": "released", "release_key": release_key})
 
         return self._write_tx(body, "recording the release")
 
     # -- the release store -------------------------------------------------------------------------------------
 
-    def _check_release_id(self, release_id: str) -> None:
-        if not release_id.isalnum():
-            raise LedgerError(f"ledger {self.name}: malformed release id")
+    def _check_release_key(self, release_key: str) -> None:
+        if not release_key.isalnum():
+            raise LedgerError(f"ledger {self.name}: malformed release key")
 
-    def store_table(self, release_id: str, table: bytes) -> None:
-        self._check_release_id(release_id)
+    def store_table(self, release_key: str, table: bytes) -> None:
+        self._check_release_key(release_key)
 
         def body(cur: Any) -> None:
             cur.execute(
                 f"INSERT INTO {STORE_TABLE} (release_id, table_json) VALUES (%s, %s) "
                 "ON CONFLICT (release_id) DO UPDATE SET table_json = EXCLUDED.table_json",
-                (release_id, bytes(table)),
+                (release_key, bytes(table)),
             )
 
         self._write_tx(body, "writing the release store", lock=False)
 
-    def load_table(self, release_id: str) -> bytes | None:
-        self._check_release_id(release_id)
+    def load_table(self, release_key: str) -> bytes | None:
+        self._check_release_key(release_key)
 
         def body(cur: Any) -> bytes | None:
             cur.execute("SELECT to_regclass(%s) IS NOT NULL", (STORE_TABLE,))
             if not cur.fetchone()[0]:
                 return None
-            cur.execute(f"SELECT table_json FROM {STORE_TABLE} WHERE release_id = %s", (release_id,))
+            cur.execute(f"SELECT table_json FROM {STORE_TABLE} WHERE release_id = %s", (release_key,))
             row = cur.fetchone()
             return None if row is None else bytes(row[0])
 

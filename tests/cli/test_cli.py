@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import hashlib
 import json
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -110,7 +112,7 @@ def test_release_writes_table_sidecar_and_spends(work: Path) -> None:
     ledger = [json.loads(line) for line in (work / "ledger.jsonl").read_text().splitlines()]
     assert [x["type"] for x in ledger] == ["cap", "spend", "released"]
     assert ledger[1]["epsilon"] == "1" and ledger[1]["hash"] == meta["ledger"]["head"]
-    assert ledger[2]["output_sha256"] == meta["output_sha256"]
+    assert ledger[2]["release_key"] == ledger[1]["release_key"]
     no_data_in(r)
 
 
@@ -184,7 +186,8 @@ def test_budget_show_and_ledger_show_verify(work: Path) -> None:
                  "--ledger", led).returncode == 0
     r = dpcli("budget", "show", "--json", "--ledger", led)
     assert json.loads(r.stdout) == [{"dataset": "toy", "cap": "3", "spent": "1", "remaining": "2", "releases": 1,
-                                     "cap_delta": "0", "spent_pure_epsilon": "1", "spent_rho": "0"}]
+                                     "cap_delta": "0", "spent_pure_epsilon": "1", "spent_rho": "0", "unit": "row",
+                                     "neighbours": "add_remove"}]
     r = dpcli("ledger", "verify", "--ledger", led)
     assert r.returncode == 0 and r.stdout.decode().startswith("ledger OK: 3 record(s), head ")
     r = dpcli("ledger", "show", "--json", "--ledger", led)
@@ -378,3 +381,74 @@ def test_output_file_mode_follows_the_umask(work: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert out.stat().st_mode & 0o777 == 0o644
     assert (work / "out.csv.meta.json").stat().st_mode & 0o777 == 0o644
+
+
+# -- nothing published depends on the input's bytes (issue 8, finding 1) ----------------------------------------
+
+
+def _release_in_fresh_ledger(work: Path, data: Path, tag: str, *extra: str) -> tuple[dict, dict, list[str], str]:
+    """One release under a fixed release id into a new ledger: (spend record, sidecar, store names, stderr)."""
+    led = work / f"ledger-{tag}.jsonl"
+    assert dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", str(led)).returncode == 0
+    r = dpcli("release", str(work / "spec.yaml"), "-i", str(data), "-o", str(work / f"out-{tag}.csv"),
+              "--ledger", str(led), "--release-id", "snapshot", "--verbose", *extra)
+    assert r.returncode == 0, r.stderr
+    spend = [json.loads(line) for line in led.read_text().splitlines()][1]
+    meta = json.loads((work / f"out-{tag}.csv.meta.json").read_text())
+    store = sorted(p.name for p in (work / f"ledger-{tag}.jsonl.releases").iterdir())
+    return spend, meta, store, r.stderr.decode()
+
+
+def test_no_fingerprint_of_the_input_in_ledger_sidecar_store_or_messages(work: Path) -> None:
+    """Two inputs that differ in one person's row (in a column the spec never uses) give spend records, sidecars,
+    store names and --verbose output that are equal but for time and the hashes that cover it. The old sidecar and
+    spend record carried the input's sha256, from which a whole row could be recovered by guessing."""
+    original = work / "data.csv"
+    other = work / "other.csv"
+    other.write_bytes(original.read_bytes().replace(CANARY.encode(), b"Alice", 1))
+    a_spend, a_meta, a_store, a_err = _release_in_fresh_ledger(work, original, "a")
+    b_spend, b_meta, b_store, b_err = _release_in_fresh_ledger(work, other, "b")
+    volatile = ("time", "hash", "prev")
+    assert {k: v for k, v in a_spend.items() if k not in volatile} == {k: v for k, v in b_spend.items() if k not in volatile}
+    a_meta["ledger"].pop("head"), b_meta["ledger"].pop("head")
+    a_meta.pop("output_sha256"), b_meta.pop("output_sha256")  # the noisy table's own hash (public, differs by noise)
+    assert a_meta == b_meta
+    assert a_store == b_store
+    def strip(text: str) -> str:  # the run's time and the head hash (it covers the record's time)
+        text = re.sub(r"done in [0-9.]+ s", "", re.sub(r"head [0-9a-f]{16}", "", text))
+        return text.replace("ledger-a", "L").replace("ledger-b", "L").replace("out-a", "O").replace("out-b", "O")
+
+    assert strip(a_err) == strip(b_err)
+    for digest in (hashlib.sha256, hashlib.sha1, hashlib.md5):
+        for data in (original, other):
+            h = digest(data.read_bytes()).hexdigest()
+            everything = json.dumps([a_spend, a_meta, b_spend, b_meta, a_store, b_store]) + a_err + b_err
+            assert h not in everything and h[:16] not in everything
+    assert str(work) not in json.dumps(a_meta)  # no path of the operator's machine in the sidecar
+    assert "input_sha256" not in json.dumps(a_meta) and "input_sha256" not in a_spend
+
+
+def test_verbose_names_phases_and_prints_only_the_total_time(work: Path) -> None:
+    set_cap(work)
+    r = dpcli("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"),
+              "--ledger", str(work / "ledger.jsonl"), "--verbose")
+    lines = r.stderr.decode().splitlines()
+    timed = [line for line in lines if re.search(r"\d+\.\d+ s", line)]
+    assert len(timed) == 1 and timed[0].startswith("dpcli: done in ")
+    assert any("exact aggregates computed" in line for line in lines)
+    no_data_in(r)
+
+
+def test_epsilon_column_never_prints_less_than_was_spent(work: Path) -> None:
+    """Finding 7: three equal shares of 1 used to print as 0.333333333333333 each (adding up to less than 1)."""
+    set_cap(work)
+    (work / "thirds.yaml").write_text(
+        SPEC.split("statistics:")[0]
+        + "statistics:\n  - {name: a, kind: count}\n  - {name: b, kind: count}\n  - {name: c, kind: count}\n"
+    )
+    r = dpcli("release", str(work / "thirds.yaml"), "-i", str(work / "data.csv"), "-o", "-",
+              "--ledger", str(work / "ledger.jsonl"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = read_table(r.stdout.decode())
+    assert [x["epsilon"] for x in rows] == ["0.333333333333334"] * 3
+    assert sum(Fraction(x["epsilon"]) for x in rows) >= 1
