@@ -25,7 +25,10 @@ demo: venv sample-data
 	rm -rf .demo && mkdir -p .demo
 	$(BIN)/dpcli budget set people --epsilon 10 --ledger .demo/ledger.jsonl
 	$(BIN)/dpcli plan configs/example.yaml
-	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --output -
+	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --release-id demo-1 --output -
+	# the same release id again: the paid table is written again, nothing is spent
+	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --release-id demo-1 --output .demo/again.csv
+	$(BIN)/dpcli budget show --ledger .demo/ledger.jsonl
 
 test: venv
 	$(BIN)/python -m pytest -q
