@@ -1,56 +1,70 @@
 """Empirical privacy audit: ``dpcli audit SPEC``. Reads no data and spends nothing.
 
-For every statistic of a spec's plan:
+It audits three kinds of *target*: every statistic of the plan (against its share of the budget); each noisy part
+of a mean on its own (the centred sum and the count, each against the share the plan charges it); and the release
+as a whole (against its total: the pure ε summed, or for zCDP the total ρ converted at δ).
 
-1. **Neighbouring datasets.** Two small synthetic CSVs are written to a temporary directory from the declared
-   columns alone (the spec's ``input:`` is never opened): D, a few rows of valid values, and D', its worst-case
-   neighbour under the spec's relation. Under ``add_remove``, D' is D plus one row at the value extreme that moves
-   the statistic most, in the first declared cell (for a mean: into a cell that is empty in D, where one row moves
-   both the noisy count and the noisy sum). Under ``replace``, one row moves from one cell to another, or its value
-   goes from one bound to the other (or from missing to the extreme, when that moves the sum more). The real engine
-   (:func:`dpcli.engine.aggregate`) turns both files into exact vectors.
-2. **Noise.** The statistic's real noise (the plan's components, through :mod:`dpcli.mechanisms`) is drawn
-   ``trials`` times for each dataset, on the cells whose exact aggregates differ between D and D' only: the other
-   cells get independent noise of the same law under D and D', so they cannot change any test's outcome (the
-   likelihood ratio of the whole release is that of the differing cells). The noisy integers are post-processed as
-   a release does: counts through :func:`dpcli.postprocess.counts`, means through
-   :func:`dpcli.postprocess.mean_grid` (the vectorised function a release's means come from), sums as the noisy
-   grid integers themselves. On the first ``CROSS_CHECK`` trials of every dataset these are checked to give exactly
-   the numbers :func:`dpcli.postprocess.sums` and :func:`dpcli.postprocess.means` give (a disagreement is an
-   internal error, exit 1).
-3. **Events and bounds.** Events are fixed before any noise is drawn, from public quantities only (the exact
-   released values of D and D' and the noise scale): "every differing cell's released value is at or beyond
-   a + τ(b - a)" towards D''s values ("up") or towards D's ("down"), for a handful of τ around 0 and 1 and in the
-   tails. For each event E and each direction, Clopper-Pearson gives a lower bound on P[E | one dataset] and an
-   upper bound on P[E | the other], and ε_lb = max log((p_lo - δ) / p_hi). With probability at least
-   ``confidence`` every bound of the report holds at once (a union bound: each one-sided bound is at level
-   (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP statistic has ε_lb <= ε. So a report with
-   ε_lb > claimed ε is, up to that probability, proof of a bug.
+1. **Neighbours, found by search.** Candidate rows are built from the declared columns alone (the spec's ``input:``
+   is never opened). Per numeric column: both bounds, a value beyond each bound, the grid midpoint, the first grid
+   value of the first two and last two reachable bins of each histogram on it, a missing and an unparseable cell.
+   Per category or bool column: two declared keys, the ``other:`` key, a missing and an undeclared value. A
+   candidate dataset is ``BASE_ROWS`` base rows plus at most one candidate row; each is written to a temporary CSV and
+   aggregated by the real engine (:func:`dpcli.engine.aggregate`, the whole plan at once). Neighbouring pairs are
+   (base, base + row) under ``add_remove`` (a row added or removed, at each extreme) and (base + row, base + other
+   row) under ``replace`` (cell moves, a value going from L to U inside its cell, missing <-> value, a key becoming
+   undeclared or missing). For a statistic and its parts, the rows combine every candidate value of the statistic's
+   own columns (fewer values past ``ROW_CAP`` rows) and vary each other column alone, so a column the plan thinks
+   irrelevant is tried too. The plan's sensitivity formulas are not used anywhere in the search: each pair is scored
+   by the privacy loss of the exact difference Δ between the engine's two outputs under the plan's noise,
+   Σ |Δ_i| / t_i for discrete Laplace (the pair's exact pure ε) and Σ Δ_i² / (2 σ_i²) for the discrete Gaussian (its
+   exact ρ: the Rényi divergence of discrete Gaussians at integer shifts is that of continuous ones), and the
+   pair with the largest loss is kept (ties: fewer differing cells, which gives the events more power). For the
+   release, the score is the total over statistics (ε summed; in zCDP ρ summed, a Laplace statistic counting
+   ε²/2), maximised by coordinate ascent over every column of both rows, starting from the best per-target pairs
+   and from their rows merged.
+   A kept pair whose loss exceeds the target's claim is a bug proved without any noise (the exact outputs of two
+   neighbours differ by more than the plan's noise covers): the target is reported as a violation.
+2. **Noise.** The plan's real noise (:mod:`dpcli.mechanisms`, with the plan's scales and variances) is drawn
+   ``trials`` times on each of the two datasets' exact values, on the cells whose exact values differ only: the
+   other cells get independent noise of the same law under D and D', which cannot change any test's outcome. The
+   noisy integers are audited before post-processing: a release's numbers are a function of them, so whatever an
+   event on released numbers could show, an event on these can show too.
+3. **Events and bounds.** The statistic of every event is the log-likelihood ratio Z = log P[x | D'] / P[x | D] of
+   the noisy values x (for the release: summed over all its statistics), computed from the exact values and the
+   noise parameters, which are public here; Z >= c favours D' and Z <= -c favours D, the most powerful tests
+   (Neyman-Pearson). The thresholds c are fixed before any noise is drawn: fractions of the Laplace part's
+   maximum, and the Gaussian part's mean plus multiples of its standard deviation. For each event Clopper-Pearson
+   gives a lower bound on P[E | favoured dataset] and an upper bound on P[E | the other], and ε_lb = max log((p_lo -
+   δ) / p_hi). With probability at least ``confidence`` every bound of the report holds at once (a union bound:
+   each one-sided bound is at level (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP target has
+   ε_lb <= ε. So a report with ε_lb > claimed ε is, up to that probability, proof of a bug.
 
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
-Claims: a Laplace statistic claims its pure ε (δ = 0). A Gaussian statistic of a zCDP release with share ρ claims
-ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``; a spec with only ``rho`` is audited at
+Claims: a Laplace target claims its pure ε (δ = 0), a part of a mean the ε the plan gives that part. A Gaussian
+target with share ρ claims ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``. The release claims the plan's
+total: its pure ε, or for zCDP its total ρ converted at δ. A spec with only ``rho`` is audited at
 δ = ``ASSUMED_DELTA`` (the report says so).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
-from dpcli import postprocess
-from dpcli.accounting import format_decimal, format_exact, zcdp_to_epsilon
+from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
-from dpcli.errors import InternalError, UsageError
+from dpcli.errors import UsageError
 from dpcli.mechanisms import add_discrete_gaussian, add_discrete_laplace
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.spec import Column, GridBins, Spec, load_spec
@@ -64,30 +78,85 @@ DEFAULT_CONFIDENCE = 1 - 1e-9
 # A zCDP spec with a rho and no delta has no (epsilon, delta) claim to test; the audit uses this delta and says so.
 ASSUMED_DELTA = Fraction(1, 10**6)
 CHUNK = 250_000  # trials drawn at once (memory stays ~ tens of MB whatever --trials is)
-CROSS_CHECK = 2_000  # trials per dataset post-processed by the real dpcli.postprocess functions too
-# Tail thresholds, in noise standard deviations beyond the two exact values.
-_SPREAD = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
-_MEAN_UP = (0.25, 0.5, 0.75, 1.0)
-_MEAN_DOWN = (0.0, 0.25, 0.5, 0.75)
-_BASE_ROWS = 3
+BASE_ROWS = 3
+# Past this many combinations of a statistic's own columns, each column keeps two values in the combinations (two
+# declared keys, the two bounds) and its other values are tried alone: a spec with many by: columns stays quick.
+ROW_CAP = 128
+MAX_SWEEPS = 8  # coordinate-ascent rounds for the release's pair (each round one engine run per changed row)
+WORKERS = 4  # engine runs in flight: polars releases the GIL, and tiny files are dominated by fixed costs
+# Relative tolerance of an event's threshold: Z's float rounding must not split a value lying exactly on it (the
+# event stays one fixed set, the same for D and D')
+Z_TOLERANCE = 1e-9
+UNPARSEABLE = "n/a"
+UNDECLARED = "dpcli-audit-undeclared"
+# Event thresholds. Laplace: fractions of the pair's maximal log-likelihood ratio L (Z = L is the most telling
+# event of pure DP). Gaussian: Z ~ N(±μ²/2, μ²) under D' and D, thresholds at μ²/2 + kμ; the event that shows
+# most at a small δ lies a few standard deviations out.
+_TAUS = (1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
+_MIXED_TAUS = (1.0, 0.5)
+_KS = tuple(k / 4 for k in range(-4, 25))  # -1 to 6 standard deviations
 
 EVIDENCE_NOTE = (
     "This audit is evidence, not a proof: a lower bound at or below the claim does not show a statistic private "
     "(other datasets or events might show more); a lower bound above the claim proves a bug."
 )
 
+Row = tuple[str, ...]  # one candidate CSV row, in the spec's column order
+
 
 # ---------------------------------------------------------------------------------------------------------------
-# The report
+# Targets, neighbours and the report
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one row of the report audits: a statistic, one part of a mean, or the whole release."""
+
+    label: str  # the statistic's name, "name/sum" or "name/count" for a part, "(release)"
+    scope: str  # "statistic" | "component" | "release"
+    kind: str
+    mechanism: str  # "discrete_laplace" | "discrete_gaussian" | "mixed"
+    parts: tuple[tuple[int, str], ...]  # (statistic index, component role) whose noisy vectors it covers
+    claimed_epsilon: Fraction
+    delta: Fraction  # 0 for a pure (Laplace) target
+    claimed_loss: Fraction  # the same claim in the unit of the pair loss
+    loss_unit: str  # "ε" (pure) | "ρ" (zCDP)
+    columns: tuple[str, ...]  # the columns its statistics read
+
+
+@dataclass(frozen=True)
+class NoisedCell:
+    """One cell whose exact value differs between D and D' (grid units; value = grid * unit)."""
+
+    index: int  # statistic index in the plan
+    statistic: str
+    component: str  # "count" | "sum"
+    cell: int
+    label: str  # the cell's keys and bins ("" for a statistic without cells)
+    exact_d: int
+    exact_d_prime: int
+    unit: Fraction
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The worst pair the search found for a target."""
+
+    target: Target
+    row_d: Row | None  # None: D is the base rows alone (add_remove)
+    row_d_prime: Row
+    pair_loss: Fraction  # in target.loss_unit
+    pairs_searched: int
+    noised: tuple[NoisedCell, ...]
+    description: str
 
 
 @dataclass(frozen=True)
 class EventCount:
-    """One event: its text, and how many of the trials on D and on D' fell in it."""
+    """One event on the log-likelihood ratio Z, and how many trials on D and on D' fell in it."""
 
-    direction: str  # "up": at or beyond D''s exact values; "down": at or beyond D's
-    tau: float
-    thresholds: tuple[Fraction, ...]  # per differing cell, the released value the event compares with
+    direction: str  # "up": Z >= threshold (favours D'); "down": Z <= -threshold (favours D)
+    threshold: float
     text: str
     hits_d: int
     hits_d_prime: int
@@ -95,43 +164,76 @@ class EventCount:
 
 @dataclass(frozen=True)
 class StatisticAudit:
-    statistic: str
+    """One target's result (a statistic, a part of a mean, or the release; the name is historical)."""
+
+    statistic: str  # the target's label
+    scope: str
     kind: str
     mechanism: str
     claimed_epsilon: Fraction
-    delta: Fraction  # 0 for a Laplace (pure) statistic
+    delta: Fraction
     epsilon_lower_bound: float  # >= 0; 0 when no event shows anything
     trials: int  # per dataset
     events: tuple[EventCount, ...]
     alpha_per_bound: float  # level of each one-sided Clopper-Pearson bound
-    cells: int  # differing cells noised
-    neighbour: str  # how D and D' differ
-    cell_labels: tuple[str, ...]  # the differing cells ("" for a statistic without cells)
-    exact_d: tuple[Fraction, ...]  # their released values without noise, on D and on D'
-    exact_d_prime: tuple[Fraction, ...]
-    worst_event: str | None  # the event and direction that gave epsilon_lower_bound
+    neighbour: str  # how D and D' differ, and the search's result
+    pair_loss: Fraction
+    claimed_loss: Fraction
+    loss_unit: str
+    pairs_searched: int
+    columns: tuple[str, ...]  # the CSV's columns, the order of row_d and row_d_prime
+    row_d: Row | None
+    row_d_prime: Row
+    noised: tuple[NoisedCell, ...]
+    worst_event: str | None  # the event that gave epsilon_lower_bound
+
+    @property
+    def cells(self) -> int:
+        return len(self.noised)
+
+    @property
+    def empirical_within_claim(self) -> bool:
+        return Fraction(self.epsilon_lower_bound) <= self.claimed_epsilon
+
+    @property
+    def pair_within_claim(self) -> bool:
+        return self.pair_loss <= self.claimed_loss
 
     @property
     def within_claim(self) -> bool:
-        return Fraction(self.epsilon_lower_bound) <= self.claimed_epsilon
+        return self.empirical_within_claim and self.pair_within_claim
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "statistic": self.statistic,
+            "scope": self.scope,
             "kind": self.kind,
             "mechanism": self.mechanism,
             "claimed_epsilon": format_exact(self.claimed_epsilon),
             "delta": format_exact(self.delta),
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "within_claim": self.within_claim,
+            "pair_loss": format_exact(self.pair_loss),
+            "claimed_loss": format_exact(self.claimed_loss),
+            "loss_unit": "epsilon" if self.loss_unit == "ε" else "rho",
+            "pair_within_claim": self.pair_within_claim,
+            "pairs_searched": self.pairs_searched,
             "trials": self.trials,
             "events": len(self.events),
             "alpha_per_bound": self.alpha_per_bound,
             "noised_cells": self.cells,
             "neighbour": self.neighbour,
+            "row_d": None if self.row_d is None else dict(zip(self.columns, self.row_d)),
+            "row_d_prime": dict(zip(self.columns, self.row_d_prime)),
             "differing_cells": [
-                {"cell": c, "exact_d": format_exact(x), "exact_d_prime": format_exact(y)}
-                for c, x, y in zip(self.cell_labels, self.exact_d, self.exact_d_prime)
+                {
+                    "statistic": c.statistic,
+                    "component": c.component,
+                    "cell": c.label,
+                    "exact_d": format_exact(c.exact_d * c.unit),
+                    "exact_d_prime": format_exact(c.exact_d_prime * c.unit),
+                }
+                for c in self.noised
             ],
             "worst_event": self.worst_event,
         }
@@ -144,8 +246,9 @@ class AuditReport:
     accounting: str  # "pure" | "zcdp"
     trials: int
     confidence: float
-    statistics: tuple[StatisticAudit, ...]
+    statistics: tuple[StatisticAudit, ...]  # every target: statistics, parts of means, then the release
     notes: tuple[str, ...]
+    datasets_aggregated: int = 0
 
     @property
     def ok(self) -> bool:
@@ -165,6 +268,7 @@ class AuditReport:
             "data_read": False,
             "spent": False,
             "ok": self.ok,
+            "datasets_aggregated": self.datasets_aggregated,
             "statistics": [s.as_dict() for s in self.statistics],
             "notes": list(self.notes),
         }
@@ -193,11 +297,61 @@ def epsilon_bound(p_lo: float, p_hi: float, delta: float) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Synthetic neighbours (from the declared columns only)
+# Targets and their claims
+
+
+def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
+    spec = plan.spec
+    out = []
+    for i, sp in enumerate(plan.statistics):
+        stat = sp.statistic
+        columns = tuple(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []))))
+        roles = tuple((i, c.role) for c in sp.components)
+        if sp.mechanism == "discrete_gaussian":
+            assert delta is not None
+            claim = (zcdp_to_epsilon(sp.rho, delta), delta, sp.rho, "ρ")
+        else:
+            eps = sp.reported_epsilon if sp.reported_epsilon is not None else sp.epsilon
+            claim = (eps, Fraction(0), eps, "ε")
+        out.append(Target(stat.name, "statistic", stat.kind, sp.mechanism, roles, *claim, columns))
+        if len(sp.components) > 1:
+            # each part is charged its own share; the statistic's total has slack when no pair moves both parts at
+            # their worst, which can hide a part whose own sensitivity is wrong
+            for comp in sp.components:
+                if comp.mechanism == "discrete_gaussian":
+                    assert delta is not None
+                    claim = (zcdp_to_epsilon(comp.rho, delta), delta, comp.rho, "ρ")
+                else:
+                    claim = (comp.epsilon, Fraction(0), comp.epsilon, "ε")
+                out.append(
+                    Target(
+                        f"{stat.name}/{comp.role}", "component", f"{stat.kind} ({comp.role} part)", comp.mechanism,
+                        ((i, comp.role),), *claim, columns,
+                    )
+                )
+    mechanisms = {sp.mechanism for sp in plan.statistics}
+    mechanism = mechanisms.pop() if len(mechanisms) == 1 else "mixed"
+    columns = tuple(dict.fromkeys(c for t in out if t.scope == "statistic" for c in t.columns))
+    parts = tuple((i, c.role) for i, sp in enumerate(plan.statistics) for c in sp.components)
+    if spec.privacy.accounting == "pure":
+        claim = (plan.epsilon, Fraction(0), plan.epsilon, "ε")
+    else:
+        assert delta is not None
+        claim = (zcdp_to_epsilon(plan.rho, delta), delta, plan.rho, "ρ")
+    out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Candidate rows (from the declared columns only)
 
 
 def _ceil(x: Fraction) -> int:
     return -((-x.numerator) // x.denominator)
+
+
+def _floor(x: Fraction) -> int:
+    return x.numerator // x.denominator
 
 
 def _grid_text(column: Column, k: int) -> str:
@@ -205,211 +359,370 @@ def _grid_text(column: Column, k: int) -> str:
     return format_exact(k * column.precision)
 
 
-def _base_text(column: Column) -> str:
-    if column.numeric:
-        lo, hi = column.grid_bounds
-        return _grid_text(column, min(max(0, lo), hi))
-    return column.keys[0]
-
-
-@dataclass(frozen=True)
-class _Choice:
-    index: int  # index along the dimension (key or bin)
-    text: str  # the cell text that lands there
-    label: str
-
-
-def _numeric_bins(column: Column, stat_bins: Any, want: int = 2) -> list[_Choice]:
-    """Up to ``want`` bins a clamped grid value can reach, each with one such value."""
+def _bin_starts(column: Column, bins: Any) -> list[int]:
+    """The smallest grid value of the first two and the last two bins a clamped value can reach."""
     p = column.precision
     assert p is not None
     glo, ghi = column.grid_bounds
-    n = stat_bins.count
-    if isinstance(stat_bins, GridBins):
-        first = max(0, math.floor((glo * p - stat_bins.start) / stat_bins.step))
+    n = bins.count
+
+    def start(j: int) -> int | None:
+        k = max(_ceil(bins.edge(j) / p), glo)
+        return k if k <= ghi and k < _ceil(bins.edge(j + 1) / p) else None
+
+    if isinstance(bins, GridBins):  # even bins: jump to the bounds (a grid may have millions of bins)
+        first = min(max(0, _floor((glo * p - bins.start) / bins.step)), n)
+        last = max(min(n - 1, _floor((ghi * p - bins.start) / bins.step)), -1)
     else:
-        first = 0
-    out: list[_Choice] = []
-    j = first
-    while j < n and len(out) < want:
-        k = max(_ceil(stat_bins.edge(j) / p), glo)
-        if k > ghi:
-            break
-        if k < _ceil(stat_bins.edge(j + 1) / p):
-            out.append(_Choice(j, _grid_text(column, k), bin_label(stat_bins, j)))
-        j += 1
+        first, last = 0, n - 1
+    out: list[int] = []
+    for order in (range(first, last + 1), range(last, first - 1, -1)):
+        found = 0
+        for j in order:
+            k = start(j)
+            if k is not None:
+                out.append(k)
+                found += 1
+                if found == 2:
+                    break
     return out
 
 
-def _choices(spec: Spec, sp: StatisticPlan) -> list[list[_Choice]]:
-    """Per dimension of the statistic, up to two reachable cells."""
-    stat = sp.statistic
-    dims: list[list[_Choice]] = []
-    for d in stat.by:
-        keys = spec.columns[d].keys
-        dims.append([_Choice(i, keys[i], keys[i]) for i in range(min(2, len(keys)))])
-    if stat.kind == "histogram":
-        column = spec.columns[stat.column]  # type: ignore[index]
+def _values(spec: Spec) -> dict[str, list[str]]:
+    """Per column, the candidate cell texts."""
+    out: dict[str, list[str]] = {}
+    for name, column in spec.columns.items():
         if column.numeric:
-            dims.append(_numeric_bins(column, stat.bins))
+            glo, ghi = column.grid_bounds
+            ks = [glo, ghi, (glo + ghi) // 2]
+            for stat in spec.statistics:
+                if stat.kind == "histogram" and stat.column == name and stat.bins is not None:
+                    ks += _bin_starts(column, stat.bins)
+            width = ghi - glo
+            texts = [_grid_text(column, k) for k in ks]
+            texts += [_grid_text(column, glo - width - 1), _grid_text(column, ghi + width + 1), "", UNPARSEABLE]
         else:
             keys = column.keys
-            dims.append([_Choice(i, keys[i], keys[i]) for i in range(min(2, len(keys)))])
-    return dims
+            undeclared = UNDECLARED
+            while undeclared in keys:
+                undeclared += "-"
+            texts = [*keys[:2], *([column.other] if column.other else []), "", undeclared]
+        out[name] = list(dict.fromkeys(texts))
+    return out
 
 
-@dataclass(frozen=True)
-class _Pair:
-    d: list[dict[str, str]]
-    d_prime: list[dict[str, str]]
-    description: str
-    expect_change: bool = True
+def _base_row(spec: Spec) -> Row:
+    row = []
+    for column in spec.columns.values():
+        if column.numeric:
+            glo, ghi = column.grid_bounds
+            row.append(_grid_text(column, (glo + ghi) // 2))
+        else:
+            row.append(column.keys[0])
+    return tuple(row)
 
 
-def _neighbours(spec: Spec, sp: StatisticPlan) -> _Pair:
-    stat = sp.statistic
-    base = {name: _base_text(c) for name, c in spec.columns.items()}
-    dims = _choices(spec, sp)
-    names = list(stat.dimensions)
-    if any(not choices for choices in dims):
-        rows = [dict(base) for _ in range(_BASE_ROWS)]
-        return _Pair(rows, rows, "no row can reach a declared cell of this statistic: nothing to test", False)
-    cell_a = {n: c[0].text for n, c in zip(names, dims)}
-    label_a = ", ".join(c[0].label for c in dims)
-    cell_b = None
-    for i in reversed(range(len(dims))):
-        if len(dims[i]) > 1:
-            cell_b = dict(cell_a)
-            cell_b[names[i]] = dims[i][1].text
-            label_b = ", ".join((c[1] if j == i else c[0]).label for j, c in enumerate(dims))
-            break
-    where_a = f" in cell [{label_a}]" if names else ""
-
-    def row(cells: dict[str, str], **values: str) -> dict[str, str]:
-        r = dict(base)
-        r.update(cells)
-        r.update(values)
-        return r
-
-    replace = spec.privacy.neighbours == "replace"
-    if stat.kind in ("count", "histogram"):
-        d = [dict(base) for _ in range(_BASE_ROWS)]
-        if not replace:
-            return _Pair(d, d + [row(cell_a)], f"D: {_BASE_ROWS} rows; D' = D + 1 row{where_a}")
-        if cell_b is not None:
-            return _Pair(
-                d + [row(cell_a)], d + [row(cell_b)],
-                f"D: {_BASE_ROWS + 1} rows; D': one row moved from cell [{label_a}] to [{label_b}]",
-            )
-        if not names:
-            return _Pair(
-                d + [row(cell_a)], d + [row(cell_a)],
-                "replacing a row does not change the number of rows: nothing to test (the sensitivity of 1 is "
-                "conservative)",
-                expect_change=False,
-            )
-        out = {n: "" for n in names}
-        return _Pair(
-            d + [row(cell_a)], d + [row(out)],
-            f"D: {_BASE_ROWS + 1} rows; D': one row moved from cell [{label_a}] to no cell (missing value)",
-        )
-
-    column = spec.columns[stat.column]  # type: ignore[index]
-    name = column.name
-    glo, ghi = column.grid_bounds
-    if stat.kind == "sum":
-        ext = ghi if abs(ghi) >= abs(glo) else glo
-        ext_text = _grid_text(column, ext)
-        d = [dict(base) for _ in range(_BASE_ROWS)]
-        if not replace:
-            return _Pair(d, d + [row(cell_a, **{name: ext_text})], f"D: {_BASE_ROWS} rows; D' = D + 1 row{where_a} with {name}={ext_text}")
-        if stat.by and cell_b is not None:
-            return _Pair(
-                d + [row(cell_a, **{name: ext_text})], d + [row(cell_b, **{name: ext_text})],
-                f"D: {_BASE_ROWS + 1} rows; D': the row with {name}={ext_text} moved from cell [{label_a}] to [{label_b}]",
-            )
-        lo_text, hi_text = _grid_text(column, glo), _grid_text(column, ghi)
-        if column.impute is None and abs(ext) > ghi - glo:
-            return _Pair(
-                d + [row(cell_a, **{name: ""})], d + [row(cell_a, **{name: ext_text})],
-                f"D: {_BASE_ROWS + 1} rows; D': one row's {name} changed from missing to {ext_text}{where_a}",
-            )
-        return _Pair(
-            d + [row(cell_a, **{name: lo_text})], d + [row(cell_a, **{name: hi_text})],
-            f"D: {_BASE_ROWS + 1} rows; D': one row's {name} changed from {lo_text} to {hi_text}{where_a}",
-        )
-
-    # mean: the worst case is a cell that is empty in D (then one row moves both the noisy count and the noisy sum):
-    # D's rows have no value in the column, or there are none when the column imputes missing values
-    hi_text = _grid_text(column, ghi)  # U' - c >= c - L' for the centre c the plan uses
-    d = [row({}, **{name: ""}) for _ in range(_BASE_ROWS)] if column.impute is None else []
-    rows_text = f"{len(d)} rows without a {name}" if d else "no rows"
-    if not replace:
-        return _Pair(d, d + [row(cell_a, **{name: hi_text})], f"D: {rows_text}; D' = D + 1 row{where_a} with {name}={hi_text}")
-    if stat.by and cell_b is not None:
-        return _Pair(
-            d + [row(cell_a, **{name: hi_text})], d + [row(cell_b, **{name: hi_text})],
-            f"D: {rows_text} + 1 row with {name}={hi_text} in cell [{label_a}]; D': that row moved to [{label_b}]",
-        )
-    if column.impute is None:
-        return _Pair(
-            d + [row(cell_a, **{name: ""})], d + [row(cell_a, **{name: hi_text})],
-            f"D: {rows_text} + 1 more; D': that row's {name} changed from missing to {hi_text}{where_a}",
-        )
-    lo_text = _grid_text(column, glo)
-    return _Pair(
-        [row(cell_a, **{name: lo_text})], [row(cell_a, **{name: hi_text})],
-        f"D: 1 row with {name}={lo_text}; D': its {name} changed to {hi_text}{where_a}",
-    )
+def _set(row: Row, index: dict[str, int], values: dict[str, str]) -> Row:
+    out = list(row)
+    for name, text in values.items():
+        out[index[name]] = text
+    return tuple(out)
 
 
-def _write_csv(path: Path, columns: list[str], rows: list[dict[str, str]]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(columns)
-        for r in rows:
-            w.writerow([r[c] for c in columns])
+def _reduced(spec: Spec, name: str) -> list[str]:
+    """Two values of a column for a capped product: its bounds, or two declared keys."""
+    column = spec.columns[name]
+    if column.numeric:
+        glo, ghi = column.grid_bounds
+        return [_grid_text(column, glo), _grid_text(column, ghi)]
+    return list(column.keys[:2])
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Released values on the output grid (integers), vectorised
+# The real engine over candidate datasets
 
 
-def _grid_step(sp: StatisticPlan) -> Fraction:
-    """The released value of one output-grid step: 1 for counts, the precision for sums, precision/1000 for means."""
-    kind = sp.statistic.kind
-    if kind in ("count", "histogram"):
-        return Fraction(1)
-    unit = sp.component("sum").unit
-    return unit if kind == "sum" else unit / 10**postprocess.MEAN_DIGITS_BELOW_PRECISION
+Delta = tuple[dict[str, dict[int, int]], ...]  # per statistic, per component role: cell -> exact(D) - exact(base)
 
 
-def _as_ints(values: np.ndarray, limit: int = 2**62) -> np.ndarray:
-    """int64 when every value and ``limit`` fit comfortably, else Python ints (object)."""
-    if values.dtype != object and values.size and int(np.abs(values).max()) < limit:
-        return values.astype(np.int64)
-    return values.astype(object)
+class _Engine:
+    """Candidate datasets (the base rows, plus at most one row) aggregated by the real engine, cached by row.
+
+    Each is kept as its exact difference from the base dataset, per statistic and component (cell -> value), so a
+    million-cell histogram costs memory once, not once per candidate. A pair's difference is the difference of two
+    such differences: exact arithmetic, no assumption about how the engine adds rows up."""
+
+    def __init__(self, plan: Plan, folder: Path) -> None:
+        self.plan = plan
+        self.folder = folder
+        self.columns = list(plan.spec.columns)
+        self.index = {name: j for j, name in enumerate(self.columns)}
+        self.base_row = _base_row(plan.spec)
+        self.files = 0
+        self.base = self._run(None, self._name())
+        self.deltas: dict[Row, Delta] = {}
+        self.empty: Delta = tuple({c.role: {} for c in sp.components} for sp in plan.statistics)
+
+    def _name(self) -> Path:
+        self.files += 1
+        return self.folder / f"{self.files}.csv"
+
+    def _run(self, row: Row | None, path: Path) -> list[ExactStatistic]:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(self.columns)
+            for _ in range(BASE_ROWS):
+                w.writerow(self.base_row)
+            if row is not None:
+                w.writerow(row)
+        return aggregate(self.plan, path)
+
+    def load(self, rows: Iterable[Row]) -> None:
+        todo = [r for r in dict.fromkeys(rows) if r not in self.deltas]
+        if not todo:
+            return
+        jobs = [(r, self._name()) for r in todo]
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            results = list(pool.map(lambda job: self._run(*job), jobs))
+        for row, exact in zip(todo, results):
+            self.deltas[row] = self._delta(exact)
+
+    def _delta(self, exact: list[ExactStatistic]) -> Delta:
+        out = []
+        for sp, e, b in zip(self.plan.statistics, exact, self.base):
+            parts: dict[str, dict[int, int]] = {}
+            for comp in sp.components:
+                now, base = (e.counts, b.counts) if comp.role == "count" else (e.sums, b.sums)
+                changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
+                parts[comp.role] = {int(c): int(now[c]) - int(base[c]) for c in changed.tolist()}
+            out.append(parts)
+        return tuple(out)
+
+    def delta(self, row: Row | None) -> Delta:
+        return self.empty if row is None else self.deltas[row]
+
+    def exact(self, i: int, role: str, cell: int, row: Row | None) -> int:
+        b = self.base[i]
+        base = int(b.counts[cell]) if role == "count" else int(b.sums[cell])  # type: ignore[index]
+        return base + self.delta(row)[i][role].get(cell, 0)
 
 
-def _released_grid(sp: StatisticPlan, counts: np.ndarray | None, sums: np.ndarray | None, bounds: tuple[int, int] | None) -> np.ndarray:
-    kind = sp.statistic.kind
-    if kind in ("count", "histogram"):
-        value, _, _ = postprocess.counts(sp, counts)  # type: ignore[arg-type]
-        return value
-    if kind == "sum":
-        return _as_ints(sums)  # type: ignore[arg-type]
-    return postprocess.mean_grid(sp, sums, counts, bounds)  # type: ignore[arg-type]
+def _difference(d1: dict[int, int], d2: dict[int, int]) -> dict[int, int]:
+    out = dict(d2)
+    for cell, v in d1.items():
+        w = out.get(cell, 0) - v
+        if w:
+            out[cell] = w
+        else:
+            out.pop(cell, None)
+    return out
 
 
-def _real_values(sp: StatisticPlan, counts: np.ndarray | None, sums: np.ndarray | None, bounds: tuple[int, int] | None) -> list[Fraction]:
-    """The released values by the real post-processing functions (exact fractions)."""
-    kind = sp.statistic.kind
-    if kind in ("count", "histogram"):
-        value, _, _ = postprocess.counts(sp, counts)  # type: ignore[arg-type]
-        return [Fraction(int(v)) for v in value]
-    if kind == "sum":
-        return list(postprocess.sums(sp, sums).value)  # type: ignore[arg-type]
-    return list(postprocess.means(sp, sums, counts, bounds).value)  # type: ignore[arg-type]
+def _pair_loss(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction, int]:
+    """The target's privacy loss between two candidate datasets under the plan's noise, and the cells that differ."""
+    eps: dict[int, Fraction] = {}
+    rho = Fraction(0)
+    cells = 0
+    for i, role in target.parts:
+        diff = _difference(a[i][role], b[i][role])
+        if not diff:
+            continue
+        cells += len(diff)
+        comp = plan.statistics[i].component(role)
+        if comp.mechanism == "discrete_gaussian":
+            assert comp.variance is not None
+            rho += Fraction(sum(v * v for v in diff.values())) / (2 * comp.variance)
+        else:
+            assert comp.scale is not None
+            eps[i] = eps.get(i, Fraction(0)) + Fraction(sum(abs(v) for v in diff.values())) / comp.scale
+    if target.loss_unit == "ε":
+        return sum(eps.values(), Fraction(0)), cells
+    # zCDP: an eps-DP (Laplace) statistic is eps^2/2-zCDP
+    return rho + sum((e * e / 2 for e in eps.values()), Fraction(0)), cells
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The search
+
+
+@dataclass
+class _Best:
+    loss: Fraction = Fraction(-1)
+    cells: int = 0
+    pair: tuple[Row | None, Row] | None = None
+    searched: int = 0
+
+    def offer(self, loss: Fraction, cells: int, pair: tuple[Row | None, Row]) -> bool:
+        self.searched += 1
+        if loss > self.loss or (loss == self.loss and cells < self.cells):
+            self.loss, self.cells, self.pair = loss, cells, pair
+            return True
+        return False
+
+
+def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Row]:
+    stat = sp.statistic
+    own = list(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []))))
+    choices = [values[c] for c in own]
+    if math.prod(len(c) for c in choices) > ROW_CAP:
+        choices = [_reduced(spec, c) for c in own]
+    rows = [_set(eng.base_row, eng.index, dict(zip(own, combo))) for combo in itertools.product(*choices)]
+    # every column alone, the statistic's own ones included (their values left out of a capped product)
+    rows += [_set(eng.base_row, eng.index, {c: v}) for c in spec.columns for v in values[c]]
+    return list(dict.fromkeys(rows))
+
+
+def _pairs(rows: list[Row], replace: bool) -> Iterable[tuple[Row | None, Row]]:
+    if not replace:
+        return ((None, r) for r in rows)
+    return itertools.combinations(rows, 2)
+
+
+def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]:
+    spec = plan.spec
+    replace = spec.privacy.neighbours == "replace"
+    values = _values(spec)
+    best: dict[str, _Best] = {t.label: _Best() for t in targets}
+    by_statistic: dict[int, list[Target]] = {}
+    for t in targets:
+        if t.scope != "release":
+            by_statistic.setdefault(t.parts[0][0], []).append(t)
+    row_sets = {i: _statistic_rows(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)}
+    eng.load(r for rows in row_sets.values() for r in rows)
+    for i, rows in row_sets.items():
+        for r1, r2 in _pairs(rows, replace):
+            a, b = eng.delta(r1), eng.delta(r2)
+            for t in by_statistic[i]:
+                best[t.label].offer(*_pair_loss(plan, t, a, b), (r1, r2))
+
+    # the release: seeds are every target's worst pair and those pairs merged column by column (in target order; a
+    # column already set keeps its value); coordinate ascent over every column of both rows then starts from the
+    # best seed and from the merged one
+    release = next(t for t in targets if t.scope == "release")
+    found = best[release.label]
+    merged: list[dict[str, str]] = [{}, {}]
+    seeds: list[tuple[Row | None, Row]] = []
+    for t in targets:
+        pair = best[t.label].pair
+        if t.scope == "release" or pair is None or best[t.label].loss <= 0:
+            continue
+        seeds.append(pair)
+        for side, row in enumerate(pair):
+            if row is not None:
+                for c in t.columns:
+                    merged[side].setdefault(c, row[eng.index[c]])
+    merged_pair = (
+        _set(eng.base_row, eng.index, merged[0]) if replace else None,
+        _set(eng.base_row, eng.index, merged[1]),
+    )
+    seeds = list(dict.fromkeys([merged_pair, *seeds]))
+    eng.load(r for pair in seeds for r in pair if r is not None)
+    for pair in seeds:
+        found.offer(*_pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1])), pair)
+    assert found.pair is not None
+    starts = list(dict.fromkeys([found.pair, merged_pair]))
+    for start in starts:
+        current = start
+        current_loss, _ = _pair_loss(plan, release, eng.delta(current[0]), eng.delta(current[1]))
+        for _ in range(MAX_SWEEPS):
+            moves: list[tuple[Row | None, Row]] = []
+            for side in ((0, 1) if replace else (1,)):
+                row = current[side]
+                assert row is not None
+                for c in eng.columns:
+                    for v in values[c]:
+                        if v != row[eng.index[c]]:
+                            new = _set(row, eng.index, {c: v})
+                            moves.append((new, current[1]) if side == 0 else (current[0], new))
+            eng.load(r for pair in moves for r in pair if r is not None)
+            step, step_loss = None, current_loss
+            for pair in moves:
+                loss, cells = _pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1]))
+                found.offer(loss, cells, pair)
+                if loss > step_loss:
+                    step, step_loss = pair, loss
+            if step is None:
+                break
+            current, current_loss = step, step_loss
+    return best
+
+
+def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> tuple[list[Neighbours], int]:
+    """The search alone (no noise): every target's worst neighbouring pair, and how many datasets the engine ran.
+
+    ``delta`` is only used for the claims of Gaussian targets (default: the spec's, else ``ASSUMED_DELTA``)."""
+    spec = plan.spec
+    if delta is None:
+        delta = spec.privacy.delta if spec.privacy.delta is not None else ASSUMED_DELTA
+    targets = _targets(plan, delta)
+    eng = _Engine(plan, folder)
+    best = _search(plan, targets, eng)
+    out = []
+    for t in targets:
+        b = best[t.label]
+        assert b.pair is not None
+        r1, r2 = b.pair
+        noised = []
+        if b.loss > 0:
+            a, c = eng.delta(r1), eng.delta(r2)
+            for i, role in t.parts:
+                sp = plan.statistics[i]
+                unit = sp.component(role).unit
+                for cell in sorted(_difference(a[i][role], c[i][role])):
+                    noised.append(
+                        NoisedCell(
+                            i, sp.statistic.name, role, cell, _cell_label(sp, cell),
+                            eng.exact(i, role, cell, r1), eng.exact(i, role, cell, r2), unit,
+                        )
+                    )
+        loss = max(b.loss, Fraction(0))
+        text = _describe(spec, t, eng, r1, r2, loss, b.searched)
+        out.append(Neighbours(t, r1, r2, loss, b.searched, tuple(noised), text))
+    return out, eng.files
+
+
+def _cell_label(sp: StatisticPlan, cell: int) -> str:
+    stat = sp.statistic
+    if not stat.dimensions:
+        return ""
+    sizes = [len(keys) if keys is not None else stat.bins.count for keys in sp.dimension_keys]  # type: ignore[union-attr]
+    parts = []
+    rest = cell
+    for size, keys in zip(reversed(sizes), reversed(sp.dimension_keys)):
+        rest, i = divmod(rest, size)
+        parts.append(keys[i] if keys is not None else bin_label(stat.bins, i))  # type: ignore[arg-type]
+    return ", ".join(reversed(parts))
+
+
+def _show(row: Row, names: list[str], index: dict[str, int]) -> str:
+    return ", ".join(f"{n}={row[index[n]] if row[index[n]] != '' else '(empty)'}" for n in names)
+
+
+def _describe(
+    spec: Spec, t: Target, eng: _Engine, r1: Row | None, r2: Row, loss: Fraction, searched: int
+) -> str:
+    if loss == 0:
+        return f"none of the {searched} neighbouring pairs searched changes its exact values: nothing to test"
+    other = r1 if r1 is not None else eng.base_row
+    names = [c for c in eng.columns if c in t.columns or other[eng.index[c]] != r2[eng.index[c]]]
+    if r1 is None:
+        added = f" ({_show(r2, names, eng.index)})" if names else ""
+        pair = f"D: {BASE_ROWS} rows; D' = D + 1 row{added}"
+    else:
+        pair = (
+            f"D: {BASE_ROWS} rows + 1 row ({_show(r1, names, eng.index)}); "
+            f"D': that row replaced by ({_show(r2, names, eng.index)})"
+        )
+    unit = t.loss_unit
+    verdict = "EXCEEDS the claim" if loss > t.claimed_loss else "within the claim"
+    return (
+        f"{pair}; the worst of {searched} pairs searched: {unit}={float(loss):.6g} under the plan's noise, {verdict} "
+        f"({unit}={float(t.claimed_loss):.6g})"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Noise and events
 
 
 def _noised(value: int, comp: NoiseComponent, size: int) -> np.ndarray:
@@ -421,175 +734,59 @@ def _noised(value: int, comp: NoiseComponent, size: int) -> np.ndarray:
     return add_discrete_laplace(base, comp.scale)
 
 
-def _noise_std(comp: NoiseComponent) -> float:
+def _llr(offset: np.ndarray, shift: int, comp: NoiseComponent) -> np.ndarray:
+    """log P[x | centre a + shift] / P[x | centre a] for x = a + offset, one cell."""
     if comp.mechanism == "discrete_gaussian":
         assert comp.variance is not None
-        return math.sqrt(float(comp.variance))
+        # ((x - a)^2 - (x - a - s)^2) / (2 sigma^2) = s (2 (x - a) - s) / (2 sigma^2)
+        return float(shift) * (2.0 * offset.astype(float) - float(shift)) / (2.0 * float(comp.variance))
     assert comp.scale is not None
-    t = float(comp.scale)
-    one_minus_q = -math.expm1(-1.0 / t)
-    return math.sqrt(2.0 * math.exp(-1.0 / t)) / one_minus_q
+    # (|x - a| - |x - a - s|) / t = sign(s) (2 clip(x - a, between 0 and s) - s) / t
+    clipped = np.minimum(np.maximum(offset, min(0, shift)), max(0, shift))
+    sign = 1.0 if shift > 0 else -1.0
+    return sign * (2.0 * clipped.astype(float) - float(shift)) / float(comp.scale)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# One statistic
-
-
-@dataclass
-class _Setup:
-    sp: StatisticPlan
-    pair: _Pair
-    exact_d: ExactStatistic
-    exact_dp: ExactStatistic
-    cells: list[int]  # differing cells whose released values differ
-    labels: list[str]
-    signs: list[int]  # +1: D''s exact value is above D's
-    a: list[int]  # exact released values on the output grid
-    b: list[int]
-    events: list[tuple[str, float, tuple[int, ...]]]  # (direction, tau, per-cell integer threshold on sign*grid)
-    claimed: Fraction
-    delta: Fraction
-
-
-def _cell_label(sp: StatisticPlan, spec: Spec, cell: int) -> str:
-    stat = sp.statistic
-    if not stat.dimensions:
-        return ""
-    sizes = []
-    for d, keys in zip(stat.dimensions, sp.dimension_keys):
-        sizes.append(len(keys) if keys is not None else stat.bins.count)  # type: ignore[union-attr]
-    parts = []
-    rest = cell
-    for size, keys in zip(reversed(sizes), reversed(sp.dimension_keys)):
-        rest, i = divmod(rest, size)
-        parts.append(keys[i] if keys is not None else bin_label(stat.bins, i))  # type: ignore[arg-type]
-    return ", ".join(reversed(parts))
-
-
-def _events(sp: StatisticPlan, signs: list[int], a: list[int], b: list[int], spread: float | None) -> list[tuple[str, float, tuple[int, ...]]]:
-    if sp.statistic.kind == "mean":
-        ups, downs = list(_MEAN_UP), list(_MEAN_DOWN)
+def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...]) -> list[float]:
+    laplace, mu2 = 0.0, 0.0
+    for c in noised:
+        comp = plan.statistics[c.index].component(c.component)
+        shift = c.exact_d_prime - c.exact_d
+        if comp.mechanism == "discrete_gaussian":
+            mu2 += float(shift) ** 2 / float(comp.variance)  # type: ignore[arg-type]
+        else:
+            laplace += abs(shift) / float(comp.scale)  # type: ignore[arg-type]
+    if mu2 == 0:
+        out = [tau * laplace for tau in _TAUS]
     else:
-        assert spread is not None
-        ups = [0.5, 1.0] + [1.0 + k * spread for k in _SPREAD]
-        downs = [0.5, 0.0] + [-k * spread for k in _SPREAD]
-    out: list[tuple[str, float, tuple[int, ...]]] = []
-    seen: set[tuple[str, tuple[int, ...]]] = set()
-    for direction, taus in (("up", ups), ("down", downs)):
-        for tau in taus:
-            t = Fraction(tau)
-            # in signed grid units sg = sign * grid: "up" is sg >= ceil(sign * theta), "down" is sg <= floor(...)
-            thresholds = []
-            for s, lo, hi in zip(signs, a, b):
-                theta = s * (lo + t * (hi - lo))
-                thresholds.append(_ceil(theta) if direction == "up" else math.floor(theta))
-            key = (direction, tuple(thresholds))
-            if key not in seen:
-                seen.add(key)
-                out.append((direction, tau, tuple(thresholds)))
-    return out
+        mu = math.sqrt(mu2)
+        out = [tau * laplace + mu2 / 2 + k * mu for tau in (_MIXED_TAUS if laplace else (0.0,)) for k in _KS]
+    return list(dict.fromkeys(out))
 
 
-def _event_text(setup: _Setup, direction: str, thresholds: tuple[int, ...], step: Fraction) -> str:
-    parts = []
-    for label, s, th in zip(setup.labels, setup.signs, thresholds):
-        # sg >= th (up) or sg <= th (down), sg = s * grid: back to the released value
-        upper = (direction == "up") == (s > 0)
-        op = "≥" if upper else "≤"
-        value = Fraction(s * th) * step
-        parts.append(f"{'value' if not label else f'[{label}]'} {op} {format_decimal(value, 10)}")
-    return " and ".join(parts)
-
-
-def _prepare(spec: Spec, sp: StatisticPlan, folder: Path, index: int, delta: Fraction) -> _Setup:
-    stat = sp.statistic
-    pair = _neighbours(spec, sp)
-    columns = list(spec.columns)
-    single = Plan(spec, (sp,))
-    exact = []
-    for tag, rows in (("d", pair.d), ("d_prime", pair.d_prime)):
-        path = folder / f"{index}-{tag}.csv"
-        _write_csv(path, columns, rows)
-        exact.append(aggregate(single, path)[0])
-    ed, edp = exact
-    diff = ed.counts != edp.counts
-    if ed.sums is not None and edp.sums is not None:
-        diff |= np.array([x != y for x, y in zip(ed.sums.tolist(), edp.sums.tolist())], dtype=bool)
-    differing = np.flatnonzero(diff).tolist()
-    if pair.expect_change and not differing:
-        raise InternalError(f"audit: the synthetic neighbours of statistic '{stat.name}' gave identical aggregates")
-
-    if sp.mechanism == "discrete_gaussian":
-        claimed = zcdp_to_epsilon(sp.rho, delta)
-        used_delta = delta
-    else:
-        claimed = sp.reported_epsilon if sp.reported_epsilon is not None else sp.epsilon
-        used_delta = Fraction(0)
-
-    bounds = spec.columns[stat.column].grid_bounds if stat.kind == "mean" else None  # type: ignore[index]
-    step = _grid_step(sp)
-    cells, signs, a, b, labels = [], [], [], [], []
-    if differing:
-        idx = np.array(differing)
-        values = []
-        for e in (ed, edp):
-            counts = e.counts[idx] if stat.kind != "sum" else None
-            sums = e.sums[idx] if e.sums is not None else None
-            values.append(_real_values(sp, counts, sums, bounds))
-        for cell, va, vb in zip(differing, values[0], values[1]):
-            if va == vb:
-                continue
-            ga, gb = va / step, vb / step
-            if ga.denominator != 1 or gb.denominator != 1:
-                raise InternalError(f"audit: statistic '{stat.name}' released a value off its output grid")
-            cells.append(cell)
-            signs.append(1 if gb > ga else -1)
-            a.append(int(ga))
-            b.append(int(gb))
-            labels.append(_cell_label(sp, spec, cell))
-    spread = None
-    if stat.kind != "mean" and cells:
-        comp = sp.components[0]
-        unit_steps = comp.unit / step  # noise std in output-grid steps
-        spread = max(_noise_std(comp) * float(unit_steps) / abs(y - x) for x, y in zip(a, b))
-    events = _events(sp, signs, a, b, spread) if cells else []
-    return _Setup(sp, pair, ed, edp, cells, labels, signs, a, b, events, claimed, used_delta)
-
-
-def _count_hits(setup: _Setup, exact: ExactStatistic, trials: int, spec: Spec) -> list[int]:
-    """Draw the statistic's noise ``trials`` times on the differing cells; hits per event."""
-    sp = setup.sp
-    stat = sp.statistic
-    bounds = spec.columns[stat.column].grid_bounds if stat.kind == "mean" else None  # type: ignore[index]
-    has_count = any(c.role == "count" for c in sp.components)
-    has_sum = any(c.role == "sum" for c in sp.components)
-    hits = [0] * len(setup.events)
+def _count_hits(plan: Plan, nb: Neighbours, on_d: bool, thresholds: list[float], trials: int) -> tuple[list[int], list[int]]:
+    """Draw the plan's noise ``trials`` times on D's (or D''s) exact values; hits of Z >= c and of Z <= -c."""
+    up = [0] * len(thresholds)
+    down = [0] * len(thresholds)
     done = 0
     while done < trials:
         m = min(CHUNK, trials - done)
-        signed = []
-        for cell, sign in zip(setup.cells, setup.signs):
-            counts = _noised(int(exact.counts[cell]), sp.component("count"), m) if has_count else None
-            sums = _noised(int(exact.sums[cell]), sp.component("sum"), m) if has_sum else None  # type: ignore[index]
-            grid = _released_grid(sp, counts, sums, bounds)
-            if done == 0 and stat.kind != "count" and stat.kind != "histogram":
-                k = min(CROSS_CHECK, m)
-                real = _real_values(
-                    sp, None if counts is None else counts[:k], None if sums is None else sums[:k], bounds
-                )
-                step = _grid_step(sp)
-                if any(Fraction(int(g)) * step != r for g, r in zip(grid[:k].tolist(), real)):
-                    raise InternalError(
-                        f"audit: its vectorised post-processing disagrees with dpcli.postprocess ({stat.name})"
-                    )
-            signed.append(grid * sign)
-        for i, (direction, _tau, thresholds) in enumerate(setup.events):
-            mask = np.ones(m, dtype=bool)
-            for sg, th in zip(signed, thresholds):
-                mask &= (sg >= th) if direction == "up" else (sg <= th)
-            hits[i] += int(np.count_nonzero(mask))
+        z = np.zeros(m)
+        for c in nb.noised:
+            comp = plan.statistics[c.index].component(c.component)
+            noisy = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m)
+            z += _llr(noisy - c.exact_d, c.exact_d_prime - c.exact_d, comp)
+        z.sort()
+        for j, t in enumerate(thresholds):
+            tol = Z_TOLERANCE * max(1.0, abs(t))
+            up[j] += m - int(np.searchsorted(z, t - tol, side="left"))
+            down[j] += int(np.searchsorted(z, -t + tol, side="right"))
         done += m
-    return hits
+    return up, down
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The audit
 
 
 def audit(
@@ -597,7 +794,8 @@ def audit(
     trials: int = DEFAULT_TRIALS,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> AuditReport:
-    """Audit every statistic of a spec (or of a plan, e.g. a deliberately broken one in a test). No data read."""
+    """Audit every statistic, part of a mean and the release of a spec (or of a plan, e.g. a deliberately broken one
+    in a test). No data read."""
     if isinstance(spec, Plan):
         plan = spec
     else:
@@ -609,68 +807,76 @@ def audit(
         raise UsageError("confidence: must be in (0, 1)")
     alpha = 1.0 - confidence
 
-    notes = [
-        "only the cells whose exact aggregates differ between D and D' are noised: the others get independent "
-        "noise of the same law under both, which no test can use",
-        "events are on the released value of those cells, fixed before any noise is drawn",
-        f"sums and means are post-processed by an exact vectorised replica of dpcli.postprocess, checked against "
-        f"the real functions on the first {CROSS_CHECK} trials of every dataset",
-    ]
+    notes = []
     delta = plan.delta
-    gaussian = any(sp.mechanism == "discrete_gaussian" for sp in plan.statistics)
-    if gaussian and delta is None:
+    if the_spec.privacy.accounting == "zcdp" and delta is None:
         delta = ASSUMED_DELTA
         notes.append(
-            f"the spec states rho without delta: Gaussian statistics are audited at δ={format_exact(ASSUMED_DELTA)}"
+            f"the spec states rho without delta: Gaussian statistics and the release are audited at "
+            f"δ={format_exact(ASSUMED_DELTA)}"
         )
     with tempfile.TemporaryDirectory(prefix="dpcli-audit-") as tmp:
-        setups = [
-            _prepare(the_spec, sp, Path(tmp), i, delta if delta is not None else Fraction(0))
-            for i, sp in enumerate(plan.statistics)
-        ]
-    total_bounds = sum(4 * len(s.events) for s in setups)
+        found, datasets = find_neighbours(plan, Path(tmp), delta)
+    notes += [
+        f"neighbouring pairs found by search: {datasets} synthetic datasets aggregated by the real engine; each "
+        "target keeps the pair whose exact difference has the largest privacy loss under the plan's noise (Laplace "
+        "Σ|Δ|/t as ε, Gaussian Σ Δ²/(2σ²) as ρ), the release the pair with the largest total",
+        "a pair whose loss exceeds the claim is a violation without any noise drawn",
+        "each part of a mean is also audited against its own share of the statistic's budget",
+        "only the cells whose exact values differ between D and D' are noised: the others get independent noise "
+        "of the same law under both, which no test can use",
+        "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
+        "numbers are a function of them), at thresholds fixed before any noise is drawn",
+    ]
+
+    work = [(nb, _thresholds(plan, nb.noised) if nb.noised else []) for nb in found]
+    total_bounds = sum(2 * 2 * len(th) for _, th in work)  # per threshold: up and down, each one lo and one hi
     alpha_bound = alpha / max(total_bounds, 1)
 
     results = []
-    for setup in setups:
-        sp = setup.sp
-        hits_d = _count_hits(setup, setup.exact_d, trials, the_spec) if setup.events else []
-        hits_dp = _count_hits(setup, setup.exact_dp, trials, the_spec) if setup.events else []
+    for nb, thresholds in work:
+        t = nb.target
         best, worst = 0.0, None
-        step = _grid_step(sp)
         events = []
-        dlt = float(setup.delta)
-        for (direction, tau, thresholds), hd, hdp in zip(setup.events, hits_d, hits_dp):
-            text = _event_text(setup, direction, thresholds, step)
-            values = tuple(Fraction(s * th) * step for s, th in zip(setup.signs, thresholds))
-            events.append(EventCount(direction, tau, values, text, hd, hdp))
-            lo_d, hi_d = clopper_pearson(hd, trials, alpha_bound)
-            lo_dp, hi_dp = clopper_pearson(hdp, trials, alpha_bound)
-            for eps, favoured, other, p_f, p_o in (
-                (epsilon_bound(lo_dp, hi_d, dlt), "D'", "D", hdp, hd),
-                (epsilon_bound(lo_d, hi_dp, dlt), "D", "D'", hd, hdp),
-            ):
-                if eps is not None and eps > best:
-                    best = eps
-                    worst = (
-                        f"{text}: P[E|{favoured}] ≈ {p_f / trials:.4g} vs P[E|{other}] ≈ {p_o / trials:.4g}"
-                    )
+        if thresholds:
+            up_d, down_d = _count_hits(plan, nb, True, thresholds, trials)
+            up_dp, down_dp = _count_hits(plan, nb, False, thresholds, trials)
+            dlt = float(t.delta)
+            for j, c in enumerate(thresholds):
+                for direction, text, h_d, h_dp, fav, other, h_fav, h_oth in (
+                    ("up", f"Z ≥ {c:.6g}", up_d[j], up_dp[j], "D'", "D", up_dp[j], up_d[j]),
+                    ("down", f"Z ≤ {-c:.6g}", down_d[j], down_dp[j], "D", "D'", down_d[j], down_dp[j]),
+                ):
+                    events.append(EventCount(direction, c, text, h_d, h_dp))
+                    lo = clopper_pearson(h_fav, trials, alpha_bound)[0]
+                    hi = clopper_pearson(h_oth, trials, alpha_bound)[1]
+                    eps = epsilon_bound(lo, hi, dlt)
+                    if eps is not None and eps > best:
+                        best = eps
+                        worst = (
+                            f"{text}: P[E|{fav}] ≈ {h_fav / trials:.4g} vs P[E|{other}] ≈ {h_oth / trials:.4g}"
+                        )
         results.append(
             StatisticAudit(
-                statistic=sp.statistic.name,
-                kind=sp.statistic.kind,
-                mechanism=sp.mechanism,
-                claimed_epsilon=setup.claimed,
-                delta=setup.delta,
+                statistic=t.label,
+                scope=t.scope,
+                kind=t.kind,
+                mechanism=t.mechanism,
+                claimed_epsilon=t.claimed_epsilon,
+                delta=t.delta,
                 epsilon_lower_bound=best,
                 trials=trials,
                 events=tuple(events),
                 alpha_per_bound=alpha_bound,
-                cells=len(setup.cells),
-                neighbour=setup.pair.description,
-                cell_labels=tuple(setup.labels),
-                exact_d=tuple(x * step for x in setup.a),
-                exact_d_prime=tuple(x * step for x in setup.b),
+                neighbour=nb.description,
+                pair_loss=nb.pair_loss,
+                claimed_loss=t.claimed_loss,
+                loss_unit=t.loss_unit,
+                pairs_searched=nb.pairs_searched,
+                columns=tuple(the_spec.columns),
+                row_d=nb.row_d,
+                row_d_prime=nb.row_d_prime,
+                noised=nb.noised,
                 worst_event=worst,
             )
         )
@@ -683,4 +889,5 @@ def audit(
         confidence=confidence,
         statistics=tuple(results),
         notes=tuple(notes),
+        datasets_aggregated=datasets,
     )

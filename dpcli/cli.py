@@ -177,8 +177,9 @@ def audit_command(
     if not report.ok:
         names = ", ".join(f"'{s.statistic}'" for s in report.violations)
         raise AuditFailed(
-            f"audit: the empirical ε lower bound of {names} exceeds the claimed ε (confidence {report.confidence}): "
-            "the mechanism does not deliver its claim"
+            f"audit: {names} does not deliver its claim: a searched neighbouring pair loses more than the claimed "
+            f"privacy under the plan's noise, or the empirical ε lower bound exceeds the claim (confidence "
+            f"{report.confidence})"
         )
 
 

@@ -1,13 +1,15 @@
 """`dpcli audit` end to end: exit codes, the JSON report, and that it reads no data and spends nothing.
 
 Each run's false-failure probability is below the command's default 1 - confidence = 1e-9 (a union bound over every
-Clopper-Pearson bound of the report, see dpcli/audit.py); this file audits a correct spec twice (2e-9), and a broken
-one once, which it misses with probability below 2e-8 (derivation in test_a_violated_claim_exits_6).
+Clopper-Pearson bound of the report, see dpcli/audit.py; the search's pair check is exact and never fails by
+chance); this file audits a correct spec twice (2e-9), and a broken one once, whose empirical bound it misses with
+probability below 2e-8 (derivation in test_a_violated_claim_exits_6).
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 SPEC = """\
 version: 1
@@ -42,16 +44,27 @@ def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):
     report = json.loads(result.stdout)
     assert report["ok"] is True and report["data_read"] is False and report["spent"] is False
     assert report["dataset"] == "toy" and report["neighbours"] == "add_remove" and report["accounting"] == "pure"
-    assert report["trials"] == 20000 and 0 < report["confidence"] < 1
-    assert [s["statistic"] for s in report["statistics"]] == ["n", "ages", "mean_income", "total_income"]
+    assert report["trials"] == 20000 and 0 < report["confidence"] < 1 and report["datasets_aggregated"] > 1
+    # every statistic, each part of the mean on its own, then the release as a whole
+    assert [s["statistic"] for s in report["statistics"]] == [
+        "n", "ages", "mean_income", "mean_income/sum", "mean_income/count", "total_income", "(release)"
+    ]
+    assert [s["scope"] for s in report["statistics"]] == ["statistic"] * 3 + ["component"] * 2 + ["statistic", "release"]
     for s in report["statistics"]:
         assert set(s) >= {
-            "statistic", "kind", "mechanism", "claimed_epsilon", "delta", "epsilon_lower_bound", "within_claim",
-            "trials", "events", "alpha_per_bound", "noised_cells", "neighbour", "differing_cells", "worst_event",
+            "statistic", "scope", "kind", "mechanism", "claimed_epsilon", "delta", "epsilon_lower_bound",
+            "within_claim", "pair_loss", "claimed_loss", "loss_unit", "pair_within_claim", "pairs_searched", "trials",
+            "events", "alpha_per_bound", "noised_cells", "neighbour", "row_d", "row_d_prime", "differing_cells",
+            "worst_event",
         }
         assert s["within_claim"] is True and s["mechanism"] == "discrete_laplace" and s["delta"] == "0"
         assert 0 <= s["epsilon_lower_bound"] <= float(s["claimed_epsilon"])
-        assert s["trials"] == 20000 and s["events"] > 0 and s["noised_cells"] == 1
+        assert s["pair_within_claim"] is True and s["loss_unit"] == "epsilon"
+        assert 0 < Fraction(s["pair_loss"]) <= Fraction(s["claimed_loss"]) == Fraction(s["claimed_epsilon"])
+        assert s["trials"] == 20000 and s["events"] > 0 and s["noised_cells"] == len(s["differing_cells"]) >= 1
+        assert s["row_d"] is None and set(s["row_d_prime"]) == {"age", "income", "sex"}  # add_remove: D' = D + 1 row
+    release = report["statistics"][-1]
+    assert release["claimed_epsilon"] == "2" and release["noised_cells"] == 5  # one row in every statistic's cell
     assert any("not a proof" in n for n in report["notes"])
     # the nonexistent input was never needed, and no ledger (from the spec or $DPCLI_LEDGER) was created or read
     assert sorted(p.name for p in tmp_path.iterdir()) == before
@@ -77,10 +90,13 @@ def test_audit_text_report_and_usage_errors(tmp_path):
 
 def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     """In process, with the audit fed a deliberately broken plan (Laplace scale halved: true ε = 2 against a claim of
-    1). Detection, as derived in tests/statistical/test_audit.py: on the event E = {value >= D' count},
+    1). The search's pair (one added row) already shows it without noise: its loss is 2. The noise shows it too,
+    as derived in tests/statistical/test_audit.py: on the event E = {Z >= 2} (the noisy count at or above D''s),
     p_fav = P[noise >= 0] = 1/(1+q) and p_oth = P[noise >= 1] = q/(1+q), q = e^-2; the audit's counts are at least
     binom.ppf(1e-8) and at most binom.isf(1e-8) respectively with probability >= 1 - 2e-8, and the Clopper-Pearson
-    bounds at the report's own per-bound level then give ε_lb >= g, which the test checks exceeds the claim."""
+    bounds at the report's own per-bound level then give ε_lb >= g, which the test checks exceeds the claim.
+    (The broken plan reaches the command through a patched dpcli.audit.audit: no spec can make a correct dpcli
+    produce one.)"""
     import dataclasses
     import math
 
@@ -109,7 +125,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert report["ok"] is False and report["statistics"][0]["within_claim"] is False
-    assert "exceeds the claimed" in captured.err and "'n'" in captured.err
+    assert "does not deliver its claim" in captured.err and "'n'" in captured.err
 
     st = report["statistics"][0]
     n, q = st["trials"], math.exp(-2)
@@ -117,3 +133,4 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     lo = dpcli.audit.clopper_pearson(k_fav, n, st["alpha_per_bound"])[0]
     hi = dpcli.audit.clopper_pearson(k_oth, n, st["alpha_per_bound"])[1]
     assert math.log(lo / hi) > float(st["claimed_epsilon"]) == 1
+    assert st["epsilon_lower_bound"] > 1 and Fraction(st["pair_loss"]) == 2 and st["pair_within_claim"] is False
