@@ -216,6 +216,9 @@ def _component(
         return NoiseComponent(
             role, sensitivity, derivation, Fraction(0), None, unit, offset, "discrete_gaussian", budget.amount, variance, l2
         )
+    if budget.amount <= 0:
+        # a Laplace share of a zCDP budget is sqrt(2 rho) rounded down: a tiny weight can round it to 0 (no finite scale)
+        raise SpecError(stat_path, "its share of the budget is too small to plan (it rounds to ε = 0): raise its weight")
     scale = conservative_scale(sensitivity, budget.amount)
     if scale > MAX_SCALE:
         raise SpecError(

@@ -219,3 +219,12 @@ def test_gaussian_l2_under_replace_covers_a_value_moving_inside_its_cell(
     assert comp.l2_squared == l2_squared
     assert comp.variance >= F(l2_squared) / (2 * (F(1, 2) if kind == "sum" else F(1, 4)))
     assert setter in comp.derivation and f"= {l2_squared}" in comp.derivation
+
+
+def test_a_laplace_share_that_rounds_to_zero_is_a_spec_error() -> None:
+    """Found by the schema round-trip test: weight 2e24 against 1 left the other statistic a rho whose sqrt(2 rho),
+    rounded down, is 0 -- a ZeroDivisionError (exit 1) instead of exit 2."""
+    text = spec("{rho: 1}", "  - {name: a, kind: count}\n  - {name: b, kind: count, weight: 2e+24}\n")
+    with pytest.raises(SpecError) as exc:
+        make_plan(parse_spec(text))
+    assert str(exc.value).startswith("statistics[0]: its share of the budget is too small")
