@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test venv sample-data bench clean
+.PHONY: demo test test-slow venv sample-data bench clean
 
 $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ demo: venv sample-data
 	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --release-id demo-1 --output .demo/again.csv
 	$(BIN)/dpcli budget show --ledger .demo/ledger.jsonl
 
+# The default suite (under 5 minutes on 2 cores); the slow statistical and soak tests run in `make test-slow`,
+# which CI runs too (.ci/run).
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -m slow
 
 bench: venv
 	$(BIN)/python bench/bench_release.py

@@ -318,17 +318,13 @@ def ledger_verify(
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
     from dpcli.errors import LedgerError
     from dpcli.ledger import open_ledger
+    from dpcli.ledger.base import published_head
     from dpcli.release import resolve_ledger
 
+    heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
     book = open_ledger(resolve_ledger(ledger, None))
     report = book.verify()
-    for item in against:
-        head = str(item)
-        if item.exists():
-            try:
-                head = str(json.loads(item.read_text())["ledger"]["head"])
-            except (ValueError, KeyError, TypeError, OSError):
-                raise UsageError(f"--against: {item} is not a release's metadata file") from None
+    for head in heads:
         if not book.contains_head(head):
             raise LedgerError(
                 f"ledger {book.name} does not contain head {head[:16]}… published with a release: "

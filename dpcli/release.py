@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from dpcli import __version__
-from dpcli.accounting import format_exact
+from dpcli.accounting import format_exact, parse_exact
 from dpcli.engine import ExactStatistic, aggregate, check_header, read_header
 from dpcli.errors import InputError, LedgerError, OutputError, ReleaseIdPaid, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger
@@ -79,12 +79,12 @@ class Release:
 
     @property
     def epsilon_spent(self) -> Fraction:
-        """What this run charged: the plan's epsilon, or 0 when it returned an earlier release's table."""
-        return Fraction(0) if self.reused else self.plan.epsilon
+        """What this run charged (the ledger's charge: the plan's epsilon rounded up onto its grid), 0 on reuse."""
+        return Fraction(0) if self.reused else parse_exact(str(self.spend.get("epsilon", "0")))
 
     @property
     def rho_spent(self) -> Fraction:
-        return Fraction(0) if self.reused else self.plan.rho
+        return Fraction(0) if self.reused else parse_exact(str(self.spend.get("rho", "0")))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,7 +12,6 @@ import textwrap
 from fractions import Fraction
 from pathlib import Path
 
-import filelock
 import pytest
 
 from dpcli.errors import LedgerError, UsageError
@@ -81,8 +82,12 @@ def test_lock_timeout_exits_5(work: Path) -> None:
     led = work / "ledger.jsonl"
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
     before = led.read_bytes()
-    with filelock.FileLock(str(led) + ".lock"):
+    fd = os.open(led, os.O_RDONLY)  # the lock is an flock on the ledger file itself (another tool may hold it)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         r = dpcli(*release_args(work, "o.csv", "--lock-timeout", "0.5"))
+    finally:
+        os.close(fd)
     assert r.returncode == 5
     assert "could not lock ledger" in r.stderr.decode() and "within 0.5 s" in r.stderr.decode()
     assert led.read_bytes() == before

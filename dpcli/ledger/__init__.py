@@ -3,10 +3,12 @@
 Records (one JSON object per line in the file backend), each with ``seq``, ``prev`` (hash of the previous record),
 ``type``, ``time`` and ``hash``:
 - ``cap``:      a dataset's cap, ``epsilon`` (exact text); lowering is always allowed, raising needs ``raise``;
-- ``spend``:    a release's charge, ``epsilon`` (exact text), ``release_id``, spec and input hashes;
+- ``spend``:    a release's charge, ``epsilon`` (and ``rho``) rounded up onto the 10^-18 grid (exact text),
+                ``release_id``, ``release_key``, the spec's hash;
 - ``released``: the output of a spend was written (``release_id``, ``output_sha256``).
 
-Budget arithmetic is exact (``Fraction``): remaining = cap - sum of spends, never a float.
+Budget arithmetic is exact (``Fraction``): remaining = cap - sum of charges, never a float. Charges sit on a
+fixed decimal grid so their sums stay short; caps are exact within a digit limit (dpcli.ledger.base).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpcli.ledger.base import BudgetStatus, Ledger, Record, VerifyReport
+from dpcli.ledger.base import BudgetStatus, Ledger, Record, VerifyReport, published_head
 from dpcli.ledger.jsonl import JsonlLedger
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -27,13 +29,16 @@ def ledger_key() -> bytes | None:
     """
     from dpcli.errors import LedgerError
 
-    key = os.environ.get("DPCLI_LEDGER_KEY")
+    # the environment's bytes as they are: a key need not be UTF-8 ($'\xff'), and encoding os.environ's
+    # surrogate-escaped text back would fail; a UTF-8 key gives the same bytes either way
+    key = os.environb.get(b"DPCLI_LEDGER_KEY")
     if key:
-        return key.encode("utf-8")
-    key_file = os.environ.get("DPCLI_LEDGER_KEY_FILE")
-    if key_file:
+        return key
+    raw_file = os.environb.get(b"DPCLI_LEDGER_KEY_FILE")
+    if raw_file:
+        key_file = raw_file.decode("utf-8", "backslashreplace")  # for messages only
         try:
-            data = Path(key_file).read_bytes().strip()
+            data = Path(os.fsdecode(raw_file)).read_bytes().strip()
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger key file {key_file}: {exc.strerror or 'unreadable'}") from None
         if not data:
@@ -52,4 +57,7 @@ def open_ledger(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     return JsonlLedger(Path(location), lock_timeout=lock_timeout, key=ledger_key())
 
 
-__all__ = ["BudgetStatus", "Ledger", "Record", "VerifyReport", "JsonlLedger", "open_ledger", "ledger_key", "DEFAULT_LOCK_TIMEOUT"]
+__all__ = [
+    "BudgetStatus", "Ledger", "Record", "VerifyReport", "JsonlLedger", "open_ledger", "ledger_key", "published_head",
+    "DEFAULT_LOCK_TIMEOUT",
+]

@@ -5,17 +5,50 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, Iterable
 
-from dpcli.accounting import format_decimal, format_exact, parse_exact, pure_to_rho, zcdp_to_epsilon
+from dpcli.accounting import (
+    format_decimal,
+    format_exact,
+    parse_exact,
+    pure_to_rho,
+    round_up_to,
+    zcdp_to_epsilon,
+)
 from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
 RECORD_TYPES = ("cap", "spend", "released")
+
+# Every spend is charged rounded UP to a multiple of 10^-18 (pure epsilon and rho alike), so the sum of any number
+# of spends has a denominator dividing 10^18 (squares: 2 * 10^36) however long the exact shares of a spec were:
+# limits on each number never bound their sums (denominators multiply), and a 4,300-digit sum would break every
+# later command. 10^-18 overcharges a spec's smallest rho (10^-12) by at most one part in a million.
+CHARGE_GRID = 10**18
+# A cap and its delta stay exact, with at most this many digits in numerator and denominator (1/3, 0.1 and 1e-99
+# are fine; 1e-100 is not): every number the ledger holds then parses, prints and converts to float quickly.
+MAX_DIGITS = 100
+_LIMIT = 10**MAX_DIGITS
+# Longest number text read from a ledger record: more than any value within MAX_DIGITS needs, and short enough that
+# a hostile record (an epsilon of 5,000 digits) is refused before anything parses it.
+MAX_NUMBER_TEXT = 256
+HEX_HEAD = re.compile(r"[0-9a-f]{64}")
+
+
+def charge(x: Fraction) -> Fraction:
+    """What the ledger charges for a spend of ``x`` (epsilon or rho): ``x`` rounded up onto the 10^-18 grid."""
+    return round_up_to(x, CHARGE_GRID) if x > 0 else Fraction(0)
+
+
+def within_limits(x: Fraction) -> bool:
+    """Numerator and denominator have at most MAX_DIGITS digits (compared as integers: str() of a huge int raises)."""
+    return abs(x.numerator) < _LIMIT and x.denominator < _LIMIT
 
 
 @dataclass(frozen=True)
@@ -116,7 +149,7 @@ def verify_chain(records: Iterable[Record], key: bytes | None, where: str) -> st
     prev = GENESIS
     for expected_seq, rec in enumerate(records):
         f = rec.fields
-        if f.get("seq") != expected_seq:
+        if type(f.get("seq")) is not int or f.get("seq") != expected_seq:  # not bool, not 1.0
             raise LedgerError(f"ledger {where}: record {expected_seq} is out of sequence (records deleted, inserted or swapped)")
         if f.get("prev") != prev:
             raise LedgerError(f"ledger {where}: record {expected_seq} does not link to the one before it (chain broken)")
@@ -125,23 +158,72 @@ def verify_chain(records: Iterable[Record], key: bytes | None, where: str) -> st
             raise LedgerError(f"ledger {where}: record {expected_seq} is not authenticated with the ledger key")
         if key is None and keyed:
             raise LedgerError(f"ledger {where} is authenticated with a key: set DPCLI_LEDGER_KEY to use it")
-        if not hmac.compare_digest(record_hash(f, key), rec.hash):
+        try:
+            # compare_digest raises on non-ASCII text, and a lone surrogate (a JSON "\\ud800") cannot be hashed
+            altered = not HEX_HEAD.fullmatch(rec.hash) or not hmac.compare_digest(record_hash(f, key), rec.hash)
+        except UnicodeEncodeError:
+            altered = True
+        if altered:
             raise LedgerError(f"ledger {where}: record {expected_seq} has been altered (hash mismatch)")
         if f.get("type") not in RECORD_TYPES:
             raise LedgerError(f"ledger {where}: record {expected_seq} has an unknown type")
+        _check_shape(f, expected_seq, where)
         prev = rec.hash
     return prev
 
 
-def _exact_field(rec: Record, key: str, where: str) -> Fraction:
-    value = rec.get(key, "0")
+# The fields each record type needs, and the JSON type of every field dpcli reads (others, such as a 0.1 record's
+# input_sha256, are hashed and otherwise ignored). A record that hashes correctly but breaks these (a forged chain
+# without a key, or a bug) is refused with exit 5 here, before any code trusts its types.
+_REQUIRED = {"cap": ("dataset", "epsilon"), "spend": ("dataset", "epsilon"), "released": ("release_key",)}
+_TYPES: dict[str, type] = {
+    "prev": str, "time": str, "dataset": str, "epsilon": str, "delta": str, "rho": str, "raise": bool, "unit": str,
+    "neighbours": str, "release_id": str, "release_key": str, "spec_sha256": str, "table_sha256": str, "mac": str,
+}
+
+
+def _check_shape(f: dict[str, Any], seq: int, where: str) -> None:
+    for name in _REQUIRED[f["type"]]:
+        if name not in f:
+            raise LedgerError(f"ledger {where}: record {seq} lacks its {name}")
+    for name, kind in _TYPES.items():
+        if name in f and type(f[name]) is not kind:
+            raise LedgerError(f"ledger {where}: record {seq} has a malformed {name}")
+    for name in ("epsilon", "delta", "rho"):
+        if name in f:
+            _number(f[name], name, seq, where, charged=f["type"] == "spend")
+    stats = f.get("statistics")
+    if stats is not None and not (isinstance(stats, list) and all(isinstance(x, str) for x in stats)):
+        raise LedgerError(f"ledger {where}: record {seq} has a malformed statistics list")
+
+
+def head_mac(key: bytes, seq: int, head: str) -> str:
+    """The HMAC that authenticates a head (the last record's seq and hash) under the ledger key. Domain-separated
+    from record hashes, so no record's MAC can pass for a head's."""
+    return hmac.new(key, b"dpcli-ledger-head\0" + canonical({"seq": seq, "hash": head}), hashlib.sha256).hexdigest()
+
+
+def _number(value: Any, key: str, seq: int, where: str, charged: bool = False) -> Fraction:
+    """A number of a record: exact text, not negative, within MAX_DIGITS. ``charged``: a spend's amount, read as
+    charged (onto the grid; a no-op for records written since the grid, conservative for older ones whose exact
+    shares were longer)."""
+    if not isinstance(value, str) or len(value) > MAX_NUMBER_TEXT:  # before parsing: 5,000 digits never reach int()
+        raise LedgerError(f"ledger {where}: record {seq} has an unreadable {key}")
     try:
-        x = parse_exact(str(value))
+        x = parse_exact(value)
     except ValueError:
-        raise LedgerError(f"ledger {where}: record {rec.seq} has an unreadable {key}") from None
+        raise LedgerError(f"ledger {where}: record {seq} has an unreadable {key}") from None
     if x < 0:
-        raise LedgerError(f"ledger {where}: record {rec.seq} has a negative {key}")
+        raise LedgerError(f"ledger {where}: record {seq} has a negative {key}")
+    if charged:
+        x = charge(x)
+    if not within_limits(x):
+        raise LedgerError(f"ledger {where}: record {seq} has a {key} beyond dpcli's limits ({MAX_DIGITS} digits)")
     return x
+
+
+def _exact_field(rec: Record, key: str, where: str, charged: bool = False) -> Fraction:
+    return _number(rec.get(key, "0"), key, rec.seq, where, charged)
 
 
 def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
@@ -158,14 +240,14 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
         ds = str(rec.get("dataset"))
         if ds not in pins and rec.get("unit") is not None and rec.get("neighbours") is not None:
             pins[ds] = (str(rec.get("unit")), str(rec.get("neighbours")))
-        eps = _exact_field(rec, "epsilon", where)
+        eps = _exact_field(rec, "epsilon", where, charged=t == "spend")
         if t == "cap":
             caps[ds] = (eps, _exact_field(rec, "delta", where))
         else:
             zero = Fraction(0)
             pure[ds] = pure.get(ds, zero) + eps
             squares[ds] = squares.get(ds, zero) + pure_to_rho(eps)
-            rho[ds] = rho.get(ds, zero) + _exact_field(rec, "rho", where)
+            rho[ds] = rho.get(ds, zero) + _exact_field(rec, "rho", where, charged=True)
             releases[ds] = releases.get(ds, 0) + 1
     out = {}
     for n in sorted(set(caps) | set(pure)):
@@ -187,7 +269,9 @@ def eps_text(x: Fraction) -> str:
 def check_spend(
     status: BudgetStatus | None, dataset: str, epsilon: Fraction, ledger_name: str, rho: Fraction = Fraction(0)
 ) -> None:
-    """Raise BudgetRefused unless a spend of pure ``epsilon`` plus zCDP ``rho`` fits the dataset's cap (exactly)."""
+    """Raise BudgetRefused unless a spend of pure ``epsilon`` plus zCDP ``rho``, as charged (onto the grid), fits the
+    dataset's cap (exactly)."""
+    epsilon, rho = charge(epsilon), charge(rho)
     if status is None or status.cap is None:
         raise BudgetRefused(
             f"no budget cap for dataset '{dataset}' in ledger {ledger_name}: "
@@ -234,6 +318,11 @@ def cap_fields(
 ) -> dict[str, Any]:
     """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``;
     ``unit`` and ``neighbours`` (both or neither) pin the dataset's relation, or must match its pin."""
+    for name, value in (("epsilon", epsilon), ("delta", delta)):
+        if not within_limits(value):
+            raise UsageError(
+                f"a cap's {name} may have at most {MAX_DIGITS} digits in its exact numerator and denominator"
+            )
     status = budgets(records, ledger_name).get(dataset)
     current = status.cap if status is not None else None
     raising = current is not None and epsilon > current
@@ -286,10 +375,38 @@ def spend_fields(
     if details.get("neighbours") is not None:
         check_pin(status, dataset, str(details.get("unit")), str(details["neighbours"]), ledger_name)
     check_spend(status, dataset, epsilon, ledger_name, rho)
-    fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(epsilon)}
-    if rho:
-        fields["rho"] = format_exact(rho)
+    charged_eps, charged_rho = charge(epsilon), charge(rho)
+    if not (within_limits(charged_eps) and within_limits(charged_rho)):  # never write what could not be read back
+        raise UsageError(f"a spend may have at most {MAX_DIGITS} digits in its charged numerator and denominator")
+    # the record holds what is charged (on the grid): the exact request is in the spec, named by its hash
+    fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
+    if charged_rho:
+        fields["rho"] = format_exact(charged_rho)
     return fields
+
+
+def published_head(item: str | Path) -> str:
+    """The head hash named by a ``ledger verify --against`` argument: a release's ``.meta.json``, or a head hash
+    (the 64 hex digits of the metadata, or a prefix of at least 16, as the release summary prints).
+
+    A path that cannot be read is a usage error (exit 2) that says so: reading it as a hash would report a
+    rollback of a ledger that is fine."""
+    text = str(item)
+    try:
+        raw = Path(item).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        if re.fullmatch(r"[0-9a-f]{16,64}", text):
+            return text
+        raise UsageError(f"--against: cannot read {text}: no such file (and it is not a head hash)") from None
+    except OSError as exc:
+        raise UsageError(f"--against: cannot read {text}: {exc.strerror or 'unreadable'}") from None
+    try:
+        head = json.loads(raw)["ledger"]["head"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        head = None
+    if not isinstance(head, str) or not HEX_HEAD.fullmatch(head):
+        raise UsageError(f"--against: {text} is not a release's metadata file")
+    return head
 
 
 class Ledger(ABC):
@@ -348,8 +465,11 @@ class Ledger(ABC):
         return spend, done, table
 
     def contains_head(self, head: str) -> bool:
-        """Whether a head hash published with a release is in this chain (an older copy would lack later ones)."""
-        return any(r.hash == head for r in self.records())
+        """Whether a head hash published with a release is in this chain (an older copy would lack later ones).
+        ``head`` may be a prefix of at least 16 hex digits (the release summary prints 16)."""
+        if len(head) < 16:
+            return False
+        return any(r.hash.startswith(head) for r in self.records())
 
     def verify(self) -> VerifyReport:
         recs = self.records()
