@@ -204,6 +204,10 @@ def _component(
     l2_squared: int | None = None,
 ) -> NoiseComponent:
     """A noise component; ``l2_squared`` defaults to sensitivity^2 (one cell changes)."""
+    if budget.amount <= 0:
+        # conversions round down (sqrt(2 rho) for a Laplace share of a zCDP budget, rho from a tiny epsilon with delta):
+        # a tiny share can round to 0, which has no finite noise scale
+        raise SpecError(stat_path, "its share of the budget is too small to plan (it rounds to 0): raise it")
     if budget.mechanism == "gaussian":
         l2 = sensitivity * sensitivity if l2_squared is None else l2_squared
         variance = conservative_variance(l2, budget.amount)
@@ -216,9 +220,6 @@ def _component(
         return NoiseComponent(
             role, sensitivity, derivation, Fraction(0), None, unit, offset, "discrete_gaussian", budget.amount, variance, l2
         )
-    if budget.amount <= 0:
-        # a Laplace share of a zCDP budget is sqrt(2 rho) rounded down: a tiny weight can round it to 0 (no finite scale)
-        raise SpecError(stat_path, "its share of the budget is too small to plan (it rounds to ε = 0): raise its weight")
     scale = conservative_scale(sensitivity, budget.amount)
     if scale > MAX_SCALE:
         raise SpecError(

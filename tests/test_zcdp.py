@@ -228,3 +228,6 @@ def test_a_laplace_share_that_rounds_to_zero_is_a_spec_error() -> None:
     with pytest.raises(SpecError) as exc:
         make_plan(parse_spec(text))
     assert str(exc.value).startswith("statistics[0]: its share of the budget is too small")
+    tiny = spec("{epsilon: 0.000001, delta: 0.0078125}", "  - {name: h, kind: count, mechanism: gaussian}\n")
+    with pytest.raises(SpecError):
+        make_plan(parse_spec(tiny))
