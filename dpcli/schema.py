@@ -78,7 +78,12 @@ def spec_schema() -> dict:
     bound = {"minimum": -_f(MAX_ABS_BOUND), "maximum": _f(MAX_ABS_BOUND)}
     category_value = {
         "description": "a category key: YAML may type it as a number or boolean; dpcli compares its text",
-        "anyOf": [{"type": "string", "minLength": 1}, {"type": "number"}, {"type": "boolean"}],
+        "anyOf": [
+            # never U+FFFD: a data cell holding it (as every cell that was not valid UTF-8 does) is missing
+            {"type": "string", "minLength": 1, "not": {"pattern": "\\ufffd"}},
+            {"type": "number"},
+            {"type": "boolean"},
+        ],
     }
     int_column = {
         "type": "object",
@@ -197,6 +202,20 @@ def spec_schema() -> dict:
             "input": {"type": "string", "minLength": 1, "description": "CSV path relative to this file, or -"},
             "output": {"type": "string", "minLength": 1, "description": "output path relative to this file, or -"},
             "ledger": {"type": "string", "minLength": 1, "description": "ledger path relative to this file"},
+            "csv": {
+                "type": "object",
+                "description": "how the input's records are delimited",
+                "properties": {
+                    "quoted_line_breaks": {
+                        "enum": [True, False, "true", "false"],
+                        "description": (
+                            "true: the file comes from a correct RFC 4180 writer and quoted fields may hold line "
+                            "breaks; the guarantee then assumes that writer. Default false: one line is one record"
+                        ),
+                    },
+                },
+                "additionalProperties": False,
+            },
             "privacy": {
                 "type": "object",
                 "properties": {

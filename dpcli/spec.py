@@ -174,6 +174,9 @@ class Spec:
     source: str = "<string>"
     sha256: str = ""
     shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact, in the release's unit (epsilon or rho)
+    # `csv: {quoted_line_breaks: true}`: the file comes from a correct RFC 4180 writer whose quoted fields may hold
+    # line breaks, so records are read with RFC 4180 quoting across lines (docs/spec.md, "How lines are read")
+    quoted_line_breaks: bool = False
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -414,6 +417,7 @@ def _column(name: str, raw: Any) -> Column:
             s = _text(f"{path}.categories[{i}]", v)
             if s == "":
                 raise SpecError(f"{path}.categories[{i}]", "empty category (an empty cell is a missing value)")
+            _no_replacement_character(f"{path}.categories[{i}]", s)
             if s in seen:
                 raise SpecError(f"{path}.categories[{i}]", f"duplicate category '{s[:60]}'")
             seen.add(s)
@@ -422,14 +426,34 @@ def _column(name: str, raw: Any) -> Column:
     impute_key = None
     if "impute" in body:
         impute_key = _text(f"{path}.impute", body["impute"])
+        _no_replacement_character(f"{path}.impute", impute_key)
         if impute_key not in keys:
             raise SpecError(f"{path}.impute", f"'{impute_key[:60]}' is not one of the declared keys")
     other_key = None
     if "other" in body:
         other_key = _text(f"{path}.other", body["other"])
+        _no_replacement_character(f"{path}.other", other_key)
         if other_key not in keys:
             raise SpecError(f"{path}.other", f"'{other_key[:60]}' is not one of the declared categories")
     return Column(name, ctype, categories=keys, impute=impute_key, other=other_key)
+
+
+def _no_replacement_character(path: str, key: str) -> None:
+    """A data cell that is not valid UTF-8 is read with U+FFFD in place of the bad bytes, and any cell holding U+FFFD
+    is missing (docs/spec.md): a key with one could never match, and would hide that rule."""
+    if "\ufffd" in key:
+        raise SpecError(path, "contains U+FFFD (the replacement character), which a data cell is never read as")
+
+
+def _csv_options(raw: Any) -> bool:
+    """The ``csv:`` section: how the file's records are delimited. Returns ``quoted_line_breaks``."""
+    body = _mapping("csv", raw, ("quoted_line_breaks",))
+    if "quoted_line_breaks" not in body:
+        return False
+    value = _text("csv.quoted_line_breaks", body["quoted_line_breaks"])
+    if value not in ("true", "false"):
+        raise SpecError("csv.quoted_line_breaks", f"'{value[:40]}' is not a boolean (true or false)")
+    return value == "true"
 
 
 def default_precision(lo: Fraction, hi: Fraction) -> Fraction:
@@ -654,7 +678,9 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
         raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
     doc = _load_yaml(text)
     top = _mapping(
-        "", doc if doc is not None else {}, ("version", "dataset", "input", "output", "ledger", "privacy", "columns", "statistics"),
+        "",
+        doc if doc is not None else {},
+        ("version", "dataset", "input", "output", "ledger", "csv", "privacy", "columns", "statistics"),
         ("version", "dataset", "privacy", "columns", "statistics"),
     )
     version = _text("version", top["version"])
@@ -663,6 +689,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
     dataset = _text("dataset", top["dataset"])
     if not _DATASET.fullmatch(dataset):
         raise SpecError("dataset", f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
+    quoted_line_breaks = _csv_options(top["csv"]) if "csv" in top else False
 
     _mapping("privacy", top["privacy"], ("unit", "neighbours", "epsilon", "delta", "rho"))
 
@@ -704,6 +731,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
         shares=shares,
+        quoted_line_breaks=quoted_line_breaks,
     )
 
 

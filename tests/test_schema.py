@@ -107,6 +107,7 @@ ACCEPTED_SPECS = [
     """\
 version: '1'
 dataset: 2020
+csv: {quoted_line_breaks: 'false'}
 privacy: {unit: row, neighbours: replace, epsilon: 1e-3}
 columns:
   age: {type: int, bounds: [-5, 1e3], impute: 7}
@@ -123,6 +124,7 @@ statistics:
     """\
 version: 1
 dataset: z
+csv: {quoted_line_breaks: true}
 privacy: {rho: 0.5, delta: 1e-6}
 columns:
   x: {type: int, bounds: [0, 10]}
@@ -179,6 +181,12 @@ def test_specs_the_loader_accepts_validate_against_the_schema(text: str) -> None
         ({"columns": {}}, "columns"),
         ({"version": 2}, "version"),
         ({"dataset": "a b"}, "dataset"),
+        ({"csv": {"quoted_line_breaks": "yes"}}, "csv"),
+        ({"csv": {"quoted_line_breaks": 1}}, "csv"),
+        ({"csv": {"separator": ";"}}, "csv"),
+        ({"csv": True}, "csv"),
+        ({"columns": {"age": {"type": "category", "categories": ["a", "b\ufffd"]}}}, "columns/age"),
+        ({"columns": {"age": {"type": "category", "categories": ["a"], "other": "\ufffd"}}}, "columns/age"),
     ],
 )
 def test_schema_refuses_what_the_loader_refuses(change: dict, message: str) -> None:

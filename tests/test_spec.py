@@ -104,7 +104,7 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 # Unknown and missing fields
 
 
-TOP_ALLOWED = "(allowed: version, dataset, input, output, ledger, privacy, columns, statistics)"
+TOP_ALLOWED = "(allowed: version, dataset, input, output, ledger, csv, privacy, columns, statistics)"
 STAT_ALLOWED = "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism)"
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
 COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other)"
@@ -560,6 +560,20 @@ def test_categories_refused(body, message):
     assert error(col(body)) == message
 
 
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("{type: category, categories: [a, \"b\\ufffd\"]}", "columns.x.categories[1]"),
+        ("{type: category, categories: [\"\\ufffd\"]}", "columns.x.categories[0]"),
+        ("{type: category, categories: [a], impute: \"\\ufffd\"}", "columns.x.impute"),
+        ("{type: category, categories: [a], other: \"a\\ufffd\"}", "columns.x.other"),
+    ],
+)
+def test_keys_holding_the_replacement_character_refused(body, message):
+    """A cell that is not valid UTF-8 is read with U+FFFD and is missing, so no declared key may hold U+FFFD."""
+    assert error(col(body)) == f"{message}: contains U+FFFD (the replacement character), which a data cell is never read as"
+
+
 def test_categories_accepted_in_declared_order():
     spec = parse_spec(col("{type: category, categories: [b, a, ' a', A]}"))
     assert spec.columns["x"].keys == ("b", "a", " a", "A")
@@ -883,3 +897,34 @@ def test_spec_is_frozen():
     with pytest.raises(AttributeError):
         spec.epsilon_shares.append(Fraction(1))  # type: ignore[attr-defined]
     assert spec.dataset == "adult" and spec.privacy.epsilon == Fraction(1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# csv: how records are delimited
+
+
+def test_csv_quoted_line_breaks_defaults_to_false():
+    assert parse_spec(text()).quoted_line_breaks is False
+    assert parse_spec(text(extra="csv: {}\n")).quoted_line_breaks is False
+
+
+@pytest.mark.parametrize("value, expected", [("true", True), ("false", False), ("'true'", True), ('"false"', False)])
+def test_csv_quoted_line_breaks_accepted(value, expected):
+    assert parse_spec(text(extra=f"csv: {{quoted_line_breaks: {value}}}\n")).quoted_line_breaks is expected
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("csv: {quoted_line_breaks: yes}\n", "csv.quoted_line_breaks: 'yes' is not a boolean (true or false)"),
+        ("csv: {quoted_line_breaks: True}\n", "csv.quoted_line_breaks: 'True' is not a boolean (true or false)"),
+        ("csv: {quoted_line_breaks: 1}\n", "csv.quoted_line_breaks: '1' is not a boolean (true or false)"),
+        ("csv: {quoted_line_breaks: [true]}\n", "csv.quoted_line_breaks: expected a single value, not a list or mapping"),
+        ("csv: {separator: ';'}\n", "csv.separator: unknown field (allowed: quoted_line_breaks)"),
+        ("csv: {quoted_line_breaks: true, encoding: latin-1}\n", "csv.encoding: unknown field (allowed: quoted_line_breaks)"),
+        ("csv: true\n", "csv: expected a mapping"),
+        ("csv: [quoted_line_breaks]\n", "csv: expected a mapping"),
+    ],
+)
+def test_csv_refused(extra, message):
+    assert error(text(extra=extra)) == message

@@ -1,8 +1,15 @@
 """Structural checks on a CSV's header, before any budget is spent.
 
 Structural problems (unreadable, not UTF-8, empty, duplicate or missing declared columns) are about the file as a
-whole and may fail the run with exit 3. Messages name columns from the spec and paths, never a cell's value; a
-header name that is not declared is never echoed either (it could be a value in a headerless file).
+whole and may fail the run with exit 3. Only the header decides them: no byte of a data line is looked at here (one
+person's bytes must never change the exit code). Messages name columns from the spec and paths, never a cell's
+value; a header name that is not declared is never echoed either (it could be a value in a headerless file).
+
+The header also decides the file's line ends (docs/spec.md, "How lines are read"), from its own first line-break
+byte: LF makes every line end at LF (a CR at the end of a field is dropped, so a CRLF there reads as LF); CR makes
+every line end at CR, an LF right after a CR belonging to that line end (CRLF and CR-only files alike). By default
+the header is the first physical line (quotes honoured within it); with ``csv: {quoted_line_breaks: true}`` it is
+the first RFC 4180 record, which may hold quoted line breaks.
 """
 
 from __future__ import annotations
@@ -11,16 +18,47 @@ import csv
 import io
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from dpcli.errors import InputError
 
 MAX_HEADER_BYTES = 1 << 20
+MAX_NAME_CHARS = 128 << 10  # the csv module's default field limit, checked here (the engine lifts that limit)
+_BOM = b"\xef\xbb\xbf"
 
 
-def read_header(path: Path) -> list[str]:
-    """The header's column names. Raises InputError (exit 3) on a structural problem."""
+@dataclass(frozen=True)
+class HeaderLayout:
+    """What the header decides for the whole file."""
+
+    names: list[str]
+    eol: bytes  # b"\n" (the header line ends with LF) or b"\r" (with CR: CRLF and CR-only files)
+    data_start: int  # byte offset of the first data line (after the header's line end)
+
+
+def read_header(path: Path, quoted_line_breaks: bool = False) -> list[str]:
+    """The header's column names. Raises InputError (exit 3) on a structural problem.
+
+    ``quoted_line_breaks`` is the spec's ``csv.quoted_line_breaks``: without it the header is the first physical
+    line, as the engine reads it.
+    """
+    return header_layout(Path(path), quoted_line_breaks).names
+
+
+def header_layout(path: Path, quoted_line_breaks: bool = False) -> HeaderLayout:
+    """The header's names, the file's line end and where the data starts. InputError (exit 3) on a problem."""
+    head = _read_head(path)
+    if not head.strip():
+        raise InputError(f"input {path} is empty: a CSV needs at least a header line")
+    bom = len(_BOM) if head.startswith(_BOM) else 0
+    if quoted_line_breaks:
+        return _record_header(path, head, bom)
+    return _line_header(path, head, bom)
+
+
+def _read_head(path: Path) -> bytes:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -34,29 +72,76 @@ def read_header(path: Path) -> list[str]:
         raise InputError(f"input {path} is not a regular file (pass it on standard input with --input -)")
     try:
         with open(path, "rb") as fh:
-            head = fh.read(MAX_HEADER_BYTES)
+            # a few bytes past the limit (and a BOM) tell a CR line end from a CRLF one, and a header over the limit
+            return fh.read(MAX_HEADER_BYTES + 8)
     except OSError as exc:
         raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
-    if not head.strip():
-        raise InputError(f"input {path} is empty: a CSV needs at least a header line")
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:]
-    # the header line ends at the first newline that is not inside quotes; csv handles quoted names
+
+
+def _too_long(path: Path) -> InputError:
+    return InputError(f"input {path} has no readable header line: it is over {MAX_HEADER_BYTES // 1024} KiB")
+
+
+def _line_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
+    """The first physical line: it ends at the first CR or LF (an LF right after that CR is left to the data, where
+    it belongs to the line end like every LF right after a CR)."""
+    ends = [i for i in (head.find(b"\r", bom), head.find(b"\n", bom)) if i >= 0]
+    end = min(ends) if ends else len(head)
+    if end - bom > MAX_HEADER_BYTES:
+        raise _too_long(path)
+    if not ends:
+        eol, data_start = b"\n", len(head)  # a header without a line end: the file has no data
+    else:
+        # CR or CRLF is told by the header's own first line-break byte, never by the byte after it (in a CR file
+        # that is the first record's): in a CR file an LF right after a CR belongs to the line end, so CRLF reads
+        # the same (docs/spec.md, "How lines are read")
+        eol, data_start = (b"\n" if head[end] == 0x0A else b"\r"), end + 1
     try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # a multi-byte character may be cut at the read limit; anything earlier is a real encoding problem
-        if exc.start < len(head) - 4:
-            raise InputError(f"input {path} is not UTF-8 text") from None
-        text = head[: exc.start].decode("utf-8")
-    if "\x00" in text.split("\n", 1)[0]:
+        text = head[bom:end].decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"input {path} is not UTF-8 text") from None
+    if "\x00" in text:
         raise InputError(f"input {path} has NUL bytes in its header: it is not a text CSV")
     try:
-        row = next(csv.reader(io.StringIO(text, newline="")))
-    except (StopIteration, csv.Error):
+        # strict=False: a quote still open at the end of the line closes there, as for data lines
+        row = next(csv.reader([text], strict=False), [])
+    except csv.Error:
         raise InputError(f"input {path} has no readable header line") from None
+    return HeaderLayout(_names(path, row), eol, data_start)
+
+
+def _record_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
+    """The first RFC 4180 record (quoted line breaks allowed), for ``csv.quoted_line_breaks``."""
+    text = head[bom:].decode("utf-8", "surrogateescape")  # invalid bytes are checked below, in the header only
+    consumed: list[str] = []
+
+    def lines() -> Iterator[str]:
+        for line in io.StringIO(text, newline=""):  # keeps each line's own end: \n, \r\n or \r
+            consumed.append(line)
+            yield line
+
+    try:
+        row = next(csv.reader(lines()), [])
+    except csv.Error:
+        raise InputError(f"input {path} has no readable header line") from None
+    record = "".join(consumed)
+    size = len(record.encode("utf-8", "surrogateescape"))
+    last = consumed[-1] if consumed else ""
+    if size > MAX_HEADER_BYTES:  # also when the record runs past what was read
+        raise _too_long(path)
+    if any("\udc80" <= ch <= "\udcff" for ch in record):
+        raise InputError(f"input {path} is not UTF-8 text")
+    if "\x00" in record:
+        raise InputError(f"input {path} has NUL bytes in its header: it is not a text CSV")
+    eol = b"\r" if last.endswith("\r") and not last.endswith("\r\n") else b"\n"
+    return HeaderLayout(_names(path, row), eol, bom + size)
+
+
+def _names(path: Path, row: list[str]) -> list[str]:
     if not row or all(not name for name in row):
         raise InputError(f"input {path} has an empty header line")
+    if any(len(name) > MAX_NAME_CHARS for name in row):
+        raise InputError(f"input {path} has no readable header line: a name is over {MAX_NAME_CHARS // 1024} KiB")
     return row
 
 

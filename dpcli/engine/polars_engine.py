@@ -1,5 +1,15 @@
 """Exact aggregates with polars: one streaming scan of the declared columns for all statistics of a release.
 
+How the file becomes records (docs/spec.md, "How lines are read"): the header decides the line end (LF, or CR with
+CRLF) for the whole file, and by default one physical line is one record. polars reads the whole file with quoting
+off, so no quote can make one line swallow the next. The lines that hold a quote character are found beforehand
+(``dpcli.engine.lines``) and read again with quotes honoured within the line; since per-group counts and sums add
+up, what the quote-blind scan makes of those lines is subtracted and what they hold is added. Both readings go
+through the same polars cell parser and the same expressions below. With ``csv: {quoted_line_breaks: true}``
+polars' RFC 4180 reader reads the whole file instead. Bytes that are not UTF-8 become U+FFFD (polars'
+``utf8-lossy``), and a cell holding U+FFFD is missing. Nothing a data line holds can raise, print or change the
+exit code; polars' warnings are silenced.
+
 How a row becomes numbers (documented in docs/spec.md, "How cells are read"):
 - int cells: an optional sign and ASCII digits (polars' integer parser); anything else is missing.
 - float cells: decimal or scientific notation; nan, inf and overflowing values are missing. Values are clamped to
@@ -7,7 +17,8 @@ How a row becomes numbers (documented in docs/spec.md, "How cells are read"):
   integer grid units, so every value is an integer within [L', U'] and sums are exact integer sums (128-bit).
 - category cells: exactly a declared key, byte for byte (no case folding, trimming or Unicode normalisation: a key
   that differs in any way is undeclared). Undeclared keys and empty cells are missing, except that a column with
-  ``other: KEY`` counts undeclared non-empty text under its declared KEY.
+  ``other: KEY`` counts undeclared non-empty text under its declared KEY (but not text holding U+FFFD: a cell that
+  was not valid UTF-8 is missing, never "other").
 - bool cells: true/false/1/0 (ASCII case-insensitive); anything else is missing.
 - missing cells take the column's ``impute:`` value when declared; otherwise the row is left out of the statistics
   that use that column (a count with no ``by:`` still counts every row).
@@ -29,7 +40,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from dpcli.errors import InputError
+from dpcli.engine.csv_header import HeaderLayout, check_header, header_layout
+from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
+from dpcli.errors import InputError, InternalError
 from dpcli.plan import Plan, StatisticPlan
 from dpcli.spec import Column, GridBins, Spec
 
@@ -92,7 +105,8 @@ def _key_index(column: Column, raw: pl.Expr) -> pl.Expr:
         value = raw.cast(pl.Enum(list(column.keys)), strict=False).to_physical().cast(pl.Int64)
         if column.other is not None:
             # `other: KEY`: undeclared non-empty text counts under KEY (never as a key of its own)
-            undeclared = value.is_null() & raw.is_not_null() & (raw != "")
+            # (a cell holding U+FFFD had a decoding problem: it stays missing, it is not some other value)
+            undeclared = value.is_null() & raw.is_not_null() & (raw != "") & ~raw.str.contains("\ufffd", literal=True)
             value = pl.when(undeclared).then(pl.lit(column.keys.index(column.other), dtype=pl.Int64)).otherwise(value)
     else:
         value = raw.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Int64)
@@ -220,51 +234,227 @@ def _sum_type(plan: Plan, path: Path) -> pl.DataType:
     return pl.Int64() if (size + 1) * biggest < 2**63 else pl.Int128()
 
 
-def build_queries(plan: Plan, path: Path) -> tuple[list[list[int]], list[pl.LazyFrame], list[list[_Recipe]]]:
-    spec = plan.spec
-    used = used_columns(spec)
-    scan = pl.scan_csv(
-        path,
-        has_header=True,
-        infer_schema=False,  # everything not declared stays text; nothing is inferred from the data
-        schema_overrides=_schema(spec, used),
-        ignore_errors=True,  # an unparseable cell becomes null: a value problem, handled by the column's policy
-        raise_if_empty=False,
-        truncate_ragged_lines=True,  # extra fields are ignored, missing fields are null (docs/spec.md)
-        encoding="utf8",
-        glob=False,  # the path is one file: 'data[1].csv' must not be read as a pattern matching 'data1.csv'
-    )
-    if used:
-        scan = scan.select(used)
-    sum_type = _sum_type(plan, path)
-    groups = _groups(plan)
-    queries, recipes = [], []
-    for group in groups:
-        q = _Query()
-        recipes.append([_recipe(spec, plan.statistics[i], q, sum_type) for i in group])
-        aggs = [pl.len().alias("n"), *q.sums.values()]
-        queries.append(scan.group_by(list(q.keys.values())).agg(aggs) if q.keys else scan.select(aggs))
-    return groups, queries, recipes
+@dataclass(frozen=True)
+class _Reader:
+    """How polars reads this file: its columns by position (``c0``, ``c1``, ...; the header's names were read by
+    ``header_layout``, quotes and all), used columns typed, everything else text that is never parsed."""
+
+    schema: dict[str, pl.DataType]
+    select: list[pl.Expr]  # positional columns -> the spec's names, for the lines the main scan reads
+    select_lines: list[pl.Expr]  # the same for the quoted lines read again (already without a leading LF)
+    eol: str
+
+    def options(self, quoting: bool) -> dict:
+        return dict(
+            has_header=False,
+            separator=",",
+            quote_char='"' if quoting else None,
+            eol_char=self.eol,
+            schema=self.schema,
+            infer_schema=False,  # nothing is inferred from the data
+            ignore_errors=True,  # an unparseable cell becomes null: a value problem, handled by the column's policy
+            raise_if_empty=False,
+            truncate_ragged_lines=True,  # extra fields are ignored...
+            missing_columns="insert",  # ...missing ones are null, whatever the first data line holds
+            extra_columns="ignore",
+            encoding="utf8-lossy",  # a byte that is not UTF-8 becomes U+FFFD: that cell, not the run, is affected
+        )
+
+
+def _reader(spec: Spec, header: list[str], used: list[str], eol: bytes) -> _Reader:
+    typed = _schema(spec, used)
+    position = {name: i for i, name in enumerate(header)}  # unique: check_header refused duplicates
+    schema = {f"c{i}": typed.get(name, pl.String()) for i, name in enumerate(header)}
+    select = [pl.col(f"c{position[name]}").alias(name) for name in used]
+    select_lines = list(select)
+    first = next((k for k, name in enumerate(used) if position[name] == 0), None)
+    if eol == b"\r" and first is not None:
+        # A CR file's lines end at CR, an LF right after it belonging to that line end (CRLF files): polars,
+        # splitting at CR, leaves that LF at the start of the first field, so the first column is read as text, the
+        # LF taken off, and a number parsed by polars' string cast, which reads numbers exactly as its CSV parser
+        # does once leading blanks are skipped (tests/test_records.py checks the two agree)
+        dtype = typed[used[first]]
+        schema["c0"] = pl.String()
+
+        def first_column(raw: pl.Expr) -> pl.Expr:
+            if dtype == pl.String():
+                return raw.alias(used[first])
+            return raw.str.strip_chars_start(" \t").cast(dtype, strict=False).alias(used[first])
+
+        select[first] = first_column(pl.col("c0").str.strip_prefix("\n"))
+        select_lines[first] = first_column(pl.col("c0"))
+    return _Reader(schema, select, select_lines, eol.decode())
+
+
+class _Queries:
+    """The groupings of one release, applicable to any frame of the used columns; results of several frames add up."""
+
+    def __init__(self, plan: Plan, sum_type: pl.DataType):
+        self.groups = _groups(plan)
+        self.queries: list[_Query] = []
+        self.recipes: list[list[_Recipe]] = []
+        for group in self.groups:
+            q = _Query()
+            self.recipes.append([_recipe(plan.spec, plan.statistics[i], q, sum_type) for i in group])
+            self.queries.append(q)
+
+    def apply(self, frame: pl.LazyFrame) -> list[pl.LazyFrame]:
+        out = []
+        for q in self.queries:
+            aggs = [pl.len().cast(pl.Int64).alias("n"), *q.sums.values()]
+            out.append(frame.group_by(list(q.keys.values())).agg(aggs) if q.keys else frame.select(aggs))
+        return out
+
+    def results(self, plus: pl.LazyFrame, minus: pl.LazyFrame) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
+        """The groupings of ``plus``, and of ``minus`` with every count and sum negated (taken away when added up by
+        ``combine``), computed together."""
+        out = pl.collect_all([*self.apply(plus), *self.apply(minus)])
+        k = len(self.queries)
+        return [
+            (a, b.with_columns(-pl.col(c) for c in b.columns if c not in q.keys))
+            for q, a, b in zip(self.queries, out[:k], out[k:])
+        ]
+
+    def combine(self, parts: list[list[pl.DataFrame]]) -> list[pl.DataFrame]:
+        """Per grouping, the sum of the per-frame results (counts and sums add up over disjoint rows)."""
+        out = []
+        for q, frames in zip(self.queries, parts):
+            if len(frames) == 1:
+                out.append(frames[0])
+                continue
+            both = pl.concat(frames, how="vertical")
+            keys = list(q.keys)
+            totals = [pl.col(c).sum() for c in both.columns if c not in q.keys]
+            out.append(both.group_by(keys).agg(totals) if keys else both.select(totals))
+        return out
 
 
 def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
-    """Exact per-cell aggregates for every statistic of the plan, in plan order. One scan of the file."""
-    if Path(path).is_dir():
+    """Exact per-cell aggregates for every statistic of the plan, in plan order. One scan of the file (and a second
+    reading of the lines that hold a quote)."""
+    path = Path(path)
+    if path.is_dir():
         # polars would scan every file in the directory as one dataset
         raise InputError(f"input {path} is a directory, not a CSV file")
-    groups, queries, recipes = build_queries(plan, path)
-    try:
-        frames = pl.collect_all(queries, engine="streaming")
-    except pl.exceptions.PolarsError as exc:
-        # polars' message may quote a cell: only its class name leaves this function
-        raise InputError(f"input {path} could not be read as a UTF-8 CSV ({type(exc).__name__})") from None
-    except OSError as exc:
-        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
+    spec = plan.spec
+    layout = header_layout(path, spec.quoted_line_breaks)
+    check_header(path, layout.names, spec.columns.keys())
+    used = used_columns(spec)
+    reader = _reader(spec, layout.names, used, layout.eol)
+    queries = _Queries(plan, _sum_type(plan, path))
+    with reading:  # no warning is shown (polars names where malformed rows are): nothing about the data is printed
+        if spec.quoted_line_breaks:
+            frames = _rfc_file(path, layout, reader, queries)
+        else:
+            frames = _line_records(path, layout, reader, queries, used)
     results: list[ExactStatistic | None] = [None] * len(plan.statistics)
-    for group, frame, recipe in zip(groups, frames, recipes):
+    for group, frame, recipe in zip(queries.groups, frames, queries.recipes):
         for i, r in zip(group, recipe):
             results[i] = _marginal(plan.statistics[i], frame, r)
     return results  # type: ignore[return-value]
+
+
+def _scan(path: Path, reader: _Reader, quoting: bool = False) -> pl.LazyFrame:
+    # skip_rows=1: the header (a line, or with quoting a record), whose names header_layout has read
+    return pl.scan_csv(path, skip_rows=1, glob=False, **reader.options(quoting))
+
+
+def _project(frame: pl.LazyFrame, columns: list[pl.Expr]) -> pl.LazyFrame:
+    # a release of plain counts uses no column: selecting none would leave no rows to count
+    return frame.select(columns) if columns else frame
+
+
+def _rfc_file(path: Path, layout: HeaderLayout, reader: _Reader, queries: _Queries) -> list[pl.DataFrame]:
+    """``csv.quoted_line_breaks``: polars' RFC 4180 reader over the whole file (the spec vouches for its writer)."""
+    frame = _project(_scan(path, reader, quoting=True), reader.select)
+    try:
+        return pl.collect_all(queries.apply(frame), engine="streaming")
+    except pl.exceptions.PolarsError as exc:
+        # polars' message may quote a cell: only its class name leaves this function
+        raise InputError(
+            f"input {path} could not be read as an RFC 4180 CSV, as csv.quoted_line_breaks declares "
+            f"({type(exc).__name__})"
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
+
+
+def _line_records(
+    path: Path, layout: HeaderLayout, reader: _Reader, queries: _Queries, used: list[str]
+) -> list[pl.DataFrame]:
+    """One line, one record: one quote-blind scan of the whole file, corrected line by line for the lines that hold
+    a quote (what the scan made of each is taken back out, what it should be is added: aggregates add up)."""
+    index = {name: i for i, name in enumerate(layout.names)}
+    repair = LineRepair({index[name] for name in used}, layout.eol)
+    parts: list[list[pl.DataFrame]] = [[] for _ in queries.queries]
+
+    def add(plus: pl.LazyFrame, minus: pl.LazyFrame) -> None:
+        for part, results in zip(parts, queries.results(plus, minus)):
+            part += results
+
+    try:
+        for chunk in quoted_chunks(path, layout.data_start, layout.eol, repair):
+            # what the lines are, and (taken away) what the quote-blind scan below makes of them
+            now = _quoted_frame(chunk, reader, repair, layout.eol).lazy()
+            add(now, _lines(chunk.raw, reader, False, reader.select))
+        if layout.eol == b"\r" and _ends_with_crlf(path, layout.data_start):
+            # the LF after the file's last CR is part of that line end, but the scan reads it as one more line
+            add(_lines(b"", reader, False, reader.select), _lines(b"\n", reader, False, reader.select))
+        # the same scan, at the same cost, whatever the lines hold
+        main = pl.collect_all(queries.apply(_project(_scan(path, reader), reader.select)), engine="streaming")
+    except OSError as exc:
+        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
+    except pl.exceptions.PolarsError as exc:
+        # quoting is off and every cell error becomes a null: a data line cannot get here, so this is a bug
+        raise InternalError(f"the CSV reader failed on {path} ({type(exc).__name__})") from None
+    for part, result in zip(parts, main):
+        part.append(result)
+    return queries.combine(parts)
+
+
+def _lines(data: bytes, reader: _Reader, quoting: bool, select: list[pl.Expr]) -> pl.LazyFrame:
+    """Lines in memory, read as the file is."""
+    return _project(pl.scan_csv(data, **reader.options(quoting)), select)
+
+
+def _ends_with_crlf(path: Path, data_start: int) -> bool:
+    """The file ends with CRLF (the byte before the data is the header's CR)."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        if size <= data_start:
+            return False
+        fh.seek(size - 2)
+        return fh.read(2) == b"\r\n"
+
+
+def _quoted_frame(chunk: QuotedChunk, reader: _Reader, repair: LineRepair, eol: bytes) -> pl.DataFrame:
+    """The used columns of a chunk's quoted lines, exactly one row per line whatever polars makes of the bytes."""
+    frame = _read_lines(chunk.data, chunk.lines, reader)
+    if frame is not None:
+        return frame
+    # polars disagreed (it never has, in testing): each line again, repaired by the csv module, which reads a plain
+    # line the same way, then one line at a time
+    lines: list[bytes] = []
+    for piece, repaired in chunk.pieces:
+        lines += [piece] if repaired else [repair(line) for line in piece.split(eol)[:-1]]
+    frame = _read_lines(b"".join(lines), len(lines), reader)
+    if frame is not None:
+        return frame
+    rows = [_read_lines(line, 1, reader) for line in lines]
+    if all(row is not None for row in rows):
+        return pl.concat(rows, how="vertical")
+    # a line polars cannot read even repaired: one record, its used cells missing
+    empty = _read_lines(b"", 0, reader)
+    assert empty is not None
+    return pl.concat([row if row is not None else empty.clear(1) for row in rows], how="vertical")
+
+
+def _read_lines(data: bytes, lines: int, reader: _Reader) -> pl.DataFrame | None:
+    try:
+        frame = _lines(data, reader, True, reader.select_lines).collect()
+    except Exception:  # noqa: BLE001 - whatever polars makes of one record's bytes, the caller falls back
+        return None
+    return frame if frame.height == lines else None
 
 
 def _marginal(sp: StatisticPlan, frame: pl.DataFrame, recipe: _Recipe) -> ExactStatistic:
