@@ -23,8 +23,8 @@ from dpcli.errors import InputError
 from dpcli.plan import laplace_halfwidth, make_plan
 from dpcli.spec import parse_spec
 
-# the census extract in ../shared beside the repository (where CI and developers have it)
-ADULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.csv"
+# the census extract, kept in the repository with its licence note (tests/data/README.md)
+ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
 RACES = ["Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White"]
 SEXES = ["Female", "Male"]
 INCOMES = ["<=50K", ">50K"]
