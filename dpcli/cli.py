@@ -197,7 +197,7 @@ def check(
     the_plan = make_plan(the_spec)
     source = the_spec.input if input is None else None if input == "-" else Path(input)
     if source is not None and str(source) != "-":
-        check_header(source, read_header(source), the_spec.columns.keys())
+        check_header(source, read_header(source, quoted_line_breaks=the_spec.quoted_line_breaks), the_spec.columns.keys())
         checked = f"; {source} has every declared column"
     else:
         checked = ""

@@ -415,7 +415,7 @@ def release(
     try:
         if src.path != input_path:
             say("input spooled")
-        header = read_header(src.path)
+        header = read_header(src.path, quoted_line_breaks=spec.quoted_line_breaks)
         check_header(src.path if input_path is None else input_path, header, spec.columns.keys())
         del header
         say("header has every declared column")
