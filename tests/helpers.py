@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def clean_env(extra: dict | None = None) -> dict:
@@ -23,3 +27,17 @@ def run_dpcli(
         [sys.executable, "-m", "dpcli", *map(str, args)],
         input=stdin, capture_output=True, env=clean_env(env), cwd=cwd, timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(path: Path, options: str) -> Iterator[Path]:
+    """A real small (or read-only) filesystem at ``path``, e.g. options "size=64k" or "ro,size=64k"; the test skips
+    where mounting is not allowed (it needs root with CAP_SYS_ADMIN)."""
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip()[:80]}): needs root with CAP_SYS_ADMIN")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)

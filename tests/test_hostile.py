@@ -36,7 +36,7 @@ from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
 from dpcli.plan import make_plan
 from dpcli.spec import parse_spec
-from tests.helpers import run_dpcli
+from tests.helpers import mounted_tmpfs, run_dpcli
 
 CANARY = "4815162342"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[1]
@@ -680,18 +680,6 @@ def test_output_equal_to_input_or_ledger_or_a_symlink_exits_2(work: Path) -> Non
 
 def test_output_directory_missing_exits_3_before_spending(work: Path) -> None:
     refused(work, 3, "does not exist", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "nope" / "out.csv")
-
-
-@contextlib.contextmanager
-def mounted_tmpfs(path: Path, options: str):  # noqa: ANN201
-    path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip()[:80]}): needs root with CAP_SYS_ADMIN")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def test_read_only_output_directory_exits_3_before_spending(work: Path) -> None:

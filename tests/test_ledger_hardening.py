@@ -28,7 +28,7 @@ import pytest
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import budgets, canonical
-from tests.helpers import clean_env, run_dpcli
+from tests.helpers import clean_env, mounted_tmpfs, run_dpcli
 from tests.test_ledger_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
 
 SPEC = """\
@@ -382,19 +382,6 @@ def test_a_failed_append_is_truncated_back(tmp_path: Path, mode: str) -> None:
     assert len(JsonlLedger(led).records()) == 3
 
 
-@contextmanager
-def small_tmpfs(path: Path, size: str = "64k"):  # noqa: ANN201
-    """A real small filesystem (as tests/test_hostile.py's mounted_tmpfs): skips where mount is not allowed."""
-    path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip()[:80]}): needs root with CAP_SYS_ADMIN")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 def fill(directory: Path) -> Path:
     """Fill a filesystem to the last byte; returns the filler file."""
     filler = directory / "filler"
@@ -421,7 +408,7 @@ def fill(directory: Path) -> Path:
 def test_a_full_disk_at_the_head_write_records_nothing_and_recovers(work: Path) -> None:
     """Room for a small record in the ledger's last page, none for a head file: nothing recorded, exit 5 (not 1 after
     the record was appended), and once space returns the ledger works."""
-    with small_tmpfs(work / "small") as small:
+    with mounted_tmpfs(work / "small", "size=64k") as small:
         led = small / "L.jsonl"
         assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
         before, head = led.read_bytes(), (small / "L.jsonl.head").read_bytes()
@@ -440,7 +427,7 @@ def test_a_full_disk_at_the_head_write_records_nothing_and_recovers(work: Path) 
 
 def test_a_full_disk_during_the_append_leaves_the_ledger_as_it_was(work: Path) -> None:
     """One free page: the head is staged, the 40 KB record does not fit (a real short write or ENOSPC)."""
-    with small_tmpfs(work / "small", "256k") as small:
+    with mounted_tmpfs(work / "small", "size=256k") as small:
         led = small / "L.jsonl"
         book = JsonlLedger(led)
         book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
@@ -578,7 +565,7 @@ def ledger_copy(work: Path, target: Path) -> Path:
 
 
 def test_a_read_only_mounted_ledger_can_be_verified_and_shown(work: Path) -> None:
-    with small_tmpfs(work / "ro") as ro:
+    with mounted_tmpfs(work / "ro", "size=64k") as ro:
         led = ledger_copy(work, ro)
         r = subprocess.run(["mount", "-o", "remount,ro", str(ro)], capture_output=True)
         if r.returncode != 0:
