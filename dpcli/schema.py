@@ -15,7 +15,8 @@ loader *provided* it also meets the loader's cross-field rules, which JSON Schem
   ``by:`` column is not the histogrammed column; statistic names are unique;
 - budget: every statistic names its ``epsilon`` (or ``rho``) or none does, and the named shares add up to at most
   ``privacy.epsilon`` (or ``rho``); a ``mechanism: gaussian`` statistic needs a zCDP budget (``privacy.rho``, or
-  ``epsilon`` with ``delta``), and ``privacy.delta`` with ``epsilon`` needs a gaussian statistic;
+  ``epsilon`` with ``delta``), and ``privacy.delta`` with ``epsilon`` needs a gaussian statistic; the exact sum of
+  the weights (or of the named shares) has at most 150 digits in numerator and denominator;
 - bounds: low < high; a float column's bounds/precision span 2 to 2^53 grid steps; ``impute`` lies within the
   bounds or is a declared key; ``other`` is a declared category;
 - bins: edges strictly increasing; a grid's ``stop > start`` and a whole number of steps; at most 10^7 cells per
@@ -26,9 +27,14 @@ loader *provided* it also meets the loader's cross-field rules, which JSON Schem
   ``dpcli check`` and ``dpcli plan``, after the loader.
 
 Stricter than the loader (rare; quote the value to satisfy both): names and paths that YAML reads as another type
-(``name: true``, ``output: 2020``, ``dataset: 1e5``) and numbers with surrounding spaces inside quotes. One more
-gap the other way: ``version: 1.0`` passes the schema (its ``const: 1`` equals 1.0) while the loader wants the
-text ``1``. YAML 1.1 tools read ``yes``/``no`` as booleans; the schema follows YAML 1.2.
+(``name: true``, ``output: 2020``, ``dataset: 1e5``) and numbers with surrounding spaces inside quotes. Numbers near
+the loader's limits (40 significant digits, 1e-40 <= |x| < 1e40, p/q of 40 digits each): as text the schema takes
+20 digits before and 20 after the point with an exponent within ±19, or one digit and 19 decimals with an exponent
+from -40 to 39 (``NUMBER_PATTERN``); as a JSON number at most 1e39 in magnitude. Gaps the other way:
+``version: 1.0`` passes the schema (its ``const: 1`` equals 1.0) while the loader wants the text ``1``, and a
+number written with more than 17 significant digits is a double to YAML 1.2 tools, so the schema checks the double
+while the loader counts the digits written. YAML 1.1 tools read ``yes``/``no`` as booleans; the schema follows
+YAML 1.2.
 """
 
 from __future__ import annotations
@@ -52,20 +58,43 @@ from dpcli.spec import (
 
 SCHEMA_ID = "https://dpcli.invalid/schema/spec-v1.json"
 
-# The loader's number grammar (dpcli.accounting.parse_exact): decimal or scientific notation with ASCII digits and
-# an exponent of at most 400, or an exact fraction p/q; no leading zeros (see below). Spelled with [0-9] (not \d, which is Unicode in Python).
-# No leading zero in the integer part (``010`` is octal 8 to YAML 1.1 tools: the loader refuses it).
+# The loader's number grammar (dpcli.accounting.parse_exact) within its limits (dpcli.spec.MAX_NUMBER_DIGITS: at most
+# 40 significant digits and 1e-40 <= |x| < 1e40, or p/q of at most 40 digits each), as a pattern that accepts only
+# texts the loader accepts: (a) up to 20 digits before and 20 after the point, an exponent within ±19 (so
+# 1e-39 <= |x| < 1e39); (b) one digit, up to 19 decimals and an exponent from -40 to 39 (a double's shortest text,
+# 1.2345678901234567e-30); (c) p/q of at most 40 digits each. Spelled with [0-9] (not \d, which is Unicode in
+# Python). No leading zero in the integer part (``010`` is octal 8 to YAML 1.1 tools: the loader refuses it).
 NUMBER_PATTERN = (
-    r"^(?:[+-]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?0*(?:[0-9]{1,2}|[1-3][0-9]{2}|400))?"
-    r"|[+-]?(?:0|[1-9][0-9]*)/[1-9][0-9]*)$"
+    r"^(?:[+-]?(?:(?:0|[1-9][0-9]{0,19})(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][+-]?0?(?:[0-9]|1[0-9]))?"
+    r"|[+-]?[1-9](?:\.[0-9]{0,19})?[eE](?:\+?0?[0-9]|\+?[1-3][0-9]|-0?[0-9]|-[1-3][0-9]|-40)"
+    r"|[+-]?(?:0|[1-9][0-9]{0,39})/[1-9][0-9]{0,39})$"
 )
+# A number as YAML tools type it (a JSON number) is 0 or TINY <= |x| <= HUGE: a double's shortest text has at most 17
+# significant digits, so within these it meets the loader's limits. TINY's text is 1e-40, the loader's inclusive
+# limit; HUGE is 1e39 rather than 1e40 because the double nearest 1e40 is above 10^40 (and an integer up to it would
+# have 41 digits).
+TINY, HUGE = 1e-40, 1e39
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$"
 DATASET_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$"
 
 
-def _num(**limits: Any) -> dict:
-    """A number as YAML tools see it: a JSON number within ``limits``, or a numeric string (form only)."""
-    return {"anyOf": [{"type": "number", **limits}, {"$ref": "#/$defs/number_text"}]}
+def _num(
+    minimum: float | None = None, maximum: float | None = None, exclusiveMinimum: float | None = None  # noqa: N803
+) -> dict:
+    """A number as YAML tools see it: a JSON number within the limits (as branches: positive, 0, negative, each within
+    TINY <= |x| <= HUGE), or a numeric string (form only)."""
+    exclusive = exclusiveMinimum is not None
+    low_key = "exclusiveMinimum" if exclusive else "minimum"
+    lo = exclusiveMinimum if exclusive else (-HUGE if minimum is None else max(minimum, -HUGE))
+    hi = HUGE if maximum is None else min(maximum, HUGE)
+    branches: list[dict] = []
+    if hi >= TINY:
+        branches.append({"type": "number", **({low_key: lo} if lo >= TINY else {"minimum": TINY}), "maximum": hi})
+    if (lo < 0 or (lo == 0 and not exclusive)) and hi >= 0:
+        branches.append({"const": 0})
+    if lo <= -TINY:
+        branches.append({"type": "number", low_key: lo, "maximum": min(hi, -TINY)})
+    return {"anyOf": [*branches, {"$ref": "#/$defs/number_text"}]}
 
 
 def _f(x: Any) -> float | int:

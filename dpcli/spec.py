@@ -3,19 +3,22 @@
 The loader is deliberately strict:
 - every plain YAML scalar is read as *text* (no implicit booleans, octals, sexagesimals or floats: YAML 1.1's
   ``no``, ``010`` and ``1:30`` stay the strings they look like), and numbers are parsed exactly from that text
-  into ``Fraction``s, so ``0.1`` in a spec is exactly 1/10;
-- aliases and anchors (billion laughs), explicit tags (``!!python/object``, ``!!float``), duplicate keys and files
-  over ``MAX_SPEC_BYTES`` are refused;
-- every error is one line that starts with the YAML path of the offending field, e.g.
-  ``statistics[2].column: 'incme' is not a declared column``.
+  into ``Fraction``s, so ``0.1`` in a spec is exactly 1/10, within size limits (``MAX_NUMBER_DIGITS``);
+- aliases and anchors (billion laughs), explicit tags (``!!python/object``, ``!!float``), duplicate keys, lone
+  surrogates, and files over ``MAX_SPEC_BYTES`` or not regular files (a FIFO) are refused;
+- every error is one line that starts with the spec file (when read from one) and the YAML path of the offending
+  field, e.g. ``spec.yaml: statistics[2].column: 'incme' is not a declared column``.
 
 Nothing here reads data: a spec is public, person-written knowledge (bounds, bins, categories, budget split).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import stat as _stat
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
@@ -25,11 +28,25 @@ from typing import Any, Mapping
 
 import yaml
 
-from dpcli.accounting import format_exact, parse_exact
+from dpcli.accounting import decimal_places, format_exact, parse_exact
 from dpcli.errors import SpecError
 
+# A spec file holds at most this many bytes: a 10^7-bin grid is one line, and 1 MiB holds ~100,000 category keys
+# (ICD-10-CM, among the longest public code lists, has ~74,000 codes of up to 8 characters).
 MAX_SPEC_BYTES = 1 << 20
 SPEC_VERSION = "1"
+
+# Every number a spec holds is small and exact, so planning, printing and the ledger stay fast (a 4,200-digit
+# epsilon took seconds to plan and print) and no nonzero value underflows a double downstream (bounds [0, 1e-390]):
+# either a decimal of at most MAX_NUMBER_DIGITS significant digits with MIN_NUMBER <= |x| < MAX_NUMBER (or 0), or a
+# fraction p/q with p and q (in lowest terms) of at most MAX_NUMBER_DIGITS digits each. Its text is at most
+# MAX_NUMBER_TEXT characters (checked before parsing). Sums of weights and of named shares stay within
+# MAX_TOTAL_DIGITS digits in numerator and denominator: any sum of such decimals fits, while fractions with 40-digit
+# denominators that share no factor would otherwise grow with every statistic (and the sum's cost with its square).
+MAX_NUMBER_DIGITS = 40
+MIN_NUMBER, MAX_NUMBER = Fraction(1, 10**MAX_NUMBER_DIGITS), Fraction(10**MAX_NUMBER_DIGITS)
+MAX_NUMBER_TEXT = 200
+MAX_TOTAL_DIGITS = 150
 
 # Accepted ranges (documented in docs/spec.md).
 MAX_RELEASE_EPSILON = Fraction(100)
@@ -49,7 +66,7 @@ MECHANISMS = ("laplace", "gaussian")
 BOOL_KEYS = ("false", "true")
 # Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
 # (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
-OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon")
+OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho")  # rho: the zCDP table's last column
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 _DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
@@ -258,6 +275,31 @@ def _load_yaml(text: str) -> Any:
         raise SpecError("", "invalid YAML: nested too deeply") from None
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _no_surrogates(doc: Any) -> None:
+    """Refuse a lone surrogate anywhere (a double-quoted "\\ud800"): it is not a character, so no UTF-8 output, path
+    or terminal can hold it, and it used to fail only when the table was written (exit 1, after the spend). UTF-8
+    text cannot hold one, so only a YAML escape makes one; a character beyond U+FFFF is written "\\U0001F600"."""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            found = _SURROGATE.search(node)
+            if found:
+                raise SpecError(
+                    path, f"holds a lone surrogate (\\u{ord(found.group()):04x}), which is not a Unicode character"
+                )
+        elif isinstance(node, dict):
+            if any(isinstance(key, str) and _SURROGATE.search(key) for key in node):
+                raise SpecError(path, "a key holds a lone surrogate, which is not a Unicode character")
+            # reversed onto the stack, so the first one in document order is reported
+            stack.extend(reversed([(f"{path}.{key}" if path else str(key), value) for key, value in node.items()]))
+        elif isinstance(node, list):
+            stack.extend(reversed([(f"{path}[{i}]", item) for i, item in enumerate(node)]))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Field validators: each takes the YAML path and the raw value
 
@@ -299,8 +341,14 @@ def _name(path: str, value: Any, what: str = "name") -> str:
 _LEADING_ZERO = re.compile(r"(?:^[+-]?|/)0[0-9]")
 
 
-def _number(path: str, value: Any) -> Fraction:
+def _number(path: str, value: Any, limits: bool = True) -> Fraction:
+    """The exact value of a spec number. ``limits=False`` leaves the size limits to the caller, which checks its
+    own range first (``epsilon: 1e400`` is better told its range than its digits)."""
     s = _text(path, value)
+    if len(s) > MAX_NUMBER_TEXT:  # before parsing: int() of a long text is quadratic
+        raise SpecError(
+            path, f"'{s[:20]}…' is longer than {MAX_NUMBER_TEXT} characters, the most a spec number may have"
+        )
     try:
         x = parse_exact(s)
     except ValueError:
@@ -308,7 +356,35 @@ def _number(path: str, value: Any) -> Fraction:
     if _LEADING_ZERO.search(s.strip()):
         # YAML 1.1 tools (and editors) read 010 as octal 8, YAML 1.2 as 10: refuse rather than pick one
         raise SpecError(path, f"'{s[:60]}' has a leading zero, which YAML 1.1 reads as octal: write it without")
+    if limits:
+        _within_limits(path, s, x)
     return x
+
+
+def number_within_limits(x: Fraction) -> bool:
+    """A spec number's size limits (see MAX_NUMBER_DIGITS): a short decimal of moderate magnitude, or a short p/q."""
+    cap = 10**MAX_NUMBER_DIGITS
+    if abs(x.numerator) < cap and x.denominator < cap:
+        return True
+    if not MIN_NUMBER <= abs(x) < MAX_NUMBER:
+        return False
+    places = decimal_places(x.denominator)
+    if places is None:  # not a decimal: the p/q rule above was the only way in
+        return False
+    # x = significand / 10^places in lowest terms (x is not whole here: a whole x under 10^40 passed the p/q rule)
+    significand = abs(x.numerator) * 10**places // x.denominator
+    return significand < cap
+
+
+def _within_limits(path: str, text: str, x: Fraction) -> None:
+    if not number_within_limits(x):
+        shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:40] + "…"
+        raise SpecError(
+            path,
+            f"'{shown}' is beyond the limits of a spec number: at most {MAX_NUMBER_DIGITS} significant digits and "
+            f"1e-{MAX_NUMBER_DIGITS} <= |x| < 1e{MAX_NUMBER_DIGITS} (or 0), or a fraction p/q of at most "
+            f"{MAX_NUMBER_DIGITS} digits each",
+        )
 
 
 def _positive(path: str, value: Any) -> Fraction:
@@ -319,11 +395,12 @@ def _positive(path: str, value: Any) -> Fraction:
 
 
 def _epsilon(path: str, value: Any, maximum: Fraction = MAX_RELEASE_EPSILON) -> Fraction:
-    x = _number(path, value)
+    x = _number(path, value, limits=False)
     if not (MIN_EPSILON <= x <= maximum):
         raise SpecError(
             path, f"epsilon must be in [{format_exact(MIN_EPSILON)}, {format_exact(maximum)}], got {_short(x)}"
         )
+    _within_limits(path, value, x)
     return x
 
 
@@ -370,10 +447,11 @@ def _column(name: str, raw: Any) -> Column:
         pair = _list(f"{path}.bounds", body["bounds"])
         if len(pair) != 2:
             raise SpecError(f"{path}.bounds", "expected exactly two numbers [low, high]")
-        lo, hi = (_number(f"{path}.bounds[{i}]", v) for i, v in enumerate(pair))
+        lo, hi = (_number(f"{path}.bounds[{i}]", v, limits=False) for i, v in enumerate(pair))
         for i, b in enumerate((lo, hi)):
             if abs(b) > MAX_ABS_BOUND:
                 raise SpecError(f"{path}.bounds[{i}]", f"bounds are limited to ±{format_exact(MAX_ABS_BOUND)}")
+            _within_limits(f"{path}.bounds[{i}]", pair[i], b)
         if not lo < hi:
             raise SpecError(f"{path}.bounds", "low must be less than high")
         if ctype == "int":
@@ -596,7 +674,7 @@ def _split(
         raise SpecError(f"statistics[{i}].{unit}", f"either every statistic names its {unit}, or none does (use weight)")
     if all(explicit):
         shares = tuple(getattr(s, unit) for s in stats)
-        total = sum(shares, Fraction(0))
+        total = _total(shares, unit)
         if budget is None:
             if total > maximum:
                 raise SpecError(
@@ -612,21 +690,40 @@ def _split(
     if budget is None:
         raise SpecError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
     weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
-    total_w = sum(weights, Fraction(0))
+    total_w = _total(weights, "weight")
     return budget, tuple(budget * w / total_w for w in weights)
 
 
+def _total(values: list[Fraction] | tuple[Fraction, ...], field: str) -> Fraction:
+    """The exact sum, refused once a partial sum has more than MAX_TOTAL_DIGITS digits: weights such as 1/p for
+    distinct 40-digit primes would give every share a denominator growing with the number of statistics (and a sum
+    whose cost grows with its square)."""
+    cap = 10**MAX_TOTAL_DIGITS
+    total = Fraction(0)
+    for i, x in enumerate(values):
+        total += x
+        if abs(total.numerator) >= cap or total.denominator >= cap:
+            raise SpecError(
+                f"statistics[{i}].{field}",
+                f"the exact sum of the {field}s up to here has over {MAX_TOTAL_DIGITS} digits in its numerator or "
+                f"denominator: use {field}s with fewer digits (decimals, or fractions with a common denominator)",
+            )
+    return total
+
+
 def _rho(path: str, value: Any) -> Fraction:
-    x = _number(path, value)
+    x = _number(path, value, limits=False)
     if not (MIN_RHO <= x <= MAX_RHO):
         raise SpecError(path, f"rho must be in [{format_exact(MIN_RHO)}, {format_exact(MAX_RHO)}], got {_short(x)}")
+    _within_limits(path, value, x)
     return x
 
 
 def _delta(path: str, value: Any) -> Fraction:
-    x = _number(path, value)
+    x = _number(path, value, limits=False)
     if not (0 < x <= MAX_DELTA):
         raise SpecError(path, f"delta must be in (0, {format_exact(MAX_DELTA)}], got {_short(x)}")
+    _within_limits(path, value, x)
     return x
 
 
@@ -677,6 +774,7 @@ def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None
     if len(raw_bytes) > MAX_SPEC_BYTES:
         raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
     doc = _load_yaml(text)
+    _no_surrogates(doc)
     top = _mapping(
         "",
         doc if doc is not None else {},
@@ -758,26 +856,63 @@ def _dash_or_path(p: Any) -> Path | None:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and validate a spec file. Paths inside it are relative to the spec's directory."""
+    """Read and validate a spec file. Paths inside it are relative to the spec's directory. Every error starts with
+    the file as given, then the YAML path: ``spec.yaml: statistics[2].column: 'incme' is not a declared column``."""
     p = Path(path)
     try:
-        if p.is_dir():
-            raise SpecError("", f"{p} is a directory, not a spec file")
-        with open(p, "rb") as fh:
-            data = fh.read(MAX_SPEC_BYTES + 1)
-    except SpecError:
-        raise
-    except OSError as exc:
-        raise SpecError("", f"cannot read spec {p}: {exc.strerror or 'unreadable'}") from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SpecError("", "the spec is not UTF-8 text") from None
-    spec = parse_spec(text, source=str(p), base_dir=p.parent)
+        if str(path) == "-":
+            raise SpecError("", "a spec is read from a file, not from standard input: give its path")
+        data = _read_spec_file(p)
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise SpecError("", "the spec is not UTF-8 text") from None
+        spec = parse_spec(text, source=str(p), base_dir=p.parent)
+    except SpecError as exc:
+        raise exc.in_file(printable(str(path))) from None
     # hash the bytes as read (BOM included) so the metadata names exactly this file
     return _replace_hash(spec, hashlib.sha256(data).hexdigest())
+
+
+def _read_spec_file(p: Path) -> bytes:
+    """The spec file's bytes, from a regular file only. It is opened without blocking and checked before anything is
+    read: opening a FIFO for reading waits for a writer (``dpcli plan fifo`` hung), and a device can stream forever."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as exc:
+        if exc.errno == errno.EISDIR:
+            raise SpecError("", "is a directory, not a spec file") from None
+        raise SpecError("", f"cannot read the spec: {exc.strerror or 'unreadable'}") from None
+    try:
+        info = os.fstat(fd)
+        if _stat.S_ISDIR(info.st_mode):
+            raise SpecError("", "is a directory, not a spec file")
+        if not _stat.S_ISREG(info.st_mode):
+            raise SpecError("", "is not a regular file (a FIFO, device or socket cannot be a spec)")
+        if info.st_size > MAX_SPEC_BYTES:
+            raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
+        chunks, size = [], 0
+        while size <= MAX_SPEC_BYTES:  # up to one byte over the limit: the file may have grown since fstat
+            chunk = os.read(fd, MAX_SPEC_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise SpecError("", f"cannot read the spec: {exc.strerror or 'unreadable'}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
+    return data
+
+
+def printable(text: str) -> str:
+    """``text`` on one printable line: control characters and lone surrogates (undecodable bytes of a file name)
+    escaped, so a file name cannot break a one-line message."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _replace_hash(spec: Spec, digest: str) -> Spec:

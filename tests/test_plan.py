@@ -406,3 +406,55 @@ def test_plan_reads_no_data(tmp_path):
     plan = make_plan(spec)
     assert [sp.statistic.name for sp in plan.statistics] == ["a", "b", "c"]
     assert not missing.parent.exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Linear in the number of statistics
+
+
+class CountingTuple(tuple):
+    """A tuple that counts the walks over it (iter(), for, zip, sum)."""
+
+    def __iter__(self):
+        self.walks = getattr(self, "walks", 0) + 1
+        return super().__iter__()
+
+
+def many_counts(n: int, privacy: str) -> str:
+    gaussian = ", mechanism: gaussian" if "delta" in privacy else ""
+    lines = "".join(f"  - {{name: s{i}, kind: count, by: [sex]{gaussian}}}\n" for i in range(n))
+    return f"version: 1\ndataset: t\nprivacy: {privacy}\ncolumns:\n{COLUMNS}statistics:\n{lines}"
+
+
+def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
+    """Walks over spec.statistics and plan.statistics while planning, rendering and building the table of n
+    statistics: a total recomputed per statistic (Plan.rho read in a per-statistic loop) makes this grow with n."""
+    import dataclasses
+    import io
+
+    import numpy as np
+
+    from dpcli import render
+    from dpcli.release import Noisy, build_table
+
+    spec = parse_spec(many_counts(n, privacy))
+    spec = dataclasses.replace(spec, statistics=CountingTuple(spec.statistics))
+    plan = make_plan(spec)
+    plan = dataclasses.replace(plan, statistics=CountingTuple(plan.statistics))
+    render.print_plan(plan, io.StringIO())
+    render.plan_json(plan)
+    plan.cost_text()
+    table = build_table(plan, [Noisy(np.zeros(sp.cells, dtype=np.int64), None) for sp in plan.statistics])
+    assert len(table.blocks) == n
+    return spec.statistics.walks, plan.statistics.walks
+
+
+@pytest.mark.parametrize("privacy", ["{epsilon: 1}", "{epsilon: 1, delta: 1e-6}", "{rho: 0.5}"])
+def test_planning_rendering_and_the_table_walk_the_statistics_a_fixed_number_of_times(privacy: str) -> None:
+    # Plan.epsilon, Plan.rho and Plan.epsilon_at_delta are computed once per plan (4,000 statistics took 46 s when
+    # render and build_table summed them again for every statistic); bench/bench_plan.py has the times
+    assert walks_over_statistics(10, privacy) == walks_over_statistics(40, privacy)
+    sample = make_plan(parse_spec(many_counts(1, privacy)))
+    assert "epsilon" not in vars(sample) and "rho" not in vars(sample)
+    sample.epsilon_at_delta
+    assert {"rho", "epsilon_at_delta"} <= set(vars(sample))  # cached on the instance

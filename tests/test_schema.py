@@ -36,6 +36,7 @@ from dpcli.spec import (  # noqa: E402
     MAX_GRID_UNITS,
     MAX_RELEASE_EPSILON,
     MAX_RHO,
+    MAX_TOTAL_DIGITS,
     OUTPUT_COLUMNS,
     _load_yaml,
     default_precision,
@@ -70,9 +71,13 @@ def test_dpcli_schema_prints_it() -> None:
 
 @pytest.mark.parametrize(
     "text, ok",
-    [("0.5", True), ("1e-3", True), ("-2", True), (".5", True), ("5.", True), ("1/3", True), ("1E+400", True),
+    [("0.5", True), ("1e-3", True), ("-2", True), (".5", True), ("5.", True), ("1/3", True), ("1E+400", False),
      ("0", True), ("1.0e-06", True), ("1e401", False), ("nan", False), ("inf", False), ("0x10", False),
-     ("1_000", False), ("١٢٣", False), ("", False), ("1/0", False), ("010", False), ("-00.5", False), ("1:30", False)],
+     ("1_000", False), ("١٢٣", False), ("", False), ("1/0", False), ("010", False), ("-00.5", False), ("1:30", False),
+     # the limits: 40 significant digits, 1e-40 <= |x| < 1e40, or p/q of 40 digits each
+     ("1e-40", True), ("-1.2345678901234567e-40", True), ("9.9e39", True), ("1e-41", False), ("1e40", False),
+     ("1e-390", False), ("0." + "1" * 41, False), ("1" * 41, False), ("1/" + "9" * 40, True), ("1" * 40 + "/7", True),
+     ("1/" + "1" * 41, False), ("4" * 20 + "." + "4" * 20, True)],
 )
 def test_number_text_pattern_is_the_loaders_grammar(text: str, ok: bool) -> None:
     import re
@@ -86,6 +91,14 @@ def test_number_text_pattern_is_the_loaders_grammar(text: str, ok: bool) -> None
     except SpecError:
         loader_ok = False
     assert loader_ok is ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(NUMBER_PATTERN, fullmatch=True))
+def test_every_text_the_number_pattern_takes_is_a_number_the_loader_takes(text: str) -> None:
+    from dpcli.spec import _number, number_within_limits
+
+    assert number_within_limits(_number("x", text))
 
 
 def spec_doc(**overrides: object) -> dict:
@@ -230,7 +243,6 @@ def _structural(schema: dict, root: dict) -> st.SearchStrategy:
         if isinstance(extra, dict):
             names = st.from_regex(schema["propertyNames"]["pattern"], fullmatch=True)
             return st.dictionaries(names, strategy(extra, root), min_size=schema.get("minProperties", 0), max_size=4)
-        optional = [k for k in props if k not in required]
         check = Draft202012Validator({**schema, "$defs": root["$defs"]}).is_valid
 
         @st.composite
@@ -456,11 +468,24 @@ def _fix_budget(doc: dict) -> None:
     else:
         budget = MAX_RHO if mode == "rho" else MAX_RELEASE_EPSILON
     shares = [exact(s[mode]) for s in stats if mode in s]
-    if shares and (len(shares) < len(stats) or sum(shares) > budget):
+    if shares and (len(shares) < len(stats) or not _total_ok(shares) or sum(shares) > budget):
         for s in stats:
             s.pop(mode, None)
         if mode not in p and not (mode == "rho" and "epsilon" in p):
             p[mode] = 1
+    if not any(mode in s for s in stats) and not _total_ok([exact(s.get("weight", 1)) for s in stats]):
+        for s in stats:
+            s.pop("weight", None)
+
+
+def _total_ok(values: list) -> bool:
+    """The loader's limit on a sum of weights or shares: every partial sum within MAX_TOTAL_DIGITS digits."""
+    cap, total = 10**MAX_TOTAL_DIGITS, Fraction(0)
+    for x in values:
+        total += x
+        if abs(total.numerator) >= cap or total.denominator >= cap:
+            return False
+    return True
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
