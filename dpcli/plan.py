@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from dpcli.accounting import format_decimal, format_exact, rho_to_pure_epsilon, round_up, zcdp_to_epsilon
 from dpcli.errors import SpecError
@@ -101,12 +102,14 @@ class Plan:
     spec: Spec
     statistics: tuple[StatisticPlan, ...]
 
-    @property
+    # Totals are computed once per plan (cached_property writes the instance's __dict__, which a frozen dataclass
+    # allows): render and build_table read them per statistic, which made 4,000 statistics take 46 s to print.
+    @cached_property
     def epsilon(self) -> Fraction:
         """The pure epsilon the release charges: the exact sum of the statistics' shares (0 for zCDP)."""
         return sum((s.epsilon for s in self.statistics), Fraction(0))
 
-    @property
+    @cached_property
     def rho(self) -> Fraction:
         """The zCDP rho the release charges (0 for a pure release)."""
         return sum((s.rho for s in self.statistics), Fraction(0))
@@ -115,7 +118,7 @@ class Plan:
     def delta(self) -> Fraction | None:
         return self.spec.privacy.delta
 
-    @property
+    @cached_property
     def epsilon_at_delta(self) -> Fraction | None:
         """The release's (epsilon, delta) guarantee: epsilon for a pure release, rho converted at the spec's delta."""
         if self.rho == 0:
@@ -315,7 +318,18 @@ def _check_bins_on_grid(path: str, spec: Spec, stat: Statistic) -> None:
 
 
 def make_plan(spec: Spec) -> Plan:
-    """The plan of a validated spec. Reads no data."""
+    """The plan of a validated spec. Reads no data. Its errors name the spec file, as the loader's do."""
+    try:
+        return _make_plan(spec)
+    except SpecError as exc:
+        if spec.source == "<string>":
+            raise
+        from dpcli.spec import printable
+
+        raise exc.in_file(printable(spec.source)) from None
+
+
+def _make_plan(spec: Spec) -> Plan:
     plans = []
     neighbours = spec.privacy.neighbours
     zcdp = spec.privacy.accounting == "zcdp"
@@ -361,3 +375,53 @@ def make_plan(spec: Spec) -> Plan:
 def bin_label(bins: EdgeBins | GridBins, i: int) -> str:
     """A histogram bin written as its interval, e.g. '[17, 25)'."""
     return f"[{format_exact(bins.edge(i))}, {format_exact(bins.edge(i + 1))})"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The release's size, known before anything is read or spent
+
+# Public limits on one release, functions of the spec alone (never of the data): a release over either is refused
+# with exit 2 before the input is read, so a spend is never followed by a release too large to finish.
+MAX_RELEASE_CELLS = 10_000_000
+MAX_RELEASE_MEMORY_MB = 1024
+# The estimate: a fixed part (interpreter, polars, numpy, the ledger; the scan of a small input) plus bytes per cell
+# by kind, measured with /usr/bin/time (peak RSS of `dpcli release`, 10^5 to 10^7 cells; docs/benchmarks.md) and
+# rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
+# mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
+MEMORY_BASE_MB = 200
+MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144}
+
+
+@dataclass(frozen=True)
+class ReleaseCost:
+    """What a release will hold in memory, from its spec alone."""
+
+    cells: int  # rows of the output table: every declared cell of every statistic
+    memory_mb: int  # estimated peak memory of `dpcli release` in MiB, before the input's own scan
+
+    @property
+    def over_limit(self) -> bool:
+        return self.cells > MAX_RELEASE_CELLS or self.memory_mb > MAX_RELEASE_MEMORY_MB
+
+    def text(self) -> str:
+        return f"{self.cells} cell(s), ~{self.memory_mb} MB estimated peak memory"
+
+
+def release_cost(plan: Plan) -> ReleaseCost:
+    """Cells and memory estimate of a plan: a function of the spec only (declared keys, bins and kinds)."""
+    cells = sum(sp.cells for sp in plan.statistics)
+    per_cell = sum(sp.cells * MEMORY_BYTES_PER_CELL[sp.statistic.kind] for sp in plan.statistics)
+    return ReleaseCost(cells, MEMORY_BASE_MB + -(-per_cell // 2**20))
+
+
+def check_cost(plan: Plan) -> ReleaseCost:
+    """The plan's cost, or SpecError (exit 2) when it is over a public limit: raised before anything is read or spent,
+    instead of a MemoryError after the spend."""
+    cost = release_cost(plan)
+    if cost.over_limit:
+        raise SpecError(
+            "statistics",
+            f"the release has {cost.text()}; the limits are {MAX_RELEASE_CELLS} cells and "
+            f"{MAX_RELEASE_MEMORY_MB} MB: split it into smaller releases or use coarser bins or fewer keys",
+        )
+    return cost

@@ -90,13 +90,20 @@ def means(
     return Released(values, lows, highs, integer=False)
 
 
+def _abs_max(a: np.ndarray) -> int:
+    """max |a| as a Python int, without an object copy of an int64 array (|a| < 2^62 there: no overflow)."""
+    if a.dtype == object:
+        return int(np.abs(a).max(initial=0))
+    return int(np.abs(a.astype(np.int64, copy=False)).max(initial=0))
+
+
 def mean_grid(sp: StatisticPlan, s: np.ndarray, n: np.ndarray, bounds: tuple[int, int]) -> np.ndarray:
     """The released means, in steps of precision/1000, vectorised and exact: round-half-even of 1000 (s/n + c),
     clipped to the bounds (clipping and rounding commute at integer bounds); the midpoint when n <= 0."""
     f = 10**MEAN_DIGITS_BELOW_PRECISION
     offset = sp.component("sum").offset
     lo, hi = bounds
-    big = max(int(np.abs(s.astype(object)).max(initial=0)), 1) + abs(offset) * max(int(np.abs(n.astype(object)).max(initial=0)), 1)
+    big = max(_abs_max(s), 1) + abs(offset) * max(_abs_max(n), 1)
     wide = big * f * 4 >= 2**62 or max(abs(lo), abs(hi)) * f * 4 >= 2**62
     s = s.astype(object) if wide else s.astype(np.int64)
     n = n.astype(object) if wide else n.astype(np.int64)
@@ -110,3 +117,123 @@ def mean_grid(sp: StatisticPlan, s: np.ndarray, n: np.ndarray, bounds: tuple[int
     g = np.minimum(np.maximum(g, lo * f), hi * f)
     middle = round(Fraction((lo + hi) * f, 2))
     return np.where(positive, g, middle)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Vectorised forms for the table: the same numbers as counts/sums/means above, as int64 arrays on a decimal grid
+# (text made by the writer). A million-cell sum or mean took seconds as Fractions; these take milliseconds. Where an
+# array would not fit int64 (or the precision is not a terminating decimal) the table falls back to the Fractions.
+
+_INT64_SAFE = 2**62
+
+
+def decimal_step(unit: Fraction) -> tuple[int, int] | None:
+    """(mult, digits) with unit == mult / 10**digits, or None when unit has no terminating decimal (1/3)."""
+    for digits in range(0, 19):
+        scaled = unit * 10**digits
+        if scaled.denominator == 1:
+            return scaled.numerator, digits
+    return None
+
+
+def _int64(values: np.ndarray) -> np.ndarray | None:
+    """The values as int64 when they all fit comfortably (a noisy fixed-point sum may be an object array)."""
+    values = np.asarray(values)
+    if values.dtype != object:
+        return values.astype(np.int64, copy=False)
+    if len(values) and max(abs(int(values.max())), abs(int(values.min()))) >= _INT64_SAFE:
+        return None
+    return values.astype(np.int64)
+
+
+def _fits(largest: int, mult: int) -> bool:
+    return largest * mult < _INT64_SAFE
+
+
+def sum_grid(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, int, int, int] | None:
+    """(noisy sums in grid units, half-width k, mult, digits): value i is noisy[i] * mult / 10**digits and its
+    interval (noisy[i] -/+ k) * mult / 10**digits, exactly as ``sums``. None when int64 cannot hold it."""
+    comp = sp.component("sum")
+    step = decimal_step(comp.unit)
+    values = _int64(noisy)
+    if step is None or values is None:
+        return None
+    k = comp.halfwidth(confidence)
+    largest = int(np.abs(values).max(initial=0)) + k
+    return (values, k, *step) if _fits(largest, step[0]) else None
+
+
+def _round_half_even_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """round(num / den) with ties to even, for den > 0, in int64 (Python's round of a Fraction)."""
+    q = num // den
+    twice = 2 * (num - q * den)
+    up = (twice > den) | ((twice == den) & (q % 2 == 1))
+    return q + up.astype(np.int64)
+
+
+def mean_grids(
+    sp: StatisticPlan,
+    noisy_sums: np.ndarray,
+    noisy_counts: np.ndarray,
+    bounds: tuple[int, int],
+    confidence: float = CONFIDENCE,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int] | None:
+    """(value, ci_low, ci_high in steps of unit / 1000, mult, digits of that step): exactly ``means``, in int64.
+    None when an intermediate could leave int64 or the step is not a terminating decimal."""
+    s_comp, c_comp = sp.component("sum"), sp.component("count")
+    f = 10**MEAN_DIGITS_BELOW_PRECISION
+    step = decimal_step(s_comp.unit / f)
+    s, n = _int64(noisy_sums), _int64(noisy_counts)
+    if step is None or s is None or n is None:
+        return None
+    part = (1 + confidence) / 2
+    ks, kc = s_comp.halfwidth(part), c_comp.halfwidth(part)
+    offset = s_comp.offset
+    lo, hi = bounds
+    biggest_s = int(np.abs(s).max(initial=0)) + ks
+    biggest_n = int(np.abs(n).max(initial=0)) + kc
+    # every intermediate below is at most f * (|s| + ks + |offset| * (|n| + kc)) and the bounds times f * mult
+    reach = f * (biggest_s + abs(offset) * max(biggest_n, 1)) + f * max(abs(lo), abs(hi))
+    if 4 * reach >= _INT64_SAFE or not _fits(f * max(abs(lo), abs(hi)) + 1, step[0]):
+        return None
+    value = mean_grid(sp, s, n, bounds).astype(np.int64)
+    # the interval: each part at (1 + confidence) / 2; the whole range where the noisy count may be <= 0
+    ok = n - kc > 0
+    low_num, high_num = s - ks, s + ks
+    low_den = np.where(low_num >= 0, n + kc, n - kc)
+    high_den = np.where(high_num >= 0, n - kc, n + kc)
+    low_den, high_den = np.where(ok, low_den, 1), np.where(ok, high_den, 1)
+    low = _round_half_even_div(low_num * f, low_den) + offset * f
+    high = _round_half_even_div(high_num * f, high_den) + offset * f
+    low = np.where(ok, np.clip(low, lo * f, hi * f), lo * f)
+    high = np.where(ok, np.clip(high, lo * f, hi * f), hi * f)
+    return value, low.astype(np.int64), high.astype(np.int64), *step
+
+
+def number_columns(sp: StatisticPlan, noisy_counts: np.ndarray | None, noisy_sums: np.ndarray | None,
+                   bounds: tuple[int, int] | None):  # -> (value, ci_low, ci_high) as dpcli.output columns
+    """The released numbers of one statistic as the table's columns: int64 arrays on their decimal grid where they
+    fit (always for counts), else the exact Fractions' text (the same text either way)."""
+    from dpcli.output import Ints, Texts, decimal_text
+
+    kind = sp.statistic.kind
+    if kind in ("count", "histogram"):
+        assert noisy_counts is not None
+        k = sp.component("count").halfwidth(CONFIDENCE)
+        values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
+        return Ints(values), Ints(values, -k), Ints(values, k)
+    assert noisy_sums is not None
+    if kind == "sum":
+        grid = sum_grid(sp, noisy_sums)
+        if grid is not None:
+            values, k, mult, digits = grid
+            return Ints(values, 0, mult, digits), Ints(values, -k, mult, digits), Ints(values, k, mult, digits)
+        r = sums(sp, noisy_sums)
+    else:
+        assert noisy_counts is not None and bounds is not None
+        grids = mean_grids(sp, noisy_sums, noisy_counts, bounds)
+        if grids is not None:
+            value, low, high, mult, digits = grids
+            return Ints(value, 0, mult, digits), Ints(low, 0, mult, digits), Ints(high, 0, mult, digits)
+        r = means(sp, noisy_sums, noisy_counts, bounds)
+    return Texts(decimal_text(r.value)), Texts(decimal_text(r.ci_low)), Texts(decimal_text(r.ci_high))
