@@ -14,7 +14,7 @@ from typing import Any, Sequence, TextIO
 
 from dpcli.accounting import format_decimal, format_exact
 from dpcli.ledger import BudgetStatus, Record
-from dpcli.plan import Plan
+from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -88,6 +88,12 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
+def _size(plan: Plan) -> dict[str, int]:
+    cost = release_cost(plan)
+    return {"cells": cost.cells, "memory_mb_estimate": cost.memory_mb, "max_cells": MAX_RELEASE_CELLS,
+            "max_memory_mb": MAX_RELEASE_MEMORY_MB}
+
+
 def plan_json(plan: Plan) -> str:
     spec = plan.spec
     at = plan.epsilon_at_delta
@@ -99,6 +105,7 @@ def plan_json(plan: Plan) -> str:
         "rho": format_exact(plan.rho),
         "delta": None if plan.delta is None else format_exact(plan.delta),
         "epsilon_at_delta": None if at is None else format_exact(at),
+        "size": _size(plan),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
     return json.dumps(doc, indent=2) + "\n"
@@ -129,6 +136,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         ],
         stream,
     )
+    stream.write(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)\n")
     stream.write("why each sensitivity:\n")
     for r in rows:
         stream.write(f"  {r['statistic']} ({r['part']}): {r['derivation']}\n")
@@ -199,6 +207,36 @@ def print_ledger(records: list[Record], stream: TextIO) -> None:
 
 
 # -- messages ----------------------------------------------------------------------------------------------------
+
+# What a stream whose encoding lacks a character writes instead (PYTHONIOENCODING=ascii, or LC_ALL=C with
+# PYTHONUTF8=0, made `dpcli plan` and `budget show` exit 1 on their ε): the symbols dpcli prints spelled in ASCII,
+# anything else as a backslash escape. Only text streams change: tables go to stdout as UTF-8 bytes (output.py).
+_ASCII_SPELLING = {
+    "ε": "eps", "ρ": "rho", "δ": "delta", "σ": "sigma", "Δ": "Delta", "≤": "<=", "≥": ">=", "±": "+/-", "≈": "~",
+    "×": "x", "√": "sqrt", "²": "^2", "₂": "2", "…": "...", "−": "-", "→": "->",
+}
+STREAM_ERRORS = "dpcli.ascii"
+
+
+def _spell_in_ascii(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    text = exc.object[exc.start:exc.end]
+    return "".join(_ASCII_SPELLING.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), exc.end
+
+
+def setup_streams() -> None:
+    """Let stdout and stderr write any text, whatever their encoding (see _ASCII_SPELLING). Called once by the CLI."""
+    import codecs
+
+    codecs.register_error(STREAM_ERRORS, _spell_in_ascii)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors=STREAM_ERRORS)
+            except (ValueError, OSError):  # closed, or not a TextIOWrapper underneath
+                pass
 
 
 def error(message: str) -> None:
