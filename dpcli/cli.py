@@ -63,8 +63,14 @@ def release(
         help="No effect since 0.2 (re-runs are keyed on --release-id); accepted so old scripts keep working.",
     ),
     input_timeout: float = typer.Option(
-        60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", min=0,
-        help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever).",
+        60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT",
+        help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever; at most "
+        "1000000).",
+    ),
+    max_input_bytes: str = typer.Option(
+        "16G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES",
+        help="Cap on stdin or a FIFO, spooled to a private temporary file: past it, exit 3 before any spend "
+        "(e.g. 512M, 16G).",
     ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v",
@@ -79,11 +85,21 @@ def release(
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
+    from dpcli.errors import Interrupted
+    from dpcli.spool import parse_size
+
+    cap = parse_size(max_input_bytes)
     started = time.monotonic()
-    result = run(
-        spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=release_id, lock_timeout=lock_timeout,
-        input_timeout=input_timeout, progress=_progress_printer if verbose else None,
-    )
+    try:
+        result = run(
+            spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=release_id,
+            lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
+            progress=_progress_printer if verbose else None,
+        )
+    except (KeyboardInterrupt, Interrupted) as exc:
+        # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
+        exc.dpcli_note = "; nothing was spent"  # type: ignore[union-attr]
+        raise
     if verbose:
         # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
         _progress_printer(f"done in {time.monotonic() - started:.2f} s")
@@ -146,10 +162,11 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
-    from dpcli.plan import make_plan
+    from dpcli.plan import check_cost, make_plan
     from dpcli.spec import load_spec
 
     the_plan = make_plan(load_spec(spec))
+    check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
     if as_json:
         sys.stdout.write(render.plan_json(the_plan))
     else:
@@ -190,20 +207,20 @@ def check(
 ) -> None:
     """Validate the spec, and that the CSV's header has the declared columns. Reads the header only."""
     from dpcli.engine import check_header, read_header
-    from dpcli.plan import make_plan
+    from dpcli.plan import check_cost, make_plan
     from dpcli.spec import load_spec
 
     the_spec = load_spec(spec)
     the_plan = make_plan(the_spec)
+    cost = check_cost(the_plan)
     source = the_spec.input if input is None else None if input == "-" else Path(input)
     if source is not None and str(source) != "-":
         check_header(source, read_header(source, quoted_line_breaks=the_spec.quoted_line_breaks), the_spec.columns.keys())
         checked = f"; {source} has every declared column"
     else:
         checked = ""
-    cells = sum(sp.cells for sp in the_plan.statistics)
     render.info(
-        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {cells} cell(s), "
+        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {cost.text()}, "
         f"{the_plan.cost_text()}{checked}"
     )
 
@@ -250,7 +267,7 @@ def budget_set(
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import open_ledger
-    from dpcli.release import resolve_ledger
+    from dpcli.paths import resolve_ledger
     from dpcli.spec import _DATASET
 
     if not _DATASET.fullmatch(dataset):
@@ -283,7 +300,7 @@ def budget_show(
 ) -> None:
     """Spent and remaining ε per dataset."""
     from dpcli.ledger import open_ledger
-    from dpcli.release import resolve_ledger
+    from dpcli.paths import resolve_ledger
 
     report = open_ledger(resolve_ledger(ledger, None)).verify()
     if as_json:
@@ -299,7 +316,7 @@ def ledger_show(
 ) -> None:
     """Every record of the ledger (verified first)."""
     from dpcli.ledger import open_ledger
-    from dpcli.release import resolve_ledger
+    from dpcli.paths import resolve_ledger
 
     records = open_ledger(resolve_ledger(ledger, None)).records()
     if as_json:
@@ -319,7 +336,7 @@ def ledger_verify(
     from dpcli.errors import LedgerError
     from dpcli.ledger import open_ledger
     from dpcli.ledger.base import published_head
-    from dpcli.release import resolve_ledger
+    from dpcli.paths import resolve_ledger
 
     heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
     book = open_ledger(resolve_ledger(ledger, None))
@@ -348,25 +365,64 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: every DpcliError becomes its exit code; nothing prints a traceback (it could carry data).
+    """Entry point: every DpcliError becomes its exit code and one ``dpcli: error:`` line; nothing prints a
+    traceback (it could carry data), whatever is raised: a BaseException such as polars' PanicException included.
 
-    Typer runs in standalone mode, so usage errors print their message and exit 2 on their own.
+    Typer runs with standalone_mode=False so that its usage errors come here and are said in the same one line.
+    SIGINT, SIGTERM and SIGHUP become ``Interrupted``; a run they end exits 128 + the signal's number.
     """
+    from dpcli import signals
+    from dpcli.errors import Interrupted
+
     code = 0
+    render.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
+    signals.install()
     try:
-        app(args=argv, prog_name="dpcli")
+        result = app(args=argv, prog_name="dpcli", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except typer.Abort:
+        render.error("interrupted")
+        code = 130
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except DpcliError as exc:
-        render.error(str(exc))
+        render.error(_one_line(str(exc)))
         code = exc.exit_code
-    except KeyboardInterrupt:
-        code = 130
-    except Exception as exc:  # noqa: BLE001 - a bug: say so, without a traceback that might carry data
-        render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
-        code = 1
+    except (KeyboardInterrupt, Interrupted) as exc:
+        render.error(f"interrupted by {signals.signal_name(exc)}{getattr(exc, 'dpcli_note', '')}")
+        code = signals.exit_status(exc)
+    except BaseException as exc:  # noqa: BLE001 - a bug: say so, without a traceback that might carry data
+        code = _click_error(exc)
+        if code is None and "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
+            from dpcli.errors import TOO_MANY_FILES
+
+            render.error(TOO_MANY_FILES)
+            code = 1
+        if code is None:
+            render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
+            code = 1
     _flush_quietly()
     sys.exit(code)
+
+
+def _click_error(exc: BaseException) -> int | None:
+    """Say a usage error of the Typer/Click layer in one line and return its exit code (None: not one of them).
+
+    Matched by shape, not class: Typer vendors Click from 0.20 on (typer._click) and uses the real one before."""
+    format_message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+    if not callable(format_message) or not isinstance(exit_code, int):
+        return None
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `dpcli` or `dpcli budget` alone: the help, as before
+        sys.stderr.write(format_message() + "\n")
+        return 2
+    ctx = getattr(exc, "ctx", None)
+    see = f" (see '{ctx.command_path} --help')" if ctx is not None and exit_code == 2 else ""
+    render.error(_one_line(format_message()) + see)
+    return exit_code
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
 
 
 def _flush_quietly() -> None:

@@ -19,6 +19,11 @@ class InternalError(DpcliError):
     exit_code = 1
 
 
+# Out of file descriptors before the spend (`ulimit -n 5`): polars panics starting its threads. Not a bug, and not
+# about the input, spec or ledger: exit 1 with this message (docs/spec.md, "Limits").
+TOO_MANY_FILES = "too many open files (raise `ulimit -n`): polars cannot start its threads; nothing was spent"
+
+
 class UsageError(DpcliError):
     """Bad command-line use, an invalid spec, or a refused path."""
 
@@ -26,11 +31,17 @@ class UsageError(DpcliError):
 
 
 class SpecError(UsageError):
-    """The spec is invalid. The message starts with the YAML path of the offending field."""
+    """The spec is invalid. The message starts with the spec file when it came from one (``file``), then the YAML
+    path of the offending field (``path``): ``spec.yaml: statistics[2].column: 'incme' is not a declared column``."""
 
-    def __init__(self, path: str, message: str):
-        self.path = path
-        super().__init__(f"{path}: {message}" if path else message)
+    def __init__(self, path: str, message: str, file: str | None = None):
+        self.path, self.detail, self.file = path, message, file
+        where = ": ".join(part for part in (file, path) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def in_file(self, file: str) -> "SpecError":
+        """The same error naming the spec file it came from (itself if it already names one)."""
+        return self if self.file is not None else SpecError(self.path, self.detail, file)
 
 
 class InputError(DpcliError):
@@ -58,14 +69,27 @@ class AuditFailed(DpcliError):
     exit_code = 6
 
 
-class OutputError(DpcliError):
-    """The output could not be written *after* the spend was recorded (disk full, I/O error).
-
-    Exit 5 like a ledger problem: the budget is spent and stays spent (no refund); no output file is left behind.
-    The message names the ledger record that paid for the lost release.
-    """
+class SpentThenFailed(DpcliError):
+    """Anything that went wrong *after* the spend was recorded: a full disk, an I/O error, memory, a bug, or
+    SIGINT/SIGTERM/SIGHUP. Exit 5 like a ledger problem: the budget is spent and stays spent (no refund), no output
+    file is left behind, and the one-line message names the ledger record that paid (and whether the table was
+    stored, so that ``--release-id`` can write it)."""
 
     exit_code = 5
+
+
+class OutputError(SpentThenFailed):
+    """The output could not be written after the spend was recorded (disk full, I/O error)."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP, raised by the CLI's handler (SIGINT is Python's KeyboardInterrupt). A BaseException like
+    KeyboardInterrupt, so that no ``except Exception`` swallows it. Before the spend the run ends with the signal's
+    conventional status (128 + its number); after it, ``release`` turns it into SpentThenFailed (exit 5)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signum)
 
 
 class ReleaseIdPaid(LedgerError):

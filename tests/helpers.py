@@ -41,3 +41,15 @@ def mounted_tmpfs(path: Path, options: str) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+# The toy release of the ledger, safety and fault tests: one int column, one count, epsilon 0.25 per run.
+TOY_SPEC = """\
+version: 1
+dataset: toy
+privacy: {unit: row, neighbours: add_remove, epsilon: 0.25}
+columns:
+  age: {type: int, bounds: [0, 100]}
+statistics:
+  - {name: n, kind: count}
+"""

@@ -28,18 +28,10 @@ import pytest
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import budgets, canonical
-from tests.helpers import clean_env, mounted_tmpfs, run_dpcli
+from tests.helpers import TOY_SPEC, clean_env, mounted_tmpfs, run_dpcli
 from tests.test_ledger_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
 
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 0.25}
-columns:
-  age: {type: int, bounds: [0, 100]}
-statistics:
-  - {name: n, kind: count}
-"""
+SPEC = TOY_SPEC
 KEY = {"DPCLI_LEDGER_KEY": "k-" + "x" * 30}
 
 

@@ -16,18 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import clean_env
+from tests.helpers import TOY_SPEC, clean_env
 from tests.pg_server import PgServer, PgUnavailable
 
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 0.25}
-columns:
-  age: {type: int, bounds: [0, 100]}
-statistics:
-  - {name: n, kind: count}
-"""
+SPEC = TOY_SPEC
 
 DATA = "age\n34\n71\n15\n52\n"
 

@@ -25,7 +25,9 @@ by one chunk (or the longest quoted line, if longer), never by the file.
 from __future__ import annotations
 
 import csv
+import errno
 import mmap
+import os
 import sys
 import threading
 import warnings
@@ -34,6 +36,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+from dpcli.errors import TOO_MANY_FILES, InternalError
 
 CHUNK_BYTES = 8 << 20  # lines with quotes are classified and parsed this many bytes at a time
 SPARSE = 256  # at most one quote per this many bytes: quoted lines are found one by one (measured faster)
@@ -86,8 +90,10 @@ class LineRepair:
 
 class _Reading:
     """While any aggregation runs (the audit runs several in threads): no warning is shown (polars warns about
-    malformed rows, naming where they are) and the csv module takes fields of any size (a long field is still one
-    record's). Both are process-wide settings, so they are set by the first reader in and restored by the last out."""
+    malformed rows, naming where they are), the csv module takes fields of any size (a long field is still one
+    record's), and file descriptor 2 points at /dev/null (a Rust panic in polars prints its message, which could
+    quote a cell, and a backtrace straight to fd 2, before Python sees the PanicException). All are process-wide
+    settings, so they are set by the first reader in and restored by the last out."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -96,6 +102,7 @@ class _Reading:
     def __enter__(self) -> None:
         with self.lock:
             if self.depth == 0:
+                self.stderr = _silence_fd(2)
                 self.warnings = warnings.catch_warnings()
                 self.warnings.__enter__()
                 warnings.simplefilter("ignore")
@@ -108,6 +115,40 @@ class _Reading:
             if self.depth == 0:
                 csv.field_size_limit(self.limit)
                 self.warnings.__exit__(None, None, None)
+                _restore_fd(2, self.stderr)
+
+
+def _silence_fd(fd: int) -> int | None:
+    """Point ``fd`` at /dev/null; returns a copy of what it was (None when there is no such fd to keep).
+
+    Out of descriptors (a tight ``ulimit -n``) is exit 1 here: polars could not start its threads either, and its
+    panic could not be kept off the terminal."""
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        saved = os.dup(fd)
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            os.close(saved)
+            raise
+    except OSError as exc:
+        if exc.errno == errno.EBADF:
+            return None  # no stderr at all: nothing to protect
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise InternalError(TOO_MANY_FILES) from None
+        raise
+    os.dup2(null, fd)
+    os.close(null)
+    return saved
+
+
+def _restore_fd(fd: int, saved: int | None) -> None:
+    if saved is not None:
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 reading = _Reading()

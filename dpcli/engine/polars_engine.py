@@ -42,7 +42,7 @@ import polars as pl
 
 from dpcli.engine.csv_header import HeaderLayout, check_header, header_layout
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
-from dpcli.errors import InputError, InternalError
+from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
 from dpcli.plan import Plan, StatisticPlan
 from dpcli.spec import Column, GridBins, Spec
 
@@ -342,16 +342,28 @@ def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
     used = used_columns(spec)
     reader = _reader(spec, layout.names, used, layout.eol)
     queries = _Queries(plan, _sum_type(plan, path))
-    with reading:  # no warning is shown (polars names where malformed rows are): nothing about the data is printed
-        if spec.quoted_line_breaks:
-            frames = _rfc_file(path, layout, reader, queries)
-        else:
-            frames = _line_records(path, layout, reader, queries, used)
+    try:
+        with reading:  # no warning, no panic text (polars may name or quote what it read): nothing about the data
+            if spec.quoted_line_breaks:
+                frames = _rfc_file(path, layout, reader, queries)
+            else:
+                frames = _line_records(path, layout, reader, queries, used)
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":  # pyo3's, a BaseException: not importable under a stable name
+            raise
+        raise _panic(exc, path) from None
     results: list[ExactStatistic | None] = [None] * len(plan.statistics)
     for group, frame, recipe in zip(queries.groups, frames, queries.recipes):
         for i, r in zip(group, recipe):
             results[i] = _marginal(plan.statistics[i], frame, r)
     return results  # type: ignore[return-value]
+
+
+def _panic(exc: BaseException, path: Path) -> InputError | InternalError:
+    """A Rust panic inside polars, as one line that quotes nothing of its message (it could hold a cell)."""
+    if "TooManyOpenFiles" in str(exc):  # `ulimit -n 5`: polars cannot start its threads; the file was never read
+        return InternalError(TOO_MANY_FILES)
+    return InternalError(f"the CSV reader (polars) failed on input {path} (PanicException); nothing was spent")
 
 
 def _scan(path: Path, reader: _Reader, quoting: bool = False) -> pl.LazyFrame:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from dpcli.accounting import (
     format_decimal,
@@ -425,10 +425,15 @@ class Ledger(ABC):
     ) -> Record: ...
 
     @abstractmethod
-    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
+    def spend(
+        self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
+        before_append: Callable[[], None] | None = None,
+    ) -> Record:
         """Atomically check the cap and append a durable spend record; BudgetRefused when it does not fit.
 
-        ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero)."""
+        ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero). ``before_append``
+        runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
+        spent (release() raises there a signal that came during the lock wait)."""
 
     @abstractmethod
     def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
@@ -488,3 +493,13 @@ class Ledger(ABC):
     @property
     @abstractmethod
     def keyed(self) -> bool: ...
+
+    @property
+    def own_paths(self) -> tuple[Path, ...]:
+        """Every local path this ledger writes (an output must be none of them, nor inside one): none for a server."""
+        return ()
+
+    @property
+    def own_trees(self) -> tuple[Path, ...]:
+        """Local directories this ledger keeps (the release store): an output must not be written inside them."""
+        return ()

@@ -27,7 +27,7 @@ import stat
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger.base import (
@@ -82,6 +82,10 @@ class JsonlLedger(Ledger):
         """Every path this ledger writes (the ledger, its head, the head being staged, the release store): an output
         must be none of them."""
         return (self.path, self.head_path, self._head_staging, self.store_dir)
+
+    @property
+    def own_trees(self) -> tuple[Path, ...]:
+        return (self.store_dir,)
 
     @property
     def _directory(self) -> Path:
@@ -366,7 +370,10 @@ class JsonlLedger(Ledger):
             if not committed:  # also on KeyboardInterrupt: the caller never learns of this record, so it must go
                 self._truncate(fd, size)
                 self._discard_staged_head()
-        self._sync_directory()
+        try:
+            self._sync_directory()  # the head's rename made durable; the record itself already is
+        except OSError:
+            pass  # committed: raising now would report a recorded spend as not made (a crash keeps the older head)
         return Record(full, h)
 
     @staticmethod
@@ -393,8 +400,16 @@ class JsonlLedger(Ledger):
     ) -> Record:
         return self._write(lambda records: cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours))
 
-    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
-        return self._write(lambda records: spend_fields(records, self.name, dataset, epsilon, rho, details))
+    def spend(
+        self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
+        before_append: Callable[[], None] | None = None,
+    ) -> Record:
+        def build(records: list[Record]) -> dict[str, Any]:
+            if before_append is not None:
+                before_append()
+            return spend_fields(records, self.name, dataset, epsilon, rho, details)
+
+        return self._write(build)
 
     def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
         return self._write(lambda records: {**details, "type": "released", "release_key": release_key})

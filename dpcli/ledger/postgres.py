@@ -348,8 +348,13 @@ class PostgresLedger(Ledger):
 
         return self._write_tx(body, "setting the cap")
 
-    def spend(self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0)) -> Record:
+    def spend(
+        self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
+        before_append: Callable[[], None] | None = None,
+    ) -> Record:
         def body(cur: Any) -> Record:
+            if before_append is not None:
+                before_append()  # what it raises rolls the transaction back
             records = self._read(cur)
             return self._append(cur, records, spend_fields(records, self.name, dataset, epsilon, rho, details))
 

@@ -176,7 +176,10 @@ def test_check_and_init(work: Path) -> None:
     (work / "skeleton.yaml").write_text(skeleton)
     r = dpcli("check", str(work / "skeleton.yaml"))
     assert r.returncode == 2
-    assert r.stderr.decode() == "dpcli: error: columns.age.type: 'TODO' is not a column type (one of: int, float, category, bool)\n"
+    assert r.stderr.decode() == (
+        f"dpcli: error: {work / 'skeleton.yaml'}: columns.age.type: 'TODO' is not a column type "
+        "(one of: int, float, category, bool)\n"
+    )
 
 
 def test_budget_show_and_ledger_show_verify(work: Path) -> None:
@@ -201,7 +204,7 @@ def test_invalid_spec_exits_2_with_yaml_path(work: Path) -> None:
     (work / "bad.yaml").write_text(SPEC.replace("column: income}", "column: incme}", 1))
     r = dpcli("release", str(work / "bad.yaml"), "-i", str(work / "data.csv"), "--ledger", str(work / "l.jsonl"))
     assert r.returncode == 2
-    assert r.stderr.decode() == "dpcli: error: statistics[4].column: 'incme' is not a declared column\n"
+    assert r.stderr.decode() == f"dpcli: error: {work / 'bad.yaml'}: statistics[4].column: 'incme' is not a declared column\n"
     assert not (work / "l.jsonl").exists()
 
 

@@ -1,0 +1,92 @@
+"""Run the real `dpcli` command with one fault injected at one step of the release path.
+
+    python tests/fault_driver.py STEP ACTION -- DPCLI-ARGS...
+
+A child process of tests/test_faults.py. The step's real function is wrapped so that the fault happens right before
+or right after it runs (the function itself still runs); nothing of dpcli is replaced. ACTION is ``kill`` (SIGKILL,
+nothing can clean up), ``oserror`` (ENOSPC), ``memory`` (MemoryError), or ``sigint``/``sigterm``/``sighup`` (the
+signal is sent to this process: where dpcli holds signals off it waits, elsewhere it is raised at once).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+from typing import Any, Callable
+
+STEPS = (
+    "lock",  # under the ledger's lock, as the spend's append begins (its next head is staged first)
+    "spent",  # right after the spend is durable, before any noise
+    "noise",  # while the noise is drawn
+    "store",  # before the table is written to the release store
+    "stored",  # after the store, before the `released` record
+    "released",  # after the `released` record
+    "rename-before",  # before the output's temporary file is renamed into place
+    "rename-after",  # right after that rename (before the sidecar)
+    "sidecar",  # before the sidecar is renamed into place
+)
+ACTIONS = ("kill", "oserror", "memory", "sigint", "sigterm", "sighup")
+
+
+def act(action: str) -> None:
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "oserror":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    elif action == "memory":
+        raise MemoryError()
+    else:
+        os.kill(os.getpid(), getattr(signal, action.upper()))
+
+
+def wrap(owner: Any, name: str, action: str, after: bool, when: Callable[..., bool] = lambda *a, **k: True) -> None:
+    original = getattr(owner, name)
+
+    def faulty(*args: Any, **kwargs: Any) -> Any:
+        hit = when(*args, **kwargs)
+        if hit and not after:
+            act(action)
+        result = original(*args, **kwargs)
+        if hit and after:
+            act(action)
+        return result
+
+    setattr(owner, name, faulty)
+
+
+def inject(step: str, action: str, output: str) -> None:
+    import dpcli.release
+    from dpcli.ledger.jsonl import JsonlLedger
+
+    def renames(suffix: str) -> Callable[..., bool]:
+        return lambda _src, dst, *a, **k: os.fspath(dst).endswith(suffix)
+
+    if step == "lock":
+        wrap(JsonlLedger, "_stage_head", action, after=False)
+    elif step == "spent":
+        wrap(dpcli.release, "draw_noise", action, after=False)
+    elif step == "noise":
+        wrap(dpcli.release, "add_discrete_laplace", action, after=False)
+    elif step in ("store", "stored"):
+        wrap(JsonlLedger, "store_table", action, after=step == "stored")
+    elif step == "released":
+        wrap(JsonlLedger, "mark_released", action, after=True)
+    elif step in ("rename-before", "rename-after"):
+        wrap(os, "replace", action, after=step == "rename-after", when=renames(os.path.basename(output)))
+    elif step == "sidecar":
+        wrap(os, "replace", action, after=False, when=renames(".meta.json"))
+    else:
+        raise SystemExit(f"unknown step {step}")
+
+
+if __name__ == "__main__":
+    step, action, sep, *argv = sys.argv[1:]
+    assert sep == "--" and step in STEPS and action in ACTIONS
+    output = argv[argv.index("-o") + 1]
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    inject(step, action, output)
+    from dpcli.cli import main
+
+    main(argv)

@@ -1,0 +1,284 @@
+"""Issue 9: everything that can be refused is refused before the spend; the stdin spool never outlives the run;
+signals and usage errors are one line with the contract's code.
+
+Output targets run through the library (``release()``, fast) and once through the real command; spool, signal and
+message tests run the real `dpcli` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dpcli.errors import InputError, UsageError
+from dpcli.release import release
+from tests.helpers import TOY_SPEC, clean_env, run_dpcli
+
+SPEC = TOY_SPEC
+DATA = b"age\n34\n71\n15\n52\n"
+
+
+@pytest.fixture()
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "data.csv").write_bytes(DATA)
+    assert run_dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
+    return tmp_path
+
+
+def ledger_state(work: Path) -> tuple[bytes, bytes]:
+    return (work / "L.jsonl").read_bytes(), (work / "L.jsonl.head").read_bytes()
+
+
+def one_line_error(r: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    err = r.stderr.decode()
+    assert r.returncode == code, (r.returncode, err)
+    assert err.startswith("dpcli: error: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+# -- the output target, before the spend ---------------------------------------------------------------------------
+
+
+def _targets(work: Path) -> dict[str, tuple[str, str]]:
+    """name -> (the --output text, a words of the refusal)."""
+    (work / "adir").mkdir()
+    os.mkfifo(work / "fifo")
+    (work / "L.jsonl.releases").mkdir(exist_ok=True)
+    os.link(work / "L.jsonl.head", work / "head-link")
+    (work / "x.csv.meta.json").mkdir()  # the sidecar's name is taken by a directory
+    return {
+        "empty": ("", "empty name"),
+        "dot": (".", "names a directory"),
+        "trailing slash, existing": (f"{work}/adir/", "names a directory"),
+        "trailing slash, new": (f"{work}/newdir/", "names a directory"),
+        "directory": (f"{work}/adir", "is a directory"),
+        "device": ("/dev/null", "not a regular file"),
+        "fifo": (f"{work}/fifo", "not a regular file"),
+        "the spec": (f"{work}/spec.yaml", "is the spec"),
+        "the input": (f"{work}/data.csv", "is the input file"),
+        "the ledger": (f"{work}/L.jsonl", "is the ledger"),
+        "the head": (f"{work}/L.jsonl.head", "a file of the ledger"),
+        "the staged head": (f"{work}/L.jsonl.head.new", "a file of the ledger"),
+        "the release store": (f"{work}/L.jsonl.releases", "is a directory"),
+        "inside the release store": (f"{work}/L.jsonl.releases/t.csv", "inside the ledger's release store"),
+        "a hard link to the head": (f"{work}/head-link", "a file of the ledger"),
+        "a sidecar that would replace a directory": (f"{work}/x.csv", "sidecar"),
+    }
+
+
+def test_every_bad_output_target_is_refused_before_the_spend(work: Path) -> None:
+    targets = _targets(work)
+    before = ledger_state(work)
+    listing = sorted(p.name for p in work.iterdir())
+    for name, (text, words) in targets.items():
+        with pytest.raises(UsageError) as caught:
+            release(work / "spec.yaml", input=work / "data.csv", output=text, ledger=work / "L.jsonl")
+        assert words in str(caught.value), (name, str(caught.value))
+    assert ledger_state(work) == before  # nothing spent
+    assert sorted(p.name for p in work.iterdir()) == listing  # nothing created (no `newdir` file, no temp file)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISFIFO(os.stat(work / "fifo").st_mode)
+
+
+def test_a_refused_output_is_one_line_exit_2_through_the_command(work: Path) -> None:
+    (work / "adir").mkdir()
+    r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "adir", "--ledger",
+                  work / "L.jsonl")
+    one_line_error(r, 2, "is a directory")
+    r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", "newdir/", "--ledger",
+                  work / "L.jsonl", cwd=work)
+    one_line_error(r, 2, "names a directory")
+    assert not (work / "newdir").exists()
+
+
+def test_a_good_output_still_works_and_replaces_an_older_file(work: Path) -> None:
+    (work / "o.csv").write_text("old\n")
+    release(work / "spec.yaml", input=work / "data.csv", output=work / "o.csv", ledger=work / "L.jsonl")
+    assert (work / "o.csv").read_text().startswith("statistic,")
+
+
+# -- the stdin spool -------------------------------------------------------------------------------------------------
+
+
+def spool_env(work: Path) -> dict:
+    (work / "tmp").mkdir(exist_ok=True)
+    return {"TMPDIR": str(work / "tmp")}
+
+
+def release_stdin(work: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "dpcli", "release", str(work / "spec.yaml"), "-i", "-", "-o",
+            str(work / "o.csv"), "--ledger", str(work / "L.jsonl"), *extra]
+
+
+def test_empty_stdin_names_standard_input_not_the_spool(work: Path) -> None:
+    r = subprocess.run(release_stdin(work), input=b"", capture_output=True, env=clean_env(spool_env(work)))
+    err = one_line_error(r, 3, "standard input")
+    assert str(work / "tmp") not in err and "dpcli-" not in err
+    assert list((work / "tmp").iterdir()) == []
+
+
+def test_the_spool_cap_ends_the_run_with_exit_3_before_the_spend(work: Path) -> None:
+    before = ledger_state(work)
+    big = DATA + b"50\n" * 1000
+    r = subprocess.run(release_stdin(work, "--max-input-bytes", "1k"), input=big, capture_output=True,
+                       env=clean_env(spool_env(work)))
+    one_line_error(r, 3, "--max-input-bytes", "nothing was spent")
+    assert ledger_state(work) == before and list((work / "tmp").iterdir()) == []
+    r = subprocess.run(release_stdin(work, "--max-input-bytes", "1M"), input=big, capture_output=True,
+                       env=clean_env(spool_env(work)))
+    assert r.returncode == 0, r.stderr.decode()
+    assert list((work / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["2x", "0", "-5", "1e9"])
+def test_a_bad_spool_cap_is_a_usage_error(work: Path, value: str) -> None:
+    r = run_dpcli("release", work / "spec.yaml", "-i", "-", "--ledger", work / "L.jsonl", "--max-input-bytes", value,
+                  stdin=DATA)
+    one_line_error(r, 2, "--max-input-bytes")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e12", "nan", "-1"])
+def test_an_input_timeout_beyond_its_range_is_a_usage_error(work: Path, value: str) -> None:
+    r = run_dpcli("release", work / "spec.yaml", "-i", "-", "--ledger", work / "L.jsonl",
+                  f"--input-timeout={value}", stdin=DATA)
+    one_line_error(r, 2, "--input-timeout")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_spooling_removes_the_private_spool_and_spends_nothing(work: Path, signum: int) -> None:
+    before = ledger_state(work)
+    proc = subprocess.Popen(release_stdin(work), stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=clean_env(spool_env(work)))
+    assert proc.stdin is not None
+    proc.stdin.write(DATA)  # a header and some rows, then the writer stalls
+    proc.stdin.flush()
+    deadline = time.monotonic() + 30
+    spool: list[Path] = []
+    while time.monotonic() < deadline and not any(d.glob("input.csv") for d in spool):
+        spool = list((work / "tmp").glob("dpcli-*"))
+        time.sleep(0.05)
+    assert len(spool) == 1 and stat.S_IMODE(spool[0].stat().st_mode) == 0o700  # a private directory
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum, err
+    assert err.decode() == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
+    assert list((work / "tmp").iterdir()) == [] and ledger_state(work) == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_lock_wait_ends_the_run_at_once_with_nothing_spent(work: Path, signum: int) -> None:
+    """Signals are held from the spend's write until the table is stored, but not during the wait for the ledger's
+    lock: a Ctrl-C there used to be held too, so the run waited, spent and then exited 5."""
+    import fcntl
+    import queue
+    import threading
+
+    before = ledger_state(work)
+    proc = subprocess.Popen(release_stdin(work, "--verbose", "--lock-timeout", "60"), stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=clean_env(spool_env(work)))
+    assert proc.stdin is not None and proc.stderr is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in iter(proc.stderr.readline, b"")], daemon=True)
+    reader.start()
+
+    def wait_for(phase: bytes) -> None:
+        while phase not in lines.get(timeout=30):
+            pass
+
+    proc.stdin.write(DATA)
+    proc.stdin.flush()
+    wait_for(b"budget available")  # the ledger was read; now it spools standard input, holding no lock
+    with open(work / "L.jsonl", "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another writer holds the ledger
+        proc.stdin.close()
+        wait_for(b"exact aggregates computed")  # next: the spend, which waits for the lock
+        time.sleep(0.5)
+        proc.send_signal(signum)
+        proc.wait(timeout=10)  # at once, while the lock is still held elsewhere
+        assert ledger_state(work) == before
+    reader.join(timeout=10)
+    last = list(lines.queue)[-1].decode()
+    assert proc.returncode == 128 + signum, last
+    assert last == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
+    assert not (work / "o.csv").exists() and list((work / "tmp").iterdir()) == []
+
+
+def test_an_idle_timeout_removes_the_spool(work: Path) -> None:
+    proc = subprocess.Popen(release_stdin(work, "--input-timeout", "0.5"), stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=clean_env(spool_env(work)))
+    assert proc.stdin is not None
+    proc.stdin.write(DATA)
+    proc.stdin.flush()  # and the writer stalls, its end kept open
+    try:
+        proc.wait(timeout=30)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    finally:
+        proc.stdin.close()
+    assert proc.returncode == 3 and b"--input-timeout" in err
+    assert list((work / "tmp").iterdir()) == []
+
+
+def test_input_file_spools_nothing_for_a_regular_file(work: Path) -> None:
+    from dpcli.spool import InputFile
+
+    with InputFile(work / "data.csv") as src:
+        assert src.path == work / "data.csv" and not src.spooled
+
+
+def test_the_spool_error_names_standard_input_in_library_use(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    read, write = os.pipe()
+    os.close(write)  # an empty standard input
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.FileIO(read, "r")))
+    with pytest.raises(InputError) as caught:
+        release(work / "spec.yaml", input="-", output=work / "o.csv", ledger=work / "L.jsonl")
+    assert "standard input" in str(caught.value) and "dpcli-" not in str(caught.value)
+
+
+# -- one-line messages -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["release"], "Missing argument"),
+    (["release", "spec.yaml", "--bogus"], "No such option"),
+    (["release", "spec.yaml", "--lock-timeout", "abc"], "--lock-timeout"),
+    (["budget", "set", "toy"], "--epsilon"),
+    (["nosuchcommand"], "No such command"),
+])
+def test_usage_errors_are_one_dpcli_error_line(work: Path, args: list[str], needle: str) -> None:
+    r = run_dpcli(*args, cwd=work)
+    err = one_line_error(r, 2, needle)
+    assert "see 'dpcli" in err
+
+
+def test_no_arguments_prints_the_help_and_exits_2(work: Path) -> None:
+    r = run_dpcli()
+    assert r.returncode == 2 and b"Usage: dpcli" in r.stderr and b"Commands" in r.stderr
+
+
+def test_out_of_file_descriptors_is_one_line_and_spends_nothing(work: Path) -> None:
+    import resource
+
+    before = ledger_state(work)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (5, 5))
+
+    r = subprocess.run([sys.executable, "-m", "dpcli", "release", str(work / "spec.yaml"), "-i", str(work / "data.csv"),
+                        "-o", str(work / "o.csv"), "--ledger", str(work / "L.jsonl")],
+                       capture_output=True, env=clean_env({"RUST_BACKTRACE": "0"}), preexec_fn=limit, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode in (1, 3, 5), err
+    assert "Traceback" not in err and err.rstrip("\n").splitlines()[-1].startswith("dpcli: error: ")
+    assert ledger_state(work) == before and not (work / "o.csv").exists()
