@@ -32,8 +32,9 @@ demo: venv sample-data
 
 # The default suite (under 5 minutes on 2 cores); the slow statistical and soak tests run in `make test-slow`,
 # which CI runs too (.ci/run).
+# Two workers (pytest-xdist): the suite is mostly real `dpcli` child processes, and serially it took 5m45s here.
 test: venv
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
@@ -41,6 +42,8 @@ test-slow: venv
 bench: venv
 	$(BIN)/python bench/bench_release.py
 	$(BIN)/python bench/bench_samplers.py
+	$(BIN)/python bench/bench_cells.py
+	$(BIN)/python bench/bench_plan.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache
