@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow venv sample-data bench clean
+.PHONY: demo test test-slow check wheel-check venv sample-data bench clean
 
 $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,13 +31,27 @@ demo: venv sample-data
 	$(BIN)/dpcli budget show --ledger .demo/ledger.jsonl
 
 # The default suite (under 5 minutes on 2 cores); the slow statistical and soak tests run in `make test-slow`,
-# which CI runs too (.ci/run).
+# which CI runs too (.ci/run). Both use the derandomised Hypothesis profile (tests/conftest.py) unless
+# HYPOTHESIS_PROFILE names another, so a run that passed here passes in CI.
+HYPOTHESIS_PROFILE ?= ci
+export HYPOTHESIS_PROFILE
+
 # Two workers (pytest-xdist): the suite is mostly real `dpcli` child processes, and serially it took 5m45s here.
 test: venv
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
+
+# Lint (ruff, the rules chosen in pyproject.toml, over the whole repository) and type-check the package (mypy).
+# `ruff check --fix .` repairs the autofixable findings.
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+# The built wheel, installed without -e into a fresh venv, runs from outside the source tree.
+wheel-check:
+	PYTHON=$(PYTHON) bash ci/wheel-check.sh
 
 bench: venv
 	$(BIN)/python bench/bench_release.py
@@ -46,4 +60,4 @@ bench: venv
 	$(BIN)/python bench/bench_plan.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache build dist
