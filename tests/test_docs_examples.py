@@ -1,0 +1,230 @@
+"""Every console example in README.md and docs/*.md runs, verbatim or with a substitution written down below.
+
+A ```console block is a list of `$ COMMAND` lines, each followed by the output it shows (if any). The examples of one
+document run in order in one scratch directory holding copies of configs/, sample_data/, scripts/ and tests/data/,
+as a reader who follows the document would run them (the quick start's ledger is the one later examples use), with
+the `dpcli` of this test's venv first on PATH and no DPCLI_* variable from the caller. Each command runs under
+`bash -o pipefail`.
+
+- Exit status: 0, unless the command ends in a comment `# exit N` (then N), or its shown output has a
+  `dpcli: error:` line (then non-zero).
+- Shown output: every shown line must appear in the command's stdout and stderr, in order, modulo noise: runs of
+  whitespace are one space (tables and wrapped lines); hex digests are `H` and numbers (`3`, `-0.9`, `1e-6`) are
+  `N` (noisy values, hashes, record numbers); the side of `dpcli audit`'s strongest event (`Z ≥`/`Z ≤`, D/D') is
+  drawn too. `…` stands for lines left out. So a header line must match exactly, and a message word for word.
+
+Substitutions (in `run` and NOT_RUN below), the only liberties the test takes with the text:
+- `.venv/bin/` is the bin directory of this test's venv; `/tmp/` is the scratch directory.
+- `. .venv/bin/activate` is a no-op (the venv's bin is already first on PATH).
+- `dpcli init CSV > spec.yaml # then fill in the TODOs ...`: after init ran (and wrote TODOs), spec.yaml is filled
+  the way the comment says, from documentation: with configs/example.yaml's columns and statistics (its `input:`
+  made relative to spec.yaml's directory).
+- `jq` (when the machine has none): the JSON is checked with `python -m json.tool` instead.
+- Installing (`python3 -m venv ... pip install -e .`), `make demo`, `make test`, `make bench`, the benchmark scripts
+  and pytest are not run here (the suite itself and .ci/run run the demo and the suite; `make bench` the
+  benchmarks): their files must exist, and they must not be in a block other than ```console, where this test would
+  not see them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import clean_env
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+COPIED = ["configs", "sample_data", "scripts", "tests/data"]
+VENV_BIN = Path(sys.executable).parent
+
+# Commands shown but not run here, with the reason (matched on the command without its trailing comment).
+NOT_RUN = {
+    "make demo": "builds a venv; `make demo` is run on a fresh clone",
+    "make test": "the suite itself",
+    "make bench": "minutes of benchmarks; bench/ is run by `make bench`",
+    "python3 -m venv .venv && .venv/bin/pip install -e .": "installs dpcli; the suite runs in the venv it makes",
+    ".venv/bin/python bench/bench_release.py --sizes 1000000,10000000 --repeat 5": "a benchmark: minutes",
+    ".venv/bin/python bench/bench_cells.py": "a benchmark: minutes",
+    ".venv/bin/python bench/bench_samplers.py": "a benchmark: minutes",
+    "bash bench/opendp_venv.sh": "a benchmark in a venv of its own, with OpenDP installed from PyPI",
+    ".venv/bin/python -m pytest tests/cli -q": "part of this suite",
+}
+NO_OP = {". .venv/bin/activate"}
+INIT_THEN_FILL = re.compile(r"^dpcli init (\S+) > (\S+)\s+# then fill in the TODOs")
+EXIT_COMMENT = re.compile(r"#\s*exit (\d+)\s*$")
+
+
+@dataclass
+class Example:
+    document: str
+    line: int  # 1-based line of the `$ ` command in the document
+    command: str
+    shown: list[str] = field(default_factory=list)
+
+
+def examples(path: Path) -> list[Example]:
+    """The `$ ` commands of the ```console blocks (indented ones too, as inside a list item), with their output."""
+    found: list[Example] = []
+    indent: str | None = None
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        stripped = raw.strip()
+        if indent is None:
+            if stripped == "```console":
+                indent = raw[: len(raw) - len(raw.lstrip())]
+            continue
+        if stripped == "```":
+            indent = None
+            continue
+        text = raw[len(indent):] if raw.startswith(indent) else stripped
+        if text.startswith("$ "):
+            found.append(Example(path.name, number, text[2:].strip()))
+        elif found and found[-1].line < number and text.strip():
+            found[-1].shown.append(text)
+    return found
+
+
+def _normalised(text: str) -> str:
+    # which side an audit's strongest event falls on is drawn too: `Z ≥ t: P[E|D'] vs P[E|D]` or `Z ≤ -t: P[E|D] ...`
+    text = re.sub(r"Z [≤≥] ", "Z ≶ ", text).replace("P[E|D']", "P[E|D]")
+    text = re.sub(r"\b[0-9a-f]{16,64}\b", "H", text)
+    text = re.sub(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", "N", text)
+    return " ".join(text.split())
+
+
+def shown_output_matches(shown: list[str], actual: str) -> str | None:
+    """None when every shown line appears in the actual output, in order, modulo noise; else the first that does
+    not."""
+    haystack, position = _normalised(actual), 0
+    for line in shown:
+        if line.strip() == "…":
+            continue
+        needle = _normalised(line)
+        found = haystack.find(needle, position)
+        if found < 0:
+            return line
+        position = found + len(needle)
+    return None
+
+
+def bare(command: str) -> str:
+    """The command without its trailing `# comment`."""
+    return re.sub(r"\s+#\s.*$", "", command)
+
+
+def expected_exit(example: Example) -> int | None:
+    """The exit status the example shows: N for `# exit N`, None (any non-zero) for a shown error, else 0."""
+    comment = EXIT_COMMENT.search(example.command)
+    if comment:
+        return int(comment.group(1))
+    if any(line.startswith("dpcli: error:") for line in example.shown):
+        return None
+    return 0
+
+
+def scratch_copy(tmp: Path) -> Path:
+    for name in COPIED:
+        shutil.copytree(ROOT / name, tmp / name)
+    return tmp
+
+
+def fill_todos(spec: Path, csv: str) -> None:
+    """What the init example asks a person to do, from documentation: configs/example.yaml's columns and statistics,
+    with `input:` relative to the spec's directory."""
+    text = spec.read_text(encoding="utf-8")
+    assert "TODO" in text, text  # what init printed needed filling in
+    example = (ROOT / "configs" / "example.yaml").read_text(encoding="utf-8")
+    data = os.path.relpath(spec.parent / csv, spec.parent)
+    spec.write_text(example.replace("input: ../sample_data/people.csv", f"input: {data}"), encoding="utf-8")
+
+
+def run(example: Example, cwd: Path) -> None:
+    command = example.command.replace(".venv/bin/", f"{VENV_BIN}/").replace("/tmp/", f"{cwd}/")
+    if shutil.which("jq") is None:
+        command = re.sub(r"\| jq '[^']*'", "| python -m json.tool > /dev/null", command)
+    env = clean_env({"PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"})
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
+                       text=True, timeout=300)
+    where = f"{example.document}:{example.line}: $ {example.command}"
+    output = r.stdout + r.stderr
+    status = expected_exit(example)
+    if status is None:
+        assert r.returncode != 0, f"{where}\nexpected a failure, got exit 0\n{output}"
+    else:
+        assert r.returncode == status, f"{where}\nexit {r.returncode}, expected {status}\n{output}"
+    missing = shown_output_matches(example.shown, output)
+    assert missing is None, f"{where}\nshown line not in the output: {missing!r}\noutput:\n{output}"
+    init = INIT_THEN_FILL.match(example.command)
+    if init:
+        fill_todos(cwd / init.group(2), init.group(1))
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+def test_every_console_example_runs(document: Path, tmp_path: Path) -> None:
+    cwd = scratch_copy(tmp_path)
+    ran = 0
+    for example in examples(document):
+        if bare(example.command) in NO_OP:
+            continue
+        if bare(example.command) in NOT_RUN:
+            for word in bare(example.command).split():
+                if "/" in word and not word.startswith("."):
+                    assert (ROOT / word).exists(), f"{example.document}:{example.line}: {word} does not exist"
+            continue
+        run(example, cwd)
+        ran += 1
+    print(f"{document.name}: {ran} example(s) ran and matched")
+
+
+def test_no_command_outside_a_console_block() -> None:
+    """A `$ ` line in a fence of another language would escape this test."""
+    for document in DOCUMENTS:
+        fence = None
+        for number, raw in enumerate(document.read_text(encoding="utf-8").splitlines(), 1):
+            stripped = raw.strip()
+            if stripped.startswith("```"):
+                fence = None if fence is not None else stripped[3:]
+            elif fence is not None and fence != "console":
+                assert not stripped.startswith("$ "), f"{document.name}:{number}: a command in a ```{fence} block"
+
+
+def test_the_readme_has_its_examples() -> None:
+    """The extractor finds what a reader sees: without this, a broken parser would pass by running nothing."""
+    readme = examples(ROOT / "README.md")
+    commands = [bare(e.command) for e in readme]
+    assert len(readme) >= 20
+    assert any(c.startswith("dpcli release configs/example.yaml --ledger ledger.jsonl --release-id") for c in commands)
+    assert any(c.startswith("dpcli audit configs/example.yaml") for c in commands)  # the indented block is read too
+    quick = next(e for e in readme if "--output out.csv" in e.command)
+    assert quick.shown[0].startswith("dpcli: released")
+    everywhere = {bare(e.command) for document in DOCUMENTS for e in examples(document)}
+    assert set(NOT_RUN) | NO_OP <= everywhere  # every exemption names a command the documents still show
+
+
+def test_shown_output_matches_modulo_noise_only() -> None:
+    actual = "dpcli: released 6 statistic(s) to out.csv\n  ledger L, record 3, head 0123456789abcdef\nstatistic,value\n"
+    assert shown_output_matches(["dpcli: released 7 statistic(s) to out.csv", "…", "statistic,value"], actual) is None
+    assert shown_output_matches(["  ledger L, record 1, head 5181c41d0402a134"], actual) is None
+    assert shown_output_matches(["statistic,value", "dpcli: released"], actual) == "dpcli: released"  # order
+    assert shown_output_matches(["statistic,sex,value"], actual) == "statistic,sex,value"  # a header is exact
+    assert shown_output_matches(["dpcli: error: released"], actual) == "dpcli: error: released"
+
+
+def test_the_readme_spec_uses_the_quick_starts_ledger(tmp_path: Path) -> None:
+    """The spec section's `ledger:` is the quick start's ledger, which holds the cap: copied beside
+    configs/example.yaml, the spec releases with no --ledger against that cap, and no second ledger appears."""
+    cwd = scratch_copy(tmp_path)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    spec = text.split("## The spec", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (cwd / "configs" / "readme.yaml").write_text(spec, encoding="utf-8")
+    run(Example("README.md", 0, "dpcli budget set people --epsilon 3 --ledger ledger.jsonl"), cwd)
+    run(Example("README.md", 0, "dpcli release configs/readme.yaml --quiet"), cwd)
+    assert sorted(p.name for p in cwd.glob("**/*.jsonl")) == ["ledger.jsonl"]
+    assert (cwd / "configs" / "out.csv").read_text(encoding="utf-8").startswith("statistic,")
