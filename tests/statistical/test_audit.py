@@ -12,7 +12,8 @@ Error budget of this file (no seeds, no retries: each audit draws once from the 
   exact probabilities p_fav = P[E | favoured dataset] and p_oth = P[E | other dataset] we compute independently
   (closed forms for Laplace, exact sums over the discrete Gaussian's support). With K_fav ~ Bin(N, p_fav) and
   K_oth ~ Bin(N, p_oth) the audit's counts, let
-      k_fav = binom.ppf(Q, N, p_fav)   (P[K_fav < k_fav] < Q)   and   k_oth = binom.isf(Q, N, p_oth)  (P[K_oth > k_oth] <= Q).
+      k_fav = binom.ppf(Q, N, p_fav)   (P[K_fav < k_fav] < Q)   and
+      k_oth = binom.isf(Q, N, p_oth)   (P[K_oth > k_oth] <= Q).
   Clopper-Pearson bounds are increasing in the count, so with probability >= 1 - 2Q the audit's ε for E is at least
       g = log((CP_lo(k_fav) - δ) / CP_hi(k_oth))
   computed at the report's own per-bound level, and ε_lb (a maximum over events) is at least g. Each test picks the
@@ -271,12 +272,12 @@ def laplace_top_event(plan: Plan, s: StatisticAudit) -> float:
     >= 0 in that direction, P = 1/(1+q); under D it is >= |Δ|, P = q^|Δ|/(1+q), with q = exp(-1/t)."""
     scales = [float(plan.statistics[c.index].component(c.component).scale) for c in s.noised]
     shifts = [abs(c.exact_d_prime - c.exact_d) for c in s.noised]
-    top = sum(d / t for d, t in zip(shifts, scales))
+    top = sum(d / t for d, t in zip(shifts, scales, strict=True))
     # any other value of Z is at least 2/t below L: the audit's tolerance cannot let one in
     assert Z_TOLERANCE * max(1.0, top) + 1e-12 * top < 2 / max(scales)
-    (event,) = [e for e in s.events if e.direction == "up" and math.isclose(e.threshold, top, rel_tol=1e-12)]
+    (_event,) = [e for e in s.events if e.direction == "up" and math.isclose(e.threshold, top, rel_tol=1e-12)]
     p_fav = math.prod(1 / (1 + math.exp(-1 / t)) for t in scales)
-    p_oth = math.prod(math.exp(-d / t) / (1 + math.exp(-1 / t)) for d, t in zip(shifts, scales))
+    p_oth = math.prod(math.exp(-d / t) / (1 + math.exp(-1 / t)) for d, t in zip(shifts, scales, strict=True))
     return guaranteed(p_fav, p_oth, s)
 
 
@@ -296,7 +297,7 @@ def gaussian_best_event(plan: Plan, s: StatisticAudit) -> float:
         weights = np.exp(-(n.astype(float) ** 2) / (2 * v))
         weights /= weights.sum()
 
-        def llr(d: np.ndarray) -> np.ndarray:
+        def llr(d: np.ndarray, shift: float = shift, v: float = v) -> np.ndarray:  # this cell's shift and variance
             return shift * (2.0 * d - shift) / (2 * v)
 
         # under D the offset from D's value is the noise n, under D' it is shift + n; same weights

@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -44,7 +45,7 @@ def chi2_fit(samples: np.ndarray, edges, mass) -> tuple[float, float, int]:
     """
     n = samples.size
     edges = [int(e) for e in edges]
-    bounds = [-math.inf] + edges + [math.inf]
+    bounds = [-math.inf, *edges, math.inf]
     probs = [mass(bounds[i], bounds[i + 1] - 1) for i in range(len(bounds) - 1)]
     while len(probs) > 2 and min(probs[0], probs[1]) * n < MIN_EXPECTED:
         edges.pop(0)
@@ -108,7 +109,7 @@ def gaussian_mass(sigma2: Fraction, edges):
     reach = math.ceil(12 * math.sqrt(s2)) + 50
     bounds = [-reach] + [int(e) for e in edges] + [reach + 1]
     sums = {}
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         x = np.arange(lo, hi, dtype=np.float64)
         sums[(lo, hi)] = float(np.exp(-(x * x) / (2 * s2)).sum())
     total = math.fsum(sums.values())
@@ -146,7 +147,7 @@ def test_laplace_harness_has_power():
     """Draws at 1.1x the claimed scale must be rejected (the statistic is in the thousands)."""
     claimed = Fraction(10)
     samples = discrete_laplace(claimed * Fraction(11, 10), N)
-    stat, threshold, df = run_fit(samples, centred_edges(1, 400), laplace_mass(claimed))
+    stat, threshold, _ = run_fit(samples, centred_edges(1, 400), laplace_mass(claimed))
     assert stat > threshold, f"chi2 = {stat:.1f} < {threshold:.1f}: the harness cannot tell scale 11 from 10"
 
 
@@ -172,7 +173,7 @@ def test_gaussian_harness_has_power():
     claimed = Fraction(100)
     samples = discrete_gaussian(claimed * Fraction(105, 100), N)
     edges = centred_edges(1, 80)
-    stat, threshold, df = run_fit(samples, edges, gaussian_mass(claimed, edges))
+    stat, threshold, _ = run_fit(samples, edges, gaussian_mass(claimed, edges))
     assert stat > threshold, f"chi2 = {stat:.1f} < {threshold:.1f}: the harness cannot tell sigma**2 105 from 100"
 
 
