@@ -20,10 +20,10 @@ Substitutions (in `run` and NOT_RUN below), the only liberties the test takes wi
   the way the comment says, from documentation: with configs/example.yaml's columns and statistics (its `input:`
   made relative to spec.yaml's directory).
 - `jq` (when the machine has none): the JSON is checked with `python -m json.tool` instead.
-- Installing (`python3 -m venv ... pip install -e .`), `make demo`, `make test`, `make bench`, the benchmark scripts
-  and pytest are not run here (the suite itself and .ci/run run the demo and the suite; `make bench` the
-  benchmarks): their files must exist, and they must not be in a block other than ```console, where this test would
-  not see them.
+- Installing (`python3 -m venv ... pip install -e .`), `make demo`, `make test`, `make check`, `make wheel-check`,
+  `make bench`, the benchmark scripts and pytest are not run here (.ci/run runs the make targets, `make bench` the
+  benchmarks): the files they name must exist, and no command may sit in a fence other than ```console, where this
+  test would not see it.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ NOT_RUN = {
     "make demo": "builds a venv; `make demo` is run on a fresh clone",
     "make test": "the suite itself",
     "make bench": "minutes of benchmarks; bench/ is run by `make bench`",
+    "make check": ".ci/run runs it",
+    "make wheel-check": ".ci/run runs it (a wheel build and a clean venv: half a minute)",
     "python3 -m venv .venv && .venv/bin/pip install -e .": "installs dpcli; the suite runs in the venv it makes",
     ".venv/bin/python bench/bench_release.py --sizes 1000000,10000000 --repeat 5": "a benchmark: minutes",
     ".venv/bin/python bench/bench_cells.py": "a benchmark: minutes",
