@@ -148,7 +148,9 @@ def fill_todos(spec: Path, csv: str) -> None:
 
 
 def run(example: Example, cwd: Path) -> None:
-    command = example.command.replace(".venv/bin/", f"{VENV_BIN}/").replace("/tmp/", f"{cwd}/")
+    # one pass: the venv's own path may hold /tmp/
+    places = {".venv/bin/": f"{VENV_BIN}/", "/tmp/": f"{cwd}/"}
+    command = re.sub(r"(?<![\w./-])(\.venv/bin/|/tmp/)", lambda m: places[m.group(1)], example.command)
     if shutil.which("jq") is None:
         command = re.sub(r"\| jq '[^']*'", "| python -m json.tool > /dev/null", command)
     env = clean_env({"PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"})
