@@ -45,9 +45,9 @@ test-slow: venv
 
 # Lint (ruff, the rules chosen in pyproject.toml, over the whole repository) and type-check the package (mypy).
 # `ruff check --fix .` repairs the autofixable findings.
+# Both run even when ruff fails, so one run shows every finding.
 check: venv
-	$(BIN)/ruff check .
-	$(BIN)/mypy
+	status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status
 
 # The built wheel, installed without -e into a fresh venv, runs from outside the source tree.
 wheel-check:
