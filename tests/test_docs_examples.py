@@ -16,9 +16,9 @@ the `dpcli` of this test's venv first on PATH and no DPCLI_* variable from the c
 Substitutions (in `run` and NOT_RUN below), the only liberties the test takes with the text:
 - `.venv/bin/` is the bin directory of this test's venv; `/tmp/` is the scratch directory.
 - `. .venv/bin/activate` is a no-op (the venv's bin is already first on PATH).
-- `dpcli init CSV > spec.yaml # then fill in the TODOs ...`: after init ran (and wrote TODOs), spec.yaml is filled
-  the way the comment says, from documentation: with configs/example.yaml's columns and statistics (its `input:`
-  made relative to spec.yaml's directory).
+- `dpcli init CSV > spec.yaml` (or `-o spec.yaml`), which the README follows with "then fill in the TODOs from
+  documentation": after init ran (and wrote TODOs), spec.yaml is filled as that says, from documentation: with
+  configs/example.yaml's columns and statistics (its `input:` made relative to spec.yaml's directory).
 - `jq` (when the machine has none): the JSON is checked with `python -m json.tool` instead.
 - Installing (`python3 -m venv ... pip install -e .`), `make demo`, `make test`, `make check`, `make wheel-check`,
   `make bench`, the benchmark scripts and pytest are not run here (.ci/run runs the make targets, `make bench` the
@@ -60,7 +60,7 @@ NOT_RUN = {
     ".venv/bin/python -m pytest tests/cli -q": "part of this suite",
 }
 NO_OP = {". .venv/bin/activate"}
-INIT_THEN_FILL = re.compile(r"^dpcli init (\S+) > (\S+)\s+# then fill in the TODOs")
+INIT_THEN_FILL = re.compile(r"^dpcli init (\S+) (?:>|-o|--output) (\S+)")
 EXIT_COMMENT = re.compile(r"#\s*exit (\d+)\s*$")
 
 
