@@ -29,13 +29,12 @@ from functools import cached_property
 
 from dpcli.accounting import format_decimal, format_exact, rho_to_pure_epsilon, round_up, zcdp_to_epsilon
 from dpcli.errors import SpecError
-from dpcli.spec import Column, EdgeBins, GridBins, Spec, Statistic
+from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, Spec, Statistic, Sum
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
 SCALE_LIMIT = 2**48
 MAX_SCALE = Fraction(2**40)
 MAX_VARIANCE = Fraction(2**46)  # the exact Gaussian sampler takes sigma^2 with 48-bit numerator and denominator
-CONFIDENCE = Fraction(95, 100)
 
 
 @dataclass(frozen=True)
@@ -287,21 +286,20 @@ def _sum_component(
 
 def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None, ...]:
     keys: list[tuple[str, ...] | None] = [spec.columns[d].keys for d in stat.by]
-    if stat.kind == "histogram":
-        column = spec.columns[stat.column]  # type: ignore[index]
+    if isinstance(stat, Histogram):
+        column = spec.columns[stat.column]
         keys.append(None if column.numeric else column.keys)
     return tuple(keys)
 
 
-def bin_count(spec: Spec, stat: Statistic) -> int:
-    assert stat.kind == "histogram" and stat.column is not None
+def bin_count(spec: Spec, stat: Histogram) -> int:
     column = spec.columns[stat.column]
     return stat.bins.count if column.numeric and stat.bins is not None else len(column.keys)
 
 
-def _check_bins_on_grid(path: str, spec: Spec, stat: Statistic) -> None:
+def _check_bins_on_grid(path: str, spec: Spec, stat: Histogram) -> None:
     """Every bin must hold at least one point of the column's fixed-point grid, else it could never be counted."""
-    column = spec.columns[stat.column]  # type: ignore[index]
+    column = spec.columns[stat.column]
     bins = stat.bins
     if not column.numeric or bins is None:
         return
@@ -344,18 +342,18 @@ def _make_plan(spec: Spec) -> Plan:
         cells = 1
         for d in stat.by:
             cells *= len(spec.columns[d].keys)
-        if stat.kind == "histogram":
+        if isinstance(stat, Histogram):
             cells *= bin_count(spec, stat)
             _check_bins_on_grid(path, spec, stat)
-        if stat.kind == "count":
+        if isinstance(stat, Count):
             comps: tuple[NoiseComponent, ...] = (_count_component(path, stat, neighbours, budget, "the count"),)
-        elif stat.kind == "histogram":
+        elif isinstance(stat, Histogram):
             comps = (_count_component(path, stat, neighbours, budget, "the histogram"),)
-        elif stat.kind == "sum":
-            column = spec.columns[stat.column]  # type: ignore[index]
+        elif isinstance(stat, Sum):
+            column = spec.columns[stat.column]
             comps = (_sum_component(path, stat, column, neighbours, budget, centred=False),)
         else:  # mean: half the share to the centred sum, half to the count of rows with a value
-            column = spec.columns[stat.column]  # type: ignore[index]
+            column = spec.columns[stat.column]
             half = budget.half()
             comps = (
                 _sum_component(path, stat, column, neighbours, half, centred=True),
