@@ -292,7 +292,7 @@ class Name:
                     {"type": "integer", "minimum": 0, "maximum": 10**18},
                 ],
             }
-        out = {"type": "string", "pattern": f"^{NAME_PATTERN}$", **extra}
+        out: dict[str, Any] = {"type": "string", "pattern": f"^{NAME_PATTERN}$", **extra}
         if self.not_output_column:
             out["not"] = {"enum": list(OUTPUT_COLUMNS)}
         return out
