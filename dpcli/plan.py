@@ -27,9 +27,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
-from dpcli.accounting import format_decimal, format_exact, rho_to_pure_epsilon, round_up, zcdp_to_epsilon
+from dpcli.accounting import (
+    epsilon_delta_to_rho,
+    format_decimal,
+    format_exact,
+    rho_to_pure_epsilon,
+    round_up,
+    zcdp_to_epsilon,
+)
 from dpcli.errors import SpecError
 from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, Spec, Statistic, Sum
+from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
 SCALE_LIMIT = 2**48
@@ -191,6 +199,54 @@ def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """The release's budget and each statistic's share of it, exact, in the release's unit: epsilon (pure) or rho
+    (zCDP)."""
+
+    unit: str
+    total: Fraction
+    shares: tuple[Fraction, ...]
+
+
+def split_budget(spec: Spec) -> Budget:
+    """Split the spec's budget over its statistics (the loader has checked how they share it: dpcli.spec._privacy).
+
+    A zCDP release's rho is ``privacy.rho``, or ``privacy.epsilon`` with ``delta`` converted to the largest rho whose
+    (epsilon, delta) conversion fits (closed form, rounded down), or, with neither, the sum of the named rhos. Named
+    shares (every statistic's epsilon or rho) are taken as they are and may add up to less than the budget, never
+    more; otherwise the budget is split by weight (default 1), exactly.
+    """
+    p = spec.privacy
+    if p.accounting == "zcdp":
+        budget = p.rho
+        if budget is None and p.epsilon is not None and p.delta is not None:
+            budget = epsilon_delta_to_rho(p.epsilon, p.delta)
+        return _split("rho", budget, spec.statistics, MAX_RHO)
+    return _split("epsilon", p.epsilon, spec.statistics, MAX_RELEASE_EPSILON)
+
+
+def _split(unit: str, budget: Fraction | None, stats: tuple[Statistic, ...], maximum: Fraction) -> Budget:
+    named = [getattr(s, unit) for s in stats]
+    if None not in named:
+        shares = tuple(named)
+        total = sum(shares, Fraction(0))
+        if budget is None:
+            if total > maximum:
+                raise SpecError("statistics", f"the statistics' {unit}s add up to {short(total)}, over the maximum of {short(maximum)}")
+            return Budget(unit, total, shares)
+        if total > budget:
+            raise SpecError(
+                "statistics", f"the statistics' {unit}s add up to {short(total)}, more than privacy.{unit} = {short(budget)}"
+            )
+        return Budget(unit, budget, shares)
+    if budget is None:  # the loader requires a budget when a share is not named: never reached
+        raise SpecError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
+    weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
+    total_w = sum(weights, Fraction(0))
+    return Budget(unit, budget, tuple(budget * w / total_w for w in weights))
+
+
+@dataclass(frozen=True)
 class _Budget:
     """A component's share: epsilon for Laplace, rho for Gaussian."""
 
@@ -331,7 +387,7 @@ def _make_plan(spec: Spec) -> Plan:
     plans = []
     neighbours = spec.privacy.neighbours
     zcdp = spec.privacy.accounting == "zcdp"
-    for i, (stat, share) in enumerate(zip(spec.statistics, spec.shares)):
+    for i, (stat, share) in enumerate(zip(spec.statistics, split_budget(spec).shares, strict=True)):
         if not zcdp:
             budget = _Budget("laplace", share)
         elif stat.mechanism == "gaussian":

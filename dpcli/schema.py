@@ -15,10 +15,11 @@ loader *provided* it also meets the loader's cross-field rules, which JSON Schem
 - ``statistics[].column`` and ``by:`` name declared columns, of a type that suits the statistic (sum/mean of a
   numeric column; ``by:`` over category/bool columns; ``bins:`` exactly for histograms of numeric columns), and a
   ``by:`` column is not the histogrammed column; statistic names are unique;
-- budget: every statistic names its ``epsilon`` (or ``rho``) or none does, and the named shares add up to at most
-  ``privacy.epsilon`` (or ``rho``); a ``mechanism: gaussian`` statistic needs a zCDP budget (``privacy.rho``, or
-  ``epsilon`` with ``delta``), and ``privacy.delta`` with ``epsilon`` needs a gaussian statistic; the exact sum of
-  the weights (or of the named shares) has at most 150 digits in numerator and denominator;
+- budget: every statistic names its ``epsilon`` (or ``rho``) or none does; a ``mechanism: gaussian`` statistic needs
+  a zCDP budget (``privacy.rho``, or ``epsilon`` with ``delta``), and ``privacy.delta`` with ``epsilon`` needs a
+  gaussian statistic; the exact sum of the weights (or of the named shares) has at most 150 digits in numerator and
+  denominator; the named shares add up to at most ``privacy.epsilon`` (or ``rho``): checked when the budget is split
+  (``dpcli.plan.split_budget``, run by ``dpcli check``, ``plan`` and ``release``);
 - bounds: low < high; a float column's bounds/precision span 2 to 2^53 grid steps; ``impute`` lies within the
   bounds or is a declared key; ``other`` is a declared category;
 - bins: edges strictly increasing; a grid's ``stop > start`` and a whole number of steps; at most 10^7 cells per

@@ -19,7 +19,7 @@ import hashlib
 import os
 import re
 import stat as _stat
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Mapping
 
 import yaml
 
-from dpcli.accounting import epsilon_delta_to_rho, format_exact
+from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
     BOOL_KEYS,
@@ -59,7 +59,6 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     RuleError,
     list_value,
     number_within_limits,
-    short,
 )
 from dpcli.spec_fields import DATASET_PATTERN, Number
 
@@ -196,25 +195,16 @@ ColumnStatistic = Histogram | Sum | Mean
 
 @dataclass(frozen=True)
 class Privacy:
-    """The release's budget. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a rho, stated directly
-    or converted from epsilon and delta; Laplace and Gaussian mechanisms)."""
+    """The release's budget as the spec states it. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a
+    rho, stated directly or converted from epsilon and delta; Laplace and Gaussian mechanisms). The release's budget
+    and each statistic's share of it are planning's work (dpcli.plan.split_budget)."""
 
     unit: str
     neighbours: str
     epsilon: Fraction | None  # pure: the release's epsilon; zcdp: the (epsilon, delta) target, if stated
     delta: Fraction | None = None
-    rho: Fraction | None = None  # zcdp: the release's rho
-
-    @property
-    def accounting(self) -> str:
-        return "zcdp" if self.rho is not None else "pure"
-
-    @property
-    def budget(self) -> Fraction:
-        """What the statistics' shares add up to at most: epsilon (pure) or rho (zcdp)."""
-        value = self.rho if self.rho is not None else self.epsilon
-        assert value is not None
-        return value
+    rho: Fraction | None = None  # zcdp: the release's rho, if stated
+    accounting: str = "pure"
 
 
 @dataclass(frozen=True)
@@ -229,7 +219,6 @@ class Spec:
     ledger: Path | str | None = None  # a path, or a postgresql:// URL (without a password)
     source: str = "<string>"
     sha256: str = ""
-    shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact, in the release's unit (epsilon or rho)
     # `csv: {quoted_line_breaks: true}`: the file comes from a correct RFC 4180 writer whose quoted fields may hold
     # line breaks, so records are read with RFC 4180 quoting across lines (docs/spec.md, "How lines are read")
     quoted_line_breaks: bool = False
@@ -242,12 +231,6 @@ class Spec:
             for d in s.dimensions:
                 seen.setdefault(d, None)
         return tuple(seen)
-
-    @property
-    def epsilon_shares(self) -> tuple[Fraction, ...]:
-        """The statistics' epsilon shares of a pure release."""
-        assert self.privacy.accounting == "pure"
-        return self.shares
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -504,10 +487,9 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
     return stat
 
 
-def _split(
-    unit: str, budget: Fraction | None, stats: list[Statistic], maximum: Fraction
-) -> tuple[Fraction, tuple[Fraction, ...]]:
-    """The release's budget and each statistic's share of it, in ``unit`` ("epsilon" or "rho"), exactly."""
+def _budget_rules(unit: str, budget_stated: bool, stats: list[Statistic]) -> None:
+    """How the statistics share the budget, in ``unit`` ("epsilon" or "rho"): the loader's part. Computing the split,
+    and refusing named shares that add up to more than the budget, is planning's (dpcli.plan.split_budget)."""
     other = "rho" if unit == "epsilon" else "epsilon"
     for i, s in enumerate(stats):
         if getattr(s, other) is not None:
@@ -518,29 +500,18 @@ def _split(
         raise RuleError(
             f"statistics[{named.index(None)}].{unit}", f"either every statistic names its {unit}, or none does (use weight)"
         )
-    shares = tuple(x for x in named if x is not None)
-    if len(shares) == len(stats):
-        total = _total(shares, unit)
-        if budget is None:
-            if total > maximum:
-                raise RuleError("statistics", f"the statistics' {unit}s add up to {short(total)}, over the maximum of {short(maximum)}")
-            return total, shares
-        if total > budget:
-            raise RuleError(
-                "statistics", f"the statistics' {unit}s add up to {short(total)}, more than privacy.{unit} = {short(budget)}"
-            )
-        return budget, shares
-    if budget is None:
+    if None not in named:
+        _total([x for x in named if x is not None], unit)
+        return
+    if not budget_stated:
         raise RuleError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
-    weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
-    total_w = _total(weights, "weight")
-    return budget, tuple(budget * w / total_w for w in weights)
+    _total([s.weight if s.weight is not None else Fraction(1) for s in stats], "weight")
 
 
-def _total(values: list[Fraction] | tuple[Fraction, ...], field: str) -> Fraction:
-    """The exact sum, refused once a partial sum has more than MAX_TOTAL_DIGITS digits: weights such as 1/p for
-    distinct 40-digit primes would give every share a denominator growing with the number of statistics (and a sum
-    whose cost grows with its square)."""
+def _total(values: list[Fraction], field: str) -> None:
+    """Refuse a sum once a partial sum has more than MAX_TOTAL_DIGITS digits: weights such as 1/p for distinct
+    40-digit primes would give every share a denominator growing with the number of statistics (and a sum whose cost
+    grows with its square)."""
     cap = 10**MAX_TOTAL_DIGITS
     total = Fraction(0)
     for i, x in enumerate(values):
@@ -551,36 +522,33 @@ def _total(values: list[Fraction] | tuple[Fraction, ...], field: str) -> Fractio
                 f"the exact sum of the {field}s up to here has over {MAX_TOTAL_DIGITS} digits in its numerator or "
                 f"denominator: use {field}s with fewer digits (decimals, or fractions with a common denominator)",
             )
-    return total
 
 
-def _privacy(priv: dict, stats: list[Statistic]) -> tuple[Privacy, tuple[Fraction, ...]]:
-    """Split the budget over the statistics (the privacy section's cross-field rules).
+def _privacy(priv: dict, stats: list[Statistic]) -> Privacy:
+    """The privacy section's cross-field rules.
 
     - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
     - ``rho`` (optionally with ``delta``, shown in the plan): a rho-zCDP release;
-    - ``epsilon`` with ``delta``: converted to the largest rho whose (epsilon, delta) conversion fits (closed form,
-      rounded down), then a zCDP release; it needs at least one ``mechanism: gaussian`` statistic.
+    - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.split_budget); it needs at
+      least one ``mechanism: gaussian`` statistic.
     """
     unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
     eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
     gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
     explicit_rho = bool(stats) and all(s.rho is not None for s in stats)
-    if eps is not None and delta is not None:
-        if not gaussian:
-            raise RuleError("privacy.delta", "only used by a release with a mechanism: gaussian statistic")
-        rho = epsilon_delta_to_rho(eps, delta)
-    zcdp = rho is not None or (eps is None and explicit_rho)
+    if eps is not None and delta is not None and not gaussian:
+        raise RuleError("privacy.delta", "only used by a release with a mechanism: gaussian statistic")
+    zcdp = rho is not None or (eps is not None and delta is not None) or (eps is None and explicit_rho)
     if not zcdp and gaussian:
         raise RuleError(
             f"statistics[{gaussian[0]}].mechanism",
             "gaussian needs a zCDP budget: privacy.rho, or privacy.epsilon with privacy.delta",
         )
     if zcdp:
-        budget, shares = _split("rho", rho, stats, MAX_RHO)
-        return Privacy(unit, neighbours, eps, delta, budget), shares
-    budget, shares = _split("epsilon", eps, stats, MAX_RELEASE_EPSILON)
-    return Privacy(unit, neighbours, budget, delta, None), shares
+        _budget_rules("rho", rho is not None or eps is not None, stats)
+    else:
+        _budget_rules("epsilon", eps is not None, stats)
+    return Privacy(unit, neighbours, eps, delta, rho, "zcdp" if zcdp else "pure")
 
 
 def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None) -> Spec:
@@ -650,7 +618,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         stats.append(st)
     if priv is None or len(stats) != len(raw_stats) or out.count():
         return None
-    privacy, shares = _privacy(priv, stats)
+    privacy = _privacy(priv, stats)
     base = base_dir if base_dir is not None else Path(".")
 
     def path_field(key: str) -> Path | None:
@@ -671,7 +639,6 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         ledger=ledger if ledger is not None and ledger.startswith(("postgresql://", "postgres://")) else path_field("ledger"),
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
-        shares=shares,
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
     )
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -220,7 +221,13 @@ def _structural(schema: dict, root: dict) -> st.SearchStrategy:
     for key in ("anyOf", "oneOf"):
         if key in schema:
             rest = {k: v for k, v in schema.items() if k != key}
-            return st.one_of([strategy({**rest, **branch}, root) for branch in schema[key]])
+            branches = [strategy({**rest, **branch}, root) for branch in schema[key]]
+            numbers = [strategy({**rest, **b}, root) for b in schema[key] if b.get("type") in ("number", "integer")]
+            if numbers and {"$ref": "#/$defs/number_text"} in schema[key]:
+                # a number written as text: also the text of a number in the schema's range, so that documents load
+                # as often as those with JSON numbers (the pattern alone says nothing of the range)
+                branches.append(st.one_of(numbers).map(str).filter(re.compile(NUMBER_PATTERN).search))
+            return st.one_of(branches)
     kind = schema.get("type")
     if kind == "object":
         props = schema.get("properties", {})
