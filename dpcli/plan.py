@@ -27,15 +27,22 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
-from dpcli.accounting import format_decimal, format_exact, rho_to_pure_epsilon, round_up, zcdp_to_epsilon
+from dpcli.accounting import (
+    epsilon_delta_to_rho,
+    format_decimal,
+    format_exact,
+    rho_to_pure_epsilon,
+    round_up,
+    zcdp_to_epsilon,
+)
 from dpcli.errors import SpecError
-from dpcli.spec import Column, EdgeBins, GridBins, Spec, Statistic
+from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, Spec, Statistic, Sum
+from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
 SCALE_LIMIT = 2**48
 MAX_SCALE = Fraction(2**40)
 MAX_VARIANCE = Fraction(2**46)  # the exact Gaussian sampler takes sigma^2 with 48-bit numerator and denominator
-CONFIDENCE = Fraction(95, 100)
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,54 @@ def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """The release's budget and each statistic's share of it, exact, in the release's unit: epsilon (pure) or rho
+    (zCDP)."""
+
+    unit: str
+    total: Fraction
+    shares: tuple[Fraction, ...]
+
+
+def split_budget(spec: Spec) -> Budget:
+    """Split the spec's budget over its statistics (the loader has checked how they share it: dpcli.spec._privacy).
+
+    A zCDP release's rho is ``privacy.rho``, or ``privacy.epsilon`` with ``delta`` converted to the largest rho whose
+    (epsilon, delta) conversion fits (closed form, rounded down), or, with neither, the sum of the named rhos. Named
+    shares (every statistic's epsilon or rho) are taken as they are and may add up to less than the budget, never
+    more; otherwise the budget is split by weight (default 1), exactly.
+    """
+    p = spec.privacy
+    if p.accounting == "zcdp":
+        budget = p.rho
+        if budget is None and p.epsilon is not None and p.delta is not None:
+            budget = epsilon_delta_to_rho(p.epsilon, p.delta)
+        return _split("rho", budget, spec.statistics, MAX_RHO)
+    return _split("epsilon", p.epsilon, spec.statistics, MAX_RELEASE_EPSILON)
+
+
+def _split(unit: str, budget: Fraction | None, stats: tuple[Statistic, ...], maximum: Fraction) -> Budget:
+    named = [getattr(s, unit) for s in stats]
+    if None not in named:
+        shares = tuple(named)
+        total = sum(shares, Fraction(0))
+        if budget is None:
+            if total > maximum:
+                raise SpecError("statistics", f"the statistics' {unit}s add up to {short(total)}, over the maximum of {short(maximum)}")
+            return Budget(unit, total, shares)
+        if total > budget:
+            raise SpecError(
+                "statistics", f"the statistics' {unit}s add up to {short(total)}, more than privacy.{unit} = {short(budget)}"
+            )
+        return Budget(unit, budget, shares)
+    if budget is None:  # the loader requires a budget when a share is not named: never reached
+        raise SpecError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
+    weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
+    total_w = sum(weights, Fraction(0))
+    return Budget(unit, budget, tuple(budget * w / total_w for w in weights))
+
+
+@dataclass(frozen=True)
 class _Budget:
     """A component's share: epsilon for Laplace, rho for Gaussian."""
 
@@ -287,21 +342,20 @@ def _sum_component(
 
 def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None, ...]:
     keys: list[tuple[str, ...] | None] = [spec.columns[d].keys for d in stat.by]
-    if stat.kind == "histogram":
-        column = spec.columns[stat.column]  # type: ignore[index]
+    if isinstance(stat, Histogram):
+        column = spec.columns[stat.column]
         keys.append(None if column.numeric else column.keys)
     return tuple(keys)
 
 
-def bin_count(spec: Spec, stat: Statistic) -> int:
-    assert stat.kind == "histogram" and stat.column is not None
+def bin_count(spec: Spec, stat: Histogram) -> int:
     column = spec.columns[stat.column]
     return stat.bins.count if column.numeric and stat.bins is not None else len(column.keys)
 
 
-def _check_bins_on_grid(path: str, spec: Spec, stat: Statistic) -> None:
+def _check_bins_on_grid(path: str, spec: Spec, stat: Histogram) -> None:
     """Every bin must hold at least one point of the column's fixed-point grid, else it could never be counted."""
-    column = spec.columns[stat.column]  # type: ignore[index]
+    column = spec.columns[stat.column]
     bins = stat.bins
     if not column.numeric or bins is None:
         return
@@ -333,7 +387,7 @@ def _make_plan(spec: Spec) -> Plan:
     plans = []
     neighbours = spec.privacy.neighbours
     zcdp = spec.privacy.accounting == "zcdp"
-    for i, (stat, share) in enumerate(zip(spec.statistics, spec.shares)):
+    for i, (stat, share) in enumerate(zip(spec.statistics, split_budget(spec).shares, strict=True)):
         if not zcdp:
             budget = _Budget("laplace", share)
         elif stat.mechanism == "gaussian":
@@ -344,18 +398,18 @@ def _make_plan(spec: Spec) -> Plan:
         cells = 1
         for d in stat.by:
             cells *= len(spec.columns[d].keys)
-        if stat.kind == "histogram":
+        if isinstance(stat, Histogram):
             cells *= bin_count(spec, stat)
             _check_bins_on_grid(path, spec, stat)
-        if stat.kind == "count":
+        if isinstance(stat, Count):
             comps: tuple[NoiseComponent, ...] = (_count_component(path, stat, neighbours, budget, "the count"),)
-        elif stat.kind == "histogram":
+        elif isinstance(stat, Histogram):
             comps = (_count_component(path, stat, neighbours, budget, "the histogram"),)
-        elif stat.kind == "sum":
-            column = spec.columns[stat.column]  # type: ignore[index]
+        elif isinstance(stat, Sum):
+            column = spec.columns[stat.column]
             comps = (_sum_component(path, stat, column, neighbours, budget, centred=False),)
         else:  # mean: half the share to the centred sum, half to the count of rows with a value
-            column = spec.columns[stat.column]  # type: ignore[index]
+            column = spec.columns[stat.column]
             half = budget.half()
             comps = (
                 _sum_component(path, stat, column, neighbours, half, centred=True),

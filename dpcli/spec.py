@@ -19,57 +19,59 @@ import hashlib
 import os
 import re
 import stat as _stat
-from dataclasses import dataclass, field
-from decimal import Decimal
-from types import MappingProxyType
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping
 
 import yaml
 
-from dpcli.accounting import decimal_places, format_exact, parse_exact
+from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
+from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
+    BOOL_KEYS,
+    COLUMN,
+    COLUMN_TYPES,
+    CSV,
+    MAX_ABS_BOUND,
+    MAX_CELLS,
+    MAX_DELTA,
+    MAX_NUMBER_DIGITS,
+    MAX_NUMBER_TEXT,
+    MAX_RELEASE_EPSILON,
+    MAX_RHO,
+    MAX_TOTAL_DIGITS,
+    MECHANISMS,
+    MIN_EPSILON,
+    MIN_NUMBER,
+    MAX_NUMBER,
+    MIN_RHO,
+    NEIGHBOURS,
+    OUTPUT_COLUMNS,
+    PRIVACY,
+    SPEC_VERSION,
+    STATISTIC,
+    STATISTIC_KINDS,
+    TOP,
+    GridSpec,
+    Name,
+    RuleError,
+    list_value,
+    number_within_limits,
+)
+from dpcli.spec_fields import DATASET_PATTERN, Number
 
 # A spec file holds at most this many bytes: a 10^7-bin grid is one line, and 1 MiB holds ~100,000 category keys
 # (ICD-10-CM, among the longest public code lists, has ~74,000 codes of up to 8 characters).
 MAX_SPEC_BYTES = 1 << 20
-SPEC_VERSION = "1"
 
-# Every number a spec holds is small and exact, so planning, printing and the ledger stay fast (a 4,200-digit
-# epsilon took seconds to plan and print) and no nonzero value underflows a double downstream (bounds [0, 1e-390]):
-# either a decimal of at most MAX_NUMBER_DIGITS significant digits with MIN_NUMBER <= |x| < MAX_NUMBER (or 0), or a
-# fraction p/q with p and q (in lowest terms) of at most MAX_NUMBER_DIGITS digits each. Its text is at most
-# MAX_NUMBER_TEXT characters (checked before parsing). Sums of weights and of named shares stay within
-# MAX_TOTAL_DIGITS digits in numerator and denominator: any sum of such decimals fits, while fractions with 40-digit
-# denominators that share no factor would otherwise grow with every statistic (and the sum's cost with its square).
-MAX_NUMBER_DIGITS = 40
-MIN_NUMBER, MAX_NUMBER = Fraction(1, 10**MAX_NUMBER_DIGITS), Fraction(10**MAX_NUMBER_DIGITS)
-MAX_NUMBER_TEXT = 200
-MAX_TOTAL_DIGITS = 150
-
-# Accepted ranges (documented in docs/spec.md).
-MAX_RELEASE_EPSILON = Fraction(100)
-MIN_EPSILON = Fraction(1, 10**6)  # below this no answer is useful and scales get absurd
-MIN_RHO, MAX_RHO = Fraction(1, 10**12), Fraction(100)
-MAX_DELTA = Fraction(1, 100)  # a delta larger than this is not a meaningful guarantee
-MAX_ABS_BOUND = Fraction(10**15)
+# A single dataset-name test for the CLI (`dpcli budget DATASET`), the same as the spec's
+DATASET_NAME = re.compile(DATASET_PATTERN)
 # A cell's fixed-point value must fit in 2^53 so that the float -> grid conversion is exact and sums stay far from
 # int64 limits per row (sums themselves run in 128-bit integers).
 MAX_GRID_UNITS = 2**53
-MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billion would exhaust memory)
-
-COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
-NEIGHBOURS = ("add_remove", "replace")
-MECHANISMS = ("laplace", "gaussian")
-BOOL_KEYS = ("false", "true")
-# Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
-# (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
-OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho")  # rho: the zCDP table's last column
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
-_DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+_DATASET = DATASET_NAME  # the CLI's old name for it (cli.py imports it)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -137,45 +139,72 @@ class GridBins:
 Bins = EdgeBins | GridBins
 
 
-@dataclass(frozen=True)
-class Statistic:
+@dataclass(frozen=True, kw_only=True)
+class _StatisticFields:
+    """What every statistic has. Its kind, column and bins are each kind's own (see ``Statistic``)."""
+
     name: str
-    kind: str  # count | histogram | sum | mean
-    column: str | None
-    by: tuple[str, ...]
-    bins: Bins | None
-    weight: Fraction | None
-    epsilon: Fraction | None  # explicit share of a pure release, when the spec names one
-    mechanism: str = "laplace"
+    by: tuple[str, ...] = ()
+    weight: Fraction | None = None
+    epsilon: Fraction | None = None  # explicit share of a pure release, when the spec names one
     rho: Fraction | None = None  # explicit share of a zCDP release, when the spec names one
+    mechanism: str = "laplace"
 
     @property
     def dimensions(self) -> tuple[str, ...]:
         """Output dimension columns of this statistic: its by-columns, then the histogram column."""
-        return self.by + ((self.column,) if self.kind == "histogram" and self.column else ())
+        return self.by
+
+
+@dataclass(frozen=True, kw_only=True)
+class Count(_StatisticFields):
+    kind: ClassVar[str] = "count"
+    column: ClassVar[None] = None
+    bins: ClassVar[None] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Histogram(_StatisticFields):
+    kind: ClassVar[str] = "histogram"
+    column: str
+    bins: Bins | None = None  # None: one bin per declared key of a category or bool column
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return (*self.by, self.column)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sum(_StatisticFields):
+    kind: ClassVar[str] = "sum"
+    column: str
+    bins: ClassVar[None] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mean(_StatisticFields):
+    kind: ClassVar[str] = "mean"
+    column: str
+    bins: ClassVar[None] = None
+
+
+# A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
+Statistic = Count | Histogram | Sum | Mean
+ColumnStatistic = Histogram | Sum | Mean
 
 
 @dataclass(frozen=True)
 class Privacy:
-    """The release's budget. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a rho, stated directly
-    or converted from epsilon and delta; Laplace and Gaussian mechanisms)."""
+    """The release's budget as the spec states it. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a
+    rho, stated directly or converted from epsilon and delta; Laplace and Gaussian mechanisms). The release's budget
+    and each statistic's share of it are planning's work (dpcli.plan.split_budget)."""
 
     unit: str
     neighbours: str
     epsilon: Fraction | None  # pure: the release's epsilon; zcdp: the (epsilon, delta) target, if stated
     delta: Fraction | None = None
-    rho: Fraction | None = None  # zcdp: the release's rho
-
-    @property
-    def accounting(self) -> str:
-        return "zcdp" if self.rho is not None else "pure"
-
-    @property
-    def budget(self) -> Fraction:
-        """What the statistics' shares add up to at most: epsilon (pure) or rho (zcdp)."""
-        value = self.rho if self.rho is not None else self.epsilon
-        assert value is not None
-        return value
+    rho: Fraction | None = None  # zcdp: the release's rho, if stated
+    accounting: str = "pure"
 
 
 @dataclass(frozen=True)
@@ -190,7 +219,6 @@ class Spec:
     ledger: Path | str | None = None  # a path, or a postgresql:// URL (without a password)
     source: str = "<string>"
     sha256: str = ""
-    shares: tuple[Fraction, ...] = field(default=())  # per statistic, exact, in the release's unit (epsilon or rho)
     # `csv: {quoted_line_breaks: true}`: the file comes from a correct RFC 4180 writer whose quoted fields may hold
     # line breaks, so records are read with RFC 4180 quoting across lines (docs/spec.md, "How lines are read")
     quoted_line_breaks: bool = False
@@ -203,12 +231,6 @@ class Spec:
             for d in s.dimensions:
                 seen.setdefault(d, None)
         return tuple(seen)
-
-    @property
-    def epsilon_shares(self) -> tuple[Fraction, ...]:
-        """The statistics' epsilon shares of a pure release."""
-        assert self.privacy.accounting == "pure"
-        return self.shares
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -301,7 +323,8 @@ def _no_surrogates(doc: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Field validators: each takes the YAML path and the raw value
+# Loading: the field rules come from the declaration (dpcli.spec_fields); the cross-field rules, which JSON Schema
+# cannot express, are below and raise RuleError
 
 
 def _ceil(x: Fraction) -> int:
@@ -312,226 +335,28 @@ def _floor(x: Fraction) -> int:
     return x.numerator // x.denominator
 
 
-def _mapping(path: str, value: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
-    if not isinstance(value, dict):
-        raise SpecError(path, "expected a mapping")
-    for key in value:
-        if key not in allowed:
-            sub = f"{path}.{key}" if path else str(key)
-            raise SpecError(sub, f"unknown field (allowed: {', '.join(allowed)})")
-    for key in required:
-        if key not in value:
-            raise SpecError(f"{path}.{key}" if path else key, "required field is missing")
-    return value
+class _Collector:
+    """Where errors go: raised at once (``errors`` None), or collected so that every error is reported."""
 
+    def __init__(self, errors: list[SpecError] | None):
+        self.errors = errors
 
-def _text(path: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise SpecError(path, "expected a single value, not a list or mapping")
-    return value
+    @property
+    def list(self) -> list[SpecError] | None:
+        return self.errors
 
+    def count(self) -> int:
+        return len(self.errors) if self.errors is not None else 0
 
-def _name(path: str, value: Any, what: str = "name") -> str:
-    s = _text(path, value)
-    if not _NAME.fullmatch(s):
-        raise SpecError(path, f"'{s[:60]}' is not a valid {what} (letters, digits, _ . -; starting with a letter or _)")
-    return s
-
-
-_LEADING_ZERO = re.compile(r"(?:^[+-]?|/)0[0-9]")
-
-
-def _number(path: str, value: Any, limits: bool = True) -> Fraction:
-    """The exact value of a spec number. ``limits=False`` leaves the size limits to the caller, which checks its
-    own range first (``epsilon: 1e400`` is better told its range than its digits)."""
-    s = _text(path, value)
-    if len(s) > MAX_NUMBER_TEXT:  # before parsing: int() of a long text is quadratic
-        raise SpecError(
-            path, f"'{s[:20]}…' is longer than {MAX_NUMBER_TEXT} characters, the most a spec number may have"
-        )
-    try:
-        x = parse_exact(s)
-    except ValueError:
-        raise SpecError(path, f"'{s[:60]}' is not a number (write a plain decimal such as 1, 0.5 or 1e-3)") from None
-    if _LEADING_ZERO.search(s.strip()):
-        # YAML 1.1 tools (and editors) read 010 as octal 8, YAML 1.2 as 10: refuse rather than pick one
-        raise SpecError(path, f"'{s[:60]}' has a leading zero, which YAML 1.1 reads as octal: write it without")
-    if limits:
-        _within_limits(path, s, x)
-    return x
-
-
-def number_within_limits(x: Fraction) -> bool:
-    """A spec number's size limits (see MAX_NUMBER_DIGITS): a short decimal of moderate magnitude, or a short p/q."""
-    cap = 10**MAX_NUMBER_DIGITS
-    if abs(x.numerator) < cap and x.denominator < cap:
-        return True
-    if not MIN_NUMBER <= abs(x) < MAX_NUMBER:
-        return False
-    places = decimal_places(x.denominator)
-    if places is None:  # not a decimal: the p/q rule above was the only way in
-        return False
-    # x = significand / 10^places in lowest terms (x is not whole here: a whole x under 10^40 passed the p/q rule)
-    significand = abs(x.numerator) * 10**places // x.denominator
-    return significand < cap
-
-
-def _within_limits(path: str, text: str, x: Fraction) -> None:
-    if not number_within_limits(x):
-        shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:40] + "…"
-        raise SpecError(
-            path,
-            f"'{shown}' is beyond the limits of a spec number: at most {MAX_NUMBER_DIGITS} significant digits and "
-            f"1e-{MAX_NUMBER_DIGITS} <= |x| < 1e{MAX_NUMBER_DIGITS} (or 0), or a fraction p/q of at most "
-            f"{MAX_NUMBER_DIGITS} digits each",
-        )
-
-
-def _positive(path: str, value: Any) -> Fraction:
-    x = _number(path, value)
-    if x <= 0:
-        raise SpecError(path, f"must be positive, got {format_exact(x)}")
-    return x
-
-
-def _epsilon(path: str, value: Any, maximum: Fraction = MAX_RELEASE_EPSILON) -> Fraction:
-    x = _number(path, value, limits=False)
-    if not (MIN_EPSILON <= x <= maximum):
-        raise SpecError(
-            path, f"epsilon must be in [{format_exact(MIN_EPSILON)}, {format_exact(maximum)}], got {_short(x)}"
-        )
-    _within_limits(path, value, x)
-    return x
-
-
-def _short(x: Fraction) -> str:
-    text = format_exact(x)
-    # Decimal, not float: float(1e400) overflows (an internal error where `epsilon: 1e400` deserves exit 2)
-    return text if len(text) <= 40 else f"{(Decimal(x.numerator) / Decimal(x.denominator)).normalize():.6g}"
-
-
-def _list(path: str, value: Any, min_len: int = 0) -> list:
-    if not isinstance(value, list):
-        raise SpecError(path, "expected a list")
-    if len(value) < min_len:
-        raise SpecError(path, f"expected at least {min_len} item{'s' if min_len != 1 else ''}")
-    return value
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Sections
-
-
-def _column(name: str, raw: Any) -> Column:
-    path = f"columns.{name}"
-    _name(path, name, "column name")
-    body = _mapping(path, raw, ("type", "bounds", "precision", "categories", "impute", "other"), ("type",))
-    ctype = _text(f"{path}.type", body["type"])
-    if ctype not in COLUMN_TYPES:
-        raise SpecError(f"{path}.type", f"'{ctype[:40]}' is not a column type (one of: {', '.join(COLUMN_TYPES)})")
-
-    def forbid(*keys: str) -> None:
-        for k in keys:
-            if k in body:
-                raise SpecError(f"{path}.{k}", f"not allowed for {'an' if ctype == 'int' else 'a'} {ctype} column")
-
-    if ctype != "category":
-        forbid("other")
-    if ctype in ("int", "float"):
-        forbid("categories")
-        if "bounds" not in body:
-            raise SpecError(
-                f"{path}.bounds",
-                "required: numeric columns need a-priori bounds [low, high] written by a person (never from the data)",
-            )
-        pair = _list(f"{path}.bounds", body["bounds"])
-        if len(pair) != 2:
-            raise SpecError(f"{path}.bounds", "expected exactly two numbers [low, high]")
-        lo, hi = (_number(f"{path}.bounds[{i}]", v, limits=False) for i, v in enumerate(pair))
-        for i, b in enumerate((lo, hi)):
-            if abs(b) > MAX_ABS_BOUND:
-                raise SpecError(f"{path}.bounds[{i}]", f"bounds are limited to ±{format_exact(MAX_ABS_BOUND)}")
-            _within_limits(f"{path}.bounds[{i}]", pair[i], b)
-        if not lo < hi:
-            raise SpecError(f"{path}.bounds", "low must be less than high")
-        if ctype == "int":
-            forbid("precision")
-            if lo.denominator != 1 or hi.denominator != 1:
-                raise SpecError(f"{path}.bounds", "an int column needs whole-number bounds")
-            precision = Fraction(1)
-        elif "precision" in body:
-            precision = _positive(f"{path}.precision", body["precision"])
-        else:
-            precision = default_precision(lo, hi)
-        column = Column(name, ctype, bounds=(lo, hi), precision=precision)
-        glo, ghi = column.grid_bounds
-        if glo >= ghi:
-            raise SpecError(f"{path}.precision", "precision is too coarse: the bounds hold fewer than two grid points")
-        if max(abs(glo), abs(ghi)) > MAX_GRID_UNITS:
-            raise SpecError(
-                f"{path}.precision",
-                f"bounds/precision exceed 2^53 grid steps: use a coarser precision (now {format_exact(precision)})",
-            )
-        impute = None
-        if "impute" in body:
-            impute = _number(f"{path}.impute", body["impute"])
-            if not lo <= impute <= hi:
-                raise SpecError(f"{path}.impute", "must lie within the column's bounds")
-            if ctype == "int" and impute.denominator != 1:
-                raise SpecError(f"{path}.impute", "an int column needs a whole-number impute value")
-        return Column(name, ctype, bounds=(lo, hi), precision=precision, impute=impute)
-
-    forbid("bounds", "precision")
-    if ctype == "bool":
-        forbid("categories")
-        keys: tuple[str, ...] = BOOL_KEYS
-    else:
-        if "categories" not in body:
-            raise SpecError(f"{path}.categories", "required: list the category keys (public, written by a person)")
-        items = _list(f"{path}.categories", body["categories"], min_len=1)
-        values = []
-        seen: set[str] = set()
-        for i, v in enumerate(items):
-            s = _text(f"{path}.categories[{i}]", v)
-            if s == "":
-                raise SpecError(f"{path}.categories[{i}]", "empty category (an empty cell is a missing value)")
-            _no_replacement_character(f"{path}.categories[{i}]", s)
-            if s in seen:
-                raise SpecError(f"{path}.categories[{i}]", f"duplicate category '{s[:60]}'")
-            seen.add(s)
-            values.append(s)
-        keys = tuple(values)
-    impute_key = None
-    if "impute" in body:
-        impute_key = _text(f"{path}.impute", body["impute"])
-        _no_replacement_character(f"{path}.impute", impute_key)
-        if impute_key not in keys:
-            raise SpecError(f"{path}.impute", f"'{impute_key[:60]}' is not one of the declared keys")
-    other_key = None
-    if "other" in body:
-        other_key = _text(f"{path}.other", body["other"])
-        _no_replacement_character(f"{path}.other", other_key)
-        if other_key not in keys:
-            raise SpecError(f"{path}.other", f"'{other_key[:60]}' is not one of the declared categories")
-    return Column(name, ctype, categories=keys, impute=impute_key, other=other_key)
-
-
-def _no_replacement_character(path: str, key: str) -> None:
-    """A data cell that is not valid UTF-8 is read with U+FFFD in place of the bad bytes, and any cell holding U+FFFD
-    is missing (docs/spec.md): a key with one could never match, and would hide that rule."""
-    if "\ufffd" in key:
-        raise SpecError(path, "contains U+FFFD (the replacement character), which a data cell is never read as")
-
-
-def _csv_options(raw: Any) -> bool:
-    """The ``csv:`` section: how the file's records are delimited. Returns ``quoted_line_breaks``."""
-    body = _mapping("csv", raw, ("quoted_line_breaks",))
-    if "quoted_line_breaks" not in body:
-        return False
-    value = _text("csv.quoted_line_breaks", body["quoted_line_breaks"])
-    if value not in ("true", "false"):
-        raise SpecError("csv.quoted_line_breaks", f"'{value[:40]}' is not a boolean (true or false)")
-    return value == "true"
+    def attempt(self, fn: Any, *args: Any) -> Any:
+        """fn(*args), or None after recording its SpecError."""
+        try:
+            return fn(*args)
+        except SpecError as exc:
+            if self.errors is None:
+                raise
+            self.errors.append(exc)
+            return None
 
 
 def default_precision(lo: Fraction, hi: Fraction) -> Fraction:
@@ -545,111 +370,59 @@ def default_precision(lo: Fraction, hi: Fraction) -> Fraction:
     return Fraction(10) ** (exp - 6)
 
 
-def _bins(path: str, raw: Any) -> Bins:
-    if isinstance(raw, list):
-        items = _list(path, raw, min_len=2)
-        edges = tuple(_number(f"{path}[{i}]", v) for i, v in enumerate(items))
-        for i in range(1, len(edges)):
-            if edges[i] == edges[i - 1]:
-                raise SpecError(f"{path}[{i}]", "duplicate bin edge")
-            if edges[i] < edges[i - 1]:
-                raise SpecError(f"{path}[{i}]", "bin edges must be increasing")
-        return EdgeBins(edges)
-    body = _mapping(path, raw, ("start", "stop", "step"), ("start", "stop", "step"))
-    start, stop = _number(f"{path}.start", body["start"]), _number(f"{path}.stop", body["stop"])
-    step = _positive(f"{path}.step", body["step"])
-    if not start < stop:
-        raise SpecError(f"{path}.stop", "must be greater than start")
-    n = (stop - start) / step
+def _column(name: str, raw: Any, out: _Collector) -> Column | None:
+    path = f"columns.{name}"
+    Name("column name").load(path, name)
+    before = out.count()
+    ctype, f = COLUMN.load(path, raw, out.list)
+    if out.count() > before:
+        return None  # a field is bad: the column's own cross-field rules would only repeat it
+    if ctype in ("int", "float"):
+        lo, hi = f["bounds"]
+        if not lo < hi:
+            raise RuleError(f"{path}.bounds", "low must be less than high")
+        precision = Fraction(1) if ctype == "int" else f.get("precision") or default_precision(lo, hi)
+        column = Column(name, ctype, bounds=(lo, hi), precision=precision)
+        glo, ghi = column.grid_bounds
+        if glo >= ghi:
+            raise RuleError(f"{path}.precision", "precision is too coarse: the bounds hold fewer than two grid points")
+        if max(abs(glo), abs(ghi)) > MAX_GRID_UNITS:
+            raise RuleError(
+                f"{path}.precision",
+                f"bounds/precision exceed 2^53 grid steps: use a coarser precision (now {format_exact(precision)})",
+            )
+        impute = f.get("impute")
+        if impute is not None:
+            if not lo <= impute <= hi:
+                raise RuleError(f"{path}.impute", "must lie within the column's bounds")
+            if ctype == "int" and impute.denominator != 1:
+                raise RuleError(f"{path}.impute", "an int column needs a whole-number impute value", rule="text range")
+        return replace(column, impute=impute)
+    keys: tuple[str, ...] = BOOL_KEYS if ctype == "bool" else f["categories"]
+    impute_key, other_key = f.get("impute"), f.get("other")
+    if impute_key is not None and impute_key not in keys:
+        raise RuleError(f"{path}.impute", f"'{impute_key[:60]}' is not one of the declared keys")
+    if other_key is not None and other_key not in keys:
+        raise RuleError(f"{path}.other", f"'{other_key[:60]}' is not one of the declared categories")
+    return Column(name, ctype, categories=keys, impute=impute_key, other=other_key)
+
+
+def _bins(path: str, raw: tuple[Fraction, ...] | GridSpec) -> Bins:
+    if isinstance(raw, tuple):
+        for i in range(1, len(raw)):
+            if raw[i] == raw[i - 1]:
+                raise RuleError(f"{path}[{i}]", "duplicate bin edge")
+            if raw[i] < raw[i - 1]:
+                raise RuleError(f"{path}[{i}]", "bin edges must be increasing")
+        return EdgeBins(raw)
+    if not raw.start < raw.stop:
+        raise RuleError(f"{path}.stop", "must be greater than start")
+    n = (raw.stop - raw.start) / raw.step
     if n.denominator != 1:
-        raise SpecError(f"{path}.step", "(stop - start) must be a whole number of steps")
+        raise RuleError(f"{path}.step", "(stop - start) must be a whole number of steps")
     if n > MAX_CELLS:
-        raise SpecError(f"{path}.step", f"{n} bins is over the limit of {MAX_CELLS}")
-    return GridBins(start, stop, step)
-
-
-def _statistic(i: int, raw: Any, columns: Mapping[str, Column]) -> Statistic:
-    path = f"statistics[{i}]"
-    body = _mapping(
-        path, raw, ("name", "kind", "column", "by", "bins", "weight", "epsilon", "rho", "mechanism"), ("name", "kind")
-    )
-    name = _name(f"{path}.name", body["name"], "statistic name")
-    kind = _text(f"{path}.kind", body["kind"])
-    if kind not in STATISTIC_KINDS:
-        raise SpecError(f"{path}.kind", f"'{kind[:40]}' is not a statistic kind (one of: {', '.join(STATISTIC_KINDS)})")
-
-    column_name = None
-    if "column" in body:
-        if kind == "count":
-            raise SpecError(f"{path}.column", "a count counts rows: use by: to split it")
-        column_name = _text(f"{path}.column", body["column"])
-        if column_name not in columns:
-            raise SpecError(f"{path}.column", f"'{column_name[:60]}' is not a declared column")
-    elif kind != "count":
-        raise SpecError(f"{path}.column", f"required for a {kind}")
-    column = columns[column_name] if column_name else None
-
-    by: list[str] = []
-    if "by" in body:
-        for j, v in enumerate(_list(f"{path}.by", body["by"], min_len=1)):
-            b = _text(f"{path}.by[{j}]", v)
-            if b not in columns:
-                raise SpecError(f"{path}.by[{j}]", f"'{b[:60]}' is not a declared column")
-            if columns[b].numeric:
-                raise SpecError(
-                    f"{path}.by[{j}]",
-                    f"'{b}' is numeric: group by category or bool columns, or use a histogram with bins",
-                )
-            if b in by or b == column_name:
-                raise SpecError(f"{path}.by[{j}]", f"'{b}' is used twice")
-            if b in OUTPUT_COLUMNS:
-                raise SpecError(f"{path}.by[{j}]", _reserved(b))
-            by.append(b)
-
-    bins = None
-    if kind in ("sum", "mean"):
-        assert column is not None
-        if not column.numeric:
-            raise SpecError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
-        if "bins" in body:
-            raise SpecError(f"{path}.bins", f"not allowed for a {kind}")
-    elif kind == "histogram":
-        assert column is not None
-        if column.name in OUTPUT_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        if column.numeric:
-            if "bins" not in body:
-                raise SpecError(f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})")
-            bins = _bins(f"{path}.bins", body["bins"])
-        elif "bins" in body:
-            raise SpecError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
-    elif "bins" in body:
-        raise SpecError(f"{path}.bins", "not allowed for a count (use a histogram)")
-
-    weight = _positive(f"{path}.weight", body["weight"]) if "weight" in body else None
-    epsilon = _epsilon(f"{path}.epsilon", body["epsilon"]) if "epsilon" in body else None
-    rho = _rho(f"{path}.rho", body["rho"]) if "rho" in body else None
-    if weight is not None and (epsilon is not None or rho is not None):
-        raise SpecError(f"{path}.weight", f"give either weight or {'rho' if rho is not None else 'epsilon'}, not both")
-    if epsilon is not None and rho is not None:
-        raise SpecError(f"{path}.rho", "give either epsilon or rho, not both")
-
-    mechanism = "laplace"
-    if "mechanism" in body:
-        mechanism = _text(f"{path}.mechanism", body["mechanism"])
-        if mechanism not in MECHANISMS:
-            raise SpecError(f"{path}.mechanism", f"'{mechanism[:40]}' is not available (one of: {', '.join(MECHANISMS)})")
-
-    stat = Statistic(name, kind, column_name, tuple(by), bins, weight, epsilon, mechanism, rho)
-    cells = 1
-    for d in stat.by:
-        cells *= len(columns[d].keys)
-    if kind == "histogram":
-        assert column is not None
-        cells *= bins.count if bins is not None else len(column.keys)
-    if cells > MAX_CELLS:
-        raise SpecError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
-    return stat
+        raise RuleError(f"{path}.step", f"{n} bins is over the limit of {MAX_CELLS}")
+    return GridBins(raw.start, raw.stop, raw.step)
 
 
 def _reserved(name: str) -> str:
@@ -659,200 +432,219 @@ def _reserved(name: str) -> str:
     )
 
 
-def _split(
-    unit: str, budget: Fraction | None, stats: list[Statistic], maximum: Fraction
-) -> tuple[Fraction, tuple[Fraction, ...]]:
-    """The release's budget and each statistic's share of it, in ``unit`` ("epsilon" or "rho"), exactly."""
+def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> Statistic:
+    """The typed statistic, after its cross-field rules (declared columns of a suitable type, bins, cells)."""
+    column_name: str | None = f.get("column")
+    column = None
+    if column_name is not None:
+        if column_name not in columns:
+            raise RuleError(f"{path}.column", f"'{column_name[:60]}' is not a declared column")
+        column = columns[column_name]
+    by: list[str] = []
+    for j, b in enumerate(f.get("by", ())):
+        if b not in columns:
+            raise RuleError(f"{path}.by[{j}]", f"'{b[:60]}' is not a declared column")
+        if columns[b].numeric:
+            raise RuleError(
+                f"{path}.by[{j}]", f"'{b}' is numeric: group by category or bool columns, or use a histogram with bins"
+            )
+        if b in by or b == column_name:
+            raise RuleError(f"{path}.by[{j}]", f"'{b}' is used twice")
+        if b in OUTPUT_COLUMNS:
+            raise SpecError(f"{path}.by[{j}]", _reserved(b))
+        by.append(b)
+    bins = None
+    if column is not None and kind in ("sum", "mean") and not column.numeric:
+        raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
+    if column is not None and kind == "histogram":
+        if column.name in OUTPUT_COLUMNS:
+            raise SpecError(f"{path}.column", _reserved(column.name))
+        if column.numeric:
+            if "bins" not in f:
+                raise RuleError(f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})")
+            bins = _bins(f"{path}.bins", f["bins"])
+        elif "bins" in f:
+            raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
+    common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism") if k in f}
+    stat: Statistic
+    if kind == "count":
+        stat = Count(by=tuple(by), **common)
+    elif column_name is None:  # the declaration requires it (STATISTIC's variants): never reached
+        raise SpecError(f"{path}.column", f"required for a {kind}")
+    elif kind == "histogram":
+        stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
+    elif kind == "sum":
+        stat = Sum(column=column_name, by=tuple(by), **common)
+    else:
+        stat = Mean(column=column_name, by=tuple(by), **common)
+    cells = 1
+    for d in stat.by:
+        cells *= len(columns[d].keys)
+    if column is not None and kind == "histogram":
+        cells *= bins.count if bins is not None else len(column.keys)
+    if cells > MAX_CELLS:
+        raise RuleError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
+    return stat
+
+
+def _budget_rules(unit: str, budget_stated: bool, stats: list[Statistic]) -> None:
+    """How the statistics share the budget, in ``unit`` ("epsilon" or "rho"): the loader's part. Computing the split,
+    and refusing named shares that add up to more than the budget, is planning's (dpcli.plan.split_budget)."""
     other = "rho" if unit == "epsilon" else "epsilon"
     for i, s in enumerate(stats):
         if getattr(s, other) is not None:
             mode = "a pure epsilon release" if unit == "epsilon" else "a zCDP release (privacy.rho, or epsilon with delta)"
-            raise SpecError(f"statistics[{i}].{other}", f"not used in {mode}: give each statistic's {unit} or a weight")
-    explicit = [getattr(s, unit) is not None for s in stats]
-    if any(explicit) and not all(explicit):
-        i = explicit.index(False)
-        raise SpecError(f"statistics[{i}].{unit}", f"either every statistic names its {unit}, or none does (use weight)")
-    if all(explicit):
-        shares = tuple(getattr(s, unit) for s in stats)
-        total = _total(shares, unit)
-        if budget is None:
-            if total > maximum:
-                raise SpecError(
-                    "statistics", f"the statistics' {unit}s add up to {_short(total)}, over the maximum of {_short(maximum)}"
-                )
-            return total, shares
-        if total > budget:
-            raise SpecError(
-                "statistics",
-                f"the statistics' {unit}s add up to {_short(total)}, more than privacy.{unit} = {_short(budget)}",
-            )
-        return budget, shares
-    if budget is None:
-        raise SpecError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
-    weights = [s.weight if s.weight is not None else Fraction(1) for s in stats]
-    total_w = _total(weights, "weight")
-    return budget, tuple(budget * w / total_w for w in weights)
+            raise RuleError(f"statistics[{i}].{other}", f"not used in {mode}: give each statistic's {unit} or a weight")
+    named: list[Fraction | None] = [getattr(s, unit) for s in stats]
+    if any(x is not None for x in named) and None in named:
+        raise RuleError(
+            f"statistics[{named.index(None)}].{unit}", f"either every statistic names its {unit}, or none does (use weight)"
+        )
+    if None not in named:
+        _total([x for x in named if x is not None], unit)
+        return
+    if not budget_stated:
+        raise RuleError(f"privacy.{unit}", f"required field is missing (or give every statistic its own {unit})")
+    _total([s.weight if s.weight is not None else Fraction(1) for s in stats], "weight")
 
 
-def _total(values: list[Fraction] | tuple[Fraction, ...], field: str) -> Fraction:
-    """The exact sum, refused once a partial sum has more than MAX_TOTAL_DIGITS digits: weights such as 1/p for
-    distinct 40-digit primes would give every share a denominator growing with the number of statistics (and a sum
-    whose cost grows with its square)."""
+def _total(values: list[Fraction], field: str) -> None:
+    """Refuse a sum once a partial sum has more than MAX_TOTAL_DIGITS digits: weights such as 1/p for distinct
+    40-digit primes would give every share a denominator growing with the number of statistics (and a sum whose cost
+    grows with its square)."""
     cap = 10**MAX_TOTAL_DIGITS
     total = Fraction(0)
     for i, x in enumerate(values):
         total += x
         if abs(total.numerator) >= cap or total.denominator >= cap:
-            raise SpecError(
+            raise RuleError(
                 f"statistics[{i}].{field}",
                 f"the exact sum of the {field}s up to here has over {MAX_TOTAL_DIGITS} digits in its numerator or "
                 f"denominator: use {field}s with fewer digits (decimals, or fractions with a common denominator)",
             )
-    return total
 
 
-def _rho(path: str, value: Any) -> Fraction:
-    x = _number(path, value, limits=False)
-    if not (MIN_RHO <= x <= MAX_RHO):
-        raise SpecError(path, f"rho must be in [{format_exact(MIN_RHO)}, {format_exact(MAX_RHO)}], got {_short(x)}")
-    _within_limits(path, value, x)
-    return x
-
-
-def _delta(path: str, value: Any) -> Fraction:
-    x = _number(path, value, limits=False)
-    if not (0 < x <= MAX_DELTA):
-        raise SpecError(path, f"delta must be in (0, {format_exact(MAX_DELTA)}], got {_short(x)}")
-    _within_limits(path, value, x)
-    return x
-
-
-def _privacy(raw: Any, stats: list[Statistic]) -> tuple[Privacy, tuple[Fraction, ...]]:
-    """Read the privacy section and split its budget over the statistics.
+def _privacy(priv: dict, stats: list[Statistic]) -> Privacy:
+    """The privacy section's cross-field rules.
 
     - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
     - ``rho`` (optionally with ``delta``, shown in the plan): a rho-zCDP release;
-    - ``epsilon`` with ``delta``: converted to the largest rho whose (epsilon, delta) conversion fits (closed form,
-      rounded down), then a zCDP release; it needs at least one ``mechanism: gaussian`` statistic.
+    - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.split_budget); it needs at
+      least one ``mechanism: gaussian`` statistic.
     """
-    priv = _mapping("privacy", raw, ("unit", "neighbours", "epsilon", "delta", "rho"))
-    unit = _text("privacy.unit", priv.get("unit", "row"))
-    if unit != "row":
-        raise SpecError("privacy.unit", f"'{unit[:40]}' is not supported (version 1: one person = one row)")
-    neighbours = _text("privacy.neighbours", priv.get("neighbours", "add_remove"))
-    if neighbours not in NEIGHBOURS:
-        raise SpecError("privacy.neighbours", f"'{neighbours[:40]}' is not one of: {', '.join(NEIGHBOURS)}")
-    eps = _epsilon("privacy.epsilon", priv["epsilon"]) if "epsilon" in priv else None
-    delta = _delta("privacy.delta", priv["delta"]) if "delta" in priv else None
-    rho = _rho("privacy.rho", priv["rho"]) if "rho" in priv else None
+    unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
+    eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
     gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
     explicit_rho = bool(stats) and all(s.rho is not None for s in stats)
-    if rho is not None and eps is not None:
-        raise SpecError("privacy.rho", "give either rho, or epsilon (with delta), not both")
-    if eps is not None and delta is not None:
-        if not gaussian:
-            raise SpecError("privacy.delta", "only used by a release with a mechanism: gaussian statistic")
-        from dpcli.accounting import epsilon_delta_to_rho
-
-        rho = epsilon_delta_to_rho(eps, delta)
-    zcdp = rho is not None or (eps is None and explicit_rho)
+    if eps is not None and delta is not None and not gaussian:
+        raise RuleError("privacy.delta", "only used by a release with a mechanism: gaussian statistic")
+    zcdp = rho is not None or (eps is not None and delta is not None) or (eps is None and explicit_rho)
     if not zcdp and gaussian:
-        raise SpecError(
+        raise RuleError(
             f"statistics[{gaussian[0]}].mechanism",
             "gaussian needs a zCDP budget: privacy.rho, or privacy.epsilon with privacy.delta",
         )
     if zcdp:
-        budget, shares = _split("rho", rho, stats, MAX_RHO)
-        return Privacy(unit, neighbours, eps, delta, budget), shares
-    budget, shares = _split("epsilon", eps, stats, MAX_RELEASE_EPSILON)
-    return Privacy(unit, neighbours, budget, delta, None), shares
+        _budget_rules("rho", rho is not None or eps is not None, stats)
+    else:
+        _budget_rules("epsilon", eps is not None, stats)
+    return Privacy(unit, neighbours, eps, delta, rho, "zcdp" if zcdp else "pure")
 
 
 def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None) -> Spec:
-    """Validate spec text and return the frozen Spec. Raises SpecError (exit 2) with a one-line message."""
+    """Validate spec text and return the frozen Spec. Raises SpecError (exit 2) with a one-line message: the first
+    error found (``spec_errors`` gives them all)."""
+    spec = _parse(text, source, base_dir, _Collector(None))
+    if spec is None:  # without a collector the first error is raised: never reached
+        raise SpecError("", "invalid spec")
+    return spec
+
+
+def parse_errors(text: str, base_dir: Path | None = None) -> list[SpecError]:
+    """Every error of spec text (none: it is valid): field rules first, then the cross-field rules (RuleError)."""
+    errors: list[SpecError] = []
+    try:
+        _parse(text, "<string>", base_dir, _Collector(errors))
+    except SpecError as exc:  # an error that leaves nothing to check further (YAML, size, a missing section)
+        errors.append(exc)
+    return sorted(errors, key=lambda e: isinstance(e, RuleError) and e.rule == "cross-field")
+
+
+def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Spec | None:
     raw_bytes = text.encode("utf-8", "surrogatepass")
     if len(raw_bytes) > MAX_SPEC_BYTES:
         raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
     doc = _load_yaml(text)
     _no_surrogates(doc)
-    top = _mapping(
-        "",
-        doc if doc is not None else {},
-        ("version", "dataset", "input", "output", "ledger", "csv", "privacy", "columns", "statistics"),
-        ("version", "dataset", "privacy", "columns", "statistics"),
-    )
-    version = _text("version", top["version"])
-    if version != SPEC_VERSION:
-        raise SpecError("version", f"unsupported spec version '{version[:20]}' (this dpcli reads version 1)")
-    dataset = _text("dataset", top["dataset"])
-    if not _DATASET.fullmatch(dataset):
-        raise SpecError("dataset", f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
-    quoted_line_breaks = _csv_options(top["csv"]) if "csv" in top else False
+    top = TOP.keys("", doc if doc is not None else {}, out.list)
+    fields = {
+        key: out.attempt(TOP.fields[key].load, key, top[key])
+        for key in ("version", "dataset", "input", "output", "ledger")
+        if key in top
+    }
+    csv = out.attempt(CSV.load, "csv", top["csv"], out.list) if "csv" in top else {}
+    priv = out.attempt(PRIVACY.load, "privacy", top["privacy"], out.list)
 
-    _mapping("privacy", top["privacy"], ("unit", "neighbours", "epsilon", "delta", "rho"))
-
+    columns: dict[str, Column] = {}
+    bad_columns: set[str] = set()  # declared, but refused: statistics naming them are not checked further
     raw_columns = top["columns"]
     if not isinstance(raw_columns, dict) or not raw_columns:
-        raise SpecError("columns", "expected a mapping of at least one column")
-    columns = {name: _column(name, body) for name, body in raw_columns.items()}
+        out.attempt(_raise, SpecError("columns", "expected a mapping of at least one column"))
+        raw_columns = {}
+    for name, body in raw_columns.items():
+        column = out.attempt(_column, name, body, out)
+        if column is None:
+            bad_columns.add(name)
+        else:
+            columns[name] = column
 
-    raw_stats = _list("statistics", top["statistics"], min_len=1)
+    raw_stats = out.attempt(list_value, "statistics", top["statistics"], 1) or []
+    loaded: list[tuple[str, dict] | None] = [
+        out.attempt(STATISTIC.load, f"statistics[{i}]", raw, out.list) for i, raw in enumerate(raw_stats)
+    ]
     stats: list[Statistic] = []
     names: set[str] = set()
-    for i, raw in enumerate(raw_stats):
-        st = _statistic(i, raw, columns)
+    for i, tagged in enumerate(loaded):
+        # a statistic's cross-field rules need its fields and the columns it names, all loaded
+        named = () if tagged is None else (tagged[1].get("column"), *tagged[1].get("by", ()))
+        if tagged is None or any(n in bad_columns for n in named):
+            continue
+        st = out.attempt(_statistic, f"statistics[{i}]", *tagged, columns)
+        if st is None:
+            continue
         if st.name in names:
-            raise SpecError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'")
+            out.attempt(_raise, RuleError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'"))
         names.add(st.name)
         stats.append(st)
-    privacy, shares = _privacy(top["privacy"], stats)
-
+    if priv is None or len(stats) != len(raw_stats) or out.count():
+        return None
+    privacy = _privacy(priv, stats)
     base = base_dir if base_dir is not None else Path(".")
 
     def path_field(key: str) -> Path | None:
-        if key not in top:
-            return None
-        p = _text(key, top[key])
-        if not p:
-            raise SpecError(key, "empty path")
-        return p if p == "-" else (base / p)  # type: ignore[return-value]
+        p = fields.get(key)
+        return None if p is None else Path("-") if p == "-" else base / p
+
+    ledger = fields.get("ledger")
 
     return Spec(
-        version=version,
-        dataset=dataset,
+        version=fields["version"],
+        dataset=fields["dataset"],
         privacy=privacy,
         columns=MappingProxyType(columns),
         statistics=tuple(stats),
-        input=_dash_or_path(path_field("input")),
-        output=_dash_or_path(path_field("output")),
-        ledger=_ledger_location(top.get("ledger"), path_field),
+        input=path_field("input"),
+        output=path_field("output"),
+        # a PostgreSQL URL stays text (Ledger in dpcli.spec_fields refuses one with a password)
+        ledger=ledger if ledger is not None and ledger.startswith(("postgresql://", "postgres://")) else path_field("ledger"),
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
-        shares=shares,
-        quoted_line_breaks=quoted_line_breaks,
+        quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
     )
 
 
-def _ledger_location(raw: Any, path_field: Any) -> Path | str | None:
-    """The spec's ledger: a path relative to the spec, or a PostgreSQL URL kept as text (never with a password:
-    specs are shared and committed; put credentials in DPCLI_LEDGER, --ledger or a .pgpass file)."""
-    if isinstance(raw, str) and raw.startswith(("postgresql://", "postgres://")):
-        from urllib.parse import urlsplit
-
-        try:
-            has_password = urlsplit(raw).password is not None
-        except ValueError:
-            raise SpecError("ledger", "not a valid PostgreSQL URL") from None
-        if has_password or "password=" in raw:
-            raise SpecError("ledger", "a ledger URL in a spec must not carry a password (use DPCLI_LEDGER or .pgpass)")
-        return raw
-    return _dash_or_path(path_field("ledger"))
-
-
-def _dash_or_path(p: Any) -> Path | None:
-    if p is None:
-        return None
-    return Path("-") if p == "-" else Path(p)
+def _raise(exc: SpecError) -> None:
+    raise exc
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -860,18 +652,36 @@ def load_spec(path: str | Path) -> Spec:
     the file as given, then the YAML path: ``spec.yaml: statistics[2].column: 'incme' is not a declared column``."""
     p = Path(path)
     try:
-        if str(path) == "-":
-            raise SpecError("", "a spec is read from a file, not from standard input: give its path")
-        data = _read_spec_file(p)
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise SpecError("", "the spec is not UTF-8 text") from None
+        data, text = _read_spec_text(path)
         spec = parse_spec(text, source=str(p), base_dir=p.parent)
     except SpecError as exc:
         raise exc.in_file(printable(str(path))) from None
     # hash the bytes as read (BOM included) so the metadata names exactly this file
     return _replace_hash(spec, hashlib.sha256(data).hexdigest())
+
+
+def spec_errors(path: str | Path) -> list[SpecError]:
+    """Every error of the spec file at ``path``, for ``dpcli check``: empty when ``load_spec(path)`` succeeds, else
+    one SpecError per problem found, each naming the file (``str(e)`` is ``file: yaml.path: message``), the field
+    rules' errors first in document order, then the cross-field rules' (``RuleError``: declared columns, bounds and
+    bin order, budget sums, ...). A problem that stops reading (an unreadable file, invalid YAML, a missing section)
+    is the only error. The planner's limits (dpcli.plan.make_plan) are not checked here."""
+    p = Path(path)
+    try:
+        _, text = _read_spec_text(path)
+    except SpecError as exc:
+        return [exc.in_file(printable(str(path)))]
+    return [e.in_file(printable(str(path))) for e in parse_errors(text, base_dir=p.parent)]
+
+
+def _read_spec_text(path: str | Path) -> tuple[bytes, str]:
+    if str(path) == "-":
+        raise SpecError("", "a spec is read from a file, not from standard input: give its path")
+    data = _read_spec_file(Path(path))
+    try:
+        return data, data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SpecError("", "the spec is not UTF-8 text") from None
 
 
 def _read_spec_file(p: Path) -> bytes:
@@ -916,6 +726,4 @@ def printable(text: str) -> str:
 
 
 def _replace_hash(spec: Spec, digest: str) -> Spec:
-    from dataclasses import replace
-
     return replace(spec, sha256=digest)

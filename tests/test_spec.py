@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import SpecError, UsageError
+from dpcli.plan import make_plan, split_budget
 from dpcli.spec import (
     MAX_SPEC_BYTES,
     EdgeBins,
@@ -48,9 +49,10 @@ def stat(*lines: str, privacy: str = PRIVACY) -> str:
     return text(statistics="".join(f"  - {line}\n" for line in lines), privacy=privacy)
 
 
-def error(spec_text: str) -> str:
+def error(spec_text: str, planned: bool = False) -> str:
+    """The one-line error of a spec (``planned``: refused by planning, after the loader accepted it)."""
     with pytest.raises(SpecError) as info:
-        parse_spec(spec_text)
+        make_plan(parse_spec(spec_text)) if planned else parse_spec(spec_text)
     exc = info.value
     assert exc.exit_code == 2
     assert isinstance(exc, UsageError)
@@ -81,7 +83,7 @@ def test_base_spec_is_valid_and_typed():
     assert spec.columns["flag"].keys == ("false", "true")
     assert spec.statistics[0].name == "n"
     assert spec.statistics[0].kind == "count"
-    assert spec.epsilon_shares == (Fraction(1),)
+    assert split_budget(spec).shares == (Fraction(1),)
     assert spec.input is None and spec.output is None and spec.ledger is None
 
 
@@ -788,9 +790,9 @@ def test_dimension_named_like_an_output_column_refused(name):
 
 def test_weights_split_exactly():
     spec = parse_spec(stat("{name: a, kind: count, weight: 1}", "{name: b, kind: count, weight: 2}", privacy="{epsilon: 1}"))
-    assert spec.epsilon_shares == (Fraction(1, 3), Fraction(2, 3))
-    assert all(type(s) is Fraction for s in spec.epsilon_shares)
-    assert sum(spec.epsilon_shares) == Fraction(1)
+    assert split_budget(spec).shares == (Fraction(1, 3), Fraction(2, 3))
+    assert all(type(s) is Fraction for s in split_budget(spec).shares)
+    assert sum(split_budget(spec).shares) == Fraction(1)
     assert spec.privacy.epsilon == Fraction(1)
 
 
@@ -798,22 +800,22 @@ def test_default_weight_is_one():
     spec = parse_spec(
         stat("{name: a, kind: count}", "{name: b, kind: count, weight: 0.5}", "{name: c, kind: count}", privacy="{epsilon: 0.5}")
     )
-    assert spec.epsilon_shares == (Fraction(1, 5), Fraction(1, 10), Fraction(1, 5))
-    assert sum(spec.epsilon_shares) == Fraction(1, 2)
+    assert split_budget(spec).shares == (Fraction(1, 5), Fraction(1, 10), Fraction(1, 5))
+    assert sum(split_budget(spec).shares) == Fraction(1, 2)
 
 
 def test_explicit_epsilons_add_up_exactly():
     spec = parse_spec(
         stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2}", privacy="{epsilon: 0.3}")
     )
-    assert spec.epsilon_shares == (Fraction(1, 10), Fraction(1, 5))
-    assert sum(spec.epsilon_shares) == Fraction(3, 10)
+    assert split_budget(spec).shares == (Fraction(1, 10), Fraction(1, 5))
+    assert sum(split_budget(spec).shares) == Fraction(3, 10)
     assert spec.privacy.epsilon == Fraction(3, 10)
 
 
 def test_explicit_epsilons_over_the_release_epsilon_refused():
     spec_text = stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2000001}", privacy="{epsilon: 0.3}")
-    assert error(spec_text) == "statistics: the statistics' epsilons add up to 0.3000001, more than privacy.epsilon = 0.3"
+    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 0.3000001, more than privacy.epsilon = 0.3"
 
 
 def test_explicit_epsilons_plus_a_tiny_one_refused():
@@ -831,7 +833,7 @@ def test_explicit_epsilons_plus_a_tiny_one_refused():
         "{name: c, kind: count, epsilon: 0.000001}",
         privacy="{epsilon: 0.3}",
     )
-    assert error(spec_text) == "statistics: the statistics' epsilons add up to 0.300001, more than privacy.epsilon = 0.3"
+    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 0.300001, more than privacy.epsilon = 0.3"
 
 
 def test_explicit_epsilons_with_a_long_exact_total_are_named_briefly():
@@ -840,22 +842,22 @@ def test_explicit_epsilons_with_a_long_exact_total_are_named_briefly():
         "{name: b, kind: count, epsilon: 10000000000000000000000000000000000001/10000000000000000000000000000000000000000000}",
         privacy="{epsilon: 0.3}",
     )
-    assert error(spec_text) == "statistics: the statistics' epsilons add up to 0.333334, more than privacy.epsilon = 0.3"
+    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 0.333334, more than privacy.epsilon = 0.3"
 
 
 def test_explicit_epsilons_under_the_release_epsilon_charge_their_sum():
     spec = parse_spec(
         stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.1}", privacy="{epsilon: 0.3}")
     )
-    assert sum(spec.epsilon_shares) == Fraction(1, 5)
+    assert sum(split_budget(spec).shares) == Fraction(1, 5)
 
 
 def test_explicit_epsilons_without_a_release_epsilon():
     spec = parse_spec(stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2}", privacy="{unit: row}"))
-    assert spec.privacy.epsilon == Fraction(3, 10)
-    assert sum(spec.epsilon_shares) == Fraction(3, 10)
+    assert spec.privacy.epsilon is None and split_budget(spec).total == Fraction(3, 10)
+    assert sum(split_budget(spec).shares) == Fraction(3, 10)
     spec_text = stat("{name: a, kind: count, epsilon: 60}", "{name: b, kind: count, epsilon: 50}", privacy="{unit: row}")
-    assert error(spec_text) == "statistics: the statistics' epsilons add up to 110, over the maximum of 100"
+    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 110, over the maximum of 100"
 
 
 def test_mixed_explicit_and_weighted_refused():
@@ -897,7 +899,9 @@ def test_spec_is_frozen():
     with pytest.raises(TypeError):
         spec.statistics[0] = spec.statistics[0]  # type: ignore[index]
     with pytest.raises(AttributeError):
-        spec.epsilon_shares.append(Fraction(1))  # type: ignore[attr-defined]
+        split_budget(spec).shares.append(Fraction(1))  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        split_budget(spec).total = Fraction(100)  # type: ignore[misc]
     assert spec.dataset == "adult" and spec.privacy.epsilon == Fraction(1)
 
 

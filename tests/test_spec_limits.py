@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import SpecError
-from dpcli.plan import make_plan
+from dpcli.plan import make_plan, split_budget
 from dpcli.spec import MAX_SPEC_BYTES, load_spec, number_within_limits, parse_spec
 from tests.helpers import clean_env, run_dpcli
 
@@ -151,7 +151,7 @@ def test_a_sum_of_weights_growing_past_150_digits_is_refused() -> None:
     )
     # decimals of any size within the limits always add up within it
     lines = "".join(f"  - {{name: s{i}, kind: count, weight: {w}}}\n" for i, w in enumerate(["9e39", "1e-40", "0." + "7" * 40]))
-    assert len(parse_spec(spec_text(statistics=lines)).shares) == 3
+    assert len(split_budget(parse_spec(spec_text(statistics=lines))).shares) == 3
 
 
 # ---------------------------------------------------------------------------------------------------------------

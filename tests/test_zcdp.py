@@ -9,7 +9,7 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from dpcli.accounting import epsilon_delta_to_rho, pure_to_rho, rho_to_pure_epsilon, zcdp_to_epsilon
+from dpcli.accounting import epsilon_delta_to_rho, format_exact, pure_to_rho, rho_to_pure_epsilon, zcdp_to_epsilon
 from dpcli.errors import BudgetRefused, SpecError
 from dpcli.ledger import JsonlLedger
 from dpcli.plan import make_plan
@@ -112,6 +112,17 @@ def test_gaussian_variances_are_l2_squared_over_two_rho(neighbours: str, l2_coun
     assert all(c.mechanism == "discrete_gaussian" for sp in (n, h, s) for c in sp.components)
 
 
+def test_named_rhos_are_checked_against_the_rho_converted_from_epsilon_and_delta() -> None:
+    converted = epsilon_delta_to_rho(F(1), F(1, 10**6))
+    fits = f"  - {{name: n, kind: count, mechanism: gaussian, rho: {format_exact(converted)}}}\n"
+    assert make_plan(parse_spec(spec("{epsilon: 1, delta: 1e-6}", fits))).rho == converted
+    over = f"  - {{name: n, kind: count, mechanism: gaussian, rho: {format_exact(converted * 2)}}}\n"
+    with pytest.raises(SpecError) as exc:
+        make_plan(parse_spec(spec("{epsilon: 1, delta: 1e-6}", over)))
+    assert str(exc.value).startswith("statistics: the statistics' rhos add up to ")
+    assert str(exc.value).endswith(f", more than privacy.rho = {format_exact(converted)}")
+
+
 def test_epsilon_with_delta_becomes_rho_and_the_plan_shows_both() -> None:
     text = spec("{unit: row, epsilon: 1, delta: 1e-6}", "  - {name: n, kind: count, mechanism: gaussian}\n")
     plan = make_plan(parse_spec(text))
@@ -140,7 +151,7 @@ def test_epsilon_with_delta_becomes_rho_and_the_plan_shows_both() -> None:
 )
 def test_budget_form_errors(privacy: str, stats: str, message: str) -> None:
     with pytest.raises(SpecError) as exc:
-        parse_spec(spec(privacy, stats))
+        make_plan(parse_spec(spec(privacy, stats)))  # the sum of named shares is planning's rule
     assert str(exc.value) == message
 
 
