@@ -229,7 +229,7 @@ def test_an_idle_timeout_removes_the_spool(work: Path) -> None:
 
 
 def test_input_file_spools_nothing_for_a_regular_file(work: Path) -> None:
-    from dpcli.spool import InputFile
+    from dpcli.inputs import InputFile
 
     with InputFile(work / "data.csv") as src:
         assert src.path == work / "data.csv" and not src.spooled
