@@ -33,13 +33,6 @@ class Released:
     ci_high: list[Fraction]
 
 
-def counts(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Noisy counts and their interval, as int64 arrays (kept as arrays: a histogram may have millions of cells)."""
-    k = sp.component("count").halfwidth(confidence)
-    noisy = np.asarray(noisy, dtype=np.int64)
-    return noisy, noisy - k, noisy + k
-
-
 def sums(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -> Released:
     comp = sp.component("sum")
     k = comp.halfwidth(confidence)

@@ -52,8 +52,8 @@ def resolve_ledger(explicit: str | Path | None, spec_ledger: str | Path | None) 
         if candidate:
             return as_location(candidate)
     raise UsageError(
-        "no ledger: give a path or URL, set DPCLI_LEDGER, or add `ledger:` to the spec",
-        hint="pass --ledger PATH or URL, set DPCLI_LEDGER, or add `ledger:` to the spec",
+        "no ledger: none was given, DPCLI_LEDGER is not set and the spec has no `ledger:`",
+        hint="pass --ledger PATH or URL",
     )
 
 
