@@ -483,7 +483,11 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn]]:
     out = []
     for sp in plan.statistics:
         stat = sp.statistic
-        dims = [k if k is not None else stat.bins for k in sp.dimension_keys]
+        dims: list[Sequence[str] | EdgeBins | GridBins] = []
+        for keys in sp.dimension_keys:
+            bins = keys if keys is not None else stat.bins  # no declared keys: the histogram's own bins
+            assert bins is not None
+            dims.append(bins)
         out.append(dict(zip(stat.dimensions, label_columns(dims))))
     return out
 

@@ -44,7 +44,7 @@ from dpcli.paths import check_release_paths, output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
 from dpcli.spec import Spec, load_spec
 
-# Noisy, build_table and exact_noisy were defined here before dpcli 0.3 (tests/test_plan.py still imports two of
+# Noisy, build_table and exact_noisy were defined here before issue 10 (tests/test_plan.py still imports two of
 # them from here): they live in dpcli.mechanisms and dpcli.output now.
 __all__ = ["Release", "release", "check_release_id", "RELEASE_ID", "Noisy", "build_table", "exact_noisy"]
 
