@@ -25,7 +25,8 @@ import numpy as np
 
 from dpcli import render
 from dpcli.plan import make_plan
-from dpcli.release import Noisy, build_table
+from dpcli.mechanisms import Noisy
+from dpcli.output import build_table
 from dpcli.spec import MAX_SPEC_BYTES, load_spec
 
 

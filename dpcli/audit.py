@@ -65,7 +65,7 @@ import numpy as np
 from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
-from dpcli.mechanisms import add_discrete_gaussian, add_discrete_laplace
+from dpcli.mechanisms import add_noise
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.spec import Column, GridBins, Spec, load_spec
 
@@ -346,12 +346,7 @@ def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
 # Candidate rows (from the declared columns only)
 
 
-def _ceil(x: Fraction) -> int:
-    return -((-x.numerator) // x.denominator)
-
-
-def _floor(x: Fraction) -> int:
-    return x.numerator // x.denominator
+# math.ceil and math.floor of a Fraction are exact (integer arithmetic in Fraction.__ceil__ / __floor__)
 
 
 def _grid_text(column: Column, k: int) -> str:
@@ -367,12 +362,12 @@ def _bin_starts(column: Column, bins: Any) -> list[int]:
     n = bins.count
 
     def start(j: int) -> int | None:
-        k = max(_ceil(bins.edge(j) / p), glo)
-        return k if k <= ghi and k < _ceil(bins.edge(j + 1) / p) else None
+        k = max(math.ceil(bins.edge(j) / p), glo)
+        return k if k <= ghi and k < math.ceil(bins.edge(j + 1) / p) else None
 
     if isinstance(bins, GridBins):  # even bins: jump to the bounds (a grid may have millions of bins)
-        first = min(max(0, _floor((glo * p - bins.start) / bins.step)), n)
-        last = max(min(n - 1, _floor((ghi * p - bins.start) / bins.step)), -1)
+        first = min(max(0, math.floor((glo * p - bins.start) / bins.step)), n)
+        last = max(min(n - 1, math.floor((ghi * p - bins.start) / bins.step)), -1)
     else:
         first, last = 0, n - 1
     out: list[int] = []
@@ -726,12 +721,9 @@ def _describe(
 
 
 def _noised(value: int, comp: NoiseComponent, size: int) -> np.ndarray:
+    """``size`` independent noisy copies of one exact value, by the release's own mechanism (dpcli.mechanisms)."""
     base = np.full(size, value, dtype=np.int64) if abs(value) < 2**62 else np.full(size, value, dtype=object)
-    if comp.mechanism == "discrete_gaussian":
-        assert comp.variance is not None
-        return add_discrete_gaussian(base, comp.variance)
-    assert comp.scale is not None
-    return add_discrete_laplace(base, comp.scale)
+    return add_noise(base, comp)
 
 
 def _llr(offset: np.ndarray, shift: int, comp: NoiseComponent) -> np.ndarray:
@@ -802,7 +794,9 @@ def audit(
         plan = make_plan(spec if isinstance(spec, Spec) else load_spec(spec))
     the_spec = plan.spec
     if isinstance(trials, bool) or not isinstance(trials, int) or not MIN_TRIALS <= trials <= MAX_TRIALS:
-        raise UsageError(f"--trials: must be a whole number in [{MIN_TRIALS}, {MAX_TRIALS}]")
+        raise UsageError(
+            f"must be a whole number in [{MIN_TRIALS}, {MAX_TRIALS}]", argument="trials", option="--trials"
+        )
     if not 0.0 < confidence < 1.0:
         raise UsageError("confidence: must be in (0, 1)")
     alpha = 1.0 - confidence

@@ -386,7 +386,10 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except DpcliError as exc:
-        render.error(_one_line(str(exc)))
+        # the library states the fact; the command line names its flag (in place of the keyword argument the fact
+        # is about) and appends the hint, which names flags too (dpcli/errors.py)
+        text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
+        render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text))
         code = exc.exit_code
     except (KeyboardInterrupt, Interrupted) as exc:
         render.error(f"interrupted by {signals.signal_name(exc)}{getattr(exc, 'dpcli_note', '')}")

@@ -2,6 +2,12 @@
 
 Messages are written for the user and must never contain a data value (a cell, a true aggregate):
 only names from the spec, paths, and public numbers (bounds, budgets, scales).
+
+A library error states the fact in the library's words (its keyword arguments, never a command-line flag). What a
+command-line user can do about it travels beside the message, and only the CLI says it:
+- ``hint``: the remedy naming flags (``raise --lock-timeout``), which the CLI appends after ``; ``;
+- ``option`` with ``argument``: the message is about the keyword argument ``argument`` (``str(exc)`` starts with
+  it); the CLI names the flag ``option`` in its place (``--input-timeout: must be between ...``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,15 @@ class DpcliError(Exception):
     """Base of every error dpcli raises on purpose."""
 
     exit_code = 1
+
+    def __init__(
+        self, message: str = "", *, hint: str | None = None, option: str | None = None, argument: str | None = None
+    ):
+        self.fact = message
+        self.hint = hint
+        self.option = option
+        super().__init__(f"{argument}: {message}" if argument else message)
+
 
 
 class InternalError(DpcliError):

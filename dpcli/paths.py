@@ -1,6 +1,6 @@
 """Where a release reads and writes, checked before anything is spent.
 
-A release's output is written by renaming a new file over its name (output.atomic_write), so whatever the name
+A release's output is written by renaming a new file over its name (dpcli.files.atomic_write), so whatever the name
 points at is replaced. Everything that would be replaced by mistake, or could not be written at all, is refused
 here with exit 2 before the spend: an empty name, a name ending in a slash, a directory, a device, a FIFO, a
 socket, a symbolic link, the spec, the input, and every file the ledger keeps (its head, the head being staged,
@@ -16,18 +16,38 @@ from pathlib import Path
 from typing import Iterable
 
 from dpcli.errors import InputError, UsageError
+from dpcli.ledger import Ledger, resolve_ledger  # resolve_ledger: re-exported until dpcli/cli.py imports it from dpcli.ledger
+from dpcli.locations import is_ledger_url
 from dpcli.output import sidecar_path
 
-def is_ledger_url(location: str | Path) -> bool:
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+__all__ = ["check_release_paths", "check_output_target", "output_path", "resolve_ledger"]
 
 
-def resolve_ledger(explicit: str | Path | None, spec_ledger: str | Path | None) -> str | Path:
-    """--ledger, else $DPCLI_LEDGER, else the spec's ledger:. A PostgreSQL URL stays text (a Path would fold its //)."""
-    for candidate in (explicit, os.environ.get("DPCLI_LEDGER") or None, spec_ledger):
-        if candidate:
-            return candidate if is_ledger_url(candidate) else Path(candidate)
-    raise UsageError("no ledger: pass --ledger PATH or URL, set DPCLI_LEDGER, or add `ledger:` to the spec")
+def check_release_paths(
+    spec_file: Path | None, input_path: Path | None, output: Path | None, book: Ledger, location: str | Path | None
+) -> None:
+    """Everything about where a release reads and writes that can be refused before the spend (exit 2): the ledger
+    is not the input; the output (and its sidecar) is none of the spec, the input, the ledger's files."""
+    ledger_path = None if location is None or is_ledger_url(location) else Path(location)
+    if input_path is not None and ledger_path is not None and ledger_path.exists() and _same_file(input_path, ledger_path):
+        raise UsageError(f"the ledger {ledger_path} is the input file")
+    if output is None:
+        return
+    check_output_target(
+        output,
+        spec=spec_file,
+        input=input_path,
+        ledger=ledger_path,
+        protected=book.own_paths,
+        protected_trees=book.own_trees,
+    )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def output_path(text: str | Path | None) -> Path | None:
@@ -93,7 +113,8 @@ def _check_one(target: Path, what: str, keep: list[tuple[Path, str]], trees: lis
         if not stat.S_ISREG(mode):
             raise UsageError(
                 f"{what} {target} is not a regular file (a device, FIFO or socket): dpcli writes a new file and "
-                "renames it over the name, which would replace it; use --output - and redirect instead"
+                "renames it over the name, which would replace it",
+                hint="use --output - and redirect instead",
             )
     for other, name in keep:
         if _same(target, st, other):

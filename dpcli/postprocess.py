@@ -31,14 +31,6 @@ class Released:
     value: list[Fraction]
     ci_low: list[Fraction]
     ci_high: list[Fraction]
-    integer: bool  # counts: value and interval are integers
-
-
-def counts(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Noisy counts and their interval, as int64 arrays (kept as arrays: a histogram may have millions of cells)."""
-    k = sp.component("count").halfwidth(confidence)
-    noisy = np.asarray(noisy, dtype=np.int64)
-    return noisy, noisy - k, noisy + k
 
 
 def sums(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -> Released:
@@ -46,7 +38,7 @@ def sums(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -
     k = comp.halfwidth(confidence)
     unit = comp.unit
     values = [int(v) * unit for v in noisy]
-    return Released(values, [v - k * unit for v in values], [v + k * unit for v in values], integer=False)
+    return Released(values, [v - k * unit for v in values], [v + k * unit for v in values])
 
 
 def means(
@@ -87,7 +79,7 @@ def means(
         high = Fraction(high_num, n - kc) if high_num >= 0 else Fraction(high_num, n + kc)
         lows.append(real(low))
         highs.append(real(high))
-    return Released(values, lows, highs, integer=False)
+    return Released(values, lows, highs)
 
 
 def _abs_max(a: np.ndarray) -> int:
@@ -208,32 +200,3 @@ def mean_grids(
     low = np.where(ok, np.clip(low, lo * f, hi * f), lo * f)
     high = np.where(ok, np.clip(high, lo * f, hi * f), hi * f)
     return value, low.astype(np.int64), high.astype(np.int64), *step
-
-
-def number_columns(sp: StatisticPlan, noisy_counts: np.ndarray | None, noisy_sums: np.ndarray | None,
-                   bounds: tuple[int, int] | None):  # -> (value, ci_low, ci_high) as dpcli.output columns
-    """The released numbers of one statistic as the table's columns: int64 arrays on their decimal grid where they
-    fit (always for counts), else the exact Fractions' text (the same text either way)."""
-    from dpcli.output import Ints, Texts, decimal_text
-
-    kind = sp.statistic.kind
-    if kind in ("count", "histogram"):
-        assert noisy_counts is not None
-        k = sp.component("count").halfwidth(CONFIDENCE)
-        values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
-        return Ints(values), Ints(values, -k), Ints(values, k)
-    assert noisy_sums is not None
-    if kind == "sum":
-        grid = sum_grid(sp, noisy_sums)
-        if grid is not None:
-            values, k, mult, digits = grid
-            return Ints(values, 0, mult, digits), Ints(values, -k, mult, digits), Ints(values, k, mult, digits)
-        r = sums(sp, noisy_sums)
-    else:
-        assert noisy_counts is not None and bounds is not None
-        grids = mean_grids(sp, noisy_sums, noisy_counts, bounds)
-        if grids is not None:
-            value, low, high, mult, digits = grids
-            return Ints(value, 0, mult, digits), Ints(low, 0, mult, digits), Ints(high, 0, mult, digits)
-        r = means(sp, noisy_sums, noisy_counts, bounds)
-    return Texts(decimal_text(r.value)), Texts(decimal_text(r.ci_low)), Texts(decimal_text(r.ci_high))

@@ -22,28 +22,31 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
-from dpcli import __version__, paths, postprocess, signals
-from dpcli.accounting import format_exact, parse_exact
-from dpcli.engine import ExactStatistic, aggregate, check_header, read_header
+from dpcli import signals
+from dpcli.accounting import parse_exact
+from dpcli.engine import aggregate, check_header, read_header
 from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, SpentThenFailed, UsageError
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger
+from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
+from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
 from dpcli.ledger.base import check_pin, paid_spend, release_key
-from dpcli.mechanisms import add_discrete_gaussian, add_discrete_laplace
-from dpcli.output import Block, Table, check_labels, output_format, sidecar_path, write_sidecar, write_table
-from dpcli.paths import check_output_target, is_ledger_url, resolve_ledger
-from dpcli.plan import NoiseComponent, Plan, StatisticPlan, check_cost, make_plan
-from dpcli.spec import Column, EdgeBins, GridBins, Spec, load_spec
-from dpcli.spool import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout
+from dpcli.mechanisms import Noisy, draw_noise, exact_noisy  # noqa: F401 - Noisy, exact_noisy: see below
+from dpcli.output import (
+    Table,
+    build_table,
+    check_labels,
+    output_format,
+    release_metadata,
+    sidecar_path,
+    write_sidecar,
+    write_table,
+)
+from dpcli.paths import check_release_paths, output_path as checked_output
+from dpcli.plan import Plan, check_cost, make_plan
+from dpcli.spec import Spec, load_spec
 
-
-@dataclass(frozen=True)
-class Noisy:
-    """Noisy integers of one statistic (grid units), the input of post-processing."""
-
-    counts: np.ndarray | None
-    sums: np.ndarray | None
+# Noisy, build_table and exact_noisy were defined here before issue 10 (tests/test_plan.py still imports two of
+# them from here): they live in dpcli.mechanisms and dpcli.output now.
+__all__ = ["Release", "release", "check_release_id", "RELEASE_ID", "Noisy", "build_table", "exact_noisy"]
 
 
 @dataclass
@@ -69,162 +72,6 @@ class Release:
     @property
     def rho_spent(self) -> Fraction:
         return Fraction(0) if self.reused else parse_exact(str(self.spend.get("rho", "0")))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Paths
-
-
-def check_paths(
-    spec: Spec, input_path: Path | None, output: Path | None, book: Ledger, location: str | Path | None
-) -> None:
-    """Everything about where the release reads and writes that can be refused before the spend (exit 2)."""
-    ledger_path = None if location is None or is_ledger_url(location) else Path(location)
-    if input_path is not None and ledger_path is not None and ledger_path.exists() and _same_file(input_path, ledger_path):
-        raise UsageError(f"the ledger {ledger_path} is the input file")
-    if output is None:
-        return
-    check_output_target(
-        output,
-        spec=Path(spec.source) if spec.source != "<string>" else None,
-        input=input_path,
-        ledger=ledger_path,
-        protected=book.own_paths,
-        protected_trees=book.own_trees,
-    )
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Noise and the table (pure functions of the plan and of noisy integers)
-
-
-def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
-    """Add the plan's exact discrete noise to every exact vector. Only called after the spend is durable."""
-    out = []
-    for sp, ex in zip(plan.statistics, exact):
-        counts = _noised(ex.counts, sp.component("count")) if _has(sp, "count") else None
-        sums = _noised(ex.sums, sp.component("sum")) if ex.sums is not None else None
-        out.append(Noisy(counts, sums))
-    return out
-
-
-def _noised(values: np.ndarray, comp: NoiseComponent) -> np.ndarray:
-    if values.dtype == object and len(values) and max(abs(int(values.max())), abs(int(values.min()))) < 2**62:
-        # fixed-point sums arrive as Python ints; in int64 (as the mechanism keeps them when they fit) the noisy
-        # array is 5x smaller and the table's columns are formatted without an object array
-        values = values.astype(np.int64)
-    if comp.mechanism == "discrete_gaussian":
-        assert comp.variance is not None
-        return add_discrete_gaussian(values, comp.variance)
-    assert comp.scale is not None
-    return add_discrete_laplace(values, comp.scale)
-
-
-def _has(sp: StatisticPlan, role: str) -> bool:
-    return any(c.role == role for c in sp.components)
-
-
-def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
-    """The tidy output table from noisy integers (post-processing only). Its columns are made when written: labels
-    from the declared keys and bins, numbers as int64 arrays on their decimal grid. A 10^7-cell histogram costs its
-    noisy array here, not 10^7 Python strings (3 GB and 13 s after the spend in dpcli 0.2)."""
-    from dpcli.output import statistic_labels
-
-    spec = plan.spec
-    blocks = []
-    for sp, nz, labels in zip(plan.statistics, noisy, statistic_labels(plan)):
-        stat = sp.statistic
-        bounds = spec.columns[stat.column].grid_bounds if stat.kind == "mean" else None  # type: ignore[index]
-        value, low, high = postprocess.number_columns(sp, nz.counts, nz.sums, bounds)
-        rho = sp.rho if plan.rho else None
-        blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
-    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
-
-
-def exact_noisy(exact: list[ExactStatistic]) -> list[Noisy]:
-    """Exact aggregates passed through as if they were noisy: the no-noise path of the exact-answer tests.
-
-    Nothing in the CLI or in ``release`` calls this; it exists so tests can check the whole post-processing and
-    output path against plain polars without noise.
-    """
-    return [Noisy(e.counts, e.sums) for e in exact]
-
-
-def metadata(plan: Plan, spend: Record, head: str) -> dict:
-    """The sidecar: public facts only. The spec's hash and its public parameters (bounds, bins, keys, mechanisms,
-    scales, shares), the release id and the ledger record and head. Never anything computed from the input's bytes
-    (no input hash, row count or size) and no path of the operator's machine (threat model, contract)."""
-    spec = plan.spec
-    return {
-        "dpcli_version": __version__,
-        "dataset": spec.dataset,
-        "spec_sha256": spec.sha256,
-        "unit": spec.privacy.unit,
-        "neighbours": spec.privacy.neighbours,
-        "accounting": spec.privacy.accounting,
-        "epsilon": format_exact(plan.epsilon),
-        "rho": format_exact(plan.rho),
-        "delta": None if plan.delta is None else format_exact(plan.delta),
-        "confidence": postprocess.CONFIDENCE,
-        "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
-        "statistics": [
-            {
-                "name": sp.statistic.name,
-                "kind": sp.statistic.kind,
-                "column": sp.statistic.column,
-                "by": list(sp.statistic.by),
-                "bins": _bins_meta(sp.statistic.bins),
-                "mechanism": sp.mechanism,
-                "epsilon": format_exact(sp.epsilon),
-                "rho": format_exact(sp.rho),
-                "cells": sp.cells,
-                "noise": [_component_meta(c) for c in sp.components],
-            }
-            for sp in plan.statistics
-        ],
-        "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
-    }
-
-
-def _column_meta(column: Column) -> dict:
-    meta: dict = {"type": column.type}
-    if column.bounds is not None:
-        meta["bounds"] = [format_exact(b) for b in column.bounds]
-    if column.precision is not None and column.type == "float":
-        meta["precision"] = format_exact(column.precision)
-    if column.type == "category":
-        meta["categories"] = list(column.keys)
-    if column.other is not None:
-        meta["other"] = column.other
-    if column.impute is not None:
-        meta["impute"] = column.impute if isinstance(column.impute, str) else format_exact(column.impute)
-    return meta
-
-
-def _bins_meta(bins: EdgeBins | GridBins | None) -> dict | list | None:
-    if isinstance(bins, GridBins):  # a million-bin grid stays three numbers, as in the spec
-        return {"start": format_exact(bins.start), "stop": format_exact(bins.stop), "step": format_exact(bins.step)}
-    if isinstance(bins, EdgeBins):
-        return [format_exact(e) for e in bins.edges]
-    return None
-
-
-def _component_meta(c: NoiseComponent) -> dict:
-    meta = {"part": c.role, "mechanism": c.mechanism, "sensitivity": c.sensitivity, "unit": format_exact(c.unit)}
-    if c.mechanism == "discrete_gaussian":
-        assert c.variance is not None
-        meta.update(l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance), rho=format_exact(c.rho))
-    else:
-        assert c.scale is not None
-        meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))
-    return meta
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -286,11 +133,12 @@ def release(
     key = release_key(spec.dataset, spec.sha256, release_id)
     input_timeout = check_input_timeout(input_timeout)
 
-    input_path = _choose(input, spec.input)
-    output_path = paths.output_path(output if output is not None else spec.output)
+    source = input_path(input, spec.input)
+    output_path = checked_output(output if output is not None else spec.output)
     location = None if isinstance(ledger, Ledger) else resolve_ledger(ledger, spec.ledger)
     book = ledger if isinstance(ledger, Ledger) else open_ledger(location, lock_timeout=lock_timeout)
-    check_paths(spec, input_path, output_path, book, location)
+    spec_file = Path(spec.source) if spec.source != "<string>" else None
+    check_release_paths(spec_file, source, output_path, book, location)
     fmt = output_format(output_path, fmt)
     say("paths checked")
 
@@ -306,7 +154,7 @@ def release(
     say("budget available")
 
     # the spool (a copy of the data) is removed when this block ends, however it ends
-    with InputFile(input_path, input_timeout, max_input_bytes) as src:
+    with InputFile(source, input_timeout, max_input_bytes) as src:
         if src.spooled:
             say("input spooled")
         header = read_header(src.path, quoted_line_breaks=spec.quoted_line_breaks)
@@ -358,25 +206,31 @@ def release(
             paid.stored = True
             say("table stored and the release recorded as done")
             hold.release()  # a signal that came meanwhile is raised here, and reported below with the paid record
-            meta = metadata(plan, spend, spend.hash)
-            out_sha = _write_outputs(table, output_path, fmt, meta, paid.text())
+            meta = release_metadata(plan, spend, spend.hash)
+            out_sha = _write_outputs(table, output_path, fmt, meta, paid.text(), paid.hint())
             say("output written")
             status = book.status(spec.dataset)
         except BaseException as exc:  # noqa: BLE001 - after the spend every failure must name what was paid
             failure = exc if isinstance(exc, SpentThenFailed) else None  # an OutputError already names the record
             paid.stored = paid.stored or _recorded(book, key)
-            message = str(exc) if failure else f"{_what_failed(exc)} after the spend: {paid.text()}"
+            if failure is not None:
+                message, hint = failure.fact, failure.hint
+            else:
+                message = f"{_what_failed(exc)} after the spend: {paid.text()}"
+                hints = (exc.hint if isinstance(exc, DpcliError) else None, paid.hint())
+                hint = "; ".join(h for h in hints if h) or None
             try:
                 hold.release()  # a signal held until now must not replace this report with "nothing was spent"
             except (KeyboardInterrupt, Interrupted):
                 pass
-            raise SpentThenFailed(message) from None
+            raise SpentThenFailed(message, hint=hint) from None
     return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
 
 
 @dataclass
 class _Paid:
-    """What a run that failed after its spend must say: which record paid, and how to get the table if stored."""
+    """What a run that failed after its spend must say: which record paid, whether its table is stored (the fact),
+    and how to get the table written (the hint, which names the CLI's flag)."""
 
     ledger: str
     record: int
@@ -388,8 +242,13 @@ class _Paid:
         paid = f"the release was paid for by ledger {self.ledger} record {self.record}, with no refund"
         if not self.stored:
             return f"{paid}; its table was not stored, so release id '{self.release_id}' can never be written"
+        return f"{paid}; its table is stored under release id '{self.release_id}'"
+
+    def hint(self) -> str | None:
+        if not self.stored:
+            return None
         again = f"--release-id {self.release_id}" + ("" if self.named else " (the id this run drew)")
-        return f"{paid}; its table is stored: re-run with {again} to write it"
+        return f"re-run with {again} to write it"
 
 
 def _recorded(book: Ledger, key: str) -> bool:
@@ -415,7 +274,9 @@ def _what_failed(exc: BaseException) -> str:
     return f"an internal error ({type(exc).__name__}; a bug in dpcli, please report it)"
 
 
-def _write_outputs(table: Table, output_path: Path | None, fmt: str, meta: dict, paid: str) -> str:
+def _write_outputs(
+    table: Table, output_path: Path | None, fmt: str, meta: dict, paid: str, hint: str | None = None
+) -> str:
     """Write the table (and beside a file, its sidecar); returns the table's sha256.
 
     Whatever stops it (disk full, an I/O error, a signal, memory), a failed run leaves no new or half-described
@@ -429,7 +290,8 @@ def _write_outputs(table: Table, output_path: Path | None, fmt: str, meta: dict,
         except OSError as exc:
             raise OutputError(
                 f"could not write the output standard output: {exc.strerror or type(exc).__name__}; {paid}; "
-                "standard output may hold part of the table: discard it"
+                "standard output may hold part of the table: discard it",
+                hint=hint,
             ) from None
     targets = (output_path, sidecar_path(output_path))
     before = [_identity(p) for p in targets]
@@ -447,7 +309,8 @@ def _write_outputs(table: Table, output_path: Path | None, fmt: str, meta: dict,
         if isinstance(exc, OSError):
             raise OutputError(
                 f"could not write the output {output_path}: {exc.strerror or type(exc).__name__}; {paid}; "
-                "no output file was left"
+                "no output file was left",
+                hint=hint,
             ) from None
         raise
 
@@ -482,7 +345,8 @@ def _reissue(
         )
         raise LedgerError(
             f"ledger {book.name}: release id '{release_id}' of this spec was paid for by record {spend.seq}, but "
-            f"{state}; a paid release id is never drawn again: use a new --release-id"
+            f"{state}; a paid release id is never drawn again",
+            hint="use a new --release-id",
         )
     try:
         table = Table.from_json(stored)  # this version's compact form, or dpcli 0.2's text form
@@ -492,17 +356,10 @@ def _reissue(
             f"ledger {book.name}: the stored table of release id '{release_id}' (record {spend.seq}) is in a format "
             "this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
         ) from None
-    meta = {**metadata(plan, spend, spend.hash), "reissued": True}
+    meta = {**release_metadata(plan, spend, spend.hash), "reissued": True}
     out_sha = _write_outputs(
         table, output_path, fmt, meta, f"nothing was spent (ledger record {spend.seq} already paid for this release)"
     )
     status = book.status(plan.spec.dataset)
     return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta, reused=True)
 
-
-def _choose(explicit: str | Path | None, from_spec: Path | None) -> Path | None:
-    """A path, or None for the standard stream."""
-    value = explicit if explicit is not None else from_spec
-    if value is None or str(value) == "-":
-        return None
-    return Path(value)

@@ -57,6 +57,7 @@ def wrap(owner: Any, name: str, action: str, after: bool, when: Callable[..., bo
 
 
 def inject(step: str, action: str, output: str) -> None:
+    import dpcli.mechanisms
     import dpcli.release
     from dpcli.ledger.jsonl import JsonlLedger
 
@@ -68,7 +69,7 @@ def inject(step: str, action: str, output: str) -> None:
     elif step == "spent":
         wrap(dpcli.release, "draw_noise", action, after=False)
     elif step == "noise":
-        wrap(dpcli.release, "add_discrete_laplace", action, after=False)
+        wrap(dpcli.mechanisms, "add_discrete_laplace", action, after=False)
     elif step in ("store", "stored"):
         wrap(JsonlLedger, "store_table", action, after=step == "stored")
     elif step == "released":

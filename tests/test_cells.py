@@ -25,7 +25,8 @@ from dpcli.errors import SpecError
 from dpcli.output import GridLabels, KeyLabels, Table, _HashingWriter, label_columns, write_csv, write_json
 from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, make_plan, release_cost
 from dpcli.postprocess import mean_grids, means
-from dpcli.release import Noisy, build_table
+from dpcli.mechanisms import Noisy
+from dpcli.output import build_table
 from dpcli.spec import GridBins, parse_spec
 from tests.helpers import run_dpcli
 

@@ -709,7 +709,8 @@ def test_header_with_bom_is_read(tmp_path):
 
 def test_table_from_exact_values(adult):
     pytest.importorskip("dpcli.samplers")
-    from dpcli.release import build_table, exact_noisy
+    from dpcli.mechanisms import exact_noisy
+    from dpcli.output import build_table
 
     plan = make_plan(parse_spec(spec_text(ADULT_COLUMNS, ADULT_STATISTICS)))
     table = build_table(plan, exact_noisy(aggregate(plan, ADULT)))

@@ -599,7 +599,8 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
         ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0, 18)"), ("ages", "", "[18, 65)"),
         ("ages", "", "[65, 101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
     ]
-    from dpcli.release import Noisy, build_table
+    from dpcli.mechanisms import Noisy
+    from dpcli.output import build_table
 
     plan = make_plan(parse_spec(SPEC))
     noisy = [Noisy(np.array([0]), None), Noisy(np.array([0, 0]), None), Noisy(np.array([0, 0, 0]), None),

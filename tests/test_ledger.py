@@ -303,7 +303,7 @@ def test_caps_lower_freely_raise_only_with_flag(work: Path) -> None:
     assert dpcli("budget", "set", "toy", "--epsilon", "2", "--ledger", led).returncode == 0
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
     r = dpcli("budget", "set", "toy", "--epsilon", "3", "--ledger", led)
-    assert r.returncode == 2 and "needs --raise" in r.stderr.decode()
+    assert r.returncode == 2 and "needs --raise" in r.stderr.decode()  # the CLI's hint (dpcli/errors.py)
     assert dpcli("budget", "set", "toy", "--epsilon", "3", "--raise", "--ledger", led).returncode == 0
     caps = [x for x in records(Path(led)) if x["type"] == "cap"]
     assert [(c["epsilon"], c.get("raise", False)) for c in caps] == [("2", False), ("1", False), ("3", True)]

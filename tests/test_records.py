@@ -25,7 +25,8 @@ from dpcli.engine import aggregate
 from dpcli.errors import InputError
 from dpcli.ledger import open_ledger
 from dpcli.plan import make_plan
-from dpcli.release import build_table, exact_noisy
+from dpcli.mechanisms import exact_noisy
+from dpcli.output import build_table
 from dpcli.spec import parse_spec
 from tests.helpers import run_dpcli
 

@@ -153,6 +153,30 @@ def test_an_input_timeout_beyond_its_range_is_a_usage_error(work: Path, value: s
     one_line_error(r, 2, "--input-timeout")
 
 
+def test_library_errors_name_no_flag_and_the_cli_adds_it(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library caller reads the fact in the library's words (its keyword arguments); the CLI's one line names the
+    flag in their place and appends the hint (dpcli/errors.py, dpcli/cli.py main)."""
+    from dpcli.inputs import check_input_timeout, parse_size
+    from dpcli.ledger import resolve_ledger
+
+    monkeypatch.delenv("DPCLI_LEDGER", raising=False)
+    for call in (lambda: check_input_timeout(-1.0), lambda: parse_size("2x"), lambda: resolve_ledger(None, None)):
+        with pytest.raises(UsageError) as caught:
+            call()
+        assert "--" not in str(caught.value), str(caught.value)
+        assert caught.value.option or caught.value.hint
+    with pytest.raises(UsageError, match=r"^input_timeout: must be between 0 and 1000000 seconds") as caught:
+        check_input_timeout(float("nan"))
+    assert caught.value.option == "--input-timeout"
+    r = run_dpcli("release", work / "spec.yaml", "-i", "-", "--ledger", work / "L.jsonl", "--input-timeout=nan",
+                  stdin=DATA)
+    assert r.stderr.decode() == (
+        "dpcli: error: --input-timeout: must be between 0 and 1000000 seconds (0 waits forever)\n"
+    )
+    r = run_dpcli("release", work / "spec.yaml", "-i", "-", stdin=DATA)
+    one_line_error(r, 2, "no ledger", "; pass --ledger PATH or URL")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_while_spooling_removes_the_private_spool_and_spends_nothing(work: Path, signum: int) -> None:
     before = ledger_state(work)
@@ -229,7 +253,7 @@ def test_an_idle_timeout_removes_the_spool(work: Path) -> None:
 
 
 def test_input_file_spools_nothing_for_a_regular_file(work: Path) -> None:
-    from dpcli.spool import InputFile
+    from dpcli.inputs import InputFile
 
     with InputFile(work / "data.csv") as src:
         assert src.path == work / "data.csv" and not src.spooled

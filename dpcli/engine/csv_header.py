@@ -69,7 +69,7 @@ def _read_head(path: Path) -> bytes:
         raise InputError(f"input {path} is a directory, not a CSV file")
     if not stat.S_ISREG(st.st_mode):
         # FIFOs and devices are spooled by the caller; reading them here would consume the data
-        raise InputError(f"input {path} is not a regular file (pass it on standard input with --input -)")
+        raise InputError(f"input {path} is not a regular file", hint="pass it on standard input with --input -")
     try:
         with open(path, "rb") as fh:
             # a few bytes past the limit (and a BOM) tell a CR line end from a CRLF one, and a header over the limit

@@ -33,6 +33,7 @@ statistics are split into several groupings (evaluated together by ``collect_all
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -59,10 +60,6 @@ class ExactStatistic:
 
     counts: np.ndarray  # int64: rows per cell (for a mean: rows with a value)
     sums: np.ndarray | None  # object array of Python ints: fixed-point sums (centred for a mean), or None
-
-
-def _ceil(x: Fraction) -> int:
-    return -((-x.numerator) // x.denominator)
 
 
 def _schema(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
@@ -137,7 +134,7 @@ def _bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     # keeps them exact Int64s (edges far outside the bounds used to collide as floats in cut(): a DuplicateError
     # reported as an unreadable input). The bin is the last i with t_i <= k: an exact integer binary search.
     lo, hi = column.grid_bounds
-    thresholds = pl.Series([min(max(_ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)], dtype=pl.Int64)
+    thresholds = pl.Series([min(max(math.ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)], dtype=pl.Int64)
     idx = pl.lit(thresholds).search_sorted(value, side="right").cast(pl.Int64) - 1
     return pl.when(value.is_not_null() & (idx >= 0) & (idx < n)).then(idx)
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpcli.ledger.base import BudgetStatus, Ledger, Record, VerifyReport, published_head
+from dpcli.errors import LedgerError, UsageError
+from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, VerifyReport, published_head
 from dpcli.ledger.jsonl import JsonlLedger
-
-DEFAULT_LOCK_TIMEOUT = 30.0
+from dpcli.locations import as_location, is_ledger_url
 
 
 def ledger_key() -> bytes | None:
@@ -27,8 +27,6 @@ def ledger_key() -> bytes | None:
 
     Never in a spec. With a key, someone who can edit the ledger but not read the key cannot forge a valid chain.
     """
-    from dpcli.errors import LedgerError
-
     # the environment's bytes as they are: a key need not be UTF-8 ($'\xff'), and encoding os.environ's
     # surrogate-escaped text back would fail; a UTF-8 key gives the same bytes either way
     key = os.environb.get(b"DPCLI_LEDGER_KEY")
@@ -47,17 +45,28 @@ def ledger_key() -> bytes | None:
     return None
 
 
+def resolve_ledger(explicit: str | Path | None, spec_ledger: str | Path | None) -> str | Path:
+    """The ledger a command uses: ``explicit`` (the CLI's --ledger), else $DPCLI_LEDGER, else the spec's ``ledger:``.
+    A PostgreSQL URL stays text (a Path would fold its //). None of them: UsageError, whose hint names the flag."""
+    for candidate in (explicit, os.environ.get("DPCLI_LEDGER") or None, spec_ledger):
+        if candidate:
+            return as_location(candidate)
+    raise UsageError(
+        "no ledger: none was given, DPCLI_LEDGER is not set and the spec has no `ledger:`",
+        hint="pass --ledger PATH or URL",
+    )
+
+
 def open_ledger(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Ledger:
     """The ledger at a path, or in PostgreSQL for a ``postgresql://`` URL."""
-    text = str(location)
-    if text.startswith(("postgresql://", "postgres://")):
+    if is_ledger_url(str(location)):
         from dpcli.ledger.postgres import PostgresLedger
 
-        return PostgresLedger(text, lock_timeout=lock_timeout, key=ledger_key())
+        return PostgresLedger(str(location), lock_timeout=lock_timeout, key=ledger_key())
     return JsonlLedger(Path(location), lock_timeout=lock_timeout, key=ledger_key())
 
 
 __all__ = [
     "BudgetStatus", "Ledger", "Record", "VerifyReport", "JsonlLedger", "open_ledger", "ledger_key", "published_head",
-    "DEFAULT_LOCK_TIMEOUT",
+    "DEFAULT_LOCK_TIMEOUT", "is_ledger_url", "resolve_ledger",
 ]

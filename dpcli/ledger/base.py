@@ -24,6 +24,8 @@ from dpcli.accounting import (
 from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
+# Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default).
+DEFAULT_LOCK_TIMEOUT = 30.0
 RECORD_TYPES = ("cap", "spend", "released")
 
 # Every spend is charged rounded UP to a multiple of 10^-18 (pure epsilon and rho alike), so the sum of any number
@@ -142,6 +144,20 @@ def record_hash(fields: dict[str, Any], key: bytes | None) -> str:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_record(records: list[Record], fields: dict[str, Any], key: bytes | None) -> Record:
+    """The record that follows the verified ``records``: ``fields`` with its seq, link, time and (keyed) MAC."""
+    full = {"seq": len(records), "prev": records[-1].hash if records else GENESIS, "time": now(), **fields}
+    if key is not None:
+        full["mac"] = "hmac-sha256"
+    return Record(full, record_hash(full, key))
+
+
+def lock_timed_out(ledger_name: str, seconds: float, why: str) -> LedgerError:
+    return LedgerError(
+        f"could not lock ledger {ledger_name} within {seconds:g} s ({why})", hint="try again or raise --lock-timeout"
+    )
 
 
 def verify_chain(records: Iterable[Record], key: bytes | None, where: str) -> str:
@@ -274,13 +290,14 @@ def check_spend(
     epsilon, rho = charge(epsilon), charge(rho)
     if status is None or status.cap is None:
         raise BudgetRefused(
-            f"no budget cap for dataset '{dataset}' in ledger {ledger_name}: "
-            f"set one first with `dpcli budget set {dataset} --epsilon E --ledger {ledger_name}`"
+            f"no budget cap for dataset '{dataset}' in ledger {ledger_name}",
+            hint=f"set one first with `dpcli budget set {dataset} --epsilon E --ledger {ledger_name}`",
         )
     if rho > 0 and status.cap_delta <= 0:
         raise BudgetRefused(
             f"budget refused for dataset '{dataset}': this release spends zCDP (ρ={eps_text(rho)}) and the dataset's "
-            f"cap has δ=0; set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`"
+            "cap has δ=0",
+            hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
         )
     before, after = status.spent, status.after(epsilon, rho).spent
     assert status.cap is not None
@@ -329,7 +346,8 @@ def cap_fields(
     if raising and not allow_raise:
         raise UsageError(
             f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
-            "needs --raise (it is recorded as a raise)"
+            "is recorded as a raise and must be asked for",
+            hint="that needs --raise",
         )
     fields: dict[str, Any] = {
         "type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)
@@ -385,6 +403,9 @@ def spend_fields(
     return fields
 
 
+_AGAINST = {"argument": "published head", "option": "--against"}
+
+
 def published_head(item: str | Path) -> str:
     """The head hash named by a ``ledger verify --against`` argument: a release's ``.meta.json``, or a head hash
     (the 64 hex digits of the metadata, or a prefix of at least 16, as the release summary prints).
@@ -397,15 +418,15 @@ def published_head(item: str | Path) -> str:
     except (FileNotFoundError, NotADirectoryError):
         if re.fullmatch(r"[0-9a-f]{16,64}", text):
             return text
-        raise UsageError(f"--against: cannot read {text}: no such file (and it is not a head hash)") from None
+        raise UsageError(f"cannot read {text}: no such file (and it is not a head hash)", **_AGAINST) from None
     except OSError as exc:
-        raise UsageError(f"--against: cannot read {text}: {exc.strerror or 'unreadable'}") from None
+        raise UsageError(f"cannot read {text}: {exc.strerror or 'unreadable'}", **_AGAINST) from None
     try:
         head = json.loads(raw)["ledger"]["head"]
     except (ValueError, KeyError, TypeError, IndexError):
         head = None
     if not isinstance(head, str) or not HEX_HEAD.fullmatch(head):
-        raise UsageError(f"--against: {text} is not a release's metadata file")
+        raise UsageError(f"{text} is not a release's metadata file", **_AGAINST)
     return head
 
 
@@ -418,13 +439,22 @@ class Ledger(ABC):
     def records(self) -> list[Record]:
         """All records, verified (raises LedgerError on a broken chain)."""
 
+    # -- writing: the checks and the record's fields are shared; each backend appends under its own lock ----------
+
     @abstractmethod
+    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
+        """Under the writers' lock: read and verify the chain, call ``build(records)`` for the new record's fields
+        (it raises to refuse; nothing is written then), and append that record durably (``new_record``)."""
+
     def set_cap(
         self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
         unit: str | None = None, neighbours: str | None = None,
-    ) -> Record: ...
+    ) -> Record:
+        return self._write(
+            lambda records: cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours),
+            "setting the cap",
+        )
 
-    @abstractmethod
     def spend(
         self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
         before_append: Callable[[], None] | None = None,
@@ -435,9 +465,18 @@ class Ledger(ABC):
         runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
         spent (release() raises there a signal that came during the lock wait)."""
 
-    @abstractmethod
+        def build(records: list[Record]) -> dict[str, Any]:
+            if before_append is not None:
+                before_append()
+            return spend_fields(records, self.name, dataset, epsilon, rho, details)
+
+        return self._write(build, "recording the spend")
+
     def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
         """Append the ``released`` record of a spend (its table is stored and its output written)."""
+        return self._write(
+            lambda records: {**details, "type": "released", "release_key": release_key}, "recording the release"
+        )
 
     # -- the release store: noisy tables of earlier releases, for idempotent re-runs ---------------------------
 

@@ -25,21 +25,20 @@ import os
 import random
 import stat
 import time
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable
 
 from dpcli.errors import LedgerError, UsageError
+from dpcli.files import atomic_write, fsync_directory
 from dpcli.ledger.base import (
+    DEFAULT_LOCK_TIMEOUT,
     GENESIS,
     HEX_HEAD,
     Ledger,
     Record,
-    cap_fields,
     head_mac,
-    now,
-    record_hash,
-    spend_fields,
+    lock_timed_out,
+    new_record,
     verify_chain,
 )
 
@@ -53,15 +52,19 @@ def _strerror(exc: OSError, default: str) -> str:
     return exc.strerror or default
 
 
+def symlinked(name: str) -> UsageError:
+    return UsageError(f"ledger {name} is a symbolic link: refusing it", hint="point --ledger at the real file")
+
+
 class JsonlLedger(Ledger):
-    def __init__(self, path: Path, lock_timeout: float = 30.0, key: bytes | None = None):
+    def __init__(self, path: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, key: bytes | None = None):
         self.path = Path(path)
         self.name = str(path)
         self.lock_timeout = max(0.0, float(lock_timeout))
         self.key = key
         try:
             if self.path.is_symlink():
-                raise UsageError(f"ledger {self.name} is a symbolic link: refusing it (point --ledger at the real file)")
+                raise symlinked(self.name)
             if self.path.exists() and not stat.S_ISREG(self.path.stat().st_mode):
                 raise LedgerError(f"ledger {self.name} is not a regular file")
         except OSError as exc:
@@ -108,7 +111,7 @@ class JsonlLedger(Ledger):
             ) from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise UsageError(f"ledger {self.name} is a symbolic link: refusing it (point --ledger at the real file)") from None
+                raise symlinked(self.name) from None
             doing = "write" if write else "read"
             raise LedgerError(f"cannot {doing} ledger {self.name}: {_strerror(exc, 'cannot open')}") from None
         try:
@@ -121,7 +124,7 @@ class JsonlLedger(Ledger):
         return fd
 
     def _flock(self, fd: int, write: bool, deadline: float) -> None:
-        """flock with --lock-timeout: non-blocking attempts with a short, growing, jittered sleep between them."""
+        """flock within the lock timeout: non-blocking attempts with a short, growing, jittered sleep between them."""
         mode = (fcntl.LOCK_EX if write else fcntl.LOCK_SH) | fcntl.LOCK_NB
         pause = 0.001
         while True:
@@ -134,10 +137,7 @@ class JsonlLedger(Ledger):
                     raise LedgerError(f"cannot lock ledger {self.name}: {_strerror(exc, 'lock failed')}") from None
             left = deadline - time.monotonic()
             if left <= 0:
-                raise LedgerError(
-                    f"could not lock ledger {self.name} within {self.lock_timeout:g} s (another dpcli is using it); "
-                    "try again or raise --lock-timeout"
-                )
+                raise lock_timed_out(self.name, self.lock_timeout, "another dpcli is using it")
             time.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: timing only
             pause = min(pause * 2, 0.05)
 
@@ -321,8 +321,6 @@ class JsonlLedger(Ledger):
         self._sync_directory()
 
     def _sync_directory(self) -> None:
-        from dpcli.output import fsync_directory
-
         # errors ignored: if a rename is lost in a crash, the older head stays, and an older head is consistent
         fsync_directory(self._directory)
 
@@ -334,12 +332,9 @@ class JsonlLedger(Ledger):
         I/O error) truncates the ledger back to its size before the append; we hold the exclusive lock, so no reader
         has seen the record. A crash between the append and the rename leaves the older head, which is consistent.
         """
-        prev = records[-1].hash if records else GENESIS
-        full = {"seq": len(records), "prev": prev, "time": now(), **fields}
-        if self.key is not None:
-            full["mac"] = "hmac-sha256"
-        h = record_hash(full, self.key)
-        data = (json.dumps({**full, "hash": h}, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        record = new_record(records, fields, self.key)
+        full, h = record.fields, record.hash
+        data = (json.dumps(record.as_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         try:
             if not records and not os.path.lexists(self.head_path):
                 # the empty chain's head first, so a keyed ledger with records never lacks a head file, crash or not
@@ -374,7 +369,7 @@ class JsonlLedger(Ledger):
             self._sync_directory()  # the head's rename made durable; the record itself already is
         except OSError:
             pass  # committed: raising now would report a recorded spend as not made (a crash keeps the older head)
-        return Record(full, h)
+        return record
 
     @staticmethod
     def _truncate(fd: int, size: int) -> None:
@@ -385,7 +380,7 @@ class JsonlLedger(Ledger):
             # the record (whole or torn) stays; whole, it is only an older head's extra spend (the safe direction)
             pass
 
-    def _write(self, build) -> Record:  # noqa: ANN001 - build(records) -> fields
+    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
         fd = self._lock(write=True)
         assert fd is not None
         try:
@@ -393,26 +388,6 @@ class JsonlLedger(Ledger):
             return self._append(fd, records, build(records))
         finally:
             os.close(fd)
-
-    def set_cap(
-        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
-        unit: str | None = None, neighbours: str | None = None,
-    ) -> Record:
-        return self._write(lambda records: cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours))
-
-    def spend(
-        self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
-        before_append: Callable[[], None] | None = None,
-    ) -> Record:
-        def build(records: list[Record]) -> dict[str, Any]:
-            if before_append is not None:
-                before_append()
-            return spend_fields(records, self.name, dataset, epsilon, rho, details)
-
-        return self._write(build)
-
-    def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
-        return self._write(lambda records: {**details, "type": "released", "release_key": release_key})
 
     def seal_head(self, head: str) -> Record | None:
         """Write an authenticated head for a keyed ledger whose chain ends at ``head`` (the last record's hash, as
@@ -448,8 +423,6 @@ class JsonlLedger(Ledger):
         return self.store_dir / f"{release_key}.json"
 
     def store_table(self, release_key: str, table: bytes) -> None:
-        from dpcli.output import atomic_write
-
         try:
             self.store_dir.mkdir(exist_ok=True)
             atomic_write(self._table_path(release_key), lambda fh: fh.write(table))

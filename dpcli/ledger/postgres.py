@@ -25,20 +25,17 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from fractions import Fraction
 from typing import Any, Callable, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from dpcli.errors import DpcliError, LedgerError, UsageError
 from dpcli.ledger.base import (
-    GENESIS,
+    DEFAULT_LOCK_TIMEOUT,
     Ledger,
     Record,
-    cap_fields,
     canonical,
-    now,
-    record_hash,
-    spend_fields,
+    lock_timed_out,
+    new_record,
     verify_chain,
 )
 
@@ -98,7 +95,7 @@ def redact_url(url: str) -> str:
 
 
 class PostgresLedger(Ledger):
-    def __init__(self, url: str, lock_timeout: float = 30.0, key: bytes | None = None):
+    def __init__(self, url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, key: bytes | None = None):
         self.url = url
         self.name = redact_url(url)
         self.lock_timeout = max(0.0, float(lock_timeout))
@@ -228,10 +225,7 @@ class PostgresLedger(Ledger):
                 raise self._db_error(exc, doing) from None
 
     def _timeout(self, attempts: int) -> LedgerError:
-        return LedgerError(
-            f"could not lock ledger {self.name} within {self.lock_timeout:g} s "
-            f"(other dpcli runs are writing to it; {attempts} attempt(s)); try again or raise --lock-timeout"
-        )
+        return lock_timed_out(self.name, self.lock_timeout, f"other dpcli runs are writing to it; {attempts} attempt(s)")
 
     @staticmethod
     def _set_local_timeouts(cur: Any, deadline: float) -> None:
@@ -324,11 +318,8 @@ class PostgresLedger(Ledger):
     # -- writing -----------------------------------------------------------------------------------------------
 
     def _append(self, cur: Any, records: list[Record], fields: dict[str, Any]) -> Record:
-        prev = records[-1].hash if records else GENESIS
-        full = {"seq": len(records), "prev": prev, "time": now(), **fields}
-        if self.key is not None:
-            full["mac"] = "hmac-sha256"
-        h = record_hash(full, self.key)
+        record = new_record(records, fields, self.key)
+        full, h = record.fields, record.hash
         text = canonical(full).decode("utf-8")
         cur.execute(f"INSERT INTO {LEDGER_TABLE} (seq, record, hash) VALUES (%s, %s, %s)", (full["seq"], text, h))
         cur.execute(
@@ -336,36 +327,14 @@ class PostgresLedger(Ledger):
             "ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash",
             (full["seq"], h),
         )
-        return Record(full, h)
+        return record
 
-    def set_cap(
-        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
-        unit: str | None = None, neighbours: str | None = None,
-    ) -> Record:
+    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
-            return self._append(cur, records, cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours))
+            return self._append(cur, records, build(records))  # what build raises rolls the transaction back
 
-        return self._write_tx(body, "setting the cap")
-
-    def spend(
-        self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
-        before_append: Callable[[], None] | None = None,
-    ) -> Record:
-        def body(cur: Any) -> Record:
-            if before_append is not None:
-                before_append()  # what it raises rolls the transaction back
-            records = self._read(cur)
-            return self._append(cur, records, spend_fields(records, self.name, dataset, epsilon, rho, details))
-
-        return self._write_tx(body, "recording the spend")
-
-    def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
-        def body(cur: Any) -> Record:
-            records = self._read(cur)
-            return self._append(cur, records, {**details, "type": "released", "release_key": release_key})
-
-        return self._write_tx(body, "recording the release")
+        return self._write_tx(body, doing)
 
     # -- the release store -------------------------------------------------------------------------------------
 

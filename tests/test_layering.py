@@ -1,0 +1,131 @@
+"""Imports run one way: a module of dpcli/ imports only modules of its own layer or of a lower one.
+
+The layers are the table in docs/architecture.md (between its ``layers:begin`` and ``layers:end`` markers), so the
+document and the code cannot drift apart: an upward import, a module in no layer, or a layer naming a file that
+does not exist fails here. Every import is read with ``ast`` (also those inside functions and under
+TYPE_CHECKING), nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dpcli"
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def read_layers(text: str) -> dict[str, int]:
+    """Layer of each entry of the table: a file (``dpcli/x.py``) or a package (``dpcli/ledger/``)."""
+    table = text.split("<!-- layers:begin -->", 1)[1].split("<!-- layers:end -->", 1)[0]
+    layers: dict[str, int] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].isdigit():
+            continue
+        for entry in re.findall(r"`([^`]+)`", cells[2]):
+            assert entry not in layers, f"{entry} is in two layers"
+            layers[entry] = int(cells[0])
+    return layers
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(path: Path, layers: dict[str, int]) -> int | None:
+    rel = path.relative_to(ROOT).as_posix()
+    if rel in layers:
+        return layers[rel]
+    for entry, layer in layers.items():
+        if entry.endswith("/") and rel.startswith(entry):
+            return layer
+    return None
+
+
+def module_paths() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(source: str, importer: str, modules: dict[str, Path]) -> set[str]:
+    """The dpcli modules that ``source`` (the module ``importer``) imports, resolved to known module names."""
+    package = importer if modules[importer].name == "__init__.py" else importer.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                origin = ".".join([*base, node.module] if node.module else base)
+            else:
+                origin = node.module or ""
+            # `from dpcli import render` imports the module dpcli.render; `from dpcli import __version__` dpcli
+            names = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in modules else origin for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:  # dpcli.ledger.base.X -> dpcli.ledger.base
+                name = name.rpartition(".")[0]
+            if name.startswith("dpcli"):
+                found.add(name)
+    return found
+
+
+def upward_imports(layers: dict[str, int], sources: dict[str, str] | None = None) -> list[str]:
+    """Every import of a module from a higher layer, as ``importer (layer) -> imported (layer)``."""
+    modules = module_paths()
+    bad = []
+    for name, path in modules.items():
+        source = sources.get(name) if sources and name in sources else path.read_text(encoding="utf-8")
+        mine = layer_of(path, layers)
+        assert mine is not None
+        for target in sorted(imported_modules(source, name, modules)):
+            theirs = layer_of(modules[target], layers)
+            assert theirs is not None
+            if theirs > mine:
+                bad.append(f"{name} ({mine}) -> {target} ({theirs})")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def layers() -> dict[str, int]:
+    return read_layers(DOC.read_text(encoding="utf-8"))
+
+
+def test_every_module_is_in_one_layer(layers: dict[str, int]) -> None:
+    missing = [str(p.relative_to(ROOT)) for p in module_paths().values() if layer_of(p, layers) is None]
+    assert missing == [], f"place these in the layer table of docs/architecture.md: {missing}"
+
+
+def test_the_layer_table_names_only_files_that_exist(layers: dict[str, int]) -> None:
+    assert [entry for entry in layers if not (ROOT / entry).exists()] == []
+
+
+def test_no_import_runs_upward(layers: dict[str, int]) -> None:
+    assert upward_imports(layers) == []
+
+
+def test_an_upward_import_is_found(layers: dict[str, int]) -> None:
+    # the check itself: the same sources with one upward import added (the engine importing the writer, inside a
+    # function and in the relative form) must be reported, and nothing else
+    polars_engine = (PACKAGE / "engine" / "polars_engine.py").read_text(encoding="utf-8")
+    hostile = polars_engine + "\n\ndef _leak():\n    from ..output import write_table\n"
+    assert upward_imports(layers, {"dpcli.engine.polars_engine": hostile}) == [
+        f"dpcli.engine.polars_engine ({layers['dpcli/engine/']}) -> dpcli.output ({layers['dpcli/output.py']})"
+    ]
+
+
+def test_the_cli_is_the_top(layers: dict[str, int]) -> None:
+    # the CLI imports the library and nothing imports the CLI but the entry point
+    assert layers["dpcli/cli.py"] == max(layers.values())
+    importers = [n for n, p in module_paths().items()
+                 if "dpcli.cli" in imported_modules(p.read_text(encoding="utf-8"), n, module_paths())]
+    assert importers == ["dpcli.__main__"]
