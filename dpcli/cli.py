@@ -366,18 +366,28 @@ def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
     colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
     import yaml
 
-    dataset = re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset"
+    from dpcli.schema import NAME_PATTERN
+
+    dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
+    usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
+    # a header name the spec cannot declare is listed in a comment, escaped to one line of ASCII (json.dumps)
+    unusable = "".join(f"#   {json.dumps(name)}\n" for name in header if name not in usable)
+    if unusable:
+        unusable = (
+            "# These header names cannot be declared (a column name is letters, digits, _ . -, starting with a "
+            "letter or _):\n" + unusable
+        )
     doc = {
         "version": 1,
         "dataset": dataset,
         "input": os.path.relpath(csv.absolute(), spec_dir),
         "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": "1.0"},
-        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in header},
+        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
         "statistics": [{"name": "rows", "kind": "count"}],
     }
     body = yaml.dump(doc, Dumper=_skeleton_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=None,
                      width=1_000_000)
-    return SKELETON_HEAD + body
+    return SKELETON_HEAD + unusable + body
 
 
 class _Flow(dict):
@@ -570,7 +580,9 @@ def _click_error(exc: BaseException) -> int | None:
         return 2
     ctx = getattr(exc, "ctx", None)
     see = f" (see '{ctx.command_path} --help')" if ctx is not None and exit_code == 2 else ""
-    render.error(_one_line(format_message()) + see, "usage", exit_code)
+    # Typer 0.2x words a bad choice "Invalid value for '--format': Value error, 'xml' is not one of ..."
+    message = _one_line(format_message()).replace(": Value error, ", ": ")
+    render.error(message + see, "usage", exit_code)
     return exit_code
 
 
