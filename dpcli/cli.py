@@ -22,7 +22,7 @@ from dpcli.errors import (
 )
 
 def _example(command: str) -> str:
-    """A command's help epilog: one example, kept as written (click's \\b stops it from rewrapping the line)."""
+    """A command's help epilog: one example, kept as written (a line holding only \\b stops click rewrapping it)."""
     return f"\b\nExample:\n  $ {command}"
 
 
@@ -49,18 +49,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="Differentially private statistics from a CSV and a YAML spec, with a budget ledger.",
+    epilog=_example("dpcli plan configs/example.yaml"),
 )
 budget_app = typer.Typer(
-    context_settings=CONTEXT, no_args_is_help=True, help="Budget caps per dataset (they live in the ledger)."
+    context_settings=CONTEXT, no_args_is_help=True, help="Budget caps per dataset (they live in the ledger).",
+    epilog=_example("dpcli budget show --ledger ledger.jsonl"),
 )
-ledger_app = typer.Typer(context_settings=CONTEXT, no_args_is_help=True, help="The audit trail of caps and spends.")
+ledger_app = typer.Typer(
+    context_settings=CONTEXT, no_args_is_help=True, help="The audit trail of caps and spends.",
+    epilog=_example("dpcli ledger verify --ledger ledger.jsonl"),
+)
 app.add_typer(budget_app, name="budget")
 app.add_typer(ledger_app, name="ledger")
 
 LedgerOpt = typer.Option(
-    None, "--ledger", metavar="PATH|URL", help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:)."
+    None, "--ledger", metavar="PATH|URL",
+    help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:).",
 )
-LockOpt = typer.Option(30.0, "--lock-timeout", metavar="SECONDS", help="Seconds to wait for the ledger lock before exit 5.", min=0)
+LockOpt = typer.Option(
+    30.0, "--lock-timeout", metavar="SECONDS", help="Seconds to wait for the ledger lock before exit 5.", min=0
+)
 
 
 class OutputFormat(str, Enum):
@@ -81,11 +89,18 @@ def _exact(option: str, text: str) -> Fraction:
     return value
 
 
-@app.command(cls=DpcliCommand, epilog=_example("dpcli release spec.yaml --ledger ledger.jsonl --release-id 2026-01-31 -o out.csv"))
+@app.command(
+    cls=DpcliCommand,
+    epilog=_example("dpcli release spec.yaml --ledger ledger.jsonl --release-id 2026-01-31 -o out.csv"),
+)
 def release(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
-    input: Optional[str] = typer.Option(None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."),  # noqa: A002
-    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."),
+    input: Optional[str] = typer.Option(  # noqa: A002
+        None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."
+    ),
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
+    ),
     ledger: Optional[str] = LedgerOpt,
     fmt: Optional[OutputFormat] = typer.Option(
         None, "--format", case_sensitive=False, help="The table's format (default: json for a .json path, else csv)."
@@ -130,7 +145,8 @@ def release(
     started = time.monotonic()
     try:
         result = run(
-            spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value, release_id=release_id,
+            spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+            release_id=release_id,
             lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
             progress=_progress_printer if verbose else None,
         )
@@ -199,7 +215,9 @@ def other_ledger(explicit: str | None, spec_ledger: str | Path | None) -> tuple[
     named = [
         (str(loc), source)
         for loc, source in (
-            (explicit, "--ledger"), (os.environ.get("DPCLI_LEDGER"), "$DPCLI_LEDGER"), (spec_ledger, "the spec's ledger:")
+            (explicit, "--ledger"),
+            (os.environ.get("DPCLI_LEDGER"), "$DPCLI_LEDGER"),
+            (spec_ledger, "the spec's ledger:"),
         )
         if loc
     ]
@@ -216,14 +234,13 @@ def _warn_other_ledger(spec: Any, explicit: str | None, first_spend: bool, quiet
 
     ``first_spend``: after this release, the first of its dataset in the ledger used; else a release refused for
     having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
-    from dpcli.spec import load_spec
-
     if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
         from dpcli.ledger import open_ledger
         from dpcli.paths import resolve_ledger
+        from dpcli.spec import load_spec
 
-        spec = load_spec(spec)
-        try:
+        try:  # both read fine a moment ago; if not now, the refusal alone is said
+            spec = load_spec(spec)
             if open_ledger(resolve_ledger(explicit, spec.ledger)).status(spec.dataset) is not None:
                 return None
         except DpcliError:
@@ -278,7 +295,8 @@ def plan(
 def audit_command(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
     trials: int = typer.Option(
-        200_000, "--trials", metavar="N", min=1_000, max=1_000_000_000, help="Noise draws per statistic and dataset (default 200000)."
+        200_000, "--trials", metavar="N", min=1_000, max=1_000_000_000,
+        help="Noise draws per statistic and dataset (default 200000).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -304,7 +322,9 @@ def audit_command(
 @app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv"))
 def check(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
-    input: Optional[str] = typer.Option(None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."),  # noqa: A002
+    input: Optional[str] = typer.Option(  # noqa: A002
+        None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
+    ),
 ) -> None:
     """Validate the spec, and that the CSV's header has the declared columns. Reads the header only."""
     from dpcli.engine import check_header, read_header
@@ -406,17 +426,23 @@ def _skeleton_dumper() -> Any:
     return SkeletonDumper
 
 
-@budget_app.command("set", cls=DpcliCommand, epilog=_example("dpcli budget set people --epsilon 3 --ledger ledger.jsonl"))
+@budget_app.command(
+    "set", cls=DpcliCommand, epilog=_example("dpcli budget set people --epsilon 3 --ledger ledger.jsonl")
+)
 def budget_set(
     dataset: str = typer.Argument(..., metavar="DATASET", help="Dataset name (the spec's dataset:)."),
-    epsilon: str = typer.Option(..., "--epsilon", metavar="EPSILON", help="The cap on the total ε spent on this dataset."),
+    epsilon: str = typer.Option(
+        ..., "--epsilon", metavar="EPSILON", help="The cap on the total ε spent on this dataset."
+    ),
     delta: str = typer.Option("0", "--delta", metavar="DELTA", help="The cap on δ (pure ε releases spend none)."),
     allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
     neighbours: Optional[Neighbours] = typer.Option(
         None, "--neighbours",
         help="Pin the dataset's neighbour relation; else the first release pins it.",
     ),
-    unit: str = typer.Option("row", "--unit", metavar="UNIT", help="The privacy unit pinned with --neighbours (version 1: row)."),
+    unit: str = typer.Option(
+        "row", "--unit", metavar="UNIT", help="The privacy unit pinned with --neighbours (version 1: row)."
+    ),
     ledger: Optional[str] = LedgerOpt,
     lock_timeout: float = LockOpt,
 ) -> None:
@@ -487,11 +513,15 @@ def ledger_show(
         render.print_ledger(records, sys.stdout)
 
 
-@ledger_app.command("verify", cls=DpcliCommand, epilog=_example("dpcli ledger verify --ledger ledger.jsonl --against out.csv.meta.json"))
+@ledger_app.command(
+    "verify", cls=DpcliCommand,
+    epilog=_example("dpcli ledger verify --ledger ledger.jsonl --against out.csv.meta.json"),
+)
 def ledger_verify(
     ledger: Optional[str] = LedgerOpt,
     against: list[Path] = typer.Option(
-        [], "--against", metavar="META_JSON|HEAD", help="A release's .meta.json (or a head hash): its ledger head must be in the chain."
+        [], "--against", metavar="META_JSON|HEAD",
+        help="A release's .meta.json (or a head hash): its ledger head must be in the chain.",
     ),
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""

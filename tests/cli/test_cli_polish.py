@@ -20,7 +20,7 @@ dpcli_run = run_in_process
 ROOT = Path(__file__).resolve().parents[2]
 
 COMMANDS = [
-    ["release"], ["plan"], ["audit"], ["check"], ["init"], ["schema"], ["budget", "set"], ["budget", "show"],
+    [], ["budget"], ["ledger"], ["release"], ["plan"], ["audit"], ["check"], ["init"], ["schema"], ["budget", "set"], ["budget", "show"],
     ["ledger", "show"], ["ledger", "verify"],
 ]
 
@@ -38,20 +38,21 @@ def toy(tmp_path: Path) -> Path:
 # -- help, metavars, choices, completion, version ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "dpcli")
 def test_short_help_metavars_and_an_example_on_every_command(command: list[str]) -> None:
     short, long = dpcli_run(*command, "-h"), dpcli_run(*command, "--help")
     assert short.returncode == long.returncode == 0
     assert short.stdout == long.stdout and short.stderr == long.stderr == b""
     text = short.stdout.decode()
     usage = text.splitlines()[0]
-    assert usage.startswith(f"Usage: dpcli {' '.join(command)} [OPTIONS]")
+    path = " ".join(["dpcli", *command])
+    assert usage.startswith(f"Usage: {path} [OPTIONS]")
     assert "{" not in text and "<str>" not in text and "<path>" not in text and "<float" not in text
-    assert f"Example:\n    $ dpcli {' '.join(command)}" in text
+    assert f"Example:\n    $ {path}" in text
 
 
 def test_usage_lines_name_their_arguments() -> None:
-    firsts = {" ".join(c): dpcli_run(*c, "-h").stdout.decode().splitlines()[0] for c in COMMANDS}
+    firsts = {" ".join(c): dpcli_run(*c, "-h").stdout.decode().splitlines()[0] for c in COMMANDS if c}
     assert firsts["release"] == "Usage: dpcli release [OPTIONS] SPEC"
     assert firsts["init"] == "Usage: dpcli init [OPTIONS] CSV"
     assert firsts["budget set"] == "Usage: dpcli budget set [OPTIONS] DATASET"
@@ -275,7 +276,8 @@ def test_init_round_trips_awkward_names_and_paths(tmp_path: Path, where: str) ->
     data_dir = tmp_path / "raw data: #1 'q'"
     data_dir.mkdir()
     csv_path = data_dir / "my file: #2.csv"
-    csv_path.write_text(",".join('"' + n.replace('"', '""') + '"' for n in AWKWARD) + "\n" + ",".join("0" * len(AWKWARD)) + "\n")
+    quoted = ('"' + name.replace('"', '""') + '"' for name in AWKWARD)
+    csv_path.write_text(",".join(quoted) + "\n" + ",".join("0" * len(AWKWARD)) + "\n")
     spec_dir = data_dir if where == "beside" else tmp_path / "specs # here"
     spec_dir.mkdir(exist_ok=True)
     out = spec_dir / "spec: one.yaml"
@@ -329,7 +331,8 @@ def test_warning_when_a_dataset_first_appears_in_another_ledger_than_the_spec_na
         "ledger per dataset"
     )
     again = dpcli_run(*args)
-    assert again.returncode == 0 and "dpcli: warning" not in again.stderr.decode()  # only where the dataset first appears
+    # only where the dataset first appears
+    assert again.returncode == 0 and "dpcli: warning" not in again.stderr.decode()
     # no cap in the ledger used, while the spec names another: said before the refusal
     refused = dpcli_run("release", toy / "s.yaml", "-i", toy / "data.csv", "--ledger", toy / "new.jsonl")
     lines = refused.stderr.decode().splitlines()
@@ -422,4 +425,5 @@ def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, mon
     if width == 200:  # wide enough: a real table, its header on one line
         assert any(line.split()[:2] == ["statistic", "part"] for line in lines)
     # a pipe keeps the aligned form, one line per row, whatever $COLUMNS says
-    assert len([line for line in plain.getvalue().splitlines() if "discrete_laplace" in line]) == len(render.plan_rows(plan))
+    rows = [line for line in plain.getvalue().splitlines() if "discrete_laplace" in line]
+    assert len(rows) == len(render.plan_rows(plan))
