@@ -307,9 +307,9 @@ def warning(message: str) -> None:
     sys.stderr.write(f"dpcli: warning: {message}\n")
 
 
-def info(message: str, quiet: bool = False) -> None:
-    if not quiet:
-        sys.stderr.write(message + "\n")
+def info(message: str) -> None:
+    """A summary or notice on stderr (the CLI leaves it out under --quiet)."""
+    sys.stderr.write(message + "\n")
 
 
 # -- audit -------------------------------------------------------------------------------------------------------

@@ -74,6 +74,9 @@ def test_version_comes_from_the_one_source() -> None:
     r = dpcli_run("--version")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"dpcli {dpcli.__version__}\n".encode(), b"")
     assert 'version = {attr = "dpcli.__version__"}' in (ROOT / "pyproject.toml").read_text()
+    from importlib.metadata import version
+
+    assert version("dpcli") == dpcli.__version__  # the installed package says the same
 
 
 def test_completion_script_and_completions(monkeypatch: pytest.MonkeyPatch) -> None:
