@@ -9,30 +9,76 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import Optional
+from enum import Enum
+from typing import Any, Optional
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 from dpcli import __version__, render
 from dpcli.accounting import format_exact, parse_exact
-from dpcli.errors import DpcliError, UsageError
+from dpcli.errors import (
+    AuditFailed, BudgetRefused, DpcliError, InputError, LedgerError, SpecError, SpentThenFailed, UsageError,
+)
+
+def _example(command: str) -> str:
+    """A command's help epilog: one example, kept as written (a line holding only \\b stops click rewrapping it)."""
+    return f"\b\nExample:\n  $ {command}"
+
+
+class DpcliCommand(TyperCommand):
+    """Typer's command, with arguments shown as their metavar alone: Typer 0.2x writes a required argument as
+    ``{spec}`` in the usage line and adds its type (``SPEC <path>``) in the list, where POSIX usage says ``SPEC``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                name = param.metavar or (param.name or "").upper()
+                # per instance: the two hooks Typer's help formatting calls, nothing else changes
+                param._usage_display_name = lambda name=name: name  # type: ignore[method-assign]
+                param.display_type_rich = lambda ctx=None: None  # type: ignore[method-assign]
+
+
+# -h as well as --help, on every command (click hands a group's context settings down to its subcommands)
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
-    add_completion=False,
+    context_settings=CONTEXT,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="Differentially private statistics from a CSV and a YAML spec, with a budget ledger.",
+    epilog=_example("dpcli plan configs/example.yaml"),
 )
-budget_app = typer.Typer(no_args_is_help=True, help="Budget caps per dataset (they live in the ledger).")
-ledger_app = typer.Typer(no_args_is_help=True, help="The audit trail of caps and spends.")
+budget_app = typer.Typer(
+    context_settings=CONTEXT, no_args_is_help=True, help="Budget caps per dataset (they live in the ledger).",
+    epilog=_example("dpcli budget show --ledger ledger.jsonl"),
+)
+ledger_app = typer.Typer(
+    context_settings=CONTEXT, no_args_is_help=True, help="The audit trail of caps and spends.",
+    epilog=_example("dpcli ledger verify --ledger ledger.jsonl"),
+)
 app.add_typer(budget_app, name="budget")
 app.add_typer(ledger_app, name="ledger")
 
 LedgerOpt = typer.Option(
-    None, "--ledger", help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:)."
+    None, "--ledger", metavar="PATH|URL",
+    help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:).",
 )
-LockOpt = typer.Option(30.0, "--lock-timeout", help="Seconds to wait for the ledger lock before exit 5.", min=0)
+LockOpt = typer.Option(
+    30.0, "--lock-timeout", metavar="SECONDS", help="Seconds to wait for the ledger lock before exit 5.", min=0
+)
+
+
+class OutputFormat(str, Enum):
+    csv = "csv"
+    json = "json"
+
+
+class Neighbours(str, Enum):
+    add_remove = "add_remove"
+    replace = "replace"
 
 
 def _exact(option: str, text: str) -> Fraction:
@@ -43,18 +89,27 @@ def _exact(option: str, text: str) -> Fraction:
     return value
 
 
-@app.command()
+@app.command(
+    cls=DpcliCommand,
+    epilog=_example("dpcli release spec.yaml --ledger ledger.jsonl --release-id 2026-01-31 -o out.csv"),
+)
 def release(
-    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
-    input: Optional[str] = typer.Option(None, "--input", "-i", help="CSV to read, or - for stdin (default: spec's input:)."),  # noqa: A002
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Where to write, or - for stdout (default: spec's output:)."),
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
+    input: Optional[str] = typer.Option(  # noqa: A002
+        None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."
+    ),
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
+    ),
     ledger: Optional[str] = LedgerOpt,
-    fmt: Optional[str] = typer.Option(None, "--format", help="csv or json (default: json for a .json path, else csv)."),
+    fmt: Optional[OutputFormat] = typer.Option(
+        None, "--format", case_sensitive=False, help="The table's format (default: json for a .json path, else csv)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
     lock_timeout: float = LockOpt,
     release_id: Optional[str] = typer.Option(
-        None, "--release-id", envvar="DPCLI_RELEASE_ID",
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
         help="Name this release (e.g. $(date +%F)): the same dataset, spec and id return the first run's table "
         "and spend nothing. Without it every run is a new release.",
     ),
@@ -63,12 +118,12 @@ def release(
         help="No effect since 0.2 (re-runs are keyed on --release-id); accepted so old scripts keep working.",
     ),
     input_timeout: float = typer.Option(
-        60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT",
+        60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", metavar="SECONDS",
         help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever; at most "
         "1000000).",
     ),
     max_input_bytes: str = typer.Option(
-        "16G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES",
+        "16G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
         help="Cap on stdin or a FIFO, spooled to a private temporary file: past it, exit 3 before any spend "
         "(e.g. 512M, 16G).",
     ),
@@ -80,8 +135,6 @@ def release(
     """Release noisy statistics: spend the budget, then write the table."""
     from dpcli.release import release as run
 
-    if fmt is not None and fmt not in ("csv", "json"):
-        raise UsageError(f"--format: '{fmt[:20]}' is not csv or json")
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
@@ -92,7 +145,8 @@ def release(
     started = time.monotonic()
     try:
         result = run(
-            spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=release_id,
+            spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+            release_id=release_id,
             lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
             progress=_progress_printer if verbose else None,
         )
@@ -100,11 +154,18 @@ def release(
         # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
         exc.dpcli_note = "; nothing was spent"  # type: ignore[union-attr]
         raise
+    except BudgetRefused:
+        # no cap here may mean the cap is in the other ledger the environment or the spec names
+        _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json)
+        raise
     if verbose:
         # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
         _progress_printer(f"done in {time.monotonic() - started:.2f} s")
     status = result.status
     cells = len(result.table)
+    warning = None
+    if not result.reused and status is not None and status.releases == 1:
+        warning = _warn_other_ledger(result.plan.spec, ledger, first_spend=True, quiet=as_json)
     summary = {
         "dataset": result.plan.spec.dataset,
         "statistics": len(result.plan.statistics),
@@ -119,6 +180,7 @@ def release(
         "ledger_head": result.spend.hash,
         "release_id": result.release_id,
         "reused": result.reused,
+        "warnings": [] if warning is None else [warning],
     }
     if as_json:
         sys.stderr.write(json.dumps(summary) + "\n")
@@ -141,6 +203,62 @@ def release(
     )
 
 
+def _ledger_key(location: str | Path) -> str:
+    from dpcli.paths import is_ledger_url
+
+    return str(location) if is_ledger_url(location) else os.path.realpath(location)
+
+
+def other_ledger(explicit: str | None, spec_ledger: str | Path | None) -> tuple[str, str, str, str] | None:
+    """(used ledger, where it came from, another ledger named, where that came from), or None when every ledger the
+    command line, $DPCLI_LEDGER and the spec name is the same one. The first named is the one used (resolve_ledger)."""
+    named = [
+        (str(loc), source)
+        for loc, source in (
+            (explicit, "--ledger"),
+            (os.environ.get("DPCLI_LEDGER"), "$DPCLI_LEDGER"),
+            (spec_ledger, "the spec's ledger:"),
+        )
+        if loc
+    ]
+    if not named:
+        return None
+    (used, used_from), *rest = named
+    other = next(((loc, src) for loc, src in rest if _ledger_key(loc) != _ledger_key(used)), None)
+    return None if other is None else (used, used_from, *other)
+
+
+def _warn_other_ledger(spec: Any, explicit: str | None, first_spend: bool, quiet: bool) -> str | None:
+    """Warn when a dataset first appears in a ledger while another ledger is named too (README "The ledger"): each
+    ledger holds its own cap, so spends split between two ledgers are each checked against a whole budget.
+
+    ``first_spend``: after this release, the first of its dataset in the ledger used; else a release refused for
+    having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
+    if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
+        from dpcli.ledger import open_ledger
+        from dpcli.paths import resolve_ledger
+        from dpcli.spec import load_spec
+
+        try:  # both read fine a moment ago; if not now, the refusal alone is said
+            spec = load_spec(spec)
+            if open_ledger(resolve_ledger(explicit, spec.ledger)).status(spec.dataset) is not None:
+                return None
+        except DpcliError:
+            return None
+    pair = other_ledger(explicit, spec.ledger)
+    if pair is None:
+        return None
+    used, used_from, other, other_from = pair
+    what = "first release of" if first_spend else "no cap or spend for"
+    warning = (
+        f"{what} dataset '{spec.dataset}' in ledger {used} (from {used_from}), while {other_from} names ledger "
+        f"{other}: each ledger keeps its own budget; use one ledger per dataset"
+    )
+    if not quiet:
+        render.warning(warning)
+    return warning
+
+
 def _progress_printer(message: str) -> None:
     """--verbose: one stderr line per finished phase, by name only (no timings: the scan's time depends on the data;
     the CLI adds the run's total time at the end, which is public)."""
@@ -148,7 +266,7 @@ def _progress_printer(message: str) -> None:
     sys.stderr.flush()
 
 
-@app.command()
+@app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) of spec version 1, for editors and CI validators."""
     from dpcli.schema import schema_json
@@ -156,9 +274,9 @@ def schema() -> None:
     sys.stdout.write(schema_json())
 
 
-@app.command()
+@app.command(cls=DpcliCommand, epilog=_example("dpcli plan configs/example.yaml --json"))
 def plan(
-    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
@@ -173,11 +291,12 @@ def plan(
         render.print_plan(the_plan, sys.stdout)
 
 
-@app.command("audit")
+@app.command("audit", cls=DpcliCommand, epilog=_example("dpcli audit configs/example.yaml --trials 20000"))
 def audit_command(
-    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
     trials: int = typer.Option(
-        200_000, "--trials", min=1_000, max=1_000_000_000, help="Noise draws per statistic and dataset (default 200000)."
+        200_000, "--trials", metavar="N", min=1_000, max=1_000_000_000,
+        help="Noise draws per statistic and dataset (default 200000).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -200,10 +319,12 @@ def audit_command(
         )
 
 
-@app.command()
+@app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv"))
 def check(
-    spec: Path = typer.Argument(..., help="The release spec (YAML)."),
-    input: Optional[str] = typer.Option(None, "--input", "-i", help="Also check this CSV's header (default: spec's input:)."),  # noqa: A002
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
+    input: Optional[str] = typer.Option(  # noqa: A002
+        None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
+    ),
 ) -> None:
     """Validate the spec, and that the CSV's header has the declared columns. Reads the header only."""
     from dpcli.engine import check_header, read_header
@@ -225,43 +346,103 @@ def check(
     )
 
 
-@app.command()
-def init(csv: Path = typer.Argument(..., help="A CSV file: only its header is read.")) -> None:
-    """Print a spec skeleton from a CSV header (names only: a person fills in types, bounds and categories)."""
+@app.command(cls=DpcliCommand, epilog=_example("dpcli init people.csv -o spec.yaml"))
+def init(
+    csv: Path = typer.Argument(..., metavar="CSV", help="A CSV file: only its header is read."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", metavar="SPEC", help="Write the skeleton to this file (default: standard output)."
+    ),
+    force: bool = typer.Option(False, "--force", help="With -o: overwrite an existing file."),
+) -> None:
+    """Write a spec skeleton from a CSV header (names only: a person fills in types, bounds and categories).
+
+    Its input: is relative to the spec's directory (the current one when printed), as the loader reads it."""
     from dpcli.engine import read_header
 
-    header = read_header(csv)
-    dataset = re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem) or "dataset"
-    lines = [
-        "version: 1",
-        f"dataset: {dataset}                # the population whose budget this spends",
-        f"input: {csv}",
-        "privacy:",
-        "  unit: row                      # one person = one row",
-        "  neighbours: add_remove         # or: replace",
-        "  epsilon: 1.0",
-        "columns:",
-        "  # For each column you use: type (int, float, category, bool) and its a-priori bounds or categories,",
-        "  # from documentation or domain knowledge -- never from the data. Delete the columns you do not use.",
-    ]
-    for name in header:
-        key = name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", name) else json.dumps(name)
-        lines.append(f"  {key}: {{type: TODO, bounds: [TODO, TODO]}}   # or {{type: category, categories: [TODO]}}")
-    lines += ["statistics:", "  - {name: rows, kind: count}"]
-    sys.stdout.write("\n".join(lines) + "\n")
+    if output is not None and (output.exists() or output.is_symlink()) and not force:
+        raise UsageError(f"{output} exists: give --force to overwrite it, or another -o")
+    header = read_header(csv)  # before anything is written: an unreadable CSV leaves no file behind
+    text = spec_skeleton(csv, header, Path.cwd() if output is None else output.absolute().parent)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or type(exc).__name__}") from None
+    render.info(f"dpcli: wrote {output}: fill in the TODOs, then `dpcli check {output}`")
 
 
-@budget_app.command("set")
+SKELETON_HEAD = """\
+# A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.
+# For each column you use: type (int, float, category, bool) and its a-priori bounds or categories, from
+# documentation or domain knowledge -- never from the data. Delete the columns you do not use.
+# privacy.neighbours: add_remove (one person's row added or removed) or replace (one row changed).
+"""
+
+
+def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
+    """The skeleton's YAML, through PyYAML's emitter (it quotes what needs quoting: names and paths with spaces,
+    colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
+    import yaml
+
+    from dpcli.schema import NAME_PATTERN
+
+    dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
+    usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
+    # a header name the spec cannot declare is listed in a comment, escaped to one line of ASCII (json.dumps)
+    unusable = "".join(f"#   {json.dumps(name)}\n" for name in header if name not in usable)
+    if unusable:
+        unusable = (
+            "# These header names cannot be declared (a column name is letters, digits, _ . -, starting with a "
+            "letter or _):\n" + unusable
+        )
+    doc = {
+        "version": 1,
+        "dataset": dataset,
+        "input": os.path.relpath(csv.absolute(), spec_dir),
+        "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": "1.0"},
+        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
+        "statistics": [{"name": "rows", "kind": "count"}],
+    }
+    body = yaml.dump(doc, Dumper=_skeleton_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=None,
+                     width=1_000_000)
+    return SKELETON_HEAD + unusable + body
+
+
+class _Flow(dict):
+    """A mapping written on one line, ``age: {type: TODO, bounds: [TODO, TODO]}``: one column per line."""
+
+
+def _skeleton_dumper() -> Any:
+    import yaml  # here, not at the top: only init writes YAML, and yaml costs every other command's start-up
+
+    class SkeletonDumper(yaml.SafeDumper):
+        pass
+
+    SkeletonDumper.add_representer(
+        _Flow, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
+    )
+    return SkeletonDumper
+
+
+@budget_app.command(
+    "set", cls=DpcliCommand, epilog=_example("dpcli budget set people --epsilon 3 --ledger ledger.jsonl")
+)
 def budget_set(
-    dataset: str = typer.Argument(..., help="Dataset name (the spec's dataset:)."),
-    epsilon: str = typer.Option(..., "--epsilon", help="The cap on the total ε spent on this dataset."),
-    delta: str = typer.Option("0", "--delta", help="The cap on δ (pure ε releases spend none)."),
-    allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
-    neighbours: Optional[str] = typer.Option(
-        None, "--neighbours",
-        help="Pin the dataset's neighbour relation (add_remove or replace); else the first release pins it.",
+    dataset: str = typer.Argument(..., metavar="DATASET", help="Dataset name (the spec's dataset:)."),
+    epsilon: str = typer.Option(
+        ..., "--epsilon", metavar="EPSILON", help="The cap on the total ε spent on this dataset."
     ),
-    unit: str = typer.Option("row", "--unit", help="The privacy unit pinned with --neighbours (version 1: row)."),
+    delta: str = typer.Option("0", "--delta", metavar="DELTA", help="The cap on δ (pure ε releases spend none)."),
+    allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
+    neighbours: Optional[Neighbours] = typer.Option(
+        None, "--neighbours",
+        help="Pin the dataset's neighbour relation; else the first release pins it.",
+    ),
+    unit: str = typer.Option(
+        "row", "--unit", metavar="UNIT", help="The privacy unit pinned with --neighbours (version 1: row)."
+    ),
     ledger: Optional[str] = LedgerOpt,
     lock_timeout: float = LockOpt,
 ) -> None:
@@ -278,12 +459,13 @@ def budget_set(
         raise UsageError("--epsilon: a cap must be positive")
     if not 0 <= dlt < 1:
         raise UsageError("--delta: must be in [0, 1)")
-    if neighbours is not None and neighbours not in ("add_remove", "replace"):
-        raise UsageError(f"--neighbours: '{neighbours[:40]}' is not add_remove or replace")
     if unit != "row":
         raise UsageError(f"--unit: '{unit[:40]}' is not supported (version 1: one person = one row)")
     book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
-    rec = book.set_cap(dataset, eps, dlt, allow_raise, unit if neighbours else None, neighbours)
+    new_here = book.status(dataset) is None
+    pair = other_ledger(ledger, None)
+    pinned = None if neighbours is None else neighbours.value
+    rec = book.set_cap(dataset, eps, dlt, allow_raise, unit if pinned else None, pinned)
     status = book.status(dataset)
     render.info(
         f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"
@@ -291,9 +473,15 @@ def budget_set(
         + f"; spent {render.eps(status.spent if status else Fraction(0))}, "
         f"remaining {render.eps(status.remaining if status else eps)}"
     )
+    if new_here and pair is not None:
+        used, _, other, other_from = pair
+        render.warning(
+            f"dataset '{dataset}' first appears in ledger {used} (from --ledger), while {other_from} names ledger "
+            f"{other}: releases that use {other} will not see this cap; use one ledger per dataset"
+        )
 
 
-@budget_app.command("show")
+@budget_app.command("show", cls=DpcliCommand, epilog=_example("dpcli budget show --ledger ledger.jsonl --json"))
 def budget_show(
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
     ledger: Optional[str] = LedgerOpt,
@@ -309,7 +497,7 @@ def budget_show(
         render.print_budget(report.datasets, sys.stdout)
 
 
-@ledger_app.command("show")
+@ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
 def ledger_show(
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
     ledger: Optional[str] = LedgerOpt,
@@ -325,11 +513,15 @@ def ledger_show(
         render.print_ledger(records, sys.stdout)
 
 
-@ledger_app.command("verify")
+@ledger_app.command(
+    "verify", cls=DpcliCommand,
+    epilog=_example("dpcli ledger verify --ledger ledger.jsonl --against out.csv.meta.json"),
+)
 def ledger_verify(
     ledger: Optional[str] = LedgerOpt,
     against: list[Path] = typer.Option(
-        [], "--against", help="A release's .meta.json (or a head hash): its ledger head must be in the chain."
+        [], "--against", metavar="META_JSON|HEAD",
+        help="A release's .meta.json (or a head hash): its ledger head must be in the chain.",
     ),
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
@@ -375,13 +567,14 @@ def main(argv: list[str] | None = None) -> None:
     from dpcli.errors import Interrupted
 
     code = 0
+    render.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
     render.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
     signals.install()
     try:
         result = app(args=argv, prog_name="dpcli", standalone_mode=False)
         code = result if isinstance(result, int) else 0
     except typer.Abort:
-        render.error("interrupted")
+        render.error("interrupted", "interrupted", 130)
         code = 130
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
@@ -389,11 +582,11 @@ def main(argv: list[str] | None = None) -> None:
         # the library states the fact; the command line names its flag (in place of the keyword argument the fact
         # is about) and appends the hint, which names flags too (dpcli/errors.py)
         text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
-        render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text))
+        render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
         code = exc.exit_code
     except (KeyboardInterrupt, Interrupted) as exc:
-        render.error(f"interrupted by {signals.signal_name(exc)}{getattr(exc, 'dpcli_note', '')}")
         code = signals.exit_status(exc)
+        render.error(f"interrupted by {signals.signal_name(exc)}{getattr(exc, 'dpcli_note', '')}", "interrupted", code)
     except BaseException as exc:  # noqa: BLE001 - a bug: say so, without a traceback that might carry data
         code = _click_error(exc)
         if code is None and "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
@@ -420,8 +613,27 @@ def _click_error(exc: BaseException) -> int | None:
         return 2
     ctx = getattr(exc, "ctx", None)
     see = f" (see '{ctx.command_path} --help')" if ctx is not None and exit_code == 2 else ""
-    render.error(_one_line(format_message()) + see)
+    # Typer 0.2x words a bad choice "Invalid value for '--format': Value error, 'xml' is not one of ..."
+    message = _one_line(format_message()).replace(": Value error, ", ": ")
+    render.error(message + see, "usage", exit_code)
     return exit_code
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """--json among the options (not after ``--``): the command's errors are then JSON too."""
+    args = list(argv)
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+# kind of each exception class in a --json error, most specific first (README "Exit codes")
+ERROR_KINDS: tuple[tuple[type[DpcliError], str], ...] = (
+    (SpecError, "spec"), (UsageError, "usage"), (InputError, "input"), (BudgetRefused, "budget"),
+    (SpentThenFailed, "spent_then_failed"), (LedgerError, "ledger"), (AuditFailed, "audit"),
+)
+
+
+def _error_kind(exc: DpcliError) -> str:
+    return next((kind for cls, kind in ERROR_KINDS if isinstance(exc, cls)), "internal")
 
 
 def _one_line(message: str) -> str:

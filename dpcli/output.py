@@ -696,12 +696,32 @@ def write_json(table: Table, sink: _HashingWriter) -> None:
             first = False
     sink.write("\n]\n" if not first else "]\n")
 
+# Extensions of table formats dpcli does not write: such an output is refused (exit 2) rather than filled with CSV
+# under a name that promises something else. Any other extension (.txt, .out, a date) is a CSV.
+FOREIGN_FORMATS = frozenset({
+    ".parquet", ".pq", ".xlsx", ".xls", ".xlsm", ".ods", ".feather", ".arrow", ".ipc", ".avro", ".orc", ".tsv",
+    ".tab", ".ndjson", ".jsonl", ".h5", ".hdf5", ".sqlite", ".db", ".pickle", ".pkl", ".gz", ".bz2", ".xz", ".zst",
+    ".zip",
+})
+
+
 def output_format(path: Path | None, explicit: str | None) -> str:
+    """csv or json: --format, else json for a .json path, else csv (standard output, no extension, .csv, others).
+
+    A path whose extension names another table format (or a compression) is a UsageError, --format or not: checked
+    before anything is read or spent."""
+    from dpcli.errors import UsageError
+
+    suffix = "" if path is None or str(path) == "-" else path.suffix.lower()
+    if suffix in FOREIGN_FORMATS:
+        wanted = f"--format {explicit}" if explicit else "CSV or JSON"
+        raise UsageError(
+            f"output {path}: dpcli does not write {suffix[1:]} files; name a .csv or .json file ({wanted}), or - "
+            "for standard output"
+        )
     if explicit:
         return explicit
-    if path is not None and str(path) != "-" and path.suffix.lower() == ".json":
-        return "json"
-    return "csv"
+    return "json" if suffix == ".json" else "csv"
 
 
 def write_table(table: Table, path: Path | None, fmt: str) -> str:

@@ -29,17 +29,28 @@ def _fancy(stream: TextIO) -> bool:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO, title: str | None = None) -> None:
-    """A table: rich on a terminal, aligned plain text otherwise."""
+    """A table: rich on a terminal, aligned plain text otherwise (a pipe keeps one line per row, for grep and cut).
+
+    On a terminal no word is ever broken: each column is at least as wide as its longest word, and a table that
+    cannot fit the terminal that way is printed as one block per row instead (see ``_blocks``)."""
     if _fancy(stream):
+        from rich import box
         from rich.console import Console
         from rich.table import Table
 
-        t = Table(title=title, show_lines=False)
-        for h in headers:
-            t.add_column(h, overflow="fold")
+        console = Console(file=stream, highlight=False)
+        widest = [max(len(word) for cell in (h, *(r[i] for r in rows)) for word in cell.split() or [""])
+                  for i, h in enumerate(headers)]
+        gap = 2  # the SIMPLE_HEAD box without edges: two spaces between columns
+        if sum(widest) + gap * (len(headers) - 1) > console.width:
+            _blocks(headers, rows, stream, title, console.width)
+            return
+        t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        for h, w in zip(headers, widest):
+            t.add_column(h, min_width=w, overflow="fold")
         for r in rows:
             t.add_row(*r)
-        Console(file=stream, highlight=False).print(t)
+        console.print(t)
         return
     if title:
         stream.write(title + "\n")
@@ -47,6 +58,43 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO,
     stream.write("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip() + "\n")
     for r in rows:
         stream.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+
+
+def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO, title: str | None,
+            width: int) -> None:
+    """A table too wide for the terminal: per row its first cell, then ``header: value`` pairs wrapped at spaces."""
+    import textwrap
+
+    if title:
+        stream.write(title + "\n")
+    for r in rows:
+        stream.write(f"{r[0]}\n")
+        pairs = "; ".join(f"{h}: {c}" for h, c in zip(headers[1:], r[1:]) if c)
+        for line in textwrap.wrap(pairs, width - 2, break_long_words=False, break_on_hyphens=False):
+            stream.write(f"  {line}\n")
+
+
+def _writer(stream: TextIO) -> Any:
+    """A function writing one line of prose: on a terminal wrapped at its width between words (``indent`` starts
+    each continuation line), elsewhere as it is."""
+    width = None
+    if _fancy(stream):
+        from rich.console import Console
+
+        width = Console(file=stream).width
+
+    def say(text: str, indent: str = "  ") -> None:
+        if width is None or len(text) <= width:
+            stream.write(text + "\n")
+            return
+        import textwrap
+
+        # the first line keeps its own leading spaces (textwrap drops whitespace only inside the paragraph)
+        for line in textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                                  break_on_hyphens=False):
+            stream.write(line + "\n")
+
+    return say
 
 
 def eps(x: Fraction | None) -> str:
@@ -114,9 +162,10 @@ def plan_json(plan: Plan) -> str:
 def print_plan(plan: Plan, stream: TextIO) -> None:
     spec = plan.spec
     rows = plan_rows(plan)
-    stream.write(
+    say = _writer(stream)
+    say(
         f"plan for dataset '{spec.dataset}': {plan.cost_text()} ({spec.privacy.neighbours} neighbours, "
-        f"one person = one row); no data read\n"
+        f"one person = one row); no data read"
     )
     table(
         ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
@@ -136,12 +185,12 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         ],
         stream,
     )
-    stream.write(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)\n")
-    stream.write("why each sensitivity:\n")
+    say(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)")
+    say("why each sensitivity:")
     for r in rows:
-        stream.write(f"  {r['statistic']} ({r['part']}): {r['derivation']}\n")
+        say(f"  {r['statistic']} ({r['part']}): {r['derivation']}", indent="    ")
     if any(r["kind"] == "mean" for r in rows):
-        stream.write("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value\n")
+        say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
 
 
 # -- budget and ledger -------------------------------------------------------------------------------------------
@@ -239,13 +288,28 @@ def setup_streams() -> None:
                 pass
 
 
-def error(message: str) -> None:
-    sys.stderr.write(f"dpcli: error: {message}\n")
+# Set by the CLI when the command line has --json: errors are then one JSON object on stderr (README "Exit codes").
+json_errors = False
 
 
-def info(message: str, quiet: bool = False) -> None:
-    if not quiet:
-        sys.stderr.write(message + "\n")
+def error(message: str, kind: str = "internal", code: int = 1) -> None:
+    """One error line on stderr, ``dpcli: error: MESSAGE``; with --json one object,
+    ``{"error": {"code": CODE, "kind": KIND, "message": MESSAGE}}`` (the same message, without the prefix)."""
+    if json_errors:
+        doc = {"error": {"code": code, "kind": kind, "message": message}}
+        sys.stderr.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    else:
+        sys.stderr.write(f"dpcli: error: {message}\n")
+
+
+def warning(message: str) -> None:
+    """One ``dpcli: warning:`` line on stderr (printed even with --quiet: it points at a budget at risk)."""
+    sys.stderr.write(f"dpcli: warning: {message}\n")
+
+
+def info(message: str) -> None:
+    """A summary or notice on stderr (the CLI leaves it out under --quiet)."""
+    sys.stderr.write(message + "\n")
 
 
 # -- audit -------------------------------------------------------------------------------------------------------

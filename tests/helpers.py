@@ -1,9 +1,11 @@
-"""Shared test helpers: the real `dpcli` command in a subprocess, with a clean environment."""
+"""Shared test helpers: the `dpcli` command in process or in a subprocess, with a clean environment."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,9 +16,7 @@ import pytest
 
 def clean_env(extra: dict | None = None) -> dict:
     """This environment without any DPCLI_* variable (a developer's DPCLI_LEDGER must not leak into a test)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-    env.update(extra or {})
-    return env
+    return clean_env_from(dict(os.environ), extra)
 
 
 def run_dpcli(
@@ -27,6 +27,49 @@ def run_dpcli(
         [sys.executable, "-m", "dpcli", *map(str, args)],
         input=stdin, capture_output=True, env=clean_env(env), cwd=cwd, timeout=timeout,
     )
+
+
+def run_in_process(*args: object, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`dpcli ARGS` through dpcli.cli.main in this process, as run_dpcli would run it (same result type, output
+    as bytes, a clean environment, ``cwd``), without starting an interpreter: ~0.5 s saved per call.
+
+    For what a child process alone can show, use run_dpcli: standard input (the spool needs a real descriptor),
+    pipes closed early, signals, the umask, encoding variables read at start-up, ulimits."""
+    from dpcli.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    out, err = io.BytesIO(), io.BytesIO()
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
+    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", newline="\n", write_through=True)
+    sys.stdin = None  # type: ignore[assignment]  # nothing to read: as with a closed standard input
+    os.environ.clear()
+    os.environ.update(clean_env_from(saved_env, env))
+    code: object = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        sys.stdout.flush(), sys.stderr.flush()
+        stdout, stderr = out.getvalue(), err.getvalue()
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for signum, handler in saved_signals.items():
+            signal.signal(signum, handler)
+    assert isinstance(code, int), code  # main() always exits with a number
+    return subprocess.CompletedProcess(["dpcli", *map(str, args)], code, stdout, stderr)
+
+
+def clean_env_from(environ: dict, extra: dict | None) -> dict:
+    env = {k: v for k, v in environ.items() if not k.startswith("DPCLI_")}
+    env.update(extra or {})
+    return env
 
 
 @contextlib.contextmanager

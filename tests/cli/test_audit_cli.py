@@ -29,9 +29,9 @@ statistics:
 """
 
 
-from tests.helpers import run_dpcli
+from tests.helpers import run_in_process
 
-dpcli = run_dpcli
+dpcli = run_in_process
 
 
 def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):

@@ -1,4 +1,7 @@
-"""End-to-end runs of the real `dpcli` command: exit codes, streams, files, and what messages may contain."""
+"""End-to-end runs of the `dpcli` command: exit codes, streams, files, and what messages may contain.
+
+In process (dpcli.cli.main with captured streams) except where only a child process can show it: standard input,
+a pipe closed early, the umask."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import clean_env, run_dpcli
+from tests.helpers import clean_env, run_dpcli, run_in_process
 
 CANARY = "987654321"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +47,7 @@ ROWS = [
 ]
 
 
-dpcli = run_dpcli
+dpcli = run_in_process
 
 
 def no_data_in(result: subprocess.CompletedProcess) -> None:
@@ -119,8 +122,8 @@ def test_release_writes_table_sidecar_and_spends(work: Path) -> None:
 def test_stdin_to_stdout_pipe(work: Path) -> None:
     set_cap(work)
     data = (work / "data.csv").read_bytes()
-    r = dpcli("release", str(work / "spec.yaml"), "--input", "-", "--output", "-", "--ledger",
-              str(work / "ledger.jsonl"), "--quiet", stdin=data)
+    r = run_dpcli("release", str(work / "spec.yaml"), "--input", "-", "--output", "-", "--ledger",
+                  str(work / "ledger.jsonl"), "--quiet", stdin=data)
     assert r.returncode == 0, r.stderr
     assert r.stderr == b""
     rows = read_table(r.stdout.decode())
