@@ -79,12 +79,18 @@ def test_version_comes_from_the_one_source() -> None:
     assert version("dpcli") == dpcli.__version__  # the installed package says the same
 
 
-def test_completion_script_and_completions(monkeypatch: pytest.MonkeyPatch) -> None:
-    r = dpcli_run("--show-completion", "bash")
+def test_completion_script_and_completions() -> None:
+    """The script for a named shell (the README's form: `_DPCLI_COMPLETE=source_bash dpcli`, whatever shell runs
+    the tests; --show-completion detects the calling shell, which under make is sh), then the script's protocol,
+    answered by the command itself."""
+    r = dpcli_run(env={"_DPCLI_COMPLETE": "source_bash"})
     assert r.returncode == 0
     script = r.stdout.decode()
     assert "_DPCLI_COMPLETE=complete_bash" in script and "complete -o default -F _dpcli_completion dpcli" in script
-    # the script's protocol, answered by the command itself
+    # --show-completion writes the same script (Typer's own switch turns shell detection off)
+    shown = dpcli_run("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    assert (shown.returncode, shown.stdout.strip()) == (0, r.stdout.strip())
+    assert b"#compdef dpcli" in dpcli_run(env={"_DPCLI_COMPLETE": "source_zsh"}).stdout
     done = dpcli_run(env={"_DPCLI_COMPLETE": "complete_bash", "COMP_WORDS": "dpcli bud", "COMP_CWORD": "1"})
     assert (done.returncode, done.stdout) == (0, b"budget\n")
     done = dpcli_run(env={"_DPCLI_COMPLETE": "complete_bash", "COMP_WORDS": "dpcli release s.yaml --format ",
