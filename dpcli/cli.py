@@ -16,6 +16,8 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from dpcli import __version__, render
+from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, MAX_INPUT_TIMEOUT, parse_size
+from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.errors import (
     AuditFailed, BudgetRefused, DpcliError, InputError, LedgerError, SpecError, SpentThenFailed, UsageError,
@@ -67,7 +69,7 @@ LedgerOpt = typer.Option(
     help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:).",
 )
 LockOpt = typer.Option(
-    30.0, "--lock-timeout", metavar="SECONDS", help="Seconds to wait for the ledger lock before exit 5.", min=0
+    DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS", help="Seconds to wait for the ledger lock before exit 5.", min=0
 )
 
 
@@ -118,9 +120,9 @@ def release(
         help="No effect since 0.2 (re-runs are keyed on --release-id); accepted so old scripts keep working.",
     ),
     input_timeout: float = typer.Option(
-        60.0, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", metavar="SECONDS",
+        DEFAULT_INPUT_TIMEOUT, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", metavar="SECONDS",
         help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever; at most "
-        "1000000).",
+        f"{MAX_INPUT_TIMEOUT:.0f}).",
     ),
     max_input_bytes: str = typer.Option(
         "16G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
@@ -139,7 +141,6 @@ def release(
         raise UsageError("--verbose and --quiet contradict each other: give one")
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     from dpcli.errors import Interrupted
-    from dpcli.spool import parse_size
 
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
@@ -236,7 +237,7 @@ def _warn_other_ledger(spec: Any, explicit: str | None, first_spend: bool, quiet
     having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
     if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
         from dpcli.ledger import open_ledger
-        from dpcli.paths import resolve_ledger
+        from dpcli.ledger import resolve_ledger
         from dpcli.spec import load_spec
 
         try:  # both read fine a moment ago; if not now, the refusal alone is said
@@ -448,7 +449,7 @@ def budget_set(
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import open_ledger
-    from dpcli.paths import resolve_ledger
+    from dpcli.ledger import resolve_ledger
     from dpcli.spec import _DATASET
 
     if not _DATASET.fullmatch(dataset):
@@ -488,7 +489,7 @@ def budget_show(
 ) -> None:
     """Spent and remaining ε per dataset."""
     from dpcli.ledger import open_ledger
-    from dpcli.paths import resolve_ledger
+    from dpcli.ledger import resolve_ledger
 
     report = open_ledger(resolve_ledger(ledger, None)).verify()
     if as_json:
@@ -504,7 +505,7 @@ def ledger_show(
 ) -> None:
     """Every record of the ledger (verified first)."""
     from dpcli.ledger import open_ledger
-    from dpcli.paths import resolve_ledger
+    from dpcli.ledger import resolve_ledger
 
     records = open_ledger(resolve_ledger(ledger, None)).records()
     if as_json:
@@ -528,7 +529,7 @@ def ledger_verify(
     from dpcli.errors import LedgerError
     from dpcli.ledger import open_ledger
     from dpcli.ledger.base import published_head
-    from dpcli.paths import resolve_ledger
+    from dpcli.ledger import resolve_ledger
 
     heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
     book = open_ledger(resolve_ledger(ledger, None))

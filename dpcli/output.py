@@ -28,6 +28,7 @@ import numpy as np
 
 from dpcli import __version__, postprocess
 from dpcli.accounting import format_decimal_up, format_exact
+from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label
 from dpcli.spec import Column, EdgeBins, GridBins
@@ -710,7 +711,6 @@ def output_format(path: Path | None, explicit: str | None) -> str:
 
     A path whose extension names another table format (or a compression) is a UsageError, --format or not: checked
     before anything is read or spent."""
-    from dpcli.errors import UsageError
 
     suffix = "" if path is None or str(path) == "-" else path.suffix.lower()
     if suffix in FOREIGN_FORMATS:

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Iterable
 
 from dpcli.errors import InputError, UsageError
-from dpcli.ledger import Ledger, resolve_ledger  # resolve_ledger: re-exported until dpcli/cli.py imports it from dpcli.ledger
+from dpcli.ledger import Ledger
 from dpcli.locations import is_ledger_url
 from dpcli.output import sidecar_path
 
-__all__ = ["check_release_paths", "check_output_target", "output_path", "resolve_ledger"]
+__all__ = ["check_release_paths", "check_output_target", "output_path"]
 
 
 def check_release_paths(

@@ -135,11 +135,11 @@ def release(
 
     source = input_path(input, spec.input)
     output_path = checked_output(output if output is not None else spec.output)
+    fmt = output_format(output_path, fmt)  # a format dpcli does not write (.parquet) is refused before the ledger opens
     location = None if isinstance(ledger, Ledger) else resolve_ledger(ledger, spec.ledger)
     book = ledger if isinstance(ledger, Ledger) else open_ledger(location, lock_timeout=lock_timeout)
     spec_file = Path(spec.source) if spec.source != "<string>" else None
     check_release_paths(spec_file, source, output_path, book, location)
-    fmt = output_format(output_path, fmt)
     say("paths checked")
 
     records = book.records()  # verify the chain (exit 5) before any work
