@@ -327,11 +327,18 @@ def check(
         None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
     ),
 ) -> None:
-    """Validate the spec, and that the CSV's header has the declared columns. Reads the header only."""
+    """Validate the spec, and that the CSV's header has the declared columns. Reads the header only.
+
+    Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line each (exit 2)."""
     from dpcli.engine import check_header, read_header
     from dpcli.plan import check_cost, make_plan
-    from dpcli.spec import load_spec
+    from dpcli.spec import load_spec, spec_errors
 
+    errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
+    if errors:
+        for error in errors[:-1]:
+            render.error(_one_line(str(error)), _error_kind(error), error.exit_code)
+        raise errors[-1]
     the_spec = load_spec(spec)
     the_plan = make_plan(the_spec)
     cost = check_cost(the_plan)

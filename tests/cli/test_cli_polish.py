@@ -436,3 +436,25 @@ def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, mon
     # a pipe keeps the aligned form, one line per row, whatever $COLUMNS says
     rows = [line for line in plain.getvalue().splitlines() if "discrete_laplace" in line]
     assert len(rows) == len(render.plan_rows(plan))
+
+
+def test_check_reports_every_spec_error_one_line_each(tmp_path: Path) -> None:
+    """`dpcli check` lists every error it finds (field rules in document order, then cross-field rules), each line
+    `dpcli: error: FILE: PATH: MESSAGE`, and exits 2; `dpcli plan` still stops at the first."""
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        "version: 1\ndataset: d\nprivacy: {epsilon: 0}\ncolumns:\n"
+        "  x: {type: float, bounds: [5, 1]}\n  c: {type: category, categories: []}\n"
+        "statistics:\n  - {name: n, kind: count, by: [nope]}\n  - {name: s, kind: sum, column: zz}\n"
+    )
+    r = run_in_process("check", spec)
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr.decode().splitlines() == [
+        f"dpcli: error: {spec}: privacy.epsilon: epsilon must be in [0.000001, 100], got 0",
+        f"dpcli: error: {spec}: columns.c.categories: expected at least 1 item",
+        f"dpcli: error: {spec}: columns.x.bounds: low must be less than high",
+        f"dpcli: error: {spec}: statistics[0].by[0]: 'nope' is not a declared column",
+        f"dpcli: error: {spec}: statistics[1].column: 'zz' is not a declared column",
+    ]
+    first = run_in_process("plan", spec)
+    assert first.returncode == 2 and first.stderr.decode().count("\n") == 1
