@@ -7,6 +7,7 @@ Numbers come in from decimal text (the spec, the command line, the ledger) and g
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
@@ -233,9 +234,9 @@ def rho_to_pure_epsilon(rho: Fraction) -> Fraction:
 
 def round_up_to(value: Fraction, denominator: int) -> Fraction:
     """ceil(value * denominator) / denominator."""
-    return Fraction(-((-value.numerator * denominator) // value.denominator), denominator)
+    return Fraction(math.ceil(value * denominator), denominator)  # math.ceil is exact on a Fraction
 
 
 def round_down_to(value: Fraction, denominator: int) -> Fraction:
     """floor(value * denominator) / denominator."""
-    return Fraction((value.numerator * denominator) // value.denominator, denominator)
+    return Fraction(math.floor(value * denominator), denominator)

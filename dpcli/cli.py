@@ -394,7 +394,7 @@ def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
     colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
     import yaml
 
-    from dpcli.schema import NAME_PATTERN
+    from dpcli.spec_fields import NAME_PATTERN
 
     dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
     usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
@@ -457,9 +457,9 @@ def budget_set(
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import open_ledger
     from dpcli.ledger import resolve_ledger
-    from dpcli.spec import _DATASET
+    from dpcli.spec import DATASET_NAME
 
-    if not _DATASET.fullmatch(dataset):
+    if not DATASET_NAME.fullmatch(dataset):
         raise UsageError(f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
     eps = _exact("--epsilon", epsilon)
     dlt = _exact("--delta", delta)

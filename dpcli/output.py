@@ -30,7 +30,7 @@ from dpcli import __version__, postprocess
 from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
-from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label
+from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
 from dpcli.spec import Column, EdgeBins, GridBins
 
 if TYPE_CHECKING:
@@ -530,7 +530,7 @@ def number_columns(
     kind = sp.statistic.kind
     if kind in ("count", "histogram"):
         assert noisy_counts is not None
-        k = sp.component("count").halfwidth(postprocess.CONFIDENCE)
+        k = sp.component("count").halfwidth(CONFIDENCE)
         values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
         return Ints(values), Ints(values, -k), Ints(values, k)
     assert noisy_sums is not None
@@ -785,7 +785,7 @@ def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
         "epsilon": format_exact(plan.epsilon),
         "rho": format_exact(plan.rho),
         "delta": None if plan.delta is None else format_exact(plan.delta),
-        "confidence": postprocess.CONFIDENCE,
+        "confidence": CONFIDENCE,
         "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
         "statistics": [
             {

@@ -40,6 +40,9 @@ from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, Spec, Stati
 from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
+# Confidence of the published intervals. A mean's interval combines its two parts at (1 + c) / 2 each, so by the
+# union bound the box holds the truth with probability at least c.
+CONFIDENCE = 0.95
 SCALE_LIMIT = 2**48
 MAX_SCALE = Fraction(2**40)
 MAX_VARIANCE = Fraction(2**46)  # the exact Gaussian sampler takes sigma^2 with 48-bit numerator and denominator
@@ -146,7 +149,7 @@ class Plan:
         return self.spec.dimensions
 
 
-def laplace_halfwidth(scale: Fraction, confidence: float = 0.95) -> int:
+def laplace_halfwidth(scale: Fraction, confidence: float = CONFIDENCE) -> int:
     """For X ~ discrete Laplace(t): P(|X| > k) = 2 q^(k+1) / (1 + q), q = exp(-1/t). Smallest k reaching confidence."""
     t = float(scale)
     q = math.exp(-1.0 / t)
@@ -162,7 +165,7 @@ def laplace_halfwidth(scale: Fraction, confidence: float = 0.95) -> int:
     return k
 
 
-def gaussian_halfwidth(variance: Fraction, confidence: float = 0.95) -> int:
+def gaussian_halfwidth(variance: Fraction, confidence: float = CONFIDENCE) -> int:
     """Smallest k with P(|X| <= k) >= confidence for X ~ discrete Gaussian(sigma^2 = variance)."""
     v = float(variance)
     sigma = math.sqrt(v)

@@ -15,11 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.plan import StatisticPlan
+from dpcli.plan import CONFIDENCE, StatisticPlan
 
-# Confidence of the published intervals. A mean's interval combines its two parts at (1 + c) / 2 each, so by the
-# union bound the box holds the truth with probability at least c.
-CONFIDENCE = 0.95
 # A mean is released on a grid 1000 times finer than its column's precision: finer digits would only be noise.
 MEAN_DIGITS_BELOW_PRECISION = 3
 

@@ -29,7 +29,7 @@ from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, Rele
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
 from dpcli.ledger.base import check_pin, paid_spend, release_key
-from dpcli.mechanisms import Noisy, draw_noise, exact_noisy  # noqa: F401 - Noisy, exact_noisy: see below
+from dpcli.mechanisms import draw_noise
 from dpcli.output import (
     Table,
     build_table,
@@ -44,9 +44,7 @@ from dpcli.paths import check_release_paths, output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
 from dpcli.spec import Spec, load_spec
 
-# Noisy, build_table and exact_noisy were defined here before issue 10 (tests/test_plan.py still imports two of
-# them from here): they live in dpcli.mechanisms and dpcli.output now.
-__all__ = ["Release", "release", "check_release_id", "RELEASE_ID", "Noisy", "build_table", "exact_noisy"]
+__all__ = ["Release", "release", "check_release_id", "RELEASE_ID"]
 
 
 @dataclass
@@ -135,11 +133,11 @@ def release(
 
     source = input_path(input, spec.input)
     output_path = checked_output(output if output is not None else spec.output)
-    fmt = output_format(output_path, fmt)  # a format dpcli does not write (.parquet) is refused before the ledger opens
     location = None if isinstance(ledger, Ledger) else resolve_ledger(ledger, spec.ledger)
     book = ledger if isinstance(ledger, Ledger) else open_ledger(location, lock_timeout=lock_timeout)
     spec_file = Path(spec.source) if spec.source != "<string>" else None
     check_release_paths(spec_file, source, output_path, book, location)
+    fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
     say("paths checked")
 
     records = book.records()  # verify the chain (exit 5) before any work

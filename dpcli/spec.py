@@ -15,6 +15,7 @@ Nothing here reads data: a spec is public, person-written knowledge (bounds, bin
 from __future__ import annotations
 
 import errno
+import math
 import hashlib
 import os
 import re
@@ -29,6 +30,7 @@ import yaml
 
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
+from dpcli.locations import is_ledger_url
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
     BOOL_KEYS,
     COLUMN,
@@ -60,18 +62,15 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     list_value,
     number_within_limits,
 )
-from dpcli.spec_fields import DATASET_PATTERN, Number
+from dpcli.spec_fields import DATASET_NAME, Number
 
 # A spec file holds at most this many bytes: a 10^7-bin grid is one line, and 1 MiB holds ~100,000 category keys
 # (ICD-10-CM, among the longest public code lists, has ~74,000 codes of up to 8 characters).
 MAX_SPEC_BYTES = 1 << 20
 
-# A single dataset-name test for the CLI (`dpcli budget DATASET`), the same as the spec's
-DATASET_NAME = re.compile(DATASET_PATTERN)
 # A cell's fixed-point value must fit in 2^53 so that the float -> grid conversion is exact and sums stay far from
 # int64 limits per row (sums themselves run in 128-bit integers).
 MAX_GRID_UNITS = 2**53
-_DATASET = DATASET_NAME  # the CLI's old name for it (cli.py imports it)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -103,7 +102,7 @@ class Column:
         """Bounds in grid units: the largest grid interval inside the declared bounds (so clamping is exact)."""
         assert self.bounds is not None and self.precision is not None
         lo, hi = self.bounds
-        return _ceil(lo / self.precision), _floor(hi / self.precision)
+        return math.ceil(lo / self.precision), math.floor(hi / self.precision)  # exact on a Fraction
 
 
 @dataclass(frozen=True)
@@ -325,14 +324,6 @@ def _no_surrogates(doc: Any) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Loading: the field rules come from the declaration (dpcli.spec_fields); the cross-field rules, which JSON Schema
 # cannot express, are below and raise RuleError
-
-
-def _ceil(x: Fraction) -> int:
-    return -((-x.numerator) // x.denominator)
-
-
-def _floor(x: Fraction) -> int:
-    return x.numerator // x.denominator
 
 
 class _Collector:
@@ -636,7 +627,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         input=path_field("input"),
         output=path_field("output"),
         # a PostgreSQL URL stays text (Ledger in dpcli.spec_fields refuses one with a password)
-        ledger=ledger if ledger is not None and ledger.startswith(("postgresql://", "postgres://")) else path_field("ledger"),
+        ledger=ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",

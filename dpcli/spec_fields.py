@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from dpcli.accounting import decimal_places, format_exact, parse_exact
 from dpcli.errors import SpecError
+from dpcli.locations import is_ledger_url
 
 SPEC_VERSION = "1"
 # Every number a spec holds is small and exact, so planning, printing and the ledger stay fast (a 4,200-digit
@@ -55,7 +56,7 @@ OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho")  
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
 DATASET_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}"
 _NAME = re.compile(NAME_PATTERN)
-_DATASET = re.compile(DATASET_PATTERN)
+DATASET_NAME = re.compile(DATASET_PATTERN)  # the spec's dataset: and the CLI's `dpcli budget DATASET`
 _LEADING_ZERO = re.compile(r"(?:^[+-]?|/)0[0-9]")
 
 # The loader's number grammar (dpcli.accounting.parse_exact) within its limits, as a pattern that accepts only texts
@@ -280,7 +281,7 @@ class Name:
         if self.reference:
             return s
         if self.dataset:
-            if not _DATASET.fullmatch(s):
+            if not DATASET_NAME.fullmatch(s):
                 raise SpecError(path, f"'{s[:60]}' is not a valid dataset name (letters, digits, _ . -)")
         elif not _NAME.fullmatch(s):
             raise SpecError(
@@ -324,7 +325,7 @@ class Ledger(PathText):
     credentials in DPCLI_LEDGER, --ledger or a .pgpass file)."""
 
     def load(self, path: str, raw: Any) -> str:
-        if isinstance(raw, str) and raw.startswith(("postgresql://", "postgres://")):
+        if is_ledger_url(raw):
             from urllib.parse import urlsplit
 
             try:

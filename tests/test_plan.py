@@ -435,7 +435,8 @@ def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
     import numpy as np
 
     from dpcli import render
-    from dpcli.release import Noisy, build_table
+    from dpcli.mechanisms import Noisy
+    from dpcli.output import build_table
 
     spec = parse_spec(many_counts(n, privacy))
     spec = dataclasses.replace(spec, statistics=CountingTuple(spec.statistics))

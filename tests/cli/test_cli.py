@@ -179,9 +179,11 @@ def test_check_and_init(work: Path) -> None:
     (work / "skeleton.yaml").write_text(skeleton)
     r = dpcli("check", str(work / "skeleton.yaml"))
     assert r.returncode == 2
-    assert r.stderr.decode() == (
-        f"dpcli: error: {work / 'skeleton.yaml'}: columns.age.type: 'TODO' is not a column type "
+    # every column still TODO is reported, one line each, in header order
+    assert r.stderr.decode() == "".join(
+        f"dpcli: error: {work / 'skeleton.yaml'}: columns.{name}.type: 'TODO' is not a column type "
         "(one of: int, float, category, bool)\n"
+        for name in ("age", "income", "sex", "unused")
     )
 
 
