@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from dpcli import render
-from dpcli.plan import make_plan
 from dpcli.mechanisms import Noisy
 from dpcli.output import build_table
+from dpcli.plan import make_plan
 from dpcli.spec import MAX_SPEC_BYTES, load_spec
 
 
@@ -46,7 +46,7 @@ def spec_text(n: int, zcdp: bool) -> str:
     )
 
 
-def timed(fn):  # noqa: ANN001, ANN201
+def timed(fn):
     start = time.perf_counter()
     result = fn()
     return result, time.perf_counter() - start

@@ -50,7 +50,7 @@ DATA_DIR = ROOT / "bench" / "data"
 CASES = ("none", "q1", "q1bad", "q100", "crlf")
 
 
-def _generator():  # noqa: ANN202
+def _generator():
     spec = importlib.util.spec_from_file_location("generate_people", GENERATOR)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -124,7 +124,7 @@ def quoted_variant(rows: int, case: str) -> Path:
     return path
 
 
-def baseline(plan, path: Path) -> list[pl.DataFrame]:  # noqa: ANN001
+def baseline(plan, path: Path) -> list[pl.DataFrame]:
     """The previous engine's read: one scan_csv call as it was, then the same grouping queries."""
     spec = plan.spec
     used = used_columns(spec)

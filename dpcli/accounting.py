@@ -150,19 +150,19 @@ _IV_PREC = 160
 _EPS_DENOMINATOR = 10**12  # converted epsilons are rounded up to a multiple of 1e-12
 
 
-def _iv():  # noqa: ANN202 - mpmath's interval context, imported lazily (it costs ~20 ms at start-up)
+def _iv():
     from mpmath import iv
 
     iv.prec = _IV_PREC
     return iv
 
 
-def _iv_num(x: Fraction):  # noqa: ANN202
+def _iv_num(x: Fraction):
     iv = _iv()
     return iv.mpf(x.numerator) / iv.mpf(x.denominator)
 
 
-def _iv_bounds(x) -> tuple[Fraction, Fraction]:  # noqa: ANN001
+def _iv_bounds(x) -> tuple[Fraction, Fraction]:
     from mpmath import libmp
 
     return Fraction(*libmp.to_rational(x._mpi_[0])), Fraction(*libmp.to_rational(x._mpi_[1]))

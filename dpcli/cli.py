@@ -7,21 +7,29 @@ import os
 import re
 import sys
 import time
+from enum import Enum
 from fractions import Fraction
 from pathlib import Path
-from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand
 
 from dpcli import __version__, render
-from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, MAX_INPUT_TIMEOUT, parse_size
-from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.errors import (
-    AuditFailed, BudgetRefused, DpcliError, InputError, LedgerError, SpecError, SpentThenFailed, UsageError,
+    AuditFailed,
+    BudgetRefused,
+    DpcliError,
+    InputError,
+    LedgerError,
+    SpecError,
+    SpentThenFailed,
+    UsageError,
 )
+from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, MAX_INPUT_TIMEOUT, parse_size
+from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
+
 
 def _example(command: str) -> str:
     """A command's help epilog: one example, kept as written (a line holding only \\b stops click rewrapping it)."""
@@ -97,20 +105,20 @@ def _exact(option: str, text: str) -> Fraction:
 )
 def release(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
-    input: Optional[str] = typer.Option(  # noqa: A002
+    input: str | None = typer.Option(  # noqa: A002
         None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."
     ),
-    output: Optional[str] = typer.Option(
+    output: str | None = typer.Option(
         None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
     ),
-    ledger: Optional[str] = LedgerOpt,
-    fmt: Optional[OutputFormat] = typer.Option(
+    ledger: str | None = LedgerOpt,
+    fmt: OutputFormat | None = typer.Option(
         None, "--format", case_sensitive=False, help="The table's format (default: json for a .json path, else csv)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
     lock_timeout: float = LockOpt,
-    release_id: Optional[str] = typer.Option(
+    release_id: str | None = typer.Option(
         None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
         help="Name this release (e.g. $(date +%F)): the same dataset, spec and id return the first run's table "
         "and spend nothing. Without it every run is a new release.",
@@ -236,8 +244,7 @@ def _warn_other_ledger(spec: Any, explicit: str | None, first_spend: bool, quiet
     ``first_spend``: after this release, the first of its dataset in the ledger used; else a release refused for
     having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
     if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
-        from dpcli.ledger import open_ledger
-        from dpcli.ledger import resolve_ledger
+        from dpcli.ledger import open_ledger, resolve_ledger
         from dpcli.spec import load_spec
 
         try:  # both read fine a moment ago; if not now, the refusal alone is said
@@ -323,7 +330,7 @@ def audit_command(
 @app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv"))
 def check(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
-    input: Optional[str] = typer.Option(  # noqa: A002
+    input: str | None = typer.Option(  # noqa: A002
         None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
     ),
 ) -> None:
@@ -357,7 +364,7 @@ def check(
 @app.command(cls=DpcliCommand, epilog=_example("dpcli init people.csv -o spec.yaml"))
 def init(
     csv: Path = typer.Argument(..., metavar="CSV", help="A CSV file: only its header is read."),
-    output: Optional[Path] = typer.Option(
+    output: Path | None = typer.Option(
         None, "--output", "-o", metavar="SPEC", help="Write the skeleton to this file (default: standard output)."
     ),
     force: bool = typer.Option(False, "--force", help="With -o: overwrite an existing file."),
@@ -444,19 +451,18 @@ def budget_set(
     ),
     delta: str = typer.Option("0", "--delta", metavar="DELTA", help="The cap on δ (pure ε releases spend none)."),
     allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
-    neighbours: Optional[Neighbours] = typer.Option(
+    neighbours: Neighbours | None = typer.Option(
         None, "--neighbours",
         help="Pin the dataset's neighbour relation; else the first release pins it.",
     ),
     unit: str = typer.Option(
         "row", "--unit", metavar="UNIT", help="The privacy unit pinned with --neighbours (version 1: row)."
     ),
-    ledger: Optional[str] = LedgerOpt,
+    ledger: str | None = LedgerOpt,
     lock_timeout: float = LockOpt,
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
-    from dpcli.ledger import open_ledger
-    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger import open_ledger, resolve_ledger
     from dpcli.spec import DATASET_NAME
 
     if not DATASET_NAME.fullmatch(dataset):
@@ -492,11 +498,10 @@ def budget_set(
 @budget_app.command("show", cls=DpcliCommand, epilog=_example("dpcli budget show --ledger ledger.jsonl --json"))
 def budget_show(
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
-    ledger: Optional[str] = LedgerOpt,
+    ledger: str | None = LedgerOpt,
 ) -> None:
     """Spent and remaining ε per dataset."""
-    from dpcli.ledger import open_ledger
-    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger import open_ledger, resolve_ledger
 
     report = open_ledger(resolve_ledger(ledger, None)).verify()
     if as_json:
@@ -508,11 +513,10 @@ def budget_show(
 @ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
 def ledger_show(
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
-    ledger: Optional[str] = LedgerOpt,
+    ledger: str | None = LedgerOpt,
 ) -> None:
     """Every record of the ledger (verified first)."""
-    from dpcli.ledger import open_ledger
-    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger import open_ledger, resolve_ledger
 
     records = open_ledger(resolve_ledger(ledger, None)).records()
     if as_json:
@@ -526,7 +530,7 @@ def ledger_show(
     epilog=_example("dpcli ledger verify --ledger ledger.jsonl --against out.csv.meta.json"),
 )
 def ledger_verify(
-    ledger: Optional[str] = LedgerOpt,
+    ledger: str | None = LedgerOpt,
     against: list[Path] = typer.Option(
         [], "--against", metavar="META_JSON|HEAD",
         help="A release's .meta.json (or a head hash): its ledger head must be in the chain.",
@@ -534,9 +538,8 @@ def ledger_verify(
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
     from dpcli.errors import LedgerError
-    from dpcli.ledger import open_ledger
+    from dpcli.ledger import open_ledger, resolve_ledger
     from dpcli.ledger.base import published_head
-    from dpcli.ledger import resolve_ledger
 
     heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
     book = open_ledger(resolve_ledger(ledger, None))

@@ -54,7 +54,7 @@ class SpecError(UsageError):
         where = ": ".join(part for part in (file, path) if part)
         super().__init__(f"{where}: {message}" if where else message)
 
-    def in_file(self, file: str) -> "SpecError":
+    def in_file(self, file: str) -> SpecError:
         """The same error naming the spec file it came from (itself if it already names one)."""
         return self if self.file is not None else SpecError(self.path, self.detail, file)
 

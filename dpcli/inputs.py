@@ -113,7 +113,7 @@ class InputFile:
     def spooled(self) -> bool:
         return self._dir is not None
 
-    def __enter__(self) -> "InputFile":
+    def __enter__(self) -> InputFile:
         if self.source is None or is_stream(self.source):
             try:
                 self.path = self._spool()

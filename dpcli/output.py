@@ -19,10 +19,11 @@ import json
 import os
 import sys
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Iterator, Sequence
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -149,7 +150,7 @@ class Ints(LazyColumn):
         expr = (pl.lit(s) + self.offset) * self.mult
         return pl.select(scaled_text(expr, self.digits) if self.digits else expr).to_series()
 
-    def same_array(self, other: "Ints") -> bool:
+    def same_array(self, other: Ints) -> bool:
         return self.values is other.values and (self.mult, self.digits) == (other.mult, other.digits)
 
 
@@ -319,7 +320,7 @@ class Table:
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @staticmethod
-    def from_json(data: bytes) -> "Table":
+    def from_json(data: bytes) -> Table:
         """A stored table: this version's format, or dpcli 0.2's (every cell as text)."""
         from dpcli.accounting import parse_exact
 
@@ -386,7 +387,7 @@ def _block_doc(b: Block) -> dict:
     return doc
 
 
-def _block_from_doc(b: dict, exact) -> Block:  # noqa: ANN001
+def _block_from_doc(b: dict, exact) -> Block:
     rows = int(b["rows"])
     labels = {k: _labels_from_doc(v, rows) for k, v in b["labels"].items()}
     numbers = b.get("numbers")
@@ -406,7 +407,7 @@ def _block_from_doc(b: dict, exact) -> Block:  # noqa: ANN001
     return Block(b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")))
 
 
-def _labels_from_doc(doc, rows: int) -> LazyColumn:  # noqa: ANN001
+def _labels_from_doc(doc, rows: int) -> LazyColumn:
     from dpcli.accounting import parse_exact
 
     if isinstance(doc, list):

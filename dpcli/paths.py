@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from dpcli.errors import InputError, UsageError
 from dpcli.ledger import Ledger
 from dpcli.locations import is_ledger_url
 from dpcli.output import sidecar_path
 
-__all__ = ["check_release_paths", "check_output_target", "output_path"]
+__all__ = ["check_output_target", "check_release_paths", "output_path"]
 
 
 def check_release_paths(

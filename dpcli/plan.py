@@ -174,7 +174,7 @@ def gaussian_halfwidth(variance: Fraction, confidence: float = CONFIDENCE) -> in
 
         return math.ceil(NormalDist().inv_cdf((1 + confidence) / 2) * sigma)
     reach = int(12 * sigma) + 12
-    xs = range(0, reach + 1)
+    xs = range(reach + 1)
     weights = [math.exp(-(x * x) / (2 * v)) for x in xs]
     total = weights[0] + 2 * sum(weights[1:])
     mass = weights[0]
@@ -256,7 +256,7 @@ class _Budget:
     mechanism: str
     amount: Fraction
 
-    def half(self) -> "_Budget":
+    def half(self) -> _Budget:
         return _Budget(self.mechanism, self.amount / 2)
 
 

@@ -118,7 +118,7 @@ _INT64_SAFE = 2**62
 
 def decimal_step(unit: Fraction) -> tuple[int, int] | None:
     """(mult, digits) with unit == mult / 10**digits, or None when unit has no terminating decimal (1/3)."""
-    for digits in range(0, 19):
+    for digits in range(19):
         scaled = unit * 10**digits
         if scaled.denominator == 1:
             return scaled.numerator, digits

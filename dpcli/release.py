@@ -17,10 +17,10 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 from dpcli import signals
 from dpcli.accounting import parse_exact
@@ -40,11 +40,12 @@ from dpcli.output import (
     write_sidecar,
     write_table,
 )
-from dpcli.paths import check_release_paths, output_path as checked_output
+from dpcli.paths import check_release_paths
+from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
 from dpcli.spec import Spec, load_spec
 
-__all__ = ["Release", "release", "check_release_id", "RELEASE_ID"]
+__all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]
 
 
 @dataclass

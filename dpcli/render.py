@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
 from dpcli.accounting import format_decimal, format_exact
 from dpcli.ledger import BudgetStatus, Record

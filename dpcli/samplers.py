@@ -108,11 +108,11 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 __all__ = [
     "RandomSource",
-    "default_source",
     "bernoulli_exp",
-    "geometric_exp",
-    "discrete_laplace",
+    "default_source",
     "discrete_gaussian",
+    "discrete_laplace",
+    "geometric_exp",
 ]
 
 _TWO64 = 1 << 64

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 
-from dpcli.spec_fields import COLUMN, NUMBER_PATTERN, STATISTIC, TOP  # noqa: F401 - NUMBER_PATTERN: tests read it
+from dpcli.spec_fields import COLUMN, NUMBER_PATTERN, STATISTIC, TOP
 
 SCHEMA_ID = "https://dpcli.invalid/schema/spec-v1.json"
 

@@ -56,7 +56,7 @@ class Held:
         self._pending: list[int] = []
         self._holding = False
 
-    def __enter__(self) -> "Held":
+    def __enter__(self) -> Held:
         if threading.current_thread() is threading.main_thread():
             for signum in HELD:
                 previous = signal.getsignal(signum)

@@ -15,16 +15,17 @@ Nothing here reads data: a spec is public, person-written knowledge (bounds, bin
 from __future__ import annotations
 
 import errno
-import math
 import hashlib
+import math
 import os
 import re
 import stat as _stat
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import yaml
 
@@ -36,9 +37,11 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     COLUMN,
     COLUMN_TYPES,
     CSV,
+    DATASET_NAME,
     MAX_ABS_BOUND,
     MAX_CELLS,
     MAX_DELTA,
+    MAX_NUMBER,
     MAX_NUMBER_DIGITS,
     MAX_NUMBER_TEXT,
     MAX_RELEASE_EPSILON,
@@ -47,7 +50,6 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     MECHANISMS,
     MIN_EPSILON,
     MIN_NUMBER,
-    MAX_NUMBER,
     MIN_RHO,
     NEIGHBOURS,
     OUTPUT_COLUMNS,
@@ -58,11 +60,11 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     TOP,
     GridSpec,
     Name,
+    Number,
     RuleError,
     list_value,
     number_within_limits,
 )
-from dpcli.spec_fields import DATASET_NAME, Number
 
 # A spec file holds at most this many bytes: a 10^7-bin grid is one line, and 1 MiB holds ~100,000 category keys
 # (ICD-10-CM, among the longest public code lists, has ~74,000 codes of up to 8 characters).
@@ -284,7 +286,7 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: load
 
 def _load_yaml(text: str) -> Any:
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)
     except SpecError:
         raise
     except yaml.YAMLError as exc:

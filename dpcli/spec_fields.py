@@ -14,10 +14,11 @@ import nothing but the standard library and PyYAML's output, and each one both c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 from dpcli.accounting import decimal_places, format_exact, parse_exact
 from dpcli.errors import SpecError

@@ -14,7 +14,8 @@ import errno
 import os
 import signal
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 STEPS = (
     "lock",  # under the ledger's lock, as the spend's append begins (its next head is staged first)

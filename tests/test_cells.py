@@ -22,11 +22,10 @@ import pytest
 import dpcli.output as output
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
-from dpcli.output import GridLabels, KeyLabels, Table, _HashingWriter, label_columns, write_csv, write_json
+from dpcli.mechanisms import Noisy
+from dpcli.output import GridLabels, KeyLabels, Table, _HashingWriter, build_table, label_columns, write_csv, write_json
 from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, make_plan, release_cost
 from dpcli.postprocess import mean_grids, means
-from dpcli.mechanisms import Noisy
-from dpcli.output import build_table
 from dpcli.spec import GridBins, parse_spec
 from tests.helpers import run_dpcli
 
@@ -105,7 +104,7 @@ def test_labels_are_built_before_the_spend(tmp_path: Path, monkeypatch) -> None:
     led = tmp_path / "L.jsonl"
     JsonlLedger(led).set_cap("toy", Fraction(10), Fraction(0), False)
 
-    def broken(self, first, n):  # noqa: ANN001
+    def broken(self, first, n):
         raise MemoryError
 
     monkeypatch.setattr(GridLabels, "_edges", broken)
@@ -173,7 +172,7 @@ def reference_json(table: Table) -> bytes:
     return (out + ("\n]\n" if not first else "]\n")).encode()
 
 
-def written(table: Table, writer) -> bytes:  # noqa: ANN001
+def written(table: Table, writer) -> bytes:
     buf = io.BytesIO()
     sink = _HashingWriter(buf)
     writer(table, sink)
@@ -193,7 +192,7 @@ STATISTICS = (
 )
 
 
-def noisy_for(plan, seed: int) -> list[Noisy]:  # noqa: ANN001
+def noisy_for(plan, seed: int) -> list[Noisy]:
     rng = np.random.default_rng(seed)  # test inputs standing in for noisy values (no noise is drawn here)
     out = []
     for sp in plan.statistics:

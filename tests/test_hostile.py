@@ -99,7 +99,7 @@ def cli(*args: str) -> Run:
     return Run(code, out.getvalue(), err.getvalue())
 
 
-def dpcli(*args: str, **kw) -> Run:  # noqa: ANN003
+def dpcli(*args: str, **kw) -> Run:
     """The real command in a subprocess."""
     r = run_dpcli(*args, **kw)
     return Run(r.returncode, r.stdout, r.stderr)
@@ -350,7 +350,7 @@ def test_bom_is_fine(work: Path) -> None:
     released(work, "-i", work / "bom.csv")
 
 
-def exacts(plan, path: Path) -> list:  # noqa: ANN001
+def exacts(plan, path: Path) -> list:
     return [(e.counts.tolist(), None if e.sums is None else e.sums.tolist()) for e in aggregate(plan, path)]
 
 
@@ -739,7 +739,7 @@ def test_disk_full_while_writing_the_output_exits_5_keeps_the_spend_and_leaves_n
 def test_sidecar_write_failure_removes_the_table_too(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dpcli.release as rel
 
-    def full(*a, **k):  # noqa: ANN002, ANN003
+    def full(*a, **k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(rel, "write_sidecar", full)

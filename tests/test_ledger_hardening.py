@@ -62,7 +62,7 @@ def child(script: str, *args: object, env: dict | None = None, cwd: Path | None 
 
 
 @contextmanager
-def flocked(path: Path):  # noqa: ANN201
+def flocked(path: Path):
     """Hold the ledger's lock as another tool would: `flock LEDGER ...`."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -653,7 +653,7 @@ def test_soak_file_ledger_through_four_names(work: Path) -> None:
 
 
 @pytest.mark.slow
-def test_soak_postgres_ledger_through_four_urls(pg_server, pg_url: str, work: Path) -> None:  # noqa: ANN001, F811
+def test_soak_postgres_ledger_through_four_urls(pg_server, pg_url: str, work: Path) -> None:  # noqa: F811
     from dpcli.ledger.postgres import PostgresLedger
 
     db, query = pg_url.split("/")[-1].split("?")

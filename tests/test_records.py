@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate
 from dpcli.errors import InputError
 from dpcli.ledger import open_ledger
-from dpcli.plan import make_plan
 from dpcli.mechanisms import exact_noisy
 from dpcli.output import build_table
+from dpcli.plan import make_plan
 from dpcli.spec import parse_spec
 from tests.helpers import run_dpcli
 
@@ -52,7 +52,7 @@ HEADER = b"age,income,sex,grp,flag,note"
 PLAN = make_plan(parse_spec(SPEC))
 
 
-def rfc_plan():  # noqa: ANN201
+def rfc_plan():
     return make_plan(parse_spec(SPEC + "csv: {quoted_line_breaks: true}\n"))
 
 
@@ -72,7 +72,7 @@ def csv_file(path: Path, rows: list[bytes], eol: bytes = b"\n", final_eol: bool 
     return path
 
 
-def exacts(plan, path: Path) -> list[tuple[list[int], list[int] | None]]:  # noqa: ANN001
+def exacts(plan, path: Path) -> list[tuple[list[int], list[int] | None]]:
     return [(e.counts.tolist(), None if e.sums is None else [int(s) for s in e.sums]) for e in aggregate(plan, path)]
 
 
@@ -94,7 +94,7 @@ def one_record(contribution: list) -> None:
             assert all(s == 0 or (c == 1 and abs(s) <= limit) for c, s in zip(counts, sums)), (sp.statistic.name, sums)
 
 
-def alone(tmp_path: Path, line: bytes, eol: bytes = b"\n", plan=PLAN) -> list:  # noqa: ANN001
+def alone(tmp_path: Path, line: bytes, eol: bytes = b"\n", plan=PLAN) -> list:
     return exacts(plan, csv_file(tmp_path / "alone.csv", [line], eol))
 
 

@@ -26,7 +26,7 @@ def true_epsilon(rho: F, delta: F) -> mpmath.mpf:
     mpmath.mp.dps = 60
     r, d = mpmath.mpf(rho.numerator) / rho.denominator, mpmath.mpf(delta.numerator) / delta.denominator
 
-    def bound(alpha):  # noqa: ANN001, ANN202
+    def bound(alpha):
         return alpha * r + (mpmath.log(1 / d) + (alpha - 1) * mpmath.log(1 - 1 / alpha) - mpmath.log(alpha)) / (alpha - 1)
 
     grid = [1 + mpmath.mpf(10) ** (k / mpmath.mpf(100)) for k in range(-900, 800)]

@@ -5,7 +5,7 @@ mechanisms will perturb. It never decides anything public: cells are the plan's 
 clamped to the declared bounds, and cells nobody falls in are zeros, not missing rows.
 """
 
-from dpcli.engine.csv_header import read_header, check_header
+from dpcli.engine.csv_header import check_header, read_header
 from dpcli.engine.polars_engine import ExactStatistic, aggregate
 
-__all__ = ["ExactStatistic", "aggregate", "read_header", "check_header"]
+__all__ = ["ExactStatistic", "aggregate", "check_header", "read_header"]

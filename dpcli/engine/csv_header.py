@@ -18,9 +18,9 @@ import csv
 import io
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from dpcli.errors import InputError
 

@@ -67,6 +67,15 @@ def open_ledger(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 
 
 __all__ = [
-    "BudgetStatus", "Ledger", "Record", "VerifyReport", "JsonlLedger", "open_ledger", "ledger_key", "published_head",
-    "DEFAULT_LOCK_TIMEOUT", "is_ledger_url", "resolve_ledger",
+    "DEFAULT_LOCK_TIMEOUT",
+    "BudgetStatus",
+    "JsonlLedger",
+    "Ledger",
+    "Record",
+    "VerifyReport",
+    "is_ledger_url",
+    "ledger_key",
+    "open_ledger",
+    "published_head",
+    "resolve_ledger",
 ]

@@ -7,11 +7,12 @@ import hmac
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from dpcli.accounting import (
     format_decimal,
@@ -105,7 +106,7 @@ class BudgetStatus:
     def remaining(self) -> Fraction | None:
         return None if self.cap is None else self.cap - self.spent
 
-    def after(self, epsilon: Fraction, rho: Fraction) -> "BudgetStatus":
+    def after(self, epsilon: Fraction, rho: Fraction) -> BudgetStatus:
         return BudgetStatus(
             self.dataset, self.cap, self.pure + epsilon, self.rho + rho, self.pure_squares + pure_to_rho(epsilon),
             self.releases + 1, self.cap_delta, self.unit, self.neighbours,
@@ -143,7 +144,7 @@ def record_hash(fields: dict[str, Any], key: bytes | None) -> str:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def new_record(records: list[Record], fields: dict[str, Any], key: bytes | None) -> Record:

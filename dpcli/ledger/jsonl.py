@@ -25,8 +25,9 @@ import os
 import random
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dpcli.errors import LedgerError, UsageError
 from dpcli.files import atomic_write, fsync_directory

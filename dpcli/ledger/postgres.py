@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from dpcli.errors import DpcliError, LedgerError, UsageError
@@ -180,9 +181,8 @@ class PostgresLedger(Ledger):
         try:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
-            with conn.transaction():
-                with conn.cursor() as cur:
-                    return body(cur)
+            with conn.transaction(), conn.cursor() as cur:
+                return body(cur)
         except DpcliError:
             raise
         except psycopg.Error as exc:
@@ -206,12 +206,11 @@ class PostgresLedger(Ledger):
             try:
                 conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
                 conn.read_only = False
-                with conn.transaction():
-                    with conn.cursor() as cur:
-                        self._set_local_timeouts(cur, deadline)
-                        if lock:
-                            cur.execute(f"LOCK TABLE {HEAD_TABLE} IN EXCLUSIVE MODE")
-                        return body(cur)
+                with conn.transaction(), conn.cursor() as cur:
+                    self._set_local_timeouts(cur, deadline)
+                    if lock:
+                        cur.execute(f"LOCK TABLE {HEAD_TABLE} IN EXCLUSIVE MODE")
+                    return body(cur)
             except DpcliError:
                 raise
             except psycopg.Error as exc:
@@ -244,24 +243,23 @@ class PostgresLedger(Ledger):
         try:
             conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
             conn.read_only = False
-            with conn.transaction():
-                with conn.cursor() as cur:
-                    self._set_local_timeouts(cur, deadline)
-                    query = "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL"
-                    tables = (LEDGER_TABLE, HEAD_TABLE, STORE_TABLE)
-                    cur.execute(query, tables)
-                    if not all(cur.fetchone()):
-                        cur.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
-                        cur.execute(query, tables)  # READ COMMITTED: a fresh look after the wait
-                        has_ledger, has_head, has_store = cur.fetchone()
-                        if has_head and not has_ledger:
-                            # never lay a fresh, empty chain where one was dropped
-                            raise LedgerError(
-                                f"ledger {self.name}: the table {LEDGER_TABLE} is gone but its head is recorded "
-                                "(the ledger was dropped)"
-                            )
-                        if not (has_ledger and has_head and has_store):
-                            cur.execute(SCHEMA)
+            with conn.transaction(), conn.cursor() as cur:
+                self._set_local_timeouts(cur, deadline)
+                query = "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL"
+                tables = (LEDGER_TABLE, HEAD_TABLE, STORE_TABLE)
+                cur.execute(query, tables)
+                if not all(cur.fetchone()):
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
+                    cur.execute(query, tables)  # READ COMMITTED: a fresh look after the wait
+                    has_ledger, has_head, has_store = cur.fetchone()
+                    if has_head and not has_ledger:
+                        # never lay a fresh, empty chain where one was dropped
+                        raise LedgerError(
+                            f"ledger {self.name}: the table {LEDGER_TABLE} is gone but its head is recorded "
+                            "(the ledger was dropped)"
+                        )
+                    if not (has_ledger and has_head and has_store):
+                        cur.execute(SCHEMA)
         except DpcliError:
             raise
         except psycopg.Error as exc:

@@ -6,8 +6,8 @@ a pipe closed early, the umask."""
 from __future__ import annotations
 
 import csv
-import io
 import hashlib
+import io
 import json
 import re
 import subprocess
