@@ -7,7 +7,8 @@ import os
 import re
 import sys
 import time
-from enum import Enum
+from collections.abc import Callable
+from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,20 @@ class DpcliCommand(TyperCommand):
         for param in self.params:
             if isinstance(param, TyperArgument):
                 name = param.metavar or (param.name or "").upper()
-                # per instance: the two hooks Typer's help formatting calls, nothing else changes
-                param._usage_display_name = lambda name=name: name  # type: ignore[method-assign]
-                param.display_type_rich = lambda ctx=None: None  # type: ignore[method-assign]
+                # per instance: the two hooks Typer's help formatting calls, nothing else changes (mypy forbids
+                # assigning to a method; overriding these two on this one object is the point)
+                param._usage_display_name = _returning(name)  # type: ignore[method-assign]
+                param.display_type_rich = _no_type  # type: ignore[method-assign]
+
+
+def _returning(name: str) -> Callable[[], str]:
+    """A usage-name hook that says ``name`` alone."""
+    return lambda: name
+
+
+def _no_type(ctx: object = None) -> str | None:
+    """A type hook that adds nothing after an argument's name in the help list."""
+    return None
 
 
 # -h as well as --help, on every command (click hands a group's context settings down to its subcommands)
@@ -77,18 +89,20 @@ LedgerOpt = typer.Option(
     help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:).",
 )
 LockOpt = typer.Option(
-    DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS", help="Seconds to wait for the ledger lock before exit 5.", min=0
+    DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
+    help="Seconds to wait for the ledger lock before exit 5.", min=0,
 )
 
 
-class OutputFormat(str, Enum):
-    csv = "csv"
-    json = "json"
+# Typer offers and parses an enum by its values; the member names are never seen on the command line.
+class OutputFormat(StrEnum):
+    CSV = "csv"
+    JSON = "json"
 
 
-class Neighbours(str, Enum):
-    add_remove = "add_remove"
-    replace = "replace"
+class Neighbours(StrEnum):
+    ADD_REMOVE = "add_remove"
+    REPLACE = "replace"
 
 
 def _exact(option: str, text: str) -> Fraction:
@@ -205,7 +219,8 @@ def release(
         return
     where = "standard output" if result.output is None else str(result.output)
     render.info(
-        f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}' to {where}\n"
+        f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}'"
+        f" to {where}\n"
         f"  spent {result.plan.cost_text()}; ε left {render.eps(status.remaining if status else None)} "
         f"of {render.eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
@@ -351,7 +366,8 @@ def check(
     cost = check_cost(the_plan)
     source = the_spec.input if input is None else None if input == "-" else Path(input)
     if source is not None and str(source) != "-":
-        check_header(source, read_header(source, quoted_line_breaks=the_spec.quoted_line_breaks), the_spec.columns.keys())
+        header = read_header(source, quoted_line_breaks=the_spec.quoted_line_breaks)
+        check_header(source, header, the_spec.columns.keys())
         checked = f"; {source} has every declared column"
     else:
         checked = ""
@@ -599,13 +615,15 @@ def main(argv: list[str] | None = None) -> None:
         code = signals.exit_status(exc)
         render.error(f"interrupted by {signals.signal_name(exc)}{getattr(exc, 'dpcli_note', '')}", "interrupted", code)
     except BaseException as exc:  # noqa: BLE001 - a bug: say so, without a traceback that might carry data
-        code = _click_error(exc)
-        if code is None and "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
+        click_code = _click_error(exc)
+        if click_code is not None:
+            code = click_code
+        elif "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
             from dpcli.errors import TOO_MANY_FILES
 
             render.error(TOO_MANY_FILES)
             code = 1
-        if code is None:
+        else:
             render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
             code = 1
     _flush_quietly()
