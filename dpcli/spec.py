@@ -20,7 +20,7 @@ import math
 import os
 import re
 import stat as _stat
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -238,13 +238,6 @@ class Spec:
 # Strict YAML
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with no implicit typing, no aliases/anchors, no explicit tags and no duplicate keys."""
-
-
-# No implicit resolvers: every plain scalar is a str. Numbers are parsed exactly by the validators below.
-_StrictLoader.yaml_implicit_resolvers = {}
-
 _ALLOWED_TAGS = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
 
 
@@ -253,35 +246,44 @@ def _mark(node_or_event: Any) -> str:
     return f"line {mark.line + 1}" if mark is not None else ""
 
 
-def _compose_node(self: _StrictLoader, parent: Any, index: Any) -> Any:
-    event = self.peek_event()
-    if isinstance(event, yaml.AliasEvent):
-        raise SpecError(_mark(event), "YAML aliases are not allowed in a spec")
-    if getattr(event, "anchor", None) is not None:
-        raise SpecError(_mark(event), "YAML anchors are not allowed in a spec")
-    tag = getattr(event, "tag", None)
-    if tag is not None and tag not in ("!",) and tag not in _ALLOWED_TAGS:
-        raise SpecError(_mark(event), "explicit YAML tags are not allowed in a spec")
-    return yaml.SafeLoader.compose_node(self, parent, index)
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader with no implicit typing, no aliases/anchors, no explicit tags and no duplicate keys."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise SpecError(_mark(event), "YAML aliases are not allowed in a spec")
+        if getattr(event, "anchor", None) is not None:
+            raise SpecError(_mark(event), "YAML anchors are not allowed in a spec")
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag not in ("!",) and tag not in _ALLOWED_TAGS:
+            raise SpecError(_mark(event), "explicit YAML tags are not allowed in a spec")
+        return super().compose_node(parent, index)
+
+    # any node (wider than SafeConstructor's MappingNode): the map constructor below hands over the node it is given
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Hashable, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            raise SpecError(_mark(node), "expected a mapping")
+        result: dict[Hashable, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise SpecError(_mark(key_node), "mapping keys must be plain names")
+            key = self.construct_object(key_node, deep=deep)
+            if key in result:
+                raise SpecError(_mark(key_node), f"duplicate key '{key}'")
+            result[key] = self.construct_object(value_node, deep=deep)
+        return result
 
 
-def _construct_mapping(self: _StrictLoader, node: Any, deep: bool = False) -> dict:
-    if not isinstance(node, yaml.MappingNode):
-        raise SpecError(_mark(node), "expected a mapping")
-    result: dict = {}
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):
-            raise SpecError(_mark(key_node), "mapping keys must be plain names")
-        key = self.construct_object(key_node, deep=deep)
-        if key in result:
-            raise SpecError(_mark(key_node), f"duplicate key '{key}'")
-        result[key] = self.construct_object(value_node, deep=deep)
-    return result
+# No implicit resolvers: every plain scalar is a str. Numbers are parsed exactly by the validators below.
+_StrictLoader.yaml_implicit_resolvers = {}
 
 
-_StrictLoader.compose_node = _compose_node  # type: ignore[method-assign]
-_StrictLoader.construct_mapping = _construct_mapping  # type: ignore[method-assign]
-_StrictLoader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: loader.construct_mapping(node, deep=True))
+def _construct_map(loader: _StrictLoader, node: yaml.Node) -> dict[Hashable, Any]:
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
 def _load_yaml(text: str) -> Any:
@@ -454,7 +456,9 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             raise SpecError(f"{path}.column", _reserved(column.name))
         if column.numeric:
             if "bins" not in f:
-                raise RuleError(f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})")
+                raise RuleError(
+                    f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})"
+                )
             bins = _bins(f"{path}.bins", f["bins"])
         elif "bins" in f:
             raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
@@ -486,12 +490,15 @@ def _budget_rules(unit: str, budget_stated: bool, stats: list[Statistic]) -> Non
     other = "rho" if unit == "epsilon" else "epsilon"
     for i, s in enumerate(stats):
         if getattr(s, other) is not None:
-            mode = "a pure epsilon release" if unit == "epsilon" else "a zCDP release (privacy.rho, or epsilon with delta)"
+            mode = (
+                "a pure epsilon release" if unit == "epsilon" else "a zCDP release (privacy.rho, or epsilon with delta)"
+            )
             raise RuleError(f"statistics[{i}].{other}", f"not used in {mode}: give each statistic's {unit} or a weight")
     named: list[Fraction | None] = [getattr(s, unit) for s in stats]
     if any(x is not None for x in named) and None in named:
         raise RuleError(
-            f"statistics[{named.index(None)}].{unit}", f"either every statistic names its {unit}, or none does (use weight)"
+            f"statistics[{named.index(None)}].{unit}",
+            f"either every statistic names its {unit}, or none does (use weight)",
         )
     if None not in named:
         _total([x for x in named if x is not None], unit)

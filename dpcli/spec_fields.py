@@ -91,10 +91,10 @@ class RuleError(SpecError):
         return self if self.file is not None else RuleError(self.path, self.detail, file, self.rule)
 
 
-# The declaration's classes are dataclasses with an __init__ only: a frozen dataclass (six generated methods) cost
-# ~0.7 ms each to create, 12 of this module's 14 ms import time (cProfile), paid by every dpcli start. Their instances
-# are this module's constants and are never changed.
-_declared = dataclass(eq=False, repr=False)
+# The declaration's classes are `@dataclass(eq=False, repr=False)`, with an __init__ only: a frozen dataclass (six
+# generated methods) cost ~0.7 ms each to create, 12 of this module's 14 ms import time (cProfile), paid by every
+# dpcli start. Their instances are this module's constants and are never changed. The decorator is spelled out at
+# each class (not bound to a name once) because mypy recognises a dataclass only by the `dataclass(...)` call itself.
 
 
 def join(path: str, key: object) -> str:
@@ -140,7 +140,9 @@ def parse_number(path: str, value: Any) -> Fraction:
     """The exact value of a spec number's text, before its range and size limits."""
     s = text_value(path, value)
     if len(s) > MAX_NUMBER_TEXT:  # before parsing: int() of a long text is quadratic
-        raise SpecError(path, f"'{s[:20]}…' is longer than {MAX_NUMBER_TEXT} characters, the most a spec number may have")
+        raise SpecError(
+            path, f"'{s[:20]}…' is longer than {MAX_NUMBER_TEXT} characters, the most a spec number may have"
+        )
     try:
         x = parse_exact(s)
     except ValueError:
@@ -171,7 +173,7 @@ def json_number(x: Fraction) -> float | int:
 # Field types: each checks a raw YAML value (text, list or mapping) and describes itself as JSON Schema
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Number:
     """An exact number. ``range_name`` set: ``{range_name} must be in [low, high], got x`` (checked before the size
     limits: ``epsilon: 1e400`` is better told its range than its digits); ``positive``: ``must be positive``;
@@ -191,7 +193,9 @@ class Number:
             left = "(" if self.low_open else "["
             low = format_exact(self.low) if self.low is not None else ""
             high = format_exact(self.high) if self.high is not None else ""
-            raise RuleError(path, f"{self.range_name} must be in {left}{low}, {high}], got {short(x)}", rule="text range")
+            raise RuleError(
+                path, f"{self.range_name} must be in {left}{low}, {high}], got {short(x)}", rule="text range"
+            )
         if self.bound and abs(x) > MAX_ABS_BOUND:
             raise RuleError(path, f"bounds are limited to ±{format_exact(MAX_ABS_BOUND)}", rule="text range")
         check_limits(path, raw, x)
@@ -233,7 +237,7 @@ def number_schema(lo: float, hi: float, exclusive: bool) -> dict:
     return {"anyOf": [*branches, NUMBER_TEXT]}
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Choice:
     """One of a few words. ``message`` is formatted with the value (shortened) and the choices."""
 
@@ -255,7 +259,7 @@ class Choice:
         return {**out, **({"description": self.description} if self.description else {})}
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Version:
     def load(self, path: str, raw: Any) -> str:
         version = text_value(path, raw)
@@ -267,7 +271,7 @@ class Version:
         return {"anyOf": [{"const": 1}, {"const": "1"}]}
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Name:
     """A name of a column or statistic (``what``), or of a dataset."""
 
@@ -306,7 +310,7 @@ class Name:
         return out
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class PathText:
     description: str
 
@@ -320,7 +324,7 @@ class PathText:
         return {"type": "string", "minLength": 1, "description": self.description}
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Ledger(PathText):
     """A ledger path, or a PostgreSQL URL kept as text (never with a password: specs are shared and committed; put
     credentials in DPCLI_LEDGER, --ledger or a .pgpass file)."""
@@ -357,7 +361,7 @@ CATEGORY_VALUE = {
 }
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Key:
     """A category key (``impute``/``other`` of a category column); whether it is declared is a cross-field rule."""
 
@@ -372,7 +376,7 @@ class Key:
         return {**CATEGORY_VALUE, **({"description": self.description} if self.description else {})}
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Keys:
     """A category column's declared keys: distinct texts, none empty."""
 
@@ -392,7 +396,7 @@ class Keys:
         return {"type": "array", "minItems": 1, "uniqueItems": True, "items": CATEGORY_VALUE}
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Bounds:
     """[low, high] of a numeric column."""
 
@@ -415,7 +419,7 @@ class Bounds:
         return out
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Columns:
     """A list of column names (``by:``): whether they are declared, and suit, is a cross-field rule."""
 
@@ -427,18 +431,19 @@ class Columns:
     def schema(self) -> dict:
         return {
             "type": "array", "minItems": 1, "uniqueItems": True,
-            "items": Name("column name", not_output_column=True, reference=True).schema(), "description": self.description,
+            "items": Name("column name", not_output_column=True, reference=True).schema(),
+            "description": self.description,
         }
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class GridSpec:
     start: Fraction
     stop: Fraction
     step: Fraction
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class BinsField:
     """A histogram's bins: a list of edges, or an even grid ``{start, stop, step}``."""
 
@@ -452,7 +457,10 @@ class BinsField:
     def schema(self) -> dict:
         return {
             "oneOf": [
-                {"type": "array", "minItems": 2, "items": Number().schema(), "description": "increasing edges; bin i is [e_i, e_i+1)"},
+                {
+                    "type": "array", "minItems": 2, "items": Number().schema(),
+                    "description": "increasing edges; bin i is [e_i, e_i+1)",
+                },
                 {**GRID.schema(), "description": f"an even grid of at most {MAX_CELLS} bins"},
             ]
         }
@@ -462,7 +470,7 @@ class BinsField:
 # Sections: mappings of fields
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Section:
     """A mapping: its fields in the order the messages list them, the required ones, and pairs that exclude each
     other (``(key, others, message)``: ``key`` may not appear with any of ``others``)."""
@@ -477,10 +485,11 @@ class Section:
         with ``errors`` every one is appended there (and a missing required key raised after them)."""
         if not isinstance(raw, dict):
             raise SpecError(path, "expected a mapping")
-        found = []
-        for key in raw:
-            if key not in self.fields:
-                found.append(SpecError(join(path, key), f"unknown field (allowed: {', '.join(self.fields)})"))
+        found = [
+            SpecError(join(path, key), f"unknown field (allowed: {', '.join(self.fields)})")
+            for key in raw
+            if key not in self.fields
+        ]
         missing = [SpecError(join(path, key), "required field is missing") for key in self.required if key not in raw]
         if found or missing:
             if errors is None:
@@ -527,7 +536,7 @@ class Section:
         return out
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Variant:
     """One member of a tagged union (a column type, a statistic kind): the fields it allows beyond the common ones'
     union are refused with ``forbidden``'s message, the ones it requires with ``required``'s."""
@@ -539,7 +548,7 @@ class Variant:
     overrides: dict[str, Any] = field(default_factory=dict)  # key -> this variant's field type
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class Union:
     """A tagged union of sections: ``section`` holds every field of any variant (its order is the messages'),
     ``tag`` names the field that picks the variant."""
@@ -561,7 +570,7 @@ class Union:
             if key in body and key not in v.allowed:
                 raise SpecError(join(path, key), v.forbidden.get(key) or self.forbidden_message(tag))
         section = Section({**self.section.fields, **v.overrides}, self.section.required, self.section.exclusive)
-        loaded = section.load(path, {k: x for k, x in body.items()}, errors)
+        loaded = section.load(path, dict(body), errors)
         for key, message in v.required.items():
             if key not in body:
                 raise SpecError(join(path, key), message.format(tag=tag))
@@ -584,7 +593,7 @@ def _article(tag: str) -> str:
     return "an" if tag == "int" else "a"
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class ColumnMap:
     """``columns:``, a mapping of COLUMN by name (loaded by dpcli.spec, which builds the typed columns)."""
 
@@ -595,7 +604,7 @@ class ColumnMap:
         }
 
 
-@_declared
+@dataclass(eq=False, repr=False)
 class StatisticList:
     """``statistics:``, a list of STATISTIC (loaded by dpcli.spec)."""
 
@@ -603,7 +612,9 @@ class StatisticList:
         return {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/statistic"}}
 
 
-NUMBER_KEYS_MESSAGE = "required: numeric columns need a-priori bounds [low, high] written by a person (never from the data)"
+NUMBER_KEYS_MESSAGE = (
+    "required: numeric columns need a-priori bounds [low, high] written by a person (never from the data)"
+)
 
 COLUMN = Union(
     Section(
@@ -661,8 +672,12 @@ STATISTIC = Union(
                 forbidden={"column": "a count counts rows: use by: to split it",
                            "bins": "not allowed for a count (use a histogram)"}),
         # whether a histogram needs bins depends on its column's type: a cross-field rule
-        Variant("histogram", ("name", "kind", "column", "by", "bins", *_BUDGET_FIELDS), {"column": "required for a {tag}"},
-                overrides={"column": Name("column name", not_output_column=True, description="a declared column", reference=True)}),
+        Variant(
+            "histogram", ("name", "kind", "column", "by", "bins", *_BUDGET_FIELDS), {"column": "required for a {tag}"},
+            overrides={
+                "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
+            },
+        ),
         Variant("sum", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("mean", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
     ),
