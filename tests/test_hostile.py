@@ -301,17 +301,16 @@ def test_a_sum_that_would_overflow_int64_is_exact_on_the_wide_path(work: Path) -
     assert abs(Fraction(out[0]["value"]) - 10**19) < 10**14  # scale 10^12: 100 scales off has probability e^-100
 
 
-def test_the_largest_noise_scale_plans_at_once() -> None:
+def test_the_largest_noise_scale_has_an_exact_halfwidth() -> None:
     """1/3. An ε or bounds at the edge of the accepted ranges give noise scales up to 2^40 grid steps: the 95%
-    half-width is still exact and immediate (it used to step one by one across a float error: ~15 s a statistic)."""
+    half-width is still exact (it used to step one by one across a float error: ~15 s a statistic; the time is
+    measured in bench/, not asserted here)."""
     import mpmath
 
     from dpcli.plan import laplace_halfwidth
 
     for t in (10**12, 2**40):
-        start = time.monotonic()
         k = laplace_halfwidth(Fraction(t))
-        assert time.monotonic() - start < 0.5
         mpmath.mp.dps = 40
         q = mpmath.exp(-mpmath.mpf(1) / t)
         tail = lambda j: 2 * q ** (j + 1) / (1 + q)  # noqa: E731 - P(|X| > j)
@@ -428,10 +427,9 @@ def _fifo(work: Path) -> Path:
 
 def test_fifo_whose_writer_never_comes_times_out_with_exit_3(work: Path) -> None:
     fifo = _fifo(work)
-    start = time.monotonic()
     message = refused(work, 3, "no data from", work / "spec.yaml", "-i", fifo, "-o", work / "out.csv",
                       "--input-timeout", "0.5")
-    assert "0.5 s" in message and time.monotonic() - start < 10
+    assert "0.5 s" in message
 
 
 def test_fifo_whose_writer_stalls_times_out_with_exit_3(work: Path) -> None:
