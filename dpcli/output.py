@@ -19,11 +19,12 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_labe
 from dpcli.spec import Column, EdgeBins, GridBins
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from dpcli.ledger import Record
     from dpcli.mechanisms import Noisy
 
@@ -51,7 +54,7 @@ STORE_FORMAT = 2
 _INT64_SAFE = 2**62  # integers formatted in int64 must stay below this (after offset and multiplier)
 
 
-def _pl():
+def _pl() -> ModuleType:
     import polars as pl  # imported when a table is written or stored: `dpcli budget show` never pays for it
 
     return pl
@@ -72,7 +75,13 @@ class LazyColumn(Sequence[str]):
     def __len__(self) -> int:
         return self.rows
 
-    def __getitem__(self, index):  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
             return list(self)[index]
         if index < 0:
@@ -95,16 +104,16 @@ class LazyColumn(Sequence[str]):
     def texts(self, i: int, j: int) -> list[str]:
         return self.text(i, j).cast(_pl().String).to_list()
 
-    def text(self, i: int, j: int):  # -> pl.Series
+    def text(self, i: int, j: int) -> pl.Series:
         raise NotImplementedError
 
-    def csv(self, i: int, j: int):
+    def csv(self, i: int, j: int) -> pl.Series:
         return self.text(i, j)
 
-    def json(self, i: int, j: int):
+    def json(self, i: int, j: int) -> pl.Series:
         return self.text(i, j)
 
-    def store(self):  # -> a JSON value for the release store
+    def store(self) -> list[str] | dict[str, Any]:  # a JSON value for the release store
         raise NotImplementedError
 
 
@@ -115,15 +124,15 @@ class Texts(LazyColumn):
         self.values = list(texts)
         self.rows = len(self.values)
 
-    def text(self, i: int, j: int):
+    def text(self, i: int, j: int) -> pl.Series:
         pl = _pl()
         return pl.Series(self.values[i:j], dtype=pl.String)
 
-    def csv(self, i: int, j: int):
+    def csv(self, i: int, j: int) -> pl.Series:
         pl = _pl()
         return pl.Series([csv_field(t) for t in self.values[i:j]], dtype=pl.String)
 
-    def json(self, i: int, j: int):
+    def json(self, i: int, j: int) -> pl.Series:
         pl = _pl()
         return pl.Series([json.dumps(t, ensure_ascii=False) for t in self.values[i:j]], dtype=pl.String)
 
@@ -142,7 +151,7 @@ class Ints(LazyColumn):
         self.offset, self.mult, self.digits = int(offset), int(mult), int(digits)
         self.rows = len(values)
 
-    def text(self, i: int, j: int):
+    def text(self, i: int, j: int) -> pl.Series:
         pl = _pl()
         s = pl.Series(self.values[i:j], dtype=pl.Int64)
         if self.offset == 0 and self.mult == 1 and self.digits == 0:
@@ -164,20 +173,20 @@ class KeyLabels(LazyColumn):
     def _codes(self, i: int, j: int) -> np.ndarray:
         return (np.arange(i, j, dtype=np.int64) // self.inner) % len(self.keys)
 
-    def _gather(self, texts: list[str], i: int, j: int):
+    def _gather(self, texts: list[str], i: int, j: int) -> pl.Series:
         pl = _pl()
         return pl.Series(texts, dtype=pl.String).gather(self._codes(i, j))
 
-    def text(self, i: int, j: int):
+    def text(self, i: int, j: int) -> pl.Series:
         return self._gather(list(self.keys), i, j)
 
-    def csv(self, i: int, j: int):
+    def csv(self, i: int, j: int) -> pl.Series:
         return self._gather([csv_field(k) for k in self.keys], i, j)
 
-    def json(self, i: int, j: int):
+    def json(self, i: int, j: int) -> pl.Series:
         return self._gather([json.dumps(k, ensure_ascii=False) for k in self.keys], i, j)
 
-    def store(self) -> dict:
+    def store(self) -> dict[str, Any]:
         return {"keys": list(self.keys), "inner": self.inner, "rows": self.rows}
 
 
@@ -188,7 +197,7 @@ class GridLabels(LazyColumn):
 
     def __init__(self, bins: GridBins, inner: int, rows: int):
         self.bins, self.inner, self.rows = bins, int(inner), int(rows)
-        self.count = bins.count
+        self.bin_count = bins.count
         digits = 0
         while (bins.start * 10**digits).denominator != 1 or (bins.step * 10**digits).denominator != 1:
             digits += 1
@@ -197,10 +206,10 @@ class GridLabels(LazyColumn):
         self.scaled: tuple[int, int, int] | None = None
         if digits <= 18:
             start, step = int(bins.start * 10**digits), int(bins.step * 10**digits)
-            if max(abs(start), abs(start + self.count * step)) < _INT64_SAFE:
+            if max(abs(start), abs(start + self.bin_count * step)) < _INT64_SAFE:
                 self.scaled = (start, step, digits)
 
-    def _edges(self, first: int, n: int):
+    def _edges(self, first: int, n: int) -> pl.Series:
         """Text of edges first .. first + n - 1 (a String Series)."""
         pl = _pl()
         if self.scaled is None:
@@ -209,37 +218,38 @@ class GridLabels(LazyColumn):
         edge = pl.lit(start, pl.Int64) + pl.int_range(first, first + n, dtype=pl.Int64) * step
         return pl.select(scaled_text(edge, digits)).to_series()
 
-    def text(self, i: int, j: int):
+    def text(self, i: int, j: int) -> pl.Series:
         return self._labels(i, j, '[', ')')
 
-    def csv(self, i: int, j: int):
+    def csv(self, i: int, j: int) -> pl.Series:
         # '[lo, hi)' always holds a comma and never a quote: csv.writer quotes it as '"[lo, hi)"', and json.dumps
         # writes the same (edges are digits, '-', '.', '/'; nothing to escape)
         return self._labels(i, j, '"[', ')"')
 
     json = csv
 
-    def _labels(self, i: int, j: int, before: str, after: str):
+    def _labels(self, i: int, j: int, before: str, after: str) -> pl.Series:
         pl = _pl()
         n = j - i
-        if self.inner == 1 and i // self.count == (j - 1) // self.count:
+        if self.inner == 1 and i // self.bin_count == (j - 1) // self.bin_count:
             # consecutive bins (the usual case: the bin is the last dimension): each edge is formatted once
-            edges = self._edges(i % self.count, n + 1)
+            edges = self._edges(i % self.bin_count, n + 1)
             lo, hi = edges.slice(0, n), edges.slice(1, n)
         else:
-            b = (np.arange(i, j, dtype=np.int64) // self.inner) % self.count
+            b = (np.arange(i, j, dtype=np.int64) // self.inner) % self.bin_count
             first, last = int(b.min()), int(b.max())
             edges = self._edges(first, last - first + 2)
             lo, hi = edges.gather(b - first), edges.gather(b - first + 1)
-        return pl.select(pl.concat_str([pl.lit(before), pl.lit(lo), pl.lit(", "), pl.lit(hi), pl.lit(after)])).to_series()
+        label = pl.concat_str([pl.lit(before), pl.lit(lo), pl.lit(", "), pl.lit(hi), pl.lit(after)])
+        return pl.select(label).to_series()
 
-    def store(self) -> dict:
+    def store(self) -> dict[str, Any]:
         b = self.bins
         grid = {"start": format_exact(b.start), "stop": format_exact(b.stop), "step": format_exact(b.step)}
         return {"grid": grid, "inner": self.inner, "rows": self.rows}
 
 
-def scaled_text(v, digits: int):  # (pl.Expr, int) -> pl.Expr
+def scaled_text(v: pl.Expr, digits: int) -> pl.Expr:
     """Decimal text of the integer expression v / 10**digits, trailing zeros dropped: the text format_exact gives
     for every value, computed by polars."""
     pl = _pl()
@@ -264,7 +274,7 @@ def csv_field(text: str) -> str:
     return buf.getvalue()[:-2]  # drop the empty second field's ',' and the '\n'
 
 
-def _as_column(x) -> LazyColumn:
+def _as_column(x: LazyColumn | Sequence[str]) -> LazyColumn:
     return x if isinstance(x, LazyColumn) else Texts(x)
 
 
@@ -331,7 +341,10 @@ class Table:
 
         if doc.get("format") is None:  # dpcli 0.2
             blocks = tuple(
-                Block(b["statistic"], exact(b["epsilon"]), b["labels"], b["value"], b["ci_low"], b["ci_high"], exact(b.get("rho")))
+                Block(
+                    b["statistic"], exact(b["epsilon"]), b["labels"], b["value"], b["ci_low"], b["ci_high"],
+                    exact(b.get("rho")),
+                )
                 for b in doc["blocks"]
             )
         elif doc["format"] == STORE_FORMAT:
@@ -345,8 +358,7 @@ class Table:
         n = len(block)
         eps = None if block.epsilon is None else format_decimal_up(block.epsilon)
         columns: list[Sequence[str | None]] = [[block.statistic] * n]
-        for d in self.dimensions:
-            columns.append(block.labels.get(d) or [missing] * n)
+        columns.extend(block.labels.get(d) or [missing] * n for d in self.dimensions)
         columns += [block.value, block.ci_low, block.ci_high, [eps if eps is not None else missing] * n]
         if self.with_rho:
             rho = None if block.rho is None else format_decimal_up(block.rho)
@@ -356,7 +368,7 @@ class Table:
     def rows(self) -> Iterator[tuple[str | None, ...]]:
         """Rows as text; None where a dimension (or a zCDP statistic's epsilon) does not apply to a row."""
         for b in self.blocks:
-            yield from zip(*self.block_columns(b))
+            yield from zip(*self.block_columns(b), strict=True)
 
 
 # -- the release store's form of a block ---------------------------------------------------------------------------
@@ -378,7 +390,8 @@ def _block_doc(b: Block) -> dict:
             doc["numbers"] = {"dtype": dtype, "mult": v.mult, "digits": v.digits, "halfwidth": hi.offset}
             doc["value"] = packed[0]
             return doc
-        if (v.mult, v.digits) == (lo.mult, lo.digits) == (hi.mult, hi.digits) and v.offset == lo.offset == hi.offset == 0:
+        same_grid = (v.mult, v.digits) == (lo.mult, lo.digits) == (hi.mult, hi.digits)
+        if same_grid and v.offset == lo.offset == hi.offset == 0:
             dtype, packed = _pack([v.values, lo.values, hi.values])
             doc["numbers"] = {"dtype": dtype, "mult": v.mult, "digits": v.digits, "halfwidth": None}
             doc["value"], doc["ci_low"], doc["ci_high"] = packed
@@ -387,10 +400,13 @@ def _block_doc(b: Block) -> dict:
     return doc
 
 
-def _block_from_doc(b: dict, exact) -> Block:
+def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | None]) -> Block:
     rows = int(b["rows"])
     labels = {k: _labels_from_doc(v, rows) for k, v in b["labels"].items()}
     numbers = b.get("numbers")
+    value: LazyColumn
+    low: LazyColumn
+    high: LazyColumn
     if numbers is None:
         value, low, high = Texts(b["value"]), Texts(b["ci_low"]), Texts(b["ci_high"])
     else:
@@ -407,7 +423,7 @@ def _block_from_doc(b: dict, exact) -> Block:
     return Block(b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")))
 
 
-def _labels_from_doc(doc, rows: int) -> LazyColumn:
+def _labels_from_doc(doc: list[str] | dict[str, Any], rows: int) -> LazyColumn:
     from dpcli.accounting import parse_exact
 
     if isinstance(doc, list):
@@ -469,7 +485,7 @@ def label_columns(keys: Sequence[Sequence[str] | EdgeBins | GridBins]) -> list[L
     total = int(np.prod(sizes, dtype=object)) if sizes else 1
     out: list[LazyColumn] = []
     inner = total
-    for k, size in zip(keys, sizes):
+    for k, size in zip(keys, sizes, strict=True):
         inner //= size
         if isinstance(k, GridBins):
             out.append(GridLabels(k, inner, total))
@@ -490,7 +506,7 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn]]:
             bins = keys if keys is not None else stat.bins  # no declared keys: the histogram's own bins
             assert bins is not None
             dims.append(bins)
-        out.append(dict(zip(stat.dimensions, label_columns(dims))))
+        out.append(dict(zip(stat.dimensions, label_columns(dims), strict=True)))
     return out
 
 
@@ -578,7 +594,7 @@ class _HashingWriter(io.TextIOBase):
         self._parts: list[str] = []
         self._size = 0
 
-    def write(self, s: str) -> int:  # type: ignore[override]
+    def write(self, s: str) -> int:
         self._parts.append(s)
         self._size += len(s)
         if self._size >= self.BLOCK:
@@ -592,11 +608,11 @@ class _HashingWriter(io.TextIOBase):
         self._parts, self._size = [], 0
         self._emit(data)
 
-    def write_bytes(self, data: bytes) -> None:
+    def write_bytes(self, data: bytes | memoryview) -> None:
         self.flush()
         self._emit(data)
 
-    def _emit(self, data: bytes) -> None:
+    def _emit(self, data: bytes | memoryview) -> None:
         self.sha.update(data)
         if self.raw is not None:
             try:
@@ -670,7 +686,7 @@ def write_json(table: Table, sink: _HashingWriter) -> None:
         for i, j in _chunks(len(block)):
             pieces: list = []
             literal = "{"
-            for n, (key, name) in enumerate(zip(keys, cols)):
+            for n, (key, name) in enumerate(zip(keys, cols, strict=True)):
                 literal += ("" if n == 0 else ", ") + key + ": "
                 if n == 0:
                     literal += json.dumps(block.statistic, ensure_ascii=False)
