@@ -100,10 +100,13 @@ import operator
 import os
 import threading
 import weakref
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from numbers import Integral
+from typing import NoReturn
 
 import numpy as np
+import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 __all__ = [
@@ -157,7 +160,7 @@ class RandomSource:
         self._pid = os.getpid()
         self._used = 0
 
-    def __reduce__(self):  # pickle, copy.copy and copy.deepcopy all go through here
+    def __reduce__(self) -> NoReturn:  # pickle, copy.copy and copy.deepcopy all go through here
         raise TypeError("a RandomSource cannot be pickled or copied: the copy would repeat its stream")
 
     def _fill(self, out: memoryview) -> None:
@@ -190,10 +193,10 @@ class RandomSource:
         n = _as_count(n, "n")
         out = np.empty(n, dtype=np.uint64)
         if n:
-            self._fill(memoryview(out.view(np.uint8)))
+            self._fill(out.view(np.uint8).data)
         return out
 
-    def integers_below(self, bound, size=None) -> np.ndarray:
+    def integers_below(self, bound: npt.ArrayLike, size: int | Sequence[int] | None = None) -> np.ndarray:
         """Exactly uniform integers in ``[0, bound)`` as ``int64``, by rejection (no modulo bias).
 
         ``bound`` is an int or an array of ints, each in ``[1, 2**63)``. With ``size`` the bound is
@@ -203,17 +206,14 @@ class RandomSource:
         if b.size and (int(b.min()) < 1 or int(b.max()) > _I64_MAX):
             raise ValueError("every bound must be in [1, 2**63)")
         if size is not None:
-            shape = (_as_count(size, "size"),) if isinstance(size, Integral) else tuple(size)
+            shape = (_as_count(size, "size"),) if isinstance(size, int | Integral) else tuple(size)
             b = np.broadcast_to(b, shape)
         shape = b.shape
         flat = np.ascontiguousarray(b, dtype=np.uint64).reshape(-1)
         if flat.size == 0:
             return np.zeros(shape, dtype=np.int64)
         first = int(flat[0])
-        if np.all(flat == flat[0]):
-            out = _below_scalar(self, first, flat.size)
-        else:
-            out = _below_array(self, flat)
+        out = _below_scalar(self, first, flat.size) if np.all(flat == flat[0]) else _below_array(self, flat)
         return out.view(np.int64).reshape(shape)
 
 
@@ -250,7 +250,7 @@ def default_source() -> RandomSource:
 # --------------------------------------------------------------------------------------------------
 
 
-def _as_count(n, name: str) -> int:
+def _as_count(n: object, name: str) -> int:
     if isinstance(n, bool) or not isinstance(n, Integral):
         raise TypeError(f"{name} must be an int")
     n = operator.index(n)
@@ -259,9 +259,9 @@ def _as_count(n, name: str) -> int:
     return n
 
 
-def _int_array(x, name: str) -> np.ndarray:
+def _int_array(x: object, name: str) -> np.ndarray:
     """An integer array from an int or array-like of ints, refusing floats, bools and objects."""
-    if isinstance(x, bool) or isinstance(x, (float, complex, Fraction)):
+    if isinstance(x, (bool, float, complex, Fraction)):
         raise TypeError(f"{name} must be integers")
     if isinstance(x, Integral):
         x = int(x)
@@ -287,7 +287,7 @@ def _int_array(x, name: str) -> np.ndarray:
     return np.array(vals, dtype=np.uint64 if max(vals) >= _TWO63 else np.int64).reshape(arr.shape)
 
 
-def _rational_param(value, name: str) -> tuple[int, int]:
+def _rational_param(value: Fraction | int, name: str) -> tuple[int, int]:
     """(numerator, denominator) of a positive rational with both parts <= 2**48."""
     if isinstance(value, bool) or not isinstance(value, (Fraction, Integral)):
         raise TypeError(f"{name} must be a Fraction or an int, not {type(value).__name__}")
@@ -474,7 +474,7 @@ def _bern_exp_int_then(src: RandomSource, alive: np.ndarray, g: np.ndarray) -> N
         idx = idx[np.flatnonzero(ok & (need > _E1_PER_WORD))]
 
 
-def _bern_exp_vec(src: RandomSource, num: np.ndarray, den) -> np.ndarray:
+def _bern_exp_vec(src: RandomSource, num: np.ndarray, den: int | np.ndarray) -> np.ndarray:
     """Bernoulli(exp(-num/den)) per lane; num int64 >= 0; den a Python int or an int64 array (>= 1)."""
     g = num // den
     r = (num - g * den).view(np.uint64)
@@ -502,7 +502,7 @@ def _geometric_e1(src: RandomSource, n: int) -> np.ndarray:
     return v
 
 
-def _collect_accepted(n: int, propose) -> np.ndarray:
+def _collect_accepted(n: int, propose: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """``n`` accepted values of a rejection sampler, ``propose(m) -> (values, accepted)`` for ``m`` iid trials.
 
     Each round proposes more trials than needed (sized from the acceptance counts seen so far, integers
@@ -514,10 +514,7 @@ def _collect_accepted(n: int, propose) -> np.ndarray:
     filled = proposed = accepted = 0
     while filled < n:
         need = n - filled
-        if accepted:
-            m = min(need * proposed // accepted + need // 8, 16 * need) + 64
-        else:
-            m = need + need // 2 + 64
+        m = min(need * proposed // accepted + need // 8, 16 * need) + 64 if accepted else need + need // 2 + 64
         values, ok = propose(m)
         good = np.flatnonzero(ok)
         proposed += m
@@ -537,11 +534,11 @@ def _accepted_u(src: RandomSource, t: int, n: int) -> np.ndarray:
         return np.zeros(n, dtype=np.int64)
     radices = _series_radices(t, 1, lead=t)
 
-    def propose(m):
+    def propose(m: int) -> tuple[np.ndarray, np.ndarray]:
         if not radices:
             u = _below_scalar(src, t, m)
             return u.view(np.int64), _bern_exp_frac(src, u, t)
-        digits = _digits(src, [t] + radices, m)
+        digits = _digits(src, [t, *radices], m)
         u = digits[0]
         keep, more = _series_step([d < u for d in digits[1:]], 1)
         cont = np.flatnonzero(more)
@@ -597,7 +594,7 @@ def _gaussian(src: RandomSource, a: int, b: int, n: int) -> np.ndarray:
     c_max = math.isqrt(_I64_MAX // bn)  # |c| <= c_max  =>  c*c*bn < 2**63
     z_max = (c_max + m) // d  # z <= z_max  =>  |d*z - m| <= c_max, and d*z does not overflow
 
-    def propose(count):
+    def propose(count: int) -> tuple[np.ndarray, np.ndarray]:
         # One Laplace trial and the Gaussian acceptance in a single rejection step: accepted iff the
         # Laplace trial is kept AND Bernoulli(exp(-gamma)) succeeds, so accepted values follow
         # Laplace(y) * exp(-gamma(y)), which is proportional to the discrete Gaussian.
@@ -632,7 +629,7 @@ def _let_heap_recycle_chunk_buffers() -> None:
 _let_heap_recycle_chunk_buffers()
 
 
-def _chunked(sample, n: int) -> np.ndarray:
+def _chunked(sample: Callable[[int], np.ndarray], n: int) -> np.ndarray:
     """``sample(k)`` for at least _MIN_BATCH lanes, in passes of at most _CHUNK; the first ``n`` values."""
     total = max(n, _MIN_BATCH)
     if total <= _CHUNK:
@@ -679,7 +676,7 @@ def _uniform_int(src: RandomSource, bound: int) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def bernoulli_exp(num, den, source: RandomSource | None = None) -> np.ndarray:
+def bernoulli_exp(num: npt.ArrayLike, den: npt.ArrayLike, source: RandomSource | None = None) -> np.ndarray:
     """Independent booleans with ``P(True) = exp(-num/den)``, exactly.
 
     ``num`` (``>= 0``) and ``den`` (``>= 1``) are ints or integer arrays below ``2**63``; they are
@@ -705,7 +702,7 @@ def bernoulli_exp(num, den, source: RandomSource | None = None) -> np.ndarray:
     return res.reshape(shape)
 
 
-def geometric_exp(num, den, size: int, source: RandomSource | None = None) -> np.ndarray:
+def geometric_exp(num: int, den: int, size: int, source: RandomSource | None = None) -> np.ndarray:
     """``size`` independent int64 draws with ``P(k) = (1-q) q**k``, ``q = exp(-num/den)``, ``k >= 0``.
 
     ``num`` and ``den`` are positive ints whose reduced ratio has both parts ``<= 2**48``.
@@ -725,7 +722,7 @@ def geometric_exp(num, den, size: int, source: RandomSource | None = None) -> np
     return out
 
 
-def discrete_laplace(scale, size: int, source: RandomSource | None = None) -> np.ndarray:
+def discrete_laplace(scale: Fraction | int, size: int, source: RandomSource | None = None) -> np.ndarray:
     """``size`` independent int64 draws with ``P(x) ~ exp(-|x|/scale)`` over all integers, exactly.
 
     ``scale`` is a positive ``Fraction`` (or int) with numerator and denominator ``<= 2**48``.
@@ -736,7 +733,7 @@ def discrete_laplace(scale, size: int, source: RandomSource | None = None) -> np
     return _chunked(lambda k: _laplace(src, t, s, k), n)
 
 
-def discrete_gaussian(sigma_squared, size: int, source: RandomSource | None = None) -> np.ndarray:
+def discrete_gaussian(sigma_squared: Fraction | int, size: int, source: RandomSource | None = None) -> np.ndarray:
     """``size`` independent int64 draws with ``P(x) ~ exp(-x**2 / (2 sigma_squared))``, exactly.
 
     ``sigma_squared`` is a positive ``Fraction`` (or int) with numerator and denominator ``<= 2**48``.
