@@ -11,6 +11,7 @@ import math
 import re
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _RATIONAL = re.compile(r"[+-]?\d+/\d+")
@@ -150,19 +151,20 @@ _IV_PREC = 160
 _EPS_DENOMINATOR = 10**12  # converted epsilons are rounded up to a multiple of 1e-12
 
 
-def _iv():
+# mpmath ships no annotations: its interval context and intervals are Any here.
+def _iv() -> Any:
     from mpmath import iv
 
     iv.prec = _IV_PREC
     return iv
 
 
-def _iv_num(x: Fraction):
+def _iv_num(x: Fraction) -> Any:
     iv = _iv()
     return iv.mpf(x.numerator) / iv.mpf(x.denominator)
 
 
-def _iv_bounds(x) -> tuple[Fraction, Fraction]:
+def _iv_bounds(x: Any) -> tuple[Fraction, Fraction]:
     from mpmath import libmp
 
     return Fraction(*libmp.to_rational(x._mpi_[0])), Fraction(*libmp.to_rational(x._mpi_[1]))

@@ -235,11 +235,15 @@ def _split(unit: str, budget: Fraction | None, stats: tuple[Statistic, ...], max
         total = sum(shares, Fraction(0))
         if budget is None:
             if total > maximum:
-                raise SpecError("statistics", f"the statistics' {unit}s add up to {short(total)}, over the maximum of {short(maximum)}")
+                raise SpecError(
+                    "statistics",
+                    f"the statistics' {unit}s add up to {short(total)}, over the maximum of {short(maximum)}",
+                )
             return Budget(unit, total, shares)
         if total > budget:
             raise SpecError(
-                "statistics", f"the statistics' {unit}s add up to {short(total)}, more than privacy.{unit} = {short(budget)}"
+                "statistics",
+                f"the statistics' {unit}s add up to {short(total)}, more than privacy.{unit} = {short(budget)}",
             )
         return Budget(unit, budget, shares)
     if budget is None:  # the loader requires a budget when a share is not named: never reached
@@ -279,7 +283,8 @@ def _component(
                 "use a coarser precision, tighter bounds or a larger rho",
             )
         return NoiseComponent(
-            role, sensitivity, derivation, Fraction(0), None, unit, offset, "discrete_gaussian", budget.amount, variance, l2
+            role, sensitivity, derivation, Fraction(0), None, unit, offset, "discrete_gaussian", budget.amount,
+            variance, l2,
         )
     scale = conservative_scale(sensitivity, budget.amount)
     if scale > MAX_SCALE:

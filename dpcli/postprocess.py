@@ -61,7 +61,7 @@ def means(
     # the values: vectorised; the midpoint of the bounds where the noisy count is <= 0 (nothing to divide by)
     values = [int(g) * step for g in mean_grid(sp, np.asarray(noisy_sums), np.asarray(noisy_counts), bounds).tolist()]
     lows, highs = [], []
-    for s, n in zip(noisy_sums, noisy_counts):
+    for s, n in zip(noisy_sums, noisy_counts, strict=True):
         s, n = int(s), int(n)
         if n <= 0:
             lows.append(real(lo - offset))
@@ -139,7 +139,9 @@ def _fits(largest: int, mult: int) -> bool:
     return largest * mult < _INT64_SAFE
 
 
-def sum_grid(sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, int, int, int] | None:
+def sum_grid(
+    sp: StatisticPlan, noisy: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[np.ndarray, int, int, int] | None:
     """(noisy sums in grid units, half-width k, mult, digits): value i is noisy[i] * mult / 10**digits and its
     interval (noisy[i] -/+ k) * mult / 10**digits, exactly as ``sums``. None when int64 cannot hold it."""
     comp = sp.component("sum")
