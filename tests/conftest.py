@@ -12,8 +12,13 @@ max_examples themselves keep it; tests/test_sensitivity_property.py scales its c
 """
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.helpers import run_in_process
 
 _UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
@@ -21,3 +26,25 @@ settings.register_profile("dev", **_UNTIMED)
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, **_UNTIMED)
 settings.register_profile("thorough", max_examples=2000, **_UNTIMED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture()
+def make_work(tmp_path: Path) -> Callable[..., Path]:
+    """A factory for a test's working directory: ``make_work(spec, data, cap=None, ledger="L.jsonl")`` writes
+    spec.yaml and data.csv (text as is, or bytes) in tmp_path and returns it; with ``cap`` (an ε, as text) it first
+    sets dataset ``dataset``'s cap in ``ledger`` by `dpcli budget set` (in process, in a clean environment)."""
+
+    def make(
+        spec: str, data: str | bytes, *, cap: str | None = None, ledger: str = "L.jsonl", dataset: str = "toy"
+    ) -> Path:
+        (tmp_path / "spec.yaml").write_text(spec)
+        if isinstance(data, bytes):
+            (tmp_path / "data.csv").write_bytes(data)
+        else:
+            (tmp_path / "data.csv").write_text(data)
+        if cap is not None:
+            r = run_in_process("budget", "set", dataset, "--epsilon", cap, "--ledger", tmp_path / ledger)
+            assert r.returncode == 0, r.stderr
+        return tmp_path
+
+    return make

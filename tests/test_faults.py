@@ -21,6 +21,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,12 +39,10 @@ SIGNAL = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.S
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "data.csv").write_text("age\n34\n71\n15\n52\n99\n")
-    (tmp_path / "out").mkdir()
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    work = make_work(SPEC, "age\n34\n71\n15\n52\n99\n", cap="10")
+    (work / "out").mkdir()
+    return work
 
 
 def release_args(work: Path, name: str) -> list[str]:

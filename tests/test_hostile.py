@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -67,11 +68,8 @@ def _no_dpcli_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "data.csv").write_text(DATA)
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("toy", Fraction(100), Fraction(0), False)
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    return make_work(SPEC, DATA, cap="100", ledger="ledger.jsonl")
 
 
 @dataclass

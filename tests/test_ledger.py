@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -39,10 +40,8 @@ def dpcli(*args: str, extra_env: dict | None = None) -> subprocess.CompletedProc
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC.replace("EPS", "0.25"))
-    (tmp_path / "data.csv").write_text("age\n" + "\n".join(str(a) for a in range(0, 100, 3)) + "\n")
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    return make_work(SPEC.replace("EPS", "0.25"), "age\n" + "\n".join(str(a) for a in range(0, 100, 3)) + "\n")
 
 
 def records(path: Path) -> list[dict]:

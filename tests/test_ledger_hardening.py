@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
@@ -36,10 +37,8 @@ KEY = {"DPCLI_LEDGER_KEY": "k-" + "x" * 30}
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "data.csv").write_text("age\n34\n71\n15\n52\n")
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    return make_work(SPEC, "age\n34\n71\n15\n52\n")
 
 
 def one_line_error(r: subprocess.CompletedProcess, code: int, *needles: str) -> str:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,10 +46,8 @@ def pg_url(pg_server: PgServer) -> str:
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "data.csv").write_text(DATA)
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    return make_work(SPEC, DATA)
 
 
 def _env(env: dict | None) -> dict:

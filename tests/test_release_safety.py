@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,8 @@ DATA = b"age\n34\n71\n15\n52\n"
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "data.csv").write_bytes(DATA)
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    return make_work(SPEC, DATA, cap="10")
 
 
 def ledger_state(work: Path) -> tuple[bytes, bytes]:

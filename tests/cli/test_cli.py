@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -57,14 +58,12 @@ def no_data_in(result: subprocess.CompletedProcess) -> None:
 
 
 @pytest.fixture()
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    with open(tmp_path / "data.csv", "w", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["age", "income", "sex", "unused"])
-        for r in ROWS:
-            w.writerow([*r, CANARY])
-    return tmp_path
+def work(make_work: Callable[..., Path]) -> Path:
+    data = io.StringIO()
+    w = csv.writer(data, lineterminator="\n")
+    w.writerow(["age", "income", "sex", "unused"])
+    w.writerows([*r, CANARY] for r in ROWS)
+    return make_work(SPEC, data.getvalue())
 
 
 def set_cap(work: Path, eps: str = "10") -> None:
