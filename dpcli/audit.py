@@ -224,8 +224,8 @@ class StatisticAudit:
             "alpha_per_bound": self.alpha_per_bound,
             "noised_cells": self.cells,
             "neighbour": self.neighbour,
-            "row_d": None if self.row_d is None else dict(zip(self.columns, self.row_d)),
-            "row_d_prime": dict(zip(self.columns, self.row_d_prime)),
+            "row_d": None if self.row_d is None else dict(zip(self.columns, self.row_d, strict=True)),
+            "row_d_prime": dict(zip(self.columns, self.row_d_prime, strict=True)),
             "differing_cells": [
                 {
                     "statistic": c.statistic,
@@ -480,15 +480,17 @@ class _Engine:
         jobs = [(r, self._name()) for r in todo]
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             results = list(pool.map(lambda job: self._run(*job), jobs))
-        for row, exact in zip(todo, results):
+        for row, exact in zip(todo, results, strict=True):
             self.deltas[row] = self._delta(exact)
 
     def _delta(self, exact: list[ExactStatistic]) -> Delta:
         out = []
-        for sp, e, b in zip(self.plan.statistics, exact, self.base):
+        for sp, e, b in zip(self.plan.statistics, exact, self.base, strict=True):
             parts: dict[str, dict[int, int]] = {}
             for comp in sp.components:
                 now, base = (e.counts, b.counts) if comp.role == "count" else (e.sums, b.sums)
+                # a sum component exists only in a statistic whose exact values carry sums
+                assert now is not None and base is not None
                 changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
                 parts[comp.role] = {int(c): int(now[c]) - int(base[c]) for c in changed.tolist()}
             out.append(parts)
@@ -562,7 +564,7 @@ def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]],
     choices = [values[c] for c in own]
     if math.prod(len(c) for c in choices) > ROW_CAP:
         choices = [_reduced(spec, c) for c in own]
-    rows = [_set(eng.base_row, eng.index, dict(zip(own, combo))) for combo in itertools.product(*choices)]
+    rows = [_set(eng.base_row, eng.index, dict(zip(own, combo, strict=True))) for combo in itertools.product(*choices)]
     # every column alone, the statistic's own ones included (their values left out of a capped product)
     rows += [_set(eng.base_row, eng.index, {c: v}) for c in spec.columns for v in values[c]]
     return list(dict.fromkeys(rows))
@@ -658,19 +660,19 @@ def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> 
         b = best[t.label]
         assert b.pair is not None
         r1, r2 = b.pair
-        noised = []
+        noised: list[NoisedCell] = []
         if b.loss > 0:
             a, c = eng.delta(r1), eng.delta(r2)
             for i, role in t.parts:
                 sp = plan.statistics[i]
                 unit = sp.component(role).unit
-                for cell in sorted(_difference(a[i][role], c[i][role])):
-                    noised.append(
-                        NoisedCell(
-                            i, sp.statistic.name, role, cell, _cell_label(sp, cell),
-                            eng.exact(i, role, cell, r1), eng.exact(i, role, cell, r2), unit,
-                        )
+                noised.extend(
+                    NoisedCell(
+                        i, sp.statistic.name, role, cell, _cell_label(sp, cell),
+                        eng.exact(i, role, cell, r1), eng.exact(i, role, cell, r2), unit,
                     )
+                    for cell in sorted(_difference(a[i][role], c[i][role]))
+                )
         loss = max(b.loss, Fraction(0))
         text = _describe(spec, t, eng, r1, r2, loss, b.searched)
         out.append(Neighbours(t, r1, r2, loss, b.searched, tuple(noised), text))
@@ -684,7 +686,7 @@ def _cell_label(sp: StatisticPlan, cell: int) -> str:
     sizes = [len(keys) if keys is not None else stat.bins.count for keys in sp.dimension_keys]  # type: ignore[union-attr]
     parts = []
     rest = cell
-    for size, keys in zip(reversed(sizes), reversed(sp.dimension_keys)):
+    for size, keys in zip(reversed(sizes), reversed(sp.dimension_keys), strict=True):
         rest, i = divmod(rest, size)
         parts.append(keys[i] if keys is not None else bin_label(stat.bins, i))  # type: ignore[arg-type]
     return ", ".join(reversed(parts))
@@ -757,7 +759,9 @@ def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...]) -> list[float]:
     return list(dict.fromkeys(out))
 
 
-def _count_hits(plan: Plan, nb: Neighbours, on_d: bool, thresholds: list[float], trials: int) -> tuple[list[int], list[int]]:
+def _count_hits(
+    plan: Plan, nb: Neighbours, on_d: bool, thresholds: list[float], trials: int
+) -> tuple[list[int], list[int]]:
     """Draw the plan's noise ``trials`` times on D's (or D''s) exact values; hits of Z >= c and of Z <= -c."""
     up = [0] * len(thresholds)
     down = [0] * len(thresholds)
@@ -789,10 +793,7 @@ def audit(
 ) -> AuditReport:
     """Audit every statistic, part of a mean and the release of a spec (or of a plan, e.g. a deliberately broken one
     in a test). No data read."""
-    if isinstance(spec, Plan):
-        plan = spec
-    else:
-        plan = make_plan(spec if isinstance(spec, Spec) else load_spec(spec))
+    plan = spec if isinstance(spec, Plan) else make_plan(spec if isinstance(spec, Spec) else load_spec(spec))
     the_spec = plan.spec
     if isinstance(trials, bool) or not isinstance(trials, int) or not MIN_TRIALS <= trials <= MAX_TRIALS:
         raise UsageError(

@@ -6,6 +6,7 @@ its name, and the directory fsynced so that the rename survives a crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -32,10 +33,8 @@ def atomic_write(path: Path, body: Callable[[IO[bytes]], object]) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_directory(directory)
 

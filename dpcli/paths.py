@@ -29,7 +29,10 @@ def check_release_paths(
     """Everything about where a release reads and writes that can be refused before the spend (exit 2): the ledger
     is not the input; the output (and its sidecar) is none of the spec, the input, the ledger's files."""
     ledger_path = None if location is None or is_ledger_url(location) else Path(location)
-    if input_path is not None and ledger_path is not None and ledger_path.exists() and _same_file(input_path, ledger_path):
+    if (
+        input_path is not None and ledger_path is not None and ledger_path.exists()
+        and _same_file(input_path, ledger_path)
+    ):
         raise UsageError(f"the ledger {ledger_path} is the input file")
     if output is None:
         return
@@ -63,7 +66,7 @@ def output_path(text: str | Path | None) -> Path | None:
         return None
     if raw == "":
         raise UsageError("the output is an empty name: give a file path, or - for standard output")
-    if raw.endswith(("/", os.sep)) or raw.endswith(("/.", "/..")) or raw in (".", ".."):
+    if raw.endswith(("/", os.sep, "/.", "/..")) or raw in (".", ".."):
         raise UsageError(f"output {raw} names a directory: give a file path inside it")
     return Path(raw)
 

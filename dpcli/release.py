@@ -12,6 +12,7 @@ refund (the safe direction), but a stored table can be written again under its r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -114,8 +115,9 @@ def release(
     Concurrent runs under one id spend once; the others wait (up to ``lock_timeout``) for its table.
 
     ``input_timeout``: seconds without a byte from a streamed input (stdin, a FIFO) before exit 3 (0/None: wait
-    forever). ``max_input_bytes``: the cap on a spooled stream (exit 3 past it). ``progress`` receives the name of each phase as it ends (``--verbose``): never a count, a cell, an
-    aggregate or a per-phase timing (the scan's time depends on the data).
+    forever). ``max_input_bytes``: the cap on a spooled stream (exit 3 past it). ``progress`` receives the name of
+    each phase as it ends (``--verbose``): never a count, a cell, an aggregate or a per-phase timing (the scan's time
+    depends on the data).
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -134,8 +136,12 @@ def release(
 
     source = input_path(input, spec.input)
     output_path = checked_output(output if output is not None else spec.output)
-    location = None if isinstance(ledger, Ledger) else resolve_ledger(ledger, spec.ledger)
-    book = ledger if isinstance(ledger, Ledger) else open_ledger(location, lock_timeout=lock_timeout)
+    location: str | Path | None = None  # a Ledger object passed in has no location to check against the paths
+    if isinstance(ledger, Ledger):
+        book = ledger
+    else:
+        location = resolve_ledger(ledger, spec.ledger)
+        book = open_ledger(location, lock_timeout=lock_timeout)
     spec_file = Path(spec.source) if spec.source != "<string>" else None
     check_release_paths(spec_file, source, output_path, book, location)
     fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
@@ -218,10 +224,9 @@ def release(
                 message = f"{_what_failed(exc)} after the spend: {paid.text()}"
                 hints = (exc.hint if isinstance(exc, DpcliError) else None, paid.hint())
                 hint = "; ".join(h for h in hints if h) or None
-            try:
-                hold.release()  # a signal held until now must not replace this report with "nothing was spent"
-            except (KeyboardInterrupt, Interrupted):
-                pass
+            # a signal held until now must not replace this report with "nothing was spent"
+            with contextlib.suppress(KeyboardInterrupt, Interrupted):
+                hold.release()
             raise SpentThenFailed(message, hint=hint) from None
     return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
 
@@ -299,12 +304,10 @@ def _write_outputs(
         write_sidecar(output_path, {**meta, "output_sha256": out_sha})
         return out_sha
     except BaseException as exc:
-        for p, was in zip(targets, before):
+        for p, was in zip(targets, before, strict=True):
             if _identity(p) != was:  # renamed into place by this run: a table without its sidecar is not left
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(p)
-                except OSError:
-                    pass
         if isinstance(exc, OSError):
             raise OutputError(
                 f"could not write the output {output_path}: {exc.strerror or type(exc).__name__}; {paid}; "

@@ -6,6 +6,7 @@ NO_COLOR is set, or with --quiet (then only errors are printed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -47,7 +48,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO,
             _blocks(headers, rows, stream, title, console.width)
             return
         t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-        for h, w in zip(headers, widest):
+        for h, w in zip(headers, widest, strict=True):
             t.add_column(h, min_width=w, overflow="fold")
         for r in rows:
             t.add_row(*r)
@@ -56,9 +57,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO,
     if title:
         stream.write(title + "\n")
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    stream.write("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip() + "\n")
+    stream.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
     for r in rows:
-        stream.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        stream.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
 def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO, title: str | None,
@@ -70,7 +71,7 @@ def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextI
         stream.write(title + "\n")
     for r in rows:
         stream.write(f"{r[0]}\n")
-        pairs = "; ".join(f"{h}: {c}" for h, c in zip(headers[1:], r[1:]) if c)
+        pairs = "; ".join(f"{h}: {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c)
         for line in textwrap.wrap(pairs, width - 2, break_long_words=False, break_on_hyphens=False):
             stream.write(f"  {line}\n")
 
@@ -126,7 +127,9 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
             }
             if c.mechanism == "discrete_gaussian":
                 assert c.variance is not None
-                row.update(rho=format_exact(c.rho), l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance))
+                row.update(
+                    rho=format_exact(c.rho), l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance)
+                )
                 budget = f"ρ={eps(c.rho)}"
             else:
                 assert c.scale is not None
@@ -283,10 +286,8 @@ def setup_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
-            try:
+            with contextlib.suppress(ValueError, OSError):  # closed, or not a TextIOWrapper underneath
                 reconfigure(errors=STREAM_ERRORS)
-            except (ValueError, OSError):  # closed, or not a TextIOWrapper underneath
-                pass
 
 
 # Set by the CLI when the command line has --json: errors are then one JSON object on stderr (README "Exit codes").

@@ -5,7 +5,8 @@ so every ``with``/``finally`` cleanup runs (the stdin spool, temporary output fi
 signals from just before the spend until the table is stored and its ``released`` record written: a Ctrl-C there is
 delivered when the block ends, so it cannot leave a paid release id without its table (which would burn the id).
 Until the ledger calls ``Held.hold_from_here`` (under its lock, just before the spend is written), a signal is
-handled at once, so a Ctrl-C during the lock wait ends the run with nothing spent. SIGKILL cannot be held or handled; the ledger's own crash safety covers it.
+handled at once, so a Ctrl-C during the lock wait ends the run with nothing spent. SIGKILL cannot be held or
+handled; the ledger's own crash safety covers it.
 """
 
 from __future__ import annotations

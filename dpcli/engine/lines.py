@@ -24,6 +24,7 @@ by one chunk (or the longest quoted line, if longer), never by the file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import mmap
@@ -46,7 +47,7 @@ QUOTE, COMMA, CR, LF = 0x22, 0x2C, 0x0D, 0x0A
 # Line-break bytes stand in for themselves inside the csv module (which treats a bare CR or LF in an unquoted field
 # as a record end) as lone surrogates: text decoded with errors="replace" never holds one.
 _SENTINELS = str.maketrans({"\r": "\udc0d", "\n": "\udc0a"})
-_RESTORE = str.maketrans({"\udc0d": "\r", "\udc0a": "\n"})
+_RESTORE = str.maketrans({"\udc0d": "\r", "\udc0a": "\n"})  # noqa: F601 - ruff false positive: distinct surrogates
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,8 @@ def _silence_fd(fd: int) -> int | None:
 
     Out of descriptors (a tight ``ulimit -n``) is exit 1 here: polars could not start its threads either, and its
     panic could not be kept off the terminal."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):
-        pass
     try:
         saved = os.dup(fd)
         try:
@@ -237,12 +236,12 @@ def _chunk(mm: mmap.mmap | bytes, view: np.ndarray, offset: int, e: int, repair:
     raw: list[bytes] = []
     data: list[bytes] = []
     pieces: list[tuple[bytes, bool]] = []
-    for a, b in zip((starts[run_first] + offset).tolist(), (stops[run_last] + offset).tolist()):
+    for a, b in zip((starts[run_first] + offset).tolist(), (stops[run_last] + offset).tolist(), strict=True):
         run = mm[a:b] + eol
         raw.append(run)
         data.append(plain_lines(run, e))
         pieces.append((run, False))
-    for a, b in zip((starts[bad] + offset).tolist(), (stops[bad] + offset).tolist()):
+    for a, b in zip((starts[bad] + offset).tolist(), (stops[bad] + offset).tolist(), strict=True):
         line = mm[a:b]
         repaired = repair(line)
         raw.append(line + eol)

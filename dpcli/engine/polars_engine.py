@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -134,7 +135,9 @@ def _bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     # keeps them exact Int64s (edges far outside the bounds used to collide as floats in cut(): a DuplicateError
     # reported as an unreadable input). The bin is the last i with t_i <= k: an exact integer binary search.
     lo, hi = column.grid_bounds
-    thresholds = pl.Series([min(max(math.ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)], dtype=pl.Int64)
+    thresholds = pl.Series(
+        [min(max(math.ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)], dtype=pl.Int64
+    )
     idx = pl.lit(thresholds).search_sorted(value, side="right").cast(pl.Int64) - 1
     return pl.when(value.is_not_null() & (idx >= 0) & (idx < n)).then(idx)
 
@@ -241,21 +244,21 @@ class _Reader:
     select_lines: list[pl.Expr]  # the same for the quoted lines read again (already without a leading LF)
     eol: str
 
-    def options(self, quoting: bool) -> dict:
-        return dict(
-            has_header=False,
-            separator=",",
-            quote_char='"' if quoting else None,
-            eol_char=self.eol,
-            schema=self.schema,
-            infer_schema=False,  # nothing is inferred from the data
-            ignore_errors=True,  # an unparseable cell becomes null: a value problem, handled by the column's policy
-            raise_if_empty=False,
-            truncate_ragged_lines=True,  # extra fields are ignored...
-            missing_columns="insert",  # ...missing ones are null, whatever the first data line holds
-            extra_columns="ignore",
-            encoding="utf8-lossy",  # a byte that is not UTF-8 becomes U+FFFD: that cell, not the run, is affected
-        )
+    def options(self, quoting: bool) -> dict[str, Any]:
+        return {
+            "has_header": False,
+            "separator": ",",
+            "quote_char": '"' if quoting else None,
+            "eol_char": self.eol,
+            "schema": self.schema,
+            "infer_schema": False,  # nothing is inferred from the data
+            "ignore_errors": True,  # an unparseable cell becomes null: a value problem, handled by the column's policy
+            "raise_if_empty": False,
+            "truncate_ragged_lines": True,  # extra fields are ignored...
+            "missing_columns": "insert",  # ...missing ones are null, whatever the first data line holds
+            "extra_columns": "ignore",
+            "encoding": "utf8-lossy",  # a byte that is not UTF-8 becomes U+FFFD: that cell, not the run, is affected
+        }
 
 
 def _reader(spec: Spec, header: list[str], used: list[str], eol: bytes) -> _Reader:
@@ -309,13 +312,13 @@ class _Queries:
         k = len(self.queries)
         return [
             (a, b.with_columns(-pl.col(c) for c in b.columns if c not in q.keys))
-            for q, a, b in zip(self.queries, out[:k], out[k:])
+            for q, a, b in zip(self.queries, out[:k], out[k:], strict=True)
         ]
 
     def combine(self, parts: list[list[pl.DataFrame]]) -> list[pl.DataFrame]:
         """Per grouping, the sum of the per-frame results (counts and sums add up over disjoint rows)."""
         out = []
-        for q, frames in zip(self.queries, parts):
+        for q, frames in zip(self.queries, parts, strict=True):
             if len(frames) == 1:
                 out.append(frames[0])
                 continue
@@ -350,8 +353,8 @@ def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
             raise
         raise _panic(exc, path) from None
     results: list[ExactStatistic | None] = [None] * len(plan.statistics)
-    for group, frame, recipe in zip(queries.groups, frames, queries.recipes):
-        for i, r in zip(group, recipe):
+    for group, frame, recipe in zip(queries.groups, frames, queries.recipes, strict=True):
+        for i, r in zip(group, recipe, strict=True):
             results[i] = _marginal(plan.statistics[i], frame, r)
     return results  # type: ignore[return-value]
 
@@ -398,7 +401,7 @@ def _line_records(
     parts: list[list[pl.DataFrame]] = [[] for _ in queries.queries]
 
     def add(plus: pl.LazyFrame, minus: pl.LazyFrame) -> None:
-        for part, results in zip(parts, queries.results(plus, minus)):
+        for part, results in zip(parts, queries.results(plus, minus), strict=True):
             part += results
 
     try:
@@ -416,7 +419,7 @@ def _line_records(
     except pl.exceptions.PolarsError as exc:
         # quoting is off and every cell error becomes a null: a data line cannot get here, so this is a bug
         raise InternalError(f"the CSV reader failed on {path} ({type(exc).__name__})") from None
-    for part, result in zip(parts, main):
+    for part, result in zip(parts, main, strict=True):
         part.append(result)
     return queries.combine(parts)
 
@@ -450,8 +453,9 @@ def _quoted_frame(chunk: QuotedChunk, reader: _Reader, repair: LineRepair, eol: 
     if frame is not None:
         return frame
     rows = [_read_lines(line, 1, reader) for line in lines]
-    if all(row is not None for row in rows):
-        return pl.concat(rows, how="vertical")
+    read = [row for row in rows if row is not None]
+    if len(read) == len(rows):
+        return pl.concat(read, how="vertical")
     # a line polars cannot read even repaired: one record, its used cells missing
     empty = _read_lines(b"", 0, reader)
     assert empty is not None
@@ -476,7 +480,9 @@ def _marginal(sp: StatisticPlan, frame: pl.DataFrame, recipe: _Recipe) -> ExactS
     aggs = [pl.col(recipe.counted or "n").sum().alias("n")]
     if recipe.total is not None:
         aggs.append(pl.col(recipe.total).cast(pl.Int128).sum().alias("s"))
-    cells = part.with_columns(code.alias("code")).filter(pl.col("code").is_not_null()).group_by("code").agg(aggs).collect()
+    cells = (
+        part.with_columns(code.alias("code")).filter(pl.col("code").is_not_null()).group_by("code").agg(aggs).collect()
+    )
     idx = cells["code"].to_numpy().astype(np.int64)
     counts = np.zeros(sp.cells, dtype=np.int64)
     counts[idx] = cells["n"].to_numpy().astype(np.int64)
@@ -484,6 +490,6 @@ def _marginal(sp: StatisticPlan, frame: pl.DataFrame, recipe: _Recipe) -> ExactS
     if recipe.total is not None:
         sums = np.zeros(sp.cells, dtype=object)
         sums[:] = 0
-        for j, s in zip(idx.tolist(), cells["s"].to_list()):
+        for j, s in zip(idx.tolist(), cells["s"].to_list(), strict=True):
             sums[j] = int(s)
     return ExactStatistic(counts, sums)

@@ -167,9 +167,13 @@ def verify_chain(records: Iterable[Record], key: bytes | None, where: str) -> st
     for expected_seq, rec in enumerate(records):
         f = rec.fields
         if type(f.get("seq")) is not int or f.get("seq") != expected_seq:  # not bool, not 1.0
-            raise LedgerError(f"ledger {where}: record {expected_seq} is out of sequence (records deleted, inserted or swapped)")
+            raise LedgerError(
+                f"ledger {where}: record {expected_seq} is out of sequence (records deleted, inserted or swapped)"
+            )
         if f.get("prev") != prev:
-            raise LedgerError(f"ledger {where}: record {expected_seq} does not link to the one before it (chain broken)")
+            raise LedgerError(
+                f"ledger {where}: record {expected_seq} does not link to the one before it (chain broken)"
+            )
         keyed = f.get("mac") == "hmac-sha256"
         if key is not None and not keyed:
             raise LedgerError(f"ledger {where}: record {expected_seq} is not authenticated with the ledger key")
@@ -272,7 +276,8 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
         zero = Fraction(0)
         unit, neighbours = pins.get(n, (None, None))
         out[n] = BudgetStatus(
-            n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta, unit, neighbours
+            n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta, unit,
+            neighbours,
         )
     return out
 
@@ -344,7 +349,7 @@ def cap_fields(
     status = budgets(records, ledger_name).get(dataset)
     current = status.cap if status is not None else None
     raising = current is not None and epsilon > current
-    if raising and not allow_raise:
+    if current is not None and raising and not allow_raise:  # `current is not None` again: mypy narrows on it
         raise UsageError(
             f"dataset '{dataset}' has a cap of ε={eps_text(current)}; raising it to ε={eps_text(epsilon)} "
             "is recorded as a raise and must be asked for",

@@ -17,6 +17,7 @@ what is needed, and refuse (exit 5) where the filesystem has no flock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hmac
@@ -178,7 +179,9 @@ class JsonlLedger(Ledger):
         if not data:
             return []
         if not data.endswith(b"\n"):
-            raise LedgerError(f"ledger {self.name}: the last record is torn (no end of line): the file was cut or edited")
+            raise LedgerError(
+                f"ledger {self.name}: the last record is torn (no end of line): the file was cut or edited"
+            )
         records = []
         for n, line in enumerate(data.split(b"\n")[:-1]):
             try:
@@ -236,7 +239,10 @@ class JsonlLedger(Ledger):
             raise LedgerError(unreadable) from None
         if self.key is not None:
             mac = known.get("mac")
-            if not isinstance(mac, str) or not mac.isascii() or not hmac.compare_digest(mac, head_mac(self.key, seq, head)):
+            authentic = (
+                isinstance(mac, str) and mac.isascii() and hmac.compare_digest(mac, head_mac(self.key, seq, head))
+            )
+            if not authentic:
                 raise LedgerError(
                     f"ledger {self.name}: its head file {self.head_path} is not authenticated with the ledger key "
                     "(forged, or written by dpcli 0.2: see the README, 'The ledger')"
@@ -295,10 +301,8 @@ class JsonlLedger(Ledger):
     def _stage_head(self, seq: int, head: str) -> None:
         """Write the next head to LEDGER.head.new and fsync it (renamed over the head once the record is durable).
         Only a writer holding the exclusive lock stages, so one fixed name is enough; a leftover is replaced."""
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self._head_staging.unlink()
-        except FileNotFoundError:
-            pass
         fd = os.open(self._head_staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
         try:
             data = self._head_bytes(seq, head)
@@ -312,10 +316,8 @@ class JsonlLedger(Ledger):
         os.close(fd)
 
     def _discard_staged_head(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._head_staging.unlink()
-        except OSError:
-            pass
 
     def _install_head(self) -> None:
         os.replace(self._head_staging, self.head_path)
@@ -345,7 +347,8 @@ class JsonlLedger(Ledger):
         except OSError as exc:
             self._discard_staged_head()
             raise LedgerError(
-                f"cannot write the head file of ledger {self.name}: {_strerror(exc, 'write failed')}; nothing was recorded"
+                f"cannot write the head file of ledger {self.name}: {_strerror(exc, 'write failed')}; "
+                "nothing was recorded"
             ) from None
         size = os.fstat(fd).st_size
         committed = False
@@ -366,10 +369,9 @@ class JsonlLedger(Ledger):
             if not committed:  # also on KeyboardInterrupt: the caller never learns of this record, so it must go
                 self._truncate(fd, size)
                 self._discard_staged_head()
-        try:
+        # committed: raising now would report a recorded spend as not made (a crash keeps the older head)
+        with contextlib.suppress(OSError):
             self._sync_directory()  # the head's rename made durable; the record itself already is
-        except OSError:
-            pass  # committed: raising now would report a recorded spend as not made (a crash keeps the older head)
         return record
 
     @staticmethod
@@ -411,7 +413,9 @@ class JsonlLedger(Ledger):
                 self._install_head()
             except OSError as exc:
                 self._discard_staged_head()
-                raise LedgerError(f"cannot write the head file of ledger {self.name}: {_strerror(exc, 'write failed')}") from None
+                raise LedgerError(
+                    f"cannot write the head file of ledger {self.name}: {_strerror(exc, 'write failed')}"
+                ) from None
             return records[-1]
         finally:
             os.close(fd)
@@ -428,7 +432,9 @@ class JsonlLedger(Ledger):
             self.store_dir.mkdir(exist_ok=True)
             atomic_write(self._table_path(release_key), lambda fh: fh.write(table))
         except OSError as exc:
-            raise LedgerError(f"cannot write the release store {self.store_dir}: {exc.strerror or 'write failed'}") from None
+            raise LedgerError(
+                f"cannot write the release store {self.store_dir}: {exc.strerror or 'write failed'}"
+            ) from None
 
     def load_table(self, release_key: str) -> bytes | None:
         try:
@@ -436,4 +442,6 @@ class JsonlLedger(Ledger):
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise LedgerError(f"cannot read the release store {self.store_dir}: {exc.strerror or 'read failed'}") from None
+            raise LedgerError(
+                f"cannot read the release store {self.store_dir}: {exc.strerror or 'read failed'}"
+            ) from None

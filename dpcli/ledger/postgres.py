@@ -22,6 +22,7 @@ REPEATABLE READ snapshot so the records and the head row always agree.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
@@ -88,7 +89,8 @@ def redact_url(url: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(k.lower() == "password" for k, _ in pairs):
-            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/", quote_via=quote)
+            hidden = [(k, "***" if k.lower() == "password" else v) for k, v in pairs]
+            query = urlencode(hidden, safe="*/", quote_via=quote)
     # not urlunsplit: it turns "postgresql:///db" (no host: the default socket) into "postgresql:/db"
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + (
         f"#{parts.fragment}" if parts.fragment else ""
@@ -155,17 +157,13 @@ class PostgresLedger(Ledger):
 
     def close(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a broken connection: whatever it raises, it is gone
                 self._conn.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection
-                pass
             self._conn = None
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
+        with contextlib.suppress(Exception):  # at interpreter exit, nothing is left to report it to
             self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
     def _db_error(self, exc: BaseException, doing: str) -> LedgerError:
         if self._conn is not None and self._conn.closed:
@@ -224,7 +222,9 @@ class PostgresLedger(Ledger):
                 raise self._db_error(exc, doing) from None
 
     def _timeout(self, attempts: int) -> LedgerError:
-        return lock_timed_out(self.name, self.lock_timeout, f"other dpcli runs are writing to it; {attempts} attempt(s)")
+        return lock_timed_out(
+            self.name, self.lock_timeout, f"other dpcli runs are writing to it; {attempts} attempt(s)"
+        )
 
     @staticmethod
     def _set_local_timeouts(cur: Any, deadline: float) -> None:
