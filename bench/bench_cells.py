@@ -116,7 +116,9 @@ def one_release(cells: int, data: Path) -> tuple[float, float, int]:
 def opendp_seconds(draws: int, repeat: int) -> tuple[float, str] | None:
     if not OPENDP_PYTHON.exists():
         return None
-    r = subprocess.run([str(OPENDP_PYTHON), "-c", OPENDP_PROBE, str(draws), str(repeat)], capture_output=True, text=True)
+    r = subprocess.run(
+        [str(OPENDP_PYTHON), "-c", OPENDP_PROBE, str(draws), str(repeat)], capture_output=True, text=True
+    )
     if r.returncode != 0:
         log(f"OpenDP probe failed: {r.stderr.strip()[-400:]}")
         return None

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 4_000, 30_000])
     parser.add_argument("--zcdp", action="store_true", help="a zCDP release (privacy: {rho: 1}) instead of pure ε")
     args = parser.parse_args(argv)
-    print(f"{'statistics':>10} {'load':>7} {'plan':>7} {'print':>7} {'json':>7} {'table':>7} {'total':>7} {'dpcli plan':>11}")
+    print(
+        f"{'statistics':>10} {'load':>7} {'plan':>7} {'print':>7} {'json':>7} {'table':>7} {'total':>7}"
+        f" {'dpcli plan':>11}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
             path = Path(tmp) / f"spec_{n}.yaml"
@@ -65,17 +69,23 @@ def main(argv: list[str] | None = None) -> int:
             if path.stat().st_size > MAX_SPEC_BYTES:
                 print(f"{n:>10} spec of {path.stat().st_size} bytes is over the limit", file=sys.stderr)
                 continue
-            spec, t_load = timed(lambda: load_spec(path))
-            plan, t_plan = timed(lambda: make_plan(spec))
-            _, t_print = timed(lambda: render.print_plan(plan, io.StringIO()))
-            _, t_json = timed(lambda: render.plan_json(plan))
-            noisy = [Noisy(np.zeros(sp.cells, dtype=np.int64), np.zeros(sp.cells, dtype=np.int64)) for sp in plan.statistics]
-            _, t_table = timed(lambda: build_table(plan, noisy))
+            # partial, not lambda: each call is bound to this iteration's values
+            spec, t_load = timed(partial(load_spec, path))
+            plan, t_plan = timed(partial(make_plan, spec))
+            _, t_print = timed(partial(render.print_plan, plan, io.StringIO()))
+            _, t_json = timed(partial(render.plan_json, plan))
+            noisy = [
+                Noisy(np.zeros(sp.cells, dtype=np.int64), np.zeros(sp.cells, dtype=np.int64)) for sp in plan.statistics
+            ]
+            _, t_table = timed(partial(build_table, plan, noisy))
             total = t_load + t_plan + t_print + t_json + t_table
             env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-            _, t_cli = timed(lambda: subprocess.run([sys.executable, "-m", "dpcli", "plan", str(path)], env=env,
-                                                    stdout=subprocess.DEVNULL, check=True))
-            print(f"{n:>10} {t_load:7.2f} {t_plan:7.2f} {t_print:7.2f} {t_json:7.2f} {t_table:7.2f} {total:7.2f} {t_cli:11.2f}")
+            _, t_cli = timed(partial(subprocess.run, [sys.executable, "-m", "dpcli", "plan", str(path)], env=env,
+                                     stdout=subprocess.DEVNULL, check=True))
+            print(
+                f"{n:>10} {t_load:7.2f} {t_plan:7.2f} {t_print:7.2f} {t_json:7.2f} {t_table:7.2f} {total:7.2f}"
+                f" {t_cli:11.2f}"
+            )
     return 0
 
 

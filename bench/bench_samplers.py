@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from fractions import Fraction
+from functools import partial
 
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
 
@@ -72,13 +73,13 @@ def main(argv=None) -> int:
     for kind, sampler in (("laplace", discrete_laplace), ("gaussian", discrete_gaussian)):
         for scale in SCALES:
             param = Fraction(scale) if kind == "laplace" else Fraction(scale) ** 2
-            wall, cpu = best_of(args.repeat, lambda: sampler(param, args.size, source))
+            wall, cpu = best_of(args.repeat, partial(sampler, param, args.size, source))
             line = f"{kind:<9} {scale:>9,} {args.size / wall:>12,.0f} {args.size / cpu:>12,.0f}"
             if args.size / wall < TARGET:
                 missed.append((kind, scale))
             if theirs:
                 meas = theirs[(kind, scale)]
-                their_wall, their_cpu = best_of(args.repeat, lambda: meas(zeros))
+                their_wall, their_cpu = best_of(args.repeat, partial(meas, zeros))
                 line += f" {args.size / their_wall:>19,.0f} {args.size / their_cpu:>11,.0f} {their_cpu / cpu:>10.0f}x"
             print(line, flush=True)
     if theirs is None and not args.no_opendp:

@@ -181,7 +181,9 @@ def format_chunk(arrays: dict[str, np.ndarray], rows: int) -> pl.DataFrame:
     )
 
 
-def write_people(output: Path | str, rows: int, seed: int = DEFAULT_SEED, messy_rate: float = DEFAULT_MESSY_RATE) -> None:
+def write_people(
+    output: Path | str, rows: int, seed: int = DEFAULT_SEED, messy_rate: float = DEFAULT_MESSY_RATE
+) -> None:
     """Write ``rows`` synthetic people to ``output`` (written to a temporary name, then renamed into place)."""
     if rows < 0:
         raise ValueError("rows must be >= 0")
@@ -216,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", required=True, help="CSV path to write")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"generator seed (default {DEFAULT_SEED})")
     ap.add_argument("--messy-rate", type=float, default=DEFAULT_MESSY_RATE,
-                    help=f"share of numeric cells made messy, and of sex cells undeclared (default {DEFAULT_MESSY_RATE})")
+                    help="share of numeric cells made messy, and of sex cells undeclared"
+                    f" (default {DEFAULT_MESSY_RATE})")
     args = ap.parse_args(argv)
     if args.rows < 0:
         ap.error("--rows must be >= 0")
