@@ -8,6 +8,7 @@ Not a test file. ``PgServer.start()`` raises ``PgUnavailable`` with a readable r
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import os
 import pwd
@@ -94,7 +95,9 @@ class PgServer:
         try:
             import psycopg  # noqa: F401
         except ImportError:
-            raise PgUnavailable("psycopg is not installed: pip install 'psycopg[binary]>=3.1' (the test extra)") from None
+            raise PgUnavailable(
+                "psycopg is not installed: pip install 'psycopg[binary]>=3.1' (the test extra)"
+            ) from None
         self._prefix = self._run_as()
         atexit.register(self.stop)  # also when the session ends abnormally (an interrupt)
         # not under pytest's tmp dirs: those are 0700 to root, and the server runs as 'postgres'
@@ -136,10 +139,8 @@ class PgServer:
 
     def stop(self) -> None:
         if self.started:
-            try:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
                 self._run([self._pg_ctl, "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop"], timeout=60)
-            except (OSError, subprocess.SubprocessError):
-                pass
             self.started = False
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -99,7 +99,9 @@ def test_labels_are_built_before_the_spend(tmp_path: Path, monkeypatch) -> None:
     from dpcli.ledger import JsonlLedger
     from dpcli.release import release
 
-    (tmp_path / "spec.yaml").write_text(HEADER + "  - {name: g, kind: histogram, column: x, bins: {start: -1, stop: 1, step: 0.5}}\n")
+    (tmp_path / "spec.yaml").write_text(
+        HEADER + "  - {name: g, kind: histogram, column: x, bins: {start: -1, stop: 1, step: 0.5}}\n"
+    )
     (tmp_path / "data.csv").write_text("x,big,age,sex,emp\n0.5,1,30,F,true\n")
     led = tmp_path / "L.jsonl"
     JsonlLedger(led).set_cap("toy", Fraction(10), Fraction(0), False)
@@ -135,7 +137,7 @@ def test_grid_labels_match_the_reference(monkeypatch, start: str, step: str, cou
     # the bin as an inner dimension (repeated under each key) and as an outer one (each label repeated)
     assert list(GridLabels(bins, 1, 3 * count)) == expected * 3
     assert list(GridLabels(bins, 3, 3 * count)) == [x for x in expected for _ in range(3)]
-    assert [x for x in GridLabels(bins, 1, count).csv(0, count)] == [f'"{x}"' for x in expected]
+    assert list(GridLabels(bins, 1, count).csv(0, count)) == [f'"{x}"' for x in expected]
     assert GridLabels(bins, 1, count)[count - 1] == expected[-1]
 
 
@@ -143,7 +145,7 @@ def test_label_columns_are_the_product_first_dimension_slowest() -> None:
     keys = (("F, x", 'M"q', "é ü"), ("false", "true"))
     bins = GridBins(Fraction(-1), Fraction(1), Fraction(1, 2))
     cols = label_columns([*keys, bins])
-    rows = list(zip(*cols))
+    rows = list(zip(*cols, strict=True))
     edges = reference_bin_labels(Fraction(-1), Fraction(1, 2), 4)
     assert rows == [(a, b, c) for a in keys[0] for b in keys[1] for c in edges]
     assert isinstance(cols[0], KeyLabels) and len(cols[0]) == 24
@@ -166,7 +168,7 @@ def reference_json(table: Table) -> bytes:
     out, first = "[", True
     for row in table.rows():
         parts = [f"{k}: {'null' if x is None else x if c in numeric else json.dumps(x, ensure_ascii=False)}"
-                 for k, c, x in zip(keys, table.columns, row)]
+                 for k, c, x in zip(keys, table.columns, row, strict=True)]
         out += ("\n  {" if first else ",\n  {") + ", ".join(parts) + "}"
         first = False
     return (out + ("\n]\n" if not first else "]\n")).encode()
@@ -219,7 +221,7 @@ def test_csv_and_json_bytes_are_the_reference_writers(monkeypatch, seed: int) ->
 def test_vectorised_means_are_the_fraction_means() -> None:
     plan = plan_of("{name: m, kind: mean, column: x, by: [sex]}", "{name: a, kind: mean, column: age}")
     rng = np.random.default_rng(5)
-    for sp, bounds in zip(plan.statistics, [(-4, 4), (-40, 90)]):
+    for sp, bounds in zip(plan.statistics, [(-4, 4), (-40, 90)], strict=True):
         for spread in (3, 50, 10**6):
             s = rng.integers(-spread * 50, spread * 50, 4000)
             n = rng.integers(-5, spread, 4000)
@@ -333,4 +335,5 @@ def test_ten_million_cells_release_under_a_gigabyte(tmp_path: Path) -> None:
     with open(tmp_path / "o.csv", "rb") as fh:
         assert fh.readline() == b"statistic,big,value,ci_low,ci_high,epsilon\n"
         assert fh.readline().startswith(b'h,"[0, 1)",')
-    assert sum(1 for _ in open(tmp_path / "o.csv", "rb")) == 10_000_001
+    with open(tmp_path / "o.csv", "rb") as fh:
+        assert sum(1 for _ in fh) == 10_000_001

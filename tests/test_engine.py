@@ -29,7 +29,14 @@ RACES = ["Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White"]
 SEXES = ["Female", "Male"]
 INCOMES = ["<=50K", ">50K"]
 WORKCLASSES = [
-    "Federal-gov", "Local-gov", "Never-worked", "Private", "Self-emp-inc", "Self-emp-not-inc", "State-gov", "Without-pay",
+    "Federal-gov",
+    "Local-gov",
+    "Never-worked",
+    "Private",
+    "Self-emp-inc",
+    "Self-emp-not-inc",
+    "State-gov",
+    "Without-pay",
 ]
 
 ADULT_COLUMNS = f"""\
@@ -69,7 +76,7 @@ def run(columns: str, statistics: str, path: Path) -> dict:
     plan = plan_for(columns, statistics)
     exact = aggregate(plan, path)
     out = {}
-    for sp, ex in zip(plan.statistics, exact):
+    for sp, ex in zip(plan.statistics, exact, strict=True):
         assert ex.counts.dtype == np.int64
         assert len(ex.counts) == sp.cells
         counts = ex.counts.tolist()
@@ -143,7 +150,7 @@ def test_adult_empty_cells_are_zeros():
 def test_adult_age_histogram_with_edges(adult, adult_exact):
     ages = adult["age"].cast(pl.Int64).to_list()
     edges = [17, 25, 35, 45, 55, 65, 91]
-    expected = [sum(1 for a in ages if lo <= min(max(a, 17), 90) < hi) for lo, hi in zip(edges, edges[1:])]
+    expected = [sum(1 for a in ages if lo <= min(max(a, 17), 90) < hi) for lo, hi in itertools.pairwise(edges)]
     assert adult_exact["age_hist"] == (expected, None)
     assert sum(expected) == 48_842
 
@@ -292,8 +299,10 @@ MISSING_NUMBERS = ["", "n/a", "nan", "NaN", "inf", "-inf", "1e309", "-1e309", " 
 
 
 def test_unusable_numeric_cells_are_missing(tmp_path):
-    rows = MISSING_NUMBERS + ["7", "+2", '"3"']
-    path = write(tmp_path, "x,f\n" + "".join(f'"{v}","{v}"\n' if v and not v.startswith('"') else f"{v},{v}\n" for v in rows))
+    rows = [*MISSING_NUMBERS, "7", "+2", '"3"']
+    path = write(
+        tmp_path, "x,f\n" + "".join(f'"{v}","{v}"\n' if v and not v.startswith('"') else f"{v},{v}\n" for v in rows)
+    )
     columns = "  x: {type: int, bounds: [0, 10]}\n  f: {type: float, bounds: [0, 10], precision: 0.5}\n"
     stats = (
         "  - {name: n, kind: count}\n"
@@ -327,7 +336,7 @@ def test_each_unusable_numeric_cell_is_missing(tmp_path, value):
 
 
 def test_impute_replaces_missing_cells(tmp_path):
-    rows = MISSING_NUMBERS + ["7"]
+    rows = [*MISSING_NUMBERS, "7"]
     path = write(tmp_path, "x,f,c,b\n" + "".join(f'"{v}","{v}",zz,maybe\n' for v in rows) + "7,7,a,true\n")
     columns = (
         "  x: {type: int, bounds: [0, 10], impute: 2}\n"
@@ -375,9 +384,29 @@ def test_category_keys_that_look_like_other_types(tmp_path):
 
 
 def test_bool_parsing(tmp_path):
-    cells = ["true", "TRUE", "True", "tRuE", "1", "false", "FALSE", "False", "0", "yes", "no", "t", "f", "2", "", " true", "01"]
+    cells = [
+        "true",
+        "TRUE",
+        "True",
+        "tRuE",
+        "1",
+        "false",
+        "FALSE",
+        "False",
+        "0",
+        "yes",
+        "no",
+        "t",
+        "f",
+        "2",
+        "",
+        " true",
+        "01",
+    ]
     path = write(tmp_path, "b\n" + "".join(f'"{c}"\n' for c in cells))
-    stats = "  - {name: h, kind: histogram, column: b}\n  - {name: n, kind: count}\n  - {name: c, kind: count, by: [b]}\n"
+    stats = (
+        "  - {name: h, kind: histogram, column: b}\n  - {name: n, kind: count}\n  - {name: c, kind: count, by: [b]}\n"
+    )
     out = run("  b: {type: bool}\n", stats, path)
     # declared order: false, true
     assert out["h"] == ([4, 5], None)
@@ -527,7 +556,8 @@ def test_random_files_against_the_documented_rules(tmp_path_factory, rows, int_b
     path.write_text(buffer.getvalue(), encoding="utf-8")
     columns = (
         f"  i: {{type: int, bounds: [{ilo}, {ihi}]{f', impute: {ilo}' if impute else ''}}}\n"
-        f"  f: {{type: float, bounds: [{format_exact(flo)}, {format_exact(fhi)}], precision: {format_exact(precision)}}}\n"
+        f"  f: {{type: float, bounds: [{format_exact(flo)}, {format_exact(fhi)}], "
+        f"precision: {format_exact(precision)}}}\n"
         f"  c: {{type: category, categories: [a, b, c]{', impute: c' if impute else ''}}}\n"
         "  b: {type: bool}\n"
     )
@@ -552,14 +582,14 @@ def test_random_files_against_the_documented_rules(tmp_path_factory, rows, int_b
 
     def cells(keys, values, size, offset=0):
         counts, sums = [0] * size, [0] * size
-        for k, v in zip(keys, values):
+        for k, v in zip(keys, values, strict=True):
             if k is not None and v is not None:
                 counts[k] += 1
                 sums[k] += v - offset
         return counts, sums
 
     assert exact[0].counts.tolist() == [len(rows)]
-    pairs = [None if c is None or b is None else 2 * c + b for c, b in zip(cats, bools)]
+    pairs = [None if c is None or b is None else 2 * c + b for c, b in zip(cats, bools, strict=True)]
     assert exact[1].counts.tolist() == cells(pairs, [0] * len(rows), 6)[0]
     assert (exact[2].counts.tolist(), exact[2].sums.tolist()) == cells(cats, ints, 3)
     assert (exact[3].counts.tolist(), exact[3].sums.tolist()) == cells(bools, floats, 2)
@@ -717,7 +747,7 @@ def test_table_from_exact_values(adult):
     columns = table.columns
     dims = ("sex", "race", "age", "income", "workclass")
     assert columns == ("statistic", *dims, "value", "ci_low", "ci_high", "epsilon")
-    rows = [dict(zip(columns, row)) for row in table.rows()]
+    rows = [dict(zip(columns, row, strict=True)) for row in table.rows()]
     eps = {sp.statistic.name: sp.epsilon for sp in plan.statistics}
     assert all(eps[name] == Fraction(1, 10) for name in eps)
 
@@ -737,13 +767,15 @@ def test_table_from_exact_values(adult):
     assert all(people[d] is None for d in dims)  # no dimension applies to a plain count
 
     by_sex = block("people_by_sex")
-    assert [(r["sex"], int(r["value"])) for r in by_sex] == list(zip(SEXES, counts_by(adult, ["sex"], [SEXES])))
+    assert [(r["sex"], int(r["value"])) for r in by_sex] == list(
+        zip(SEXES, counts_by(adult, ["sex"], [SEXES]), strict=True)
+    )
     assert all(r["race"] is None and r["age"] is None for r in by_sex)
 
     by_race_sex = block("people_by_race_sex")
     expected = counts_by(adult, ["race", "sex"], [RACES, SEXES])
     assert [(r["race"], r["sex"], int(r["value"])) for r in by_race_sex] == [
-        (race, sex, n) for (race, sex), n in zip(itertools.product(RACES, SEXES), expected)
+        (race, sex, n) for (race, sex), n in zip(itertools.product(RACES, SEXES), expected, strict=True)
     ]
 
     ages = [min(max(a, 17), 90) for a in adult["age"].cast(pl.Int64).to_list()]
@@ -751,18 +783,28 @@ def test_table_from_exact_values(adult):
     assert [r["age"] for r in hist] == ["[17, 25)", "[25, 35)", "[35, 45)", "[45, 55)", "[55, 65)", "[65, 91)"]
     assert hist[0]["age"] == "[17, 25)"
     edges = [17, 25, 35, 45, 55, 65, 91]
-    assert [int(r["value"]) for r in hist] == [sum(lo <= a < hi for a in ages) for lo, hi in zip(edges, edges[1:])]
+    assert [int(r["value"]) for r in hist] == [sum(lo <= a < hi for a in ages) for lo, hi in itertools.pairwise(edges)]
     assert all(r["sex"] is None for r in hist)
 
     grid = block("age_grid")
     assert [r["age"] for r in grid] == [f"[{10 * i}, {10 * i + 10})" for i in range(10)]
-    assert [r["value"] for r in grid][0] == "0"
+    assert next(r["value"] for r in grid) == "0"
 
     income = block("income_hist")
-    assert [(r["income"], int(r["value"])) for r in income] == list(zip(INCOMES, counts_by(adult, ["income"], [INCOMES])))
+    assert [(r["income"], int(r["value"])) for r in income] == list(
+        zip(INCOMES, counts_by(adult, ["income"], [INCOMES]), strict=True)
+    )
 
     # every count-like value is integer text
-    for name in ("people", "people_by_sex", "people_by_race_sex", "age_hist", "age_grid", "income_hist", "by_workclass"):
+    for name in (
+        "people",
+        "people_by_sex",
+        "people_by_race_sex",
+        "age_hist",
+        "age_grid",
+        "income_hist",
+        "by_workclass",
+    ):
         for r in block(name):
             for key in ("value", "ci_low", "ci_high"):
                 assert r[key] == str(int(r[key]))
@@ -773,7 +815,7 @@ def test_table_from_exact_values(adult):
 
     # mean: the exact mean, released on a grid 1000 times finer than the precision (half to even)
     mean_rows = block("mean_hours")
-    for r, key in zip(mean_rows, SEXES):
+    for r, key in zip(mean_rows, SEXES, strict=True):
         hours = [int(h) for h in adult.filter(pl.col("sex") == key)["hours_per_week"].to_list()]
         exact_mean = (Decimal(sum(hours)) / Decimal(len(hours))).quantize(Decimal("0.001"), rounding=ROUND_HALF_EVEN)
         assert r["sex"] == key

@@ -154,12 +154,44 @@ BILLION_LAUGHS = "version: 1\n" + "".join(
 
 SPEC_CASES = [
     # 1. the release's epsilon (accepted: [0.000001, 100], exactly from the decimal text)
-    *[(f"eps_{v}", "epsilon: 1}", f"epsilon: {v}}}", "privacy.epsilon") for v in
-      ["0", "-1", "-0.0", "nan", ".nan", "NaN", "inf", ".inf", "-.inf", "one", "'1 0'", "1e-7", "0.00000099", "101",
-       "100.000001", "1e400", "1e-400", "''", "[1]", "{a: 1}", "no", "010", "1:30", "0x10", "1_0"]],
+    *[
+        (f"eps_{v}", "epsilon: 1}", f"epsilon: {v}}}", "privacy.epsilon")
+        for v in [
+            "0",
+            "-1",
+            "-0.0",
+            "nan",
+            ".nan",
+            "NaN",
+            "inf",
+            ".inf",
+            "-.inf",
+            "one",
+            "'1 0'",
+            "1e-7",
+            "0.00000099",
+            "101",
+            "100.000001",
+            "1e400",
+            "1e-400",
+            "''",
+            "[1]",
+            "{a: 1}",
+            "no",
+            "010",
+            "1:30",
+            "0x10",
+            "1_0",
+        ]
+    ],
     # 2. per-statistic epsilons over the release's (exact arithmetic)
-    ("eps_sum_over", "{name: n, kind: count}", "{name: n, kind: count, epsilon: 0.1}\n  - {name: n2, kind: count, epsilon: 0.2}"
-     "\n  - {name: n3, kind: count, epsilon: 0.000001}\n  - {name: n4, kind: count, epsilon: 0.7}", "statistics"),
+    (
+        "eps_sum_over",
+        "{name: n, kind: count}",
+        "{name: n, kind: count, epsilon: 0.1}\n  - {name: n2, kind: count, epsilon: 0.2}"
+        "\n  - {name: n3, kind: count, epsilon: 0.000001}\n  - {name: n4, kind: count, epsilon: 0.7}",
+        "statistics",
+    ),
     # 3. bounds
     ("bounds_reversed", "[0, 100]", "[100, 0]", "columns.age.bounds"),
     ("bounds_equal", "[0, 100]", "[5, 5]", "columns.age.bounds"),
@@ -171,8 +203,12 @@ SPEC_CASES = [
     ("bounds_not_whole", "[0, 100]", "[0, 100.5]", "columns.age.bounds"),
     ("bounds_over_1e15", "[0, 100]", "[0, 1e16]", "columns.age.bounds[1]"),
     ("bounds_under_minus_1e15", "[0, 100]", "[-1000000000000001, 0]", "columns.age.bounds[0]"),
-    ("grid_over_2_53_steps", "bounds: [0, 1000], precision: 0.01", "bounds: [0, 1e15], precision: 0.01",
-     "columns.income.precision"),
+    (
+        "grid_over_2_53_steps",
+        "bounds: [0, 1000], precision: 0.01",
+        "bounds: [0, 1e15], precision: 0.01",
+        "columns.income.precision",
+    ),
     ("grid_under_2_steps", "precision: 0.01", "precision: 2000", "columns.income.precision"),
     # 4. a spec cannot set a sensitivity, a budget cap, a seed or a noise scale
     ("privacy_seed", "epsilon: 1}", "epsilon: 1, seed: 42}", "privacy.seed: unknown field"),
@@ -181,21 +217,49 @@ SPEC_CASES = [
     ("privacy_sensitivity", "epsilon: 1}", "epsilon: 1, sensitivity: 1}", "privacy.sensitivity: unknown field"),
     ("top_seed", "dataset: toy\n", "dataset: toy\nseed: 42\n", "seed: unknown field"),
     ("top_cap", "dataset: toy\n", "dataset: toy\nbudget: {cap: 5}\n", "budget: unknown field"),
-    ("stat_sensitivity", "{name: n, kind: count}", "{name: n, kind: count, sensitivity: 0.001}",
-     "statistics[0].sensitivity: unknown field"),
-    ("stat_scale", "{name: n, kind: count}", "{name: n, kind: count, scale: 0.001}", "statistics[0].scale: unknown field"),
-    ("stat_noise_scale", "{name: n, kind: count}", "{name: n, kind: count, noise_scale: 0}",
-     "statistics[0].noise_scale: unknown field"),
+    (
+        "stat_sensitivity",
+        "{name: n, kind: count}",
+        "{name: n, kind: count, sensitivity: 0.001}",
+        "statistics[0].sensitivity: unknown field",
+    ),
+    (
+        "stat_scale",
+        "{name: n, kind: count}",
+        "{name: n, kind: count, scale: 0.001}",
+        "statistics[0].scale: unknown field",
+    ),
+    (
+        "stat_noise_scale",
+        "{name: n, kind: count}",
+        "{name: n, kind: count, noise_scale: 0}",
+        "statistics[0].noise_scale: unknown field",
+    ),
     ("stat_seed", "{name: n, kind: count}", "{name: n, kind: count, seed: 1}", "statistics[0].seed: unknown field"),
-    ("column_sensitivity", "bounds: [0, 100]}", "bounds: [0, 100], sensitivity: 1}", "columns.age.sensitivity: unknown field"),
+    (
+        "column_sensitivity",
+        "bounds: [0, 100]}",
+        "bounds: [0, 100], sensitivity: 1}",
+        "columns.age.sensitivity: unknown field",
+    ),
     # 5. YAML: anchors, aliases, tags, duplicate keys, YAML 1.1 surprises, size
     ("anchor", "age:    {type", "age: &a {type", "anchors are not allowed"),
     ("alias", "  - {name: n, kind: count}", "  - &s {name: n, kind: count}\n  - *s", "not allowed"),
-    ("python_tag", "dataset: toy", f"dataset: !!python/object/apply:os.system ['echo {CANARY}']", "tags are not allowed"),
+    (
+        "python_tag",
+        "dataset: toy",
+        f"dataset: !!python/object/apply:os.system ['echo {CANARY}']",
+        "tags are not allowed",
+    ),
     ("float_tag", "epsilon: 1}", "epsilon: !!float 1}", "tags are not allowed"),
     ("custom_tag", "epsilon: 1}", "epsilon: !eps 1}", "tags are not allowed"),
     ("duplicate_key", "dataset: toy\n", "dataset: toy\ndataset: other\n", "duplicate key 'dataset'"),
-    ("duplicate_column", "  sex:    {type", "  age: {type: int, bounds: [0, 9]}\n  sex:    {type", "duplicate key 'age'"),
+    (
+        "duplicate_column",
+        "  sex:    {type",
+        "  age: {type: int, bounds: [0, 9]}\n  sex:    {type",
+        "duplicate key 'age'",
+    ),
     ("merge_key", "{name: n, kind: count}", "{<<: {name: n}, kind: count}", "unknown field"),
     ("no_as_neighbours", "neighbours: add_remove", "neighbours: no", "privacy.neighbours"),
     ("no_as_bound", "[0, 100]", "[no, 100]", "columns.age.bounds[0]"),
@@ -311,7 +375,7 @@ def test_the_largest_noise_scale_has_an_exact_halfwidth() -> None:
         k = laplace_halfwidth(Fraction(t))
         mpmath.mp.dps = 40
         q = mpmath.exp(-mpmath.mpf(1) / t)
-        tail = lambda j: 2 * q ** (j + 1) / (1 + q)  # noqa: E731 - P(|X| > j)
+        tail = lambda j, q=q: 2 * q ** (j + 1) / (1 + q)  # noqa: E731 - P(|X| > j)
         assert tail(k) <= 0.05 < tail(k - 1)
 
 
@@ -360,11 +424,18 @@ LENIENT_CASES = [
     ("quoted_newline_in_category", b'age,income,sex\n1,2,"F\nM"\n3,4,M\n', b"age,income,sex\n1,2,F\n,,\n3,4,M\n"),
     ("quoted_newline_in_unused", b'age,income,sex,note\n1,2,F,"a\nb"\n', b"age,income,sex,note\n1,2,F,a\n,,,\n"),
     ("unterminated_quote", b'age,income,sex\n1,2,"F\n3,4,M\n', b"age,income,sex\n1,2,F\n3,4,M\n"),
-    ("unterminated_quote_in_unused", b'age,income,sex,note\n1,2,F,"x\n3,4,M,y\n', b"age,income,sex,note\n1,2,F,x\n3,4,M,y\n"),
+    (
+        "unterminated_quote_in_unused",
+        b'age,income,sex,note\n1,2,F,"x\n3,4,M,y\n',
+        b"age,income,sex,note\n1,2,F,x\n3,4,M,y\n",
+    ),
     # a cell that is not UTF-8 is missing, wherever it is (only the header decides exit 3)
     ("latin1_body", b"age,income,sex\n1,2,F\n3,4,M\xe9" + CANARY.encode() + b"\n", b"age,income,sex\n1,2,F\n3,4,\n"),
-    ("latin1_after_1_mib", b"age,income,sex\n" + b"1,2,F\n" * 200_000 + b"3,4,M\xe9\n",
-     b"age,income,sex\n" + b"1,2,F\n" * 200_000 + b"3,4,\n"),
+    (
+        "latin1_after_1_mib",
+        b"age,income,sex\n" + b"1,2,F\n" * 200_000 + b"3,4,M\xe9\n",
+        b"age,income,sex\n" + b"1,2,F\n" * 200_000 + b"3,4,\n",
+    ),
     ("cr_only", b"age,income,sex\r1,2,F\r3,4,M\r", b"age,income,sex\n1,2,F\n3,4,M\n"),
     ("nul_in_a_cell", b"age,income,sex\n3\x00,4,M\n1,2,F\x00\n", b"age,income,sex\n,4,M\n1,2,\n"),
     ("megabyte_number", b"age,income,sex\n1," + b"9" * (1 << 20) + b",F\n3,4,M\n", b"age,income,sex\n1,,F\n3,4,M\n"),
@@ -464,9 +535,23 @@ def test_stdin_that_never_ends_times_out_with_exit_3(work: Path) -> None:
     before = ledger_state(work)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dpcli", "release", work / "spec.yaml", "-i", "-", "-o", work / "out.csv",
-         "--ledger", work / "ledger.jsonl"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**env, "DPCLI_INPUT_TIMEOUT": "0.5"},
+        [
+            sys.executable,
+            "-m",
+            "dpcli",
+            "release",
+            work / "spec.yaml",
+            "-i",
+            "-",
+            "-o",
+            work / "out.csv",
+            "--ledger",
+            work / "ledger.jsonl",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "DPCLI_INPUT_TIMEOUT": "0.5"},
     )
     proc.stdin.write(b"age,income,sex\n")
     proc.stdin.flush()  # ...and never closes it
@@ -522,8 +607,15 @@ def test_a_cell_that_is_not_a_number_follows_the_null_policy(work: Path, value: 
 
 @pytest.mark.parametrize(
     "x, f, x_clean, f_clean",
-    [("-5", "-3.5", "0", "-1"), ("11", "1.01", "10", "1"), (CANARY, "1e300", "10", "1"), ("-" + CANARY, "-1e300", "0", "-1"),
-     ("99999999999999999999", "0.1", "", "0.0"), ("10", "0.3", "10", "0.25"), ("0", "0.375", "0", "0.5")],
+    [
+        ("-5", "-3.5", "0", "-1"),
+        ("11", "1.01", "10", "1"),
+        (CANARY, "1e300", "10", "1"),
+        ("-" + CANARY, "-1e300", "0", "-1"),
+        ("99999999999999999999", "0.1", "", "0.0"),
+        ("10", "0.3", "10", "0.25"),
+        ("0", "0.375", "0", "0.5"),
+    ],
 )
 def test_out_of_bounds_values_are_clamped(work: Path, x: str, f: str, x_clean: str, f_clean: str) -> None:
     """14. Clamped to the bounds (floats rounded to the grid, half to even); a value beyond 64 bits is missing."""
@@ -614,7 +706,9 @@ def test_ten_million_distinct_values_in_an_unused_column_do_not_blow_up_memory(t
     pl = pytest.importorskip("polars")
     n = 10_000_000
     ages = np.random.default_rng(7).integers(0, 100, n)
-    frame = pl.DataFrame({"age": ages}).with_columns(uid=pl.lit("id") + pl.int_range(10**11, 10**11 + n).cast(pl.String))
+    frame = pl.DataFrame({"age": ages}).with_columns(
+        uid=pl.lit("id") + pl.int_range(10**11, 10**11 + n).cast(pl.String)
+    )
     frame.write_csv(tmp_path / "distinct.csv")
     frame.with_columns(uid=pl.lit(f"id{10**11}")).write_csv(tmp_path / "constant.csv")
     del frame
@@ -623,7 +717,8 @@ def test_ten_million_distinct_values_in_an_unused_column_do_not_blow_up_memory(t
     assert size == (tmp_path / "constant.csv").stat().st_size
     (tmp_path / "spec.yaml").write_text(
         "version: 1\ndataset: mem\nprivacy: {epsilon: 1}\ncolumns:\n  age: {type: int, bounds: [0, 100]}\n"
-        "statistics:\n  - {name: n, kind: count}\n  - {name: h, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 10}}\n"
+        "statistics:\n  - {name: n, kind: count}\n"
+        "  - {name: h, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 10}}\n"
         "  - {name: m, kind: mean, column: age}\n"
     )
     open_ledger(tmp_path / "ledger.jsonl").set_cap("mem", Fraction(100), Fraction(0), False)
@@ -707,7 +802,8 @@ def test_read_only_output_directory_by_permissions_exits_3(work: Path) -> None:
 
 BIG_TABLE = SPEC.replace(
     "  - {name: n, kind: count}\n",
-    "  - {name: n, kind: count}\n  - {name: fine, kind: histogram, column: income, bins: {start: 0, stop: 1000, step: 0.25}}\n",
+    "  - {name: n, kind: count}\n"
+    "  - {name: fine, kind: histogram, column: income, bins: {start: 0, stop: 1000, step: 0.25}}\n",
 )
 
 

@@ -188,7 +188,7 @@ def swap_records(lines: list[str]) -> list[str]:
 
 
 def insert_record(lines: list[str]) -> list[str]:
-    return lines[:2] + [lines[0]] + lines[2:]
+    return [*lines[:2], lines[0], *lines[2:]]
 
 
 @pytest.mark.parametrize(

@@ -179,7 +179,12 @@ def names_of(work: Path) -> tuple[Path, list[str]]:
     (work / "real").mkdir()
     (work / "link").symlink_to(work / "real", target_is_directory=True)
     led = work / "real" / "L.jsonl"
-    return led, ["real/L.jsonl", str(led), str(work / "real" / ".." / "real" / "L.jsonl"), str(work / "link" / "L.jsonl")]
+    return led, [
+        "real/L.jsonl",
+        str(led),
+        str(work / "real" / ".." / "real" / "L.jsonl"),
+        str(work / "link" / "L.jsonl"),
+    ]
 
 
 def test_every_other_name_shares_the_lock(work: Path) -> None:
@@ -228,7 +233,7 @@ def test_two_long_exact_shares_no_longer_brick_the_ledger(work: Path) -> None:
     assert len(str(a.denominator)) > 2000 and len(str(b.denominator)) > 2000
     book.spend("toy", a, {})
     book.spend("toy", b, {})
-    for rec, share in zip([x for x in lines(led) if x["type"] == "spend"], (a, b)):
+    for rec, share in zip([x for x in lines(led) if x["type"] == "spend"], (a, b), strict=True):
         charged = Fraction(rec["epsilon"])
         assert share <= charged < share + Fraction(1, 10**18) and (charged * 10**18).denominator == 1
     show = run_dpcli("budget", "show", "--json", "--ledger", led)
@@ -592,7 +597,10 @@ def soak_calls(spec: Path, data: Path, out: Path, names: list[str]) -> list[list
     for i in range(24):
         rid = ["--release-id", "soak-shared"] if i < 4 else ["--no-reuse"]
         calls.append(["release", str(spec), "-i", str(data), "-o", str(out / f"o{i}.csv"), "--quiet", *wait, *rid])
-    calls += [["budget", "set", "toy", "--epsilon", eps, "--raise", *wait] for eps in ("1", "1.5", "0.75", "2", "1.25", "1.75")]
+    calls += [
+        ["budget", "set", "toy", "--epsilon", eps, "--raise", *wait]
+        for eps in ("1", "1.5", "0.75", "2", "1.25", "1.75")
+    ]
     calls += [["budget", "show", "--json"]] * 5 + [["ledger", "verify"]] * 5
     random.Random(9).shuffle(calls)
     return [[*c, "--ledger", names[i % len(names)]] for i, c in enumerate(calls)]

@@ -1,12 +1,13 @@
 """The PostgreSQL ledger backend against a real, throwaway PostgreSQL server, through the real `dpcli` command.
 
 The server is started once per session (tests/pg_server.py: initdb into a temporary directory, loopback port,
-password over TCP); every test gets a fresh, empty schema of one database. Without PostgreSQL's server tools or psycopg the tests skip
-with the reason (.ci/run installs Debian's postgresql package when initdb is missing).
+password over TCP); every test gets a fresh, empty schema of one database. Without PostgreSQL's server tools or
+psycopg the tests skip with the reason (.ci/run installs Debian's postgresql package when initdb is missing).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -151,7 +152,7 @@ def test_twenty_concurrent_releases_spend_exactly_the_cap(pg_url: str, work: Pat
                 time.sleep(0.1)
         gate.rollback()  # open the gate: 20 writers race for the lock
     errors = [p.communicate(timeout=120)[1] for p in procs]
-    results = [(p.returncode, err) for p, err in zip(procs, errors)]
+    results = [(p.returncode, err) for p, err in zip(procs, errors, strict=True)]
     codes = sorted(code for code, _ in results)
     assert codes == [0] * 5 + [4] * 15, (codes, [e for c, e in results if c not in (0, 4)], time.monotonic() - started)
     assert waiting == 20, f"only {waiting} of the 20 releases reached the spend together"
@@ -195,7 +196,7 @@ def _delete_last(url: str) -> None:
 def _delete_and_renumber(url: str) -> None:
     # delete a spend and its released record, and renumber the later ones with their record's seq updated too
     sql(url, "DELETE FROM dpcli_ledger WHERE seq IN (1, 2)")
-    for seq, text, h in rows(url):
+    for seq, text, _ in rows(url):
         if seq > 2:
             fields = json.loads(text)
             fields["seq"] = seq - 2
@@ -305,7 +306,7 @@ def test_caps_budget_show_and_ledger_show(pg_url: str, work: Path) -> None:
     assert [r.get("raise") for r in recs[:4]] == [None, None, True, None]
     assert recs[4]["epsilon"] == "0.25" and recs[4]["dataset"] == "toy"
     assert recs[5]["release_id"] == recs[4]["release_id"]
-    assert all(r["prev"] == p["hash"] for p, r in zip(recs, recs[1:]))
+    assert all(r["prev"] == p["hash"] for p, r in itertools.pairwise(recs))
     # stored byte for byte as the canonical text the hash covers
     assert [(s, t) for s, t, _ in rows(pg_url)] == [
         (r["seq"], json.dumps({k: v for k, v in r.items() if k != "hash"}, sort_keys=True, separators=(",", ":"),
@@ -388,7 +389,9 @@ def test_keyed_ledger(pg_url: str, work: Path) -> None:
     sql(pg_url, "UPDATE dpcli_ledger SET record = %s, hash = encode(sha256(convert_to(%s, 'UTF8')), 'hex') "
                 "WHERE seq = %s", (forged, forged, seq))
     before = rows(pg_url)
-    v, r = dpcli_all(("ledger", "verify", "--ledger", pg_url, KEY), (*release_args(work, pg_url, "c.csv", "--no-reuse"), KEY))
+    v, r = dpcli_all(
+        ("ledger", "verify", "--ledger", pg_url, KEY), (*release_args(work, pg_url, "c.csv", "--no-reuse"), KEY)
+    )
     assert v.returncode == 5 and "altered" in v.stderr
     assert r.returncode == 5 and not (work / "c.csv").exists()
     assert rows(pg_url) == before
@@ -397,7 +400,7 @@ def test_keyed_ledger(pg_url: str, work: Path) -> None:
 def test_keyed_ledger_stripped_of_its_macs(pg_url: str, work: Path) -> None:
     ok(dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", pg_url, env=KEY))
     # re-hash the only record without the key and without its mac marker, as an attacker would
-    (seq, text, _), = rows(pg_url)
+    ((_, text, _),) = rows(pg_url)
     fields = json.loads(text)
     del fields["mac"]
     plain = json.dumps(fields, sort_keys=True, separators=(",", ":"))

@@ -63,7 +63,11 @@ CASES = [
     ("{name: s, kind: count, by: [sex]}", "add_remove", [("count", 1, F(1, 2), F(2), F(1), 0)]),
     ("{name: s, kind: count, by: [sex]}", "replace", [("count", 2, F(1, 2), F(4), F(1), 0)]),
     ("{name: s, kind: count, by: [race, sex, flag]}", "replace", [("count", 2, F(1, 2), F(4), F(1), 0)]),
-    ("{name: s, kind: histogram, column: age, bins: [17, 25, 91]}", "add_remove", [("count", 1, F(1, 2), F(2), F(1), 0)]),
+    (
+        "{name: s, kind: histogram, column: age, bins: [17, 25, 91]}",
+        "add_remove",
+        [("count", 1, F(1, 2), F(2), F(1), 0)],
+    ),
     ("{name: s, kind: histogram, column: age, bins: [17, 25, 91]}", "replace", [("count", 2, F(1, 2), F(4), F(1), 0)]),
     ("{name: s, kind: histogram, column: sex}", "add_remove", [("count", 1, F(1, 2), F(2), F(1), 0)]),
     ("{name: s, kind: histogram, column: sex}", "replace", [("count", 2, F(1, 2), F(4), F(1), 0)]),
@@ -82,7 +86,11 @@ CASES = [
     ("{name: s, kind: sum, column: off}", "replace", [("sum", 100, F(1, 2), F(200), F(1, 10), 0)]),
     # sum by, replace: 2 max(|L'|, |U'|)
     ("{name: s, kind: sum, column: neg, by: [sex]}", "replace", [("sum", 100, F(1, 2), F(200), F(1), 0)]),
-    ("{name: s, kind: sum, column: gain, by: [sex]}", "replace", [("sum", 19999800, F(1, 2), F(39999600), F(1, 100), 0)]),
+    (
+        "{name: s, kind: sum, column: gain, by: [sex]}",
+        "replace",
+        [("sum", 19999800, F(1, 2), F(39999600), F(1, 100), 0)],
+    ),
     # mean: epsilon halved between a centred sum and a count of rows with a value
     (
         "{name: s, kind: mean, column: age}",
@@ -192,7 +200,9 @@ def test_explicit_epsilons_charge_their_sum():
 
 
 def test_non_terminating_shares_give_exact_scales():
-    plan = plan_of(["{name: a, kind: sum, column: age}"] + [f"{{name: c{i}, kind: count}}" for i in range(2)], epsilon="1")
+    plan = plan_of(
+        ["{name: a, kind: sum, column: age}"] + [f"{{name: c{i}, kind: count}}" for i in range(2)], epsilon="1"
+    )
     assert plan.statistics[0].epsilon == F(1, 3)
     assert plan.statistics[0].components[0].scale == 270
     plan = plan_of(["{name: a, kind: sum, column: age}"], epsilon="0.7")
@@ -457,5 +467,5 @@ def test_planning_rendering_and_the_table_walk_the_statistics_a_fixed_number_of_
     assert walks_over_statistics(10, privacy) == walks_over_statistics(40, privacy)
     sample = make_plan(parse_spec(many_counts(1, privacy)))
     assert "epsilon" not in vars(sample) and "rho" not in vars(sample)
-    sample.epsilon_at_delta
+    _ = sample.epsilon_at_delta  # computed on first use
     assert {"rho", "epsilon_at_delta"} <= set(vars(sample))  # cached on the instance

@@ -8,11 +8,13 @@ together hold fewer than 50 such checks, so the suite fails by chance with proba
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import pickle
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,8 +75,8 @@ def binned_test(samples, edges, mass) -> tuple[float, float]:
     edges = [int(e) for e in edges]
 
     def probs_of(ed):
-        bounds = [-math.inf] + ed + [math.inf]
-        return [mass(lo, hi - 1) for lo, hi in zip(bounds[:-1], bounds[1:])]  # inf - 1 == inf
+        bounds = [-math.inf, *ed, math.inf]
+        return [mass(lo, hi - 1) for lo, hi in itertools.pairwise(bounds)]  # inf - 1 == inf
 
     probs = probs_of(edges)
     # Unimodal distributions: merge the tail bin inwards while it or its neighbour expects too few draws.
@@ -448,7 +450,7 @@ def test_geometric_overflow_is_reported(monkeypatch):
 
 
 def test_module_uses_no_float_sampler():
-    source = open(samplers.__file__, encoding="utf-8").read()
+    source = Path(samplers.__file__).read_text(encoding="utf-8")
     banned = ["np." + "random", "random." + "random(", "." + "normal(", "." + "gauss(",
               "float(", "float64", "np.exp(", "math.exp("]
     for word in banned:
@@ -476,7 +478,7 @@ def test_discrete_gaussian_quick_fit():
     xs = np.arange(-60, 61)
     kernel = [math.exp(-x * x / 4.5) for x in xs]
     z = sum(kernel)
-    pmf = dict(zip(xs.tolist(), [k / z for k in kernel]))
+    pmf = dict(zip(xs.tolist(), [k / z for k in kernel], strict=True))
 
     def mass(lo, hi):
         lo = max(lo, -60)

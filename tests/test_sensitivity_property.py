@@ -9,8 +9,8 @@ both files, and the distance between the exact vectors against each noise compon
 ``l2_squared``.
 
 By the contract's default one physical line is one record, so a generated line never holds the file's line end: no
-LF in an LF file, no CR in a file whose header ends in CR or CRLF (where the reader ends every line at CR, docs/spec.md);
-everything else (quotes, NUL, CR or LF as data, invalid UTF-8, ragged fields) may appear.
+LF in an LF file, no CR in a file whose header ends in CR or CRLF (where the reader ends every line at CR,
+docs/spec.md); everything else (quotes, NUL, CR or LF as data, invalid UTF-8, ragged fields) may appear.
 With ``csv: {quoted_line_breaks: true}`` a record is what a correct RFC 4180 writer wrote, line breaks included.
 
 The general test draws everything at once; three focused ones each keep one kind of hostile byte on (quotes,
@@ -48,7 +48,12 @@ def _examples(n: int) -> int:
 
 # too_slow / data_too_large: a case is a spec plus two files, bigger than Hypothesis' usual inputs by design;
 # filter_too_much: a few drawn specs are refused by the loader (bins finer than the grid, variance limits)
-_HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large, HealthCheck.large_base_example]
+_HEALTH = [
+    HealthCheck.too_slow,
+    HealthCheck.filter_too_much,
+    HealthCheck.data_too_large,
+    HealthCheck.large_base_example,
+]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -128,7 +133,9 @@ ALL_KINDS = ("count", "count_by", "hist_edges", "hist_grid", "hist_keys", "sum",
 
 
 @st.composite
-def statistic(draw: st.DrawFn, i: int, numerics: list[Col], keyed: list[Col], kinds: tuple[str, ...], gaussian: bool) -> str:
+def statistic(
+    draw: st.DrawFn, i: int, numerics: list[Col], keyed: list[Col], kinds: tuple[str, ...], gaussian: bool
+) -> str:
     kind = draw(st.sampled_from(kinds))
     parts = [f"name: s{i}"]
     column: Col | None = None
@@ -180,7 +187,7 @@ def specs(
     form = draw(st.sampled_from(forms))
     n_stats = draw(st.integers(1, 4))
     mechanisms = []
-    for i in range(n_stats):
+    for _ in range(n_stats):
         if form == "epsilon":
             mechanisms.append(False)  # a pure release: Laplace only
         else:
@@ -256,7 +263,9 @@ def _numbers(col: Col) -> st.SearchStrategy[str]:
         st.sampled_from(specials), st.integers(floor(lo / u) - 3, ceil(hi / u) + 3).map(lambda k: k * u)
     ).map(dec)
     # other spellings of the same value: scientific and "x.0" are missing in an int column, a value in a float one
-    spellings = exact.flatmap(lambda t: st.sampled_from([f"{float(Fraction(t)):e}", f"+{t}".replace("+-", "-"), t + ".0"]))
+    spellings = exact.flatmap(
+        lambda t: st.sampled_from([f"{float(Fraction(t)):e}", f"+{t}".replace("+-", "-"), t + ".0"])
+    )
     return st.one_of(exact, exact, exact, spellings, st.sampled_from(MALFORMED_NUMBERS))
 
 
@@ -405,17 +414,17 @@ def cases(
         i = draw(st.integers(0, len(base) - 1 if focus else len(base)))
         new = draw(st.one_of(line, st.sampled_from(base)) if base else line)  # a new record, or a duplicate
         new = draw(_with_focus(new, focus))
-        other = base[:i] + [new] + base[i:]
+        other = [*base[:i], new, *base[i:]]
         change = f"line {i + 1} added: {new.raw!r}"
     else:
         i = draw(st.integers(0, len(base) - (2 if focus else 1)))
         if draw(st.integers(0, 2)) > 0:
             old, new = draw(extreme_swap(base[i], header, flags))
-            base = base[:i] + [old] + base[i + 1 :]
+            base = [*base[:i], old, *base[i + 1:]]
         else:
             new = draw(changed_line(base[i], header, flags))
         new = draw(_with_focus(new, focus))
-        other = base[:i] + [new] + base[i + 1 :]
+        other = [*base[:i], new, *base[i + 1:]]
         change = f"line {i + 1} replaced: {base[i].raw!r} -> {new.raw!r}"
     # The header's line end is the file's (docs/spec.md, "How lines are read"): in an LF file a CR is data; a header
     # ending in CR (CRLF or CR-only) makes every CR a line end and a lone LF data. So in those files the lines' CR
@@ -453,16 +462,16 @@ def rfc_cases(draw: st.DrawFn) -> Case:
     base = draw(st.lists(rows, min_size=0 if relation == "add_remove" else 1, max_size=6))
     if relation == "add_remove":
         i = draw(st.integers(0, len(base)))
-        other = base[:i] + [draw(rows)] + base[i:]
+        other = [*base[:i], draw(rows), *base[i:]]
         change = f"record {i + 1} added: {other[i].cells!r}"
     else:
         i = draw(st.integers(0, len(base) - 1))
         if draw(st.booleans()):
             old, new = draw(extreme_swap(base[i], header, Flags(junk=False)))
-            base = base[:i] + [old] + base[i + 1 :]
+            base = [*base[:i], old, *base[i + 1:]]
         else:
             new = draw(rows)
-        other = base[:i] + [new] + base[i + 1 :]
+        other = [*base[:i], new, *base[i + 1:]]
         change = f"record {i + 1} replaced: {base[i].cells!r} -> {new.cells!r}"
     terminator = draw(st.sampled_from(["\r\n", "\n"]))
     final = draw(st.booleans())
@@ -484,7 +493,11 @@ def rfc_cases(draw: st.DrawFn) -> Case:
 
 def _quoted_line_breaks_supported() -> bool:
     try:
-        parse_spec(_spec(_XC, "  - {name: n, kind: count}\n").replace("dataset: d\n", "dataset: d\ncsv: {quoted_line_breaks: true}\n"))
+        parse_spec(
+            _spec(_XC, "  - {name: n, kind: count}\n").replace(
+                "dataset: d\n", "dataset: d\ncsv: {quoted_line_breaks: true}\n"
+            )
+        )
     except SpecError:
         return False
     return True
@@ -502,8 +515,10 @@ def _exact(spec_columns: list[str], plan: Plan, path: Path) -> list | BaseExcept
         return aggregate(plan, path)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:  # anything, polars' PanicException (a BaseException) too: the header is fine, so
-        return exc  # the run's outcome (its exit code) would hang on one record
+    # anything, polars' PanicException (a BaseException) too: the header is fine, so the run's outcome (its exit
+    # code) would hang on one record
+    except BaseException as exc:  # noqa: BLE001 - the outcome is compared, not swallowed
+        return exc
 
 
 def check_sensitivity(case: Case) -> None:
@@ -531,7 +546,7 @@ def check_sensitivity(case: Case) -> None:
         for comp in sp.components:
             va, vb = (ea.counts, eb.counts) if comp.role == "count" else (ea.sums, eb.sums)
             assert va is not None and vb is not None and len(va) == len(vb) == sp.cells, (sp.statistic.name, comp.role)
-            diff = [int(x) - int(y) for x, y in zip(va.tolist(), vb.tolist())]
+            diff = [int(x) - int(y) for x, y in zip(va.tolist(), vb.tolist(), strict=True)]
             l1, l2 = sum(abs(d) for d in diff), sum(d * d for d in diff)
             gaussian = comp.mechanism == "discrete_gaussian"
             ratio = max(ratio, l1 / comp.sensitivity, l2 / comp.l2_squared if gaussian else 0.0)
@@ -566,14 +581,22 @@ _XC = "  x: {type: int, bounds: [0, 2]}\n  c: {type: category, categories: [a, b
 # Regression anchors, one per cause the search found on the code before the reader and L2 fixes (so each test fails
 # there on every run, not only when the search is lucky):
 # (3) a lone quote opened a field that swallowed the following lines: the plain count went from 2 to 0
-QUOTE_SWALLOWS = Case(_spec(_XC, "  - {name: n, kind: count}\n"), b"x,c\n0,a\n0,a\n", b'x,c\n"\n0,a\n0,a\n', "line 1 added")
+QUOTE_SWALLOWS = Case(
+    _spec(_XC, "  - {name: n, kind: count}\n"), b"x,c\n0,a\n0,a\n", b'x,c\n"\n0,a\n0,a\n', "line 1 added"
+)
 # (3) a quote still open at the end of the file failed the whole read (exit 3 decided by one record)
 QUOTE_UNTERMINATED = Case(
-    _spec(_XC, "  - {name: s, kind: sum, column: x, by: [c]}\n"), b"x,c\n1,a\n2,b\n", b'x,c\n1,a\n2,b\n1,"a\n', "line 3 added"
+    _spec(_XC, "  - {name: s, kind: sum, column: x, by: [c]}\n"),
+    b"x,c\n1,a\n2,b\n",
+    b'x,c\n1,a\n2,b\n1,"a\n',
+    "line 3 added",
 )
 # (5) one invalid UTF-8 byte in a cell failed the whole read (exit 3 decided by one record)
 BAD_UTF8 = Case(
-    _spec(_XC, "  - {name: h, kind: histogram, column: c}\n"), b"x,c\n1,a\n2,b\n", b"x,c\n1,a\n2,\xff\n2,b\n", "line 2 added"
+    _spec(_XC, "  - {name: h, kind: histogram, column: c}\n"),
+    b"x,c\n1,a\n2,b\n",
+    b"x,c\n1,a\n2,\xff\n2,b\n",
+    "line 2 added",
 )
 # (4) mean by, replace, Gaussian: the value going from L to U inside its cell; centred on 1, the sum part changes by
 # 2 in one cell: L2² 4, over the old 2 max(|L'|, |U'|)² = 2

@@ -128,7 +128,10 @@ COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other)"
             f"columns.x.sensitivity: unknown field {COLUMN_ALLOWED}",
         ),
         (stat("{name: n, kind: count, sensitivity: 1}"), f"statistics[0].sensitivity: unknown field {STAT_ALLOWED}"),
-        (stat("{name: n, kind: count}", "{name: m, kind: count, seed: 42}"), f"statistics[1].seed: unknown field {STAT_ALLOWED}"),
+        (
+            stat("{name: n, kind: count}", "{name: m, kind: count, seed: 42}"),
+            f"statistics[1].seed: unknown field {STAT_ALLOWED}",
+        ),
         (stat("{name: n, kind: count, scale: 3}"), f"statistics[0].scale: unknown field {STAT_ALLOWED}"),
         (stat("{name: n, kind: count, cap: 3}"), f"statistics[0].cap: unknown field {STAT_ALLOWED}"),
         (
@@ -148,11 +151,23 @@ def test_unknown_fields_at_every_level(spec_text, message):
     [
         (text(head="dataset: adult\n"), "version: required field is missing"),
         (text(head="version: 1\n"), "dataset: required field is missing"),
-        ("version: 1\ndataset: a\ncolumns:\n" + COLUMNS + "statistics:\n" + STATS, "privacy: required field is missing"),
-        ("version: 1\ndataset: a\nprivacy: " + PRIVACY + "\nstatistics:\n" + STATS, "columns: required field is missing"),
-        ("version: 1\ndataset: a\nprivacy: " + PRIVACY + "\ncolumns:\n" + COLUMNS, "statistics: required field is missing"),
+        (
+            "version: 1\ndataset: a\ncolumns:\n" + COLUMNS + "statistics:\n" + STATS,
+            "privacy: required field is missing",
+        ),
+        (
+            "version: 1\ndataset: a\nprivacy: " + PRIVACY + "\nstatistics:\n" + STATS,
+            "columns: required field is missing",
+        ),
+        (
+            "version: 1\ndataset: a\nprivacy: " + PRIVACY + "\ncolumns:\n" + COLUMNS,
+            "statistics: required field is missing",
+        ),
         ("", "version: required field is missing"),
-        (text(privacy="{unit: row}"), "privacy.epsilon: required field is missing (or give every statistic its own epsilon)"),
+        (
+            text(privacy="{unit: row}"),
+            "privacy.epsilon: required field is missing (or give every statistic its own epsilon)",
+        ),
         (col("{bounds: [0, 1]}"), "columns.x.type: required field is missing"),
         (stat("{kind: count}"), "statistics[0].name: required field is missing"),
         (stat("{name: n}"), "statistics[0].kind: required field is missing"),
@@ -253,7 +268,10 @@ NOT_A_NUMBER = "is not a number (write a plain decimal such as 1, 0.5 or 1e-3)"
         ("1e400", "privacy.epsilon: epsilon must be in [0.000001, 100], got 1e+400"),
         ("-1e400", "privacy.epsilon: epsilon must be in [0.000001, 100], got -1e+400"),
         ("1e-400", "privacy.epsilon: epsilon must be in [0.000001, 100], got 1e-400"),
-        ("123456789012345678901234567890123456789012345", "privacy.epsilon: epsilon must be in [0.000001, 100], got 1.23457e+44"),
+        (
+            "123456789012345678901234567890123456789012345",
+            "privacy.epsilon: epsilon must be in [0.000001, 100], got 1.23457e+44",
+        ),
         ("[1]", "privacy.epsilon: expected a single value, not a list or mapping"),
     ],
 )
@@ -414,7 +432,9 @@ def test_spec_is_a_directory_or_missing(tmp_path):
 
 
 def test_column_type_and_name():
-    assert error(col("{type: str}")) == "columns.x.type: 'str' is not a column type (one of: int, float, category, bool)"
+    assert (
+        error(col("{type: str}")) == "columns.x.type: 'str' is not a column type (one of: int, float, category, bool)"
+    )
     assert error(text(columns="  1x: {type: bool}\n")) == (
         "columns.1x: '1x' is not a valid column name (letters, digits, _ . -; starting with a letter or _)"
     )
@@ -449,7 +469,10 @@ def test_column_type_and_name():
         ("{type: int, bounds: [0, 1e-1]}", "columns.x.bounds: an int column needs whole-number bounds"),
         ("{type: int, bounds: [0, 1e16]}", "columns.x.bounds[1]: bounds are limited to ±1000000000000000"),
         ("{type: int, bounds: [0, 1000000000000001]}", "columns.x.bounds[1]: bounds are limited to ±1000000000000000"),
-        ("{type: float, bounds: [-1000000000000000.5, 0]}", "columns.x.bounds[0]: bounds are limited to ±1000000000000000"),
+        (
+            "{type: float, bounds: [-1000000000000000.5, 0]}",
+            "columns.x.bounds[0]: bounds are limited to ±1000000000000000",
+        ),
         ("{type: int, bounds: [0, 9], precision: 1}", "columns.x.precision: not allowed for an int column"),
         ("{type: int, bounds: [0, 9], categories: [a]}", "columns.x.categories: not allowed for an int column"),
         ("{type: float, bounds: [0, 9], categories: [a]}", "columns.x.categories: not allowed for a float column"),
@@ -555,8 +578,14 @@ def test_default_precision_power_of_ten_with_1e6_to_1e7_steps(lo, hi, precision)
         ("{type: category, categories: []}", "columns.x.categories: expected at least 1 item"),
         ("{type: category, categories: a}", "columns.x.categories: expected a list"),
         ("{type: category, categories: [a, b, a]}", "columns.x.categories[2]: duplicate category 'a'"),
-        ("{type: category, categories: [a, '']}", "columns.x.categories[1]: empty category (an empty cell is a missing value)"),
-        ("{type: category, categories: [a, [b]]}", "columns.x.categories[1]: expected a single value, not a list or mapping"),
+        (
+            "{type: category, categories: [a, '']}",
+            "columns.x.categories[1]: empty category (an empty cell is a missing value)",
+        ),
+        (
+            "{type: category, categories: [a, [b]]}",
+            "columns.x.categories[1]: expected a single value, not a list or mapping",
+        ),
         ("{type: category, categories: [a], bounds: [0, 1]}", "columns.x.bounds: not allowed for a category column"),
         ("{type: category, categories: [a], precision: 1}", "columns.x.precision: not allowed for a category column"),
         ("{type: bool, categories: [a]}", "columns.x.categories: not allowed for a bool column"),
@@ -578,7 +607,10 @@ def test_categories_refused(body, message):
 )
 def test_keys_holding_the_replacement_character_refused(body, message):
     """A cell that is not valid UTF-8 is read with U+FFFD and is missing, so no declared key may hold U+FFFD."""
-    assert error(col(body)) == f"{message}: contains U+FFFD (the replacement character), which a data cell is never read as"
+    assert (
+        error(col(body))
+        == f"{message}: contains U+FFFD (the replacement character), which a data cell is never read as"
+    )
 
 
 def test_categories_accepted_in_declared_order():
@@ -608,7 +640,10 @@ def test_impute_accepted(body, impute):
         ("{type: int, bounds: [0, 10], impute: 11}", "columns.x.impute: must lie within the column's bounds"),
         ("{type: int, bounds: [0, 10], impute: -1}", "columns.x.impute: must lie within the column's bounds"),
         ("{type: float, bounds: [0, 1], impute: 1.0001}", "columns.x.impute: must lie within the column's bounds"),
-        ("{type: int, bounds: [0, 10], impute: 5.5}", "columns.x.impute: an int column needs a whole-number impute value"),
+        (
+            "{type: int, bounds: [0, 10], impute: 5.5}",
+            "columns.x.impute: an int column needs a whole-number impute value",
+        ),
         ("{type: int, bounds: [0, 10], impute: nan}", f"columns.x.impute: 'nan' {NOT_A_NUMBER}"),
         ("{type: category, categories: [a, b], impute: c}", "columns.x.impute: 'c' is not one of the declared keys"),
         ("{type: category, categories: [a, b], impute: A}", "columns.x.impute: 'A' is not one of the declared keys"),
@@ -652,10 +687,14 @@ def test_statistics_accepted():
 @pytest.mark.parametrize(
     "lines, message",
     [
-        (["{name: a, kind: count}", "{name: a, kind: sum, column: age}"], "statistics[1].name: duplicate statistic name 'a'"),
+        (
+            ["{name: a, kind: count}", "{name: a, kind: sum, column: age}"],
+            "statistics[1].name: duplicate statistic name 'a'",
+        ),
         (
             ["{name: 'a b', kind: count}"],
-            "statistics[0].name: 'a b' is not a valid statistic name (letters, digits, _ . -; starting with a letter or _)",
+            "statistics[0].name: 'a b' is not a valid statistic name "
+            "(letters, digits, _ . -; starting with a letter or _)",
         ),
         (
             ["{name: a, kind: median, column: age}"],
@@ -669,8 +708,14 @@ def test_statistics_accepted():
             ["{name: a, kind: count}", "{name: b, kind: count}", "{name: c, kind: sum, column: incme}"],
             "statistics[2].column: 'incme' is not a declared column",
         ),
-        (["{name: a, kind: sum, column: sex}"], "statistics[0].column: a sum needs a numeric column; 'sex' is category"),
-        (["{name: a, kind: mean, column: flag}"], "statistics[0].column: a mean needs a numeric column; 'flag' is bool"),
+        (
+            ["{name: a, kind: sum, column: sex}"],
+            "statistics[0].column: a sum needs a numeric column; 'sex' is category",
+        ),
+        (
+            ["{name: a, kind: mean, column: flag}"],
+            "statistics[0].column: a mean needs a numeric column; 'flag' is bool",
+        ),
         (
             ["{name: a, kind: count, by: [age]}"],
             "statistics[0].by[0]: 'age' is numeric: group by category or bool columns, or use a histogram with bins",
@@ -798,7 +843,9 @@ def test_dimension_named_like_an_output_column_refused(name):
 
 
 def test_weights_split_exactly():
-    spec = parse_spec(stat("{name: a, kind: count, weight: 1}", "{name: b, kind: count, weight: 2}", privacy="{epsilon: 1}"))
+    spec = parse_spec(
+        stat("{name: a, kind: count, weight: 1}", "{name: b, kind: count, weight: 2}", privacy="{epsilon: 1}")
+    )
     assert split_budget(spec).shares == (Fraction(1, 3), Fraction(2, 3))
     assert all(type(s) is Fraction for s in split_budget(spec).shares)
     assert sum(split_budget(spec).shares) == Fraction(1)
@@ -807,7 +854,12 @@ def test_weights_split_exactly():
 
 def test_default_weight_is_one():
     spec = parse_spec(
-        stat("{name: a, kind: count}", "{name: b, kind: count, weight: 0.5}", "{name: c, kind: count}", privacy="{epsilon: 0.5}")
+        stat(
+            "{name: a, kind: count}",
+            "{name: b, kind: count, weight: 0.5}",
+            "{name: c, kind: count}",
+            privacy="{epsilon: 0.5}",
+        )
     )
     assert split_budget(spec).shares == (Fraction(1, 5), Fraction(1, 10), Fraction(1, 5))
     assert sum(split_budget(spec).shares) == Fraction(1, 2)
@@ -823,8 +875,13 @@ def test_explicit_epsilons_add_up_exactly():
 
 
 def test_explicit_epsilons_over_the_release_epsilon_refused():
-    spec_text = stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2000001}", privacy="{epsilon: 0.3}")
-    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 0.3000001, more than privacy.epsilon = 0.3"
+    spec_text = stat(
+        "{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2000001}", privacy="{epsilon: 0.3}"
+    )
+    assert (
+        error(spec_text, planned=True)
+        == "statistics: the statistics' epsilons add up to 0.3000001, more than privacy.epsilon = 0.3"
+    )
 
 
 def test_explicit_epsilons_plus_a_tiny_one_refused():
@@ -842,16 +899,23 @@ def test_explicit_epsilons_plus_a_tiny_one_refused():
         "{name: c, kind: count, epsilon: 0.000001}",
         privacy="{epsilon: 0.3}",
     )
-    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 0.300001, more than privacy.epsilon = 0.3"
+    assert (
+        error(spec_text, planned=True)
+        == "statistics: the statistics' epsilons add up to 0.300001, more than privacy.epsilon = 0.3"
+    )
 
 
 def test_explicit_epsilons_with_a_long_exact_total_are_named_briefly():
     spec_text = stat(
         "{name: a, kind: count, epsilon: 1/3}",
-        "{name: b, kind: count, epsilon: 10000000000000000000000000000000000001/10000000000000000000000000000000000000000000}",
+        "{name: b, kind: count, epsilon: "
+        "10000000000000000000000000000000000001/10000000000000000000000000000000000000000000}",
         privacy="{epsilon: 0.3}",
     )
-    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 0.333334, more than privacy.epsilon = 0.3"
+    assert (
+        error(spec_text, planned=True)
+        == "statistics: the statistics' epsilons add up to 0.333334, more than privacy.epsilon = 0.3"
+    )
 
 
 def test_explicit_epsilons_under_the_release_epsilon_charge_their_sum():
@@ -862,11 +926,17 @@ def test_explicit_epsilons_under_the_release_epsilon_charge_their_sum():
 
 
 def test_explicit_epsilons_without_a_release_epsilon():
-    spec = parse_spec(stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2}", privacy="{unit: row}"))
+    spec = parse_spec(
+        stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2}", privacy="{unit: row}")
+    )
     assert spec.privacy.epsilon is None and split_budget(spec).total == Fraction(3, 10)
     assert sum(split_budget(spec).shares) == Fraction(3, 10)
-    spec_text = stat("{name: a, kind: count, epsilon: 60}", "{name: b, kind: count, epsilon: 50}", privacy="{unit: row}")
-    assert error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 110, over the maximum of 100"
+    spec_text = stat(
+        "{name: a, kind: count, epsilon: 60}", "{name: b, kind: count, epsilon: 50}", privacy="{unit: row}"
+    )
+    assert (
+        error(spec_text, planned=True) == "statistics: the statistics' epsilons add up to 110, over the maximum of 100"
+    )
 
 
 def test_mixed_explicit_and_weighted_refused():
@@ -885,7 +955,10 @@ def test_weight_and_epsilon_on_one_statistic_refused():
 
 
 def test_statistic_epsilon_range():
-    assert error(stat("{name: a, kind: count, epsilon: 0}")) == "statistics[0].epsilon: epsilon must be in [0.000001, 100], got 0"
+    assert (
+        error(stat("{name: a, kind: count, epsilon: 0}"))
+        == "statistics[0].epsilon: epsilon must be in [0.000001, 100], got 0"
+    )
     assert error(stat("{name: a, kind: count, epsilon: nan}")) == f"statistics[0].epsilon: 'nan' {NOT_A_NUMBER}"
 
 
@@ -934,9 +1007,15 @@ def test_csv_quoted_line_breaks_accepted(value, expected):
         ("csv: {quoted_line_breaks: yes}\n", "csv.quoted_line_breaks: 'yes' is not a boolean (true or false)"),
         ("csv: {quoted_line_breaks: True}\n", "csv.quoted_line_breaks: 'True' is not a boolean (true or false)"),
         ("csv: {quoted_line_breaks: 1}\n", "csv.quoted_line_breaks: '1' is not a boolean (true or false)"),
-        ("csv: {quoted_line_breaks: [true]}\n", "csv.quoted_line_breaks: expected a single value, not a list or mapping"),
+        (
+            "csv: {quoted_line_breaks: [true]}\n",
+            "csv.quoted_line_breaks: expected a single value, not a list or mapping",
+        ),
         ("csv: {separator: ';'}\n", "csv.separator: unknown field (allowed: quoted_line_breaks)"),
-        ("csv: {quoted_line_breaks: true, encoding: latin-1}\n", "csv.encoding: unknown field (allowed: quoted_line_breaks)"),
+        (
+            "csv: {quoted_line_breaks: true, encoding: latin-1}\n",
+            "csv.encoding: unknown field (allowed: quoted_line_breaks)",
+        ),
         ("csv: true\n", "csv: expected a mapping"),
         ("csv: [quoted_line_breaks]\n", "csv: expected a mapping"),
     ],

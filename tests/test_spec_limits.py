@@ -27,7 +27,9 @@ LIMITS = (
 )
 
 
-def spec_text(privacy: str = "{epsilon: 1}", columns: str = "", statistics: str = "  - {name: n, kind: count}\n") -> str:
+def spec_text(
+    privacy: str = "{epsilon: 1}", columns: str = "", statistics: str = "  - {name: n, kind: count}\n"
+) -> str:
     return (
         "version: 1\ndataset: d\n"
         f"privacy: {privacy}\n"
@@ -65,26 +67,57 @@ def cli_refused(*args: object, fragment: str, timeout: float = 30) -> str:
 LONG = "0." + "1" * 41  # 41 significant digits, in every range below
 NUMBER_FIELDS = [
     ("privacy.epsilon", LONG, spec_text(privacy=f"{{epsilon: {LONG}}}")),
-    ("privacy.delta", "0.00" + "1" * 41,
-     spec_text(privacy=f"{{epsilon: 1, delta: 0.00{'1' * 41}}}", statistics="  - {name: n, kind: count, mechanism: gaussian}\n")),
+    (
+        "privacy.delta",
+        "0.00" + "1" * 41,
+        spec_text(
+            privacy=f"{{epsilon: 1, delta: 0.00{'1' * 41}}}",
+            statistics="  - {name: n, kind: count, mechanism: gaussian}\n",
+        ),
+    ),
     ("privacy.rho", LONG, spec_text(privacy=f"{{rho: {LONG}}}")),
     ("statistics[0].weight", LONG, spec_text(statistics=f"  - {{name: n, kind: count, weight: {LONG}}}\n")),
     ("statistics[0].weight", "1" * 41, spec_text(statistics=f"  - {{name: n, kind: count, weight: {'1' * 41}}}\n")),
     ("statistics[0].epsilon", LONG, spec_text(statistics=f"  - {{name: n, kind: count, epsilon: {LONG}}}\n")),
-    ("statistics[0].rho", LONG, spec_text(privacy="{unit: row}", statistics=f"  - {{name: n, kind: count, rho: {LONG}}}\n")),
+    (
+        "statistics[0].rho",
+        LONG,
+        spec_text(privacy="{unit: row}", statistics=f"  - {{name: n, kind: count, rho: {LONG}}}\n"),
+    ),
     ("columns.y.bounds[1]", LONG, spec_text(columns=f"  y: {{type: float, bounds: [0, {LONG}]}}\n")),
     ("columns.y.bounds[0]", "-" + LONG, spec_text(columns=f"  y: {{type: float, bounds: [-{LONG}, 1]}}\n")),
-    ("columns.y.precision", "0.0" + "1" * 41,
-     spec_text(columns=f"  y: {{type: float, bounds: [0, 1], precision: 0.0{'1' * 41}}}\n")),
+    (
+        "columns.y.precision",
+        "0.0" + "1" * 41,
+        spec_text(columns=f"  y: {{type: float, bounds: [0, 1], precision: 0.0{'1' * 41}}}\n"),
+    ),
     ("columns.y.impute", LONG, spec_text(columns=f"  y: {{type: float, bounds: [0, 1], impute: {LONG}}}\n")),
-    ("statistics[0].bins[1]", LONG,
-     spec_text(statistics=f"  - {{name: h, kind: histogram, column: x, bins: [0, {LONG}, 10]}}\n")),
-    ("statistics[0].bins.start", LONG,
-     spec_text(statistics=f"  - {{name: h, kind: histogram, column: x, bins: {{start: {LONG}, stop: 10, step: 1}}}}\n")),
-    ("statistics[0].bins.stop", "1" + LONG[1:],
-     spec_text(statistics=f"  - {{name: h, kind: histogram, column: x, bins: {{start: 0, stop: 1{LONG[1:]}, step: 1}}}}\n")),
-    ("statistics[0].bins.step", LONG,
-     spec_text(statistics=f"  - {{name: h, kind: histogram, column: x, bins: {{start: 0, stop: 10, step: {LONG}}}}}\n")),
+    (
+        "statistics[0].bins[1]",
+        LONG,
+        spec_text(statistics=f"  - {{name: h, kind: histogram, column: x, bins: [0, {LONG}, 10]}}\n"),
+    ),
+    (
+        "statistics[0].bins.start",
+        LONG,
+        spec_text(
+            statistics=f"  - {{name: h, kind: histogram, column: x, bins: {{start: {LONG}, stop: 10, step: 1}}}}\n"
+        ),
+    ),
+    (
+        "statistics[0].bins.stop",
+        "1" + LONG[1:],
+        spec_text(
+            statistics=f"  - {{name: h, kind: histogram, column: x, bins: {{start: 0, stop: 1{LONG[1:]}, step: 1}}}}\n"
+        ),
+    ),
+    (
+        "statistics[0].bins.step",
+        LONG,
+        spec_text(
+            statistics=f"  - {{name: h, kind: histogram, column: x, bins: {{start: 0, stop: 10, step: {LONG}}}}}\n"
+        ),
+    ),
 ]
 
 
@@ -97,7 +130,10 @@ def test_every_number_of_a_spec_is_limited_and_the_error_names_its_yaml_path(pat
 def test_a_4200_digit_epsilon_is_refused_before_it_is_planned() -> None:
     # it took 26 s to plan and print; 2,200-digit shares planned and then exploded downstream
     text = spec_text(privacy="{epsilon: 0." + "1" * 4200 + "}")
-    assert refused(text) == f"privacy.epsilon: '0.{'1' * 18}…' is longer than 200 characters, the most a spec number may have"
+    assert (
+        refused(text)
+        == f"privacy.epsilon: '0.{'1' * 18}…' is longer than 200 characters, the most a spec number may have"
+    )
     text = spec_text(privacy="{epsilon: 0." + "1" * 190 + "}")
     assert refused(text) == f"privacy.epsilon: '0.{'1' * 38}…' {LIMITS}"
 
@@ -105,11 +141,23 @@ def test_a_4200_digit_epsilon_is_refused_before_it_is_planned() -> None:
 @pytest.mark.parametrize(
     "text, ok",
     [
-        ("0", True), ("1e-40", True), ("-1e-40", True), ("1e-41", False), ("9.999e39", True), ("1e40", False),
-        ("1" * 40, True), ("1" * 41, False), ("0." + "9" * 40, True), ("1.234567890123456789012345678901234567891e-40", True),
-        ("1/3", True), ("1/" + "7" * 40, True), ("1/" + "7" * 41, False), ("7" * 40 + "/3", True),
+        ("0", True),
+        ("1e-40", True),
+        ("-1e-40", True),
+        ("1e-41", False),
+        ("9.999e39", True),
+        ("1e40", False),
+        ("1" * 40, True),
+        ("1" * 41, False),
+        ("0." + "9" * 40, True),
+        ("1.234567890123456789012345678901234567891e-40", True),
+        ("1/3", True),
+        ("1/" + "7" * 40, True),
+        ("1/" + "7" * 41, False),
+        ("7" * 40 + "/3", True),
         ("1/" + str(10**40), True),  # a 41-digit denominator, but the decimal 1e-40
-        ("1e-390", False), ("1e400", False),
+        ("1e-390", False),
+        ("1e400", False),
     ],
 )
 def test_the_number_limits_at_their_edges(text: str, ok: bool) -> None:
@@ -132,7 +180,9 @@ def test_numbers_at_the_limits_are_accepted_and_plan() -> None:
 
 def test_float_bounds_that_underflow_a_double_are_refused() -> None:
     # [0, 1e-390] parsed to 0 (or a denormal) where the engine reads doubles: an internal error (exit 1) at release
-    text = spec_text(columns="  y: {type: float, bounds: [0, 1e-390]}\n", statistics="  - {name: s, kind: sum, column: y}\n")
+    text = spec_text(
+        columns="  y: {type: float, bounds: [0, 1e-390]}\n", statistics="  - {name: s, kind: sum, column: y}\n"
+    )
     assert refused(text) == f"columns.y.bounds[1]: '1e-390' {LIMITS}"
 
 
@@ -150,7 +200,9 @@ def test_a_sum_of_weights_growing_past_150_digits_is_refused() -> None:
         "statistics[3].epsilon: the exact sum of the epsilons up to here has over 150 digits"
     )
     # decimals of any size within the limits always add up within it
-    lines = "".join(f"  - {{name: s{i}, kind: count, weight: {w}}}\n" for i, w in enumerate(["9e39", "1e-40", "0." + "7" * 40]))
+    lines = "".join(
+        f"  - {{name: s{i}, kind: count, weight: {w}}}\n" for i, w in enumerate(["9e39", "1e-40", "0." + "7" * 40])
+    )
     assert len(split_budget(parse_spec(spec_text(statistics=lines))).shares) == 3
 
 
@@ -161,13 +213,22 @@ def test_a_sum_of_weights_growing_past_150_digits_is_refused() -> None:
 @pytest.mark.parametrize(
     "text, message",
     [
-        (spec_text(columns='  s: {type: category, categories: [a, "\\ud800"]}\n'),
-         "columns.s.categories[1]: holds a lone surrogate (\\ud800), which is not a Unicode character"),
-        (spec_text(columns='  s: {type: category, categories: [a, b], impute: "\\udfff"}\n'),
-         "columns.s.impute: holds a lone surrogate (\\udfff), which is not a Unicode character"),
-        (spec_text() + 'output: "out\\ud83d\\ude00.csv"\n',  # a pair written as two escapes is two lone surrogates
-         "output: holds a lone surrogate (\\ud83d), which is not a Unicode character"),
-        (spec_text(columns='  "\\ud800": {type: bool}\n'), "columns: a key holds a lone surrogate, which is not a Unicode character"),
+        (
+            spec_text(columns='  s: {type: category, categories: [a, "\\ud800"]}\n'),
+            "columns.s.categories[1]: holds a lone surrogate (\\ud800), which is not a Unicode character",
+        ),
+        (
+            spec_text(columns='  s: {type: category, categories: [a, b], impute: "\\udfff"}\n'),
+            "columns.s.impute: holds a lone surrogate (\\udfff), which is not a Unicode character",
+        ),
+        (
+            spec_text() + 'output: "out\\ud83d\\ude00.csv"\n',  # a pair written as two escapes is two lone surrogates
+            "output: holds a lone surrogate (\\ud83d), which is not a Unicode character",
+        ),
+        (
+            spec_text(columns='  "\\ud800": {type: bool}\n'),
+            "columns: a key holds a lone surrogate, which is not a Unicode character",
+        ),
     ],
     ids=["category", "impute", "pair_of_escapes", "key"],
 )
@@ -246,13 +307,21 @@ statistics:
 
 
 PLAN_REFUSED = {
-    "surrogate": (spec_text(columns='  s: {type: category, categories: [a, "\\ud800"]}\n'),
-                  "spec.yaml: columns.s.categories[1]: holds a lone surrogate"),
-    "underflow": (spec_text(columns="  y: {type: float, bounds: [0, 1e-390]}\n", statistics="  - {name: s, kind: sum, column: y}\n"),
-                  f"spec.yaml: columns.y.bounds[1]: '1e-390' {LIMITS}"),
+    "surrogate": (
+        spec_text(columns='  s: {type: category, categories: [a, "\\ud800"]}\n'),
+        "spec.yaml: columns.s.categories[1]: holds a lone surrogate",
+    ),
+    "underflow": (
+        spec_text(
+            columns="  y: {type: float, bounds: [0, 1e-390]}\n", statistics="  - {name: s, kind: sum, column: y}\n"
+        ),
+        f"spec.yaml: columns.y.bounds[1]: '1e-390' {LIMITS}",
+    ),
     "rho_dimension": (ZCDP_BY_RHO, "spec.yaml: statistics[0].by[0]: 'rho' cannot be an output dimension"),
-    "long_epsilon": (spec_text(privacy="{epsilon: 0." + "1" * 4200 + "}"),
-                     f"spec.yaml: privacy.epsilon: '0.{'1' * 18}…' is longer than 200 characters, the most a spec number may have"),
+    "long_epsilon": (
+        spec_text(privacy="{epsilon: 0." + "1" * 4200 + "}"),
+        f"spec.yaml: privacy.epsilon: '0.{'1' * 18}…' is longer than 200 characters, the most a spec number may have",
+    ),
 }
 
 
@@ -291,8 +360,14 @@ ASCII_IDS = ["PYTHONIOENCODING=ascii", "LC_ALL=C", "LC_ALL=C,PYTHONUTF8=0"]
 
 def run_in(env: dict, *args: object) -> subprocess.CompletedProcess:
     """The real command with the locale and encoding variables of this environment replaced by ``env``."""
-    base = {k: v for k, v in clean_env().items() if k not in ("PYTHONUTF8", "PYTHONIOENCODING", "LANG", "LC_ALL", "LC_CTYPE")}
-    return subprocess.run([sys.executable, "-m", "dpcli", *map(str, args)], capture_output=True, env=base | env, timeout=60)
+    base = {
+        k: v
+        for k, v in clean_env().items()
+        if k not in ("PYTHONUTF8", "PYTHONIOENCODING", "LANG", "LC_ALL", "LC_CTYPE")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "dpcli", *map(str, args)], capture_output=True, env=base | env, timeout=60
+    )
 
 
 @pytest.mark.parametrize("env", ASCII_ENVIRONMENTS, ids=ASCII_IDS)

@@ -27,7 +27,9 @@ def true_epsilon(rho: F, delta: F) -> mpmath.mpf:
     r, d = mpmath.mpf(rho.numerator) / rho.denominator, mpmath.mpf(delta.numerator) / delta.denominator
 
     def bound(alpha):
-        return alpha * r + (mpmath.log(1 / d) + (alpha - 1) * mpmath.log(1 - 1 / alpha) - mpmath.log(alpha)) / (alpha - 1)
+        return alpha * r + (mpmath.log(1 / d) + (alpha - 1) * mpmath.log(1 - 1 / alpha) - mpmath.log(alpha)) / (
+            alpha - 1
+        )
 
     grid = [1 + mpmath.mpf(10) ** (k / mpmath.mpf(100)) for k in range(-900, 800)]
     k = min(range(len(grid)), key=lambda i: bound(grid[i]))
@@ -48,7 +50,9 @@ def test_zcdp_to_epsilon_is_a_tight_upper_bound(rho: F, delta: F) -> None:
     exact = true_epsilon(rho, delta)
     assert mpmath.mpf(eps.numerator) / eps.denominator >= exact  # never an underestimate
     assert mpmath.mpf(eps.numerator) / eps.denominator - exact < mpmath.mpf("1e-9")  # and tight (rounded up 1e-12)
-    simple = float(rho) + 2 * (float(rho) * float(mpmath.log(1 / (mpmath.mpf(delta.numerator) / delta.denominator)))) ** 0.5
+    simple = (
+        float(rho) + 2 * (float(rho) * float(mpmath.log(1 / (mpmath.mpf(delta.numerator) / delta.denominator)))) ** 0.5
+    )
     assert float(eps) <= simple + 1e-9  # never worse than the classic bound
 
 
@@ -185,11 +189,14 @@ def test_zcdp_spend_against_a_delta_zero_cap_is_refused(tmp_path: Path) -> None:
 
 
 def test_gaussian_release_end_to_end(tmp_path: Path) -> None:
-    (tmp_path / "s.yaml").write_text(spec(
-        "{unit: row, neighbours: replace, epsilon: 1, delta: 1e-6}",
-        "  - {name: n, kind: count, mechanism: gaussian}\n  - {name: h, kind: histogram, column: sex, mechanism: gaussian}\n"
-        "  - {name: m, kind: mean, column: age, mechanism: gaussian}\n  - {name: t, kind: sum, column: age}\n",
-    ))
+    (tmp_path / "s.yaml").write_text(
+        spec(
+            "{unit: row, neighbours: replace, epsilon: 1, delta: 1e-6}",
+            "  - {name: n, kind: count, mechanism: gaussian}\n"
+            "  - {name: h, kind: histogram, column: sex, mechanism: gaussian}\n"
+            "  - {name: m, kind: mean, column: age, mechanism: gaussian}\n  - {name: t, kind: sum, column: age}\n",
+        )
+    )
     (tmp_path / "d.csv").write_text("age,sex\n" + "".join(f"{a},{'FM'[a % 2]}\n" for a in range(100)))
     led = str(tmp_path / "l.jsonl")
     assert run_dpcli("budget", "set", "d", "--epsilon", "2", "--delta", "1e-6", "--ledger", led).returncode == 0
@@ -200,7 +207,7 @@ def test_gaussian_release_end_to_end(tmp_path: Path) -> None:
     assert len(rows) == 5
     meta = json.loads((tmp_path / "o.csv.meta.json").read_text())
     assert meta["accounting"] == "zcdp" and meta["statistics"][0]["noise"][0]["mechanism"] == "discrete_gaussian"
-    spend = [json.loads(x) for x in Path(led).read_text().splitlines() if '"spend"' in x][0]
+    spend = next(json.loads(x) for x in Path(led).read_text().splitlines() if '"spend"' in x)
     assert F(spend["rho"]) == epsilon_delta_to_rho(F(1), F(1, 10**6)) and spend["epsilon"] == "0"
     show = json.loads(run_dpcli("budget", "show", "--json", "--ledger", led).stdout)[0]
     assert F(show["spent"]) == zcdp_to_epsilon(F(spend["rho"]), F(1, 10**6))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
+from tests.helpers import run_in_process
+
 SPEC = """\
 version: 1
 dataset: toy
@@ -27,9 +29,6 @@ statistics:
   - {name: mean_income, kind: mean, column: income, by: [sex]}
   - {name: total_income, kind: sum, column: income}
 """
-
-
-from tests.helpers import run_in_process
 
 dpcli = run_in_process
 
@@ -49,7 +48,10 @@ def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):
     assert [s["statistic"] for s in report["statistics"]] == [
         "n", "ages", "mean_income", "mean_income/sum", "mean_income/count", "total_income", "(release)"
     ]
-    assert [s["scope"] for s in report["statistics"]] == ["statistic"] * 3 + ["component"] * 2 + ["statistic", "release"]
+    assert [s["scope"] for s in report["statistics"]] == ["statistic"] * 3 + ["component"] * 2 + [
+        "statistic",
+        "release",
+    ]
     for s in report["statistics"]:
         assert set(s) >= {
             "statistic", "scope", "kind", "mechanism", "claimed_epsilon", "delta", "epsilon_lower_bound",
@@ -109,7 +111,9 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     from dpcli.spec import load_spec
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC.replace("epsilon: 2", "epsilon: 1").split("statistics:")[0] + "statistics:\n  - {name: n, kind: count}\n")
+    spec.write_text(
+        SPEC.replace("epsilon: 2", "epsilon: 1").split("statistics:")[0] + "statistics:\n  - {name: n, kind: count}\n"
+    )
     real = dpcli.audit.audit
 
     def broken(path, **kwargs):

@@ -208,7 +208,10 @@ def test_invalid_spec_exits_2_with_yaml_path(work: Path) -> None:
     (work / "bad.yaml").write_text(SPEC.replace("column: income}", "column: incme}", 1))
     r = dpcli("release", str(work / "bad.yaml"), "-i", str(work / "data.csv"), "--ledger", str(work / "l.jsonl"))
     assert r.returncode == 2
-    assert r.stderr.decode() == f"dpcli: error: {work / 'bad.yaml'}: statistics[4].column: 'incme' is not a declared column\n"
+    assert (
+        r.stderr.decode()
+        == f"dpcli: error: {work / 'bad.yaml'}: statistics[4].column: 'incme' is not a declared column\n"
+    )
     assert not (work / "l.jsonl").exists()
 
 
@@ -364,10 +367,28 @@ def test_no_data_value_in_any_error_message(work: Path) -> None:
     runs = [
         ("release", str(work / "spec.yaml"), "-i", str(work / "canary_header.csv"), "--ledger", led),
         ("check", str(work / "spec.yaml"), "-i", str(work / "canary_header.csv")),
-        ("release", str(work / "spec.yaml"), "-i", str(work / "canary_bytes.csv"), "-o", str(work / "o.csv"), "--ledger", led),
+        (
+            "release",
+            str(work / "spec.yaml"),
+            "-i",
+            str(work / "canary_bytes.csv"),
+            "-o",
+            str(work / "o.csv"),
+            "--ledger",
+            led,
+        ),
         ("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led),
-        ("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"), "--ledger", led,
-         "--no-reuse"),
+        (
+            "release",
+            str(work / "spec.yaml"),
+            "-i",
+            str(work / "data.csv"),
+            "-o",
+            str(work / "o.csv"),
+            "--ledger",
+            led,
+            "--no-reuse",
+        ),
     ]
     codes = []
     for args in runs:
@@ -416,7 +437,9 @@ def test_no_fingerprint_of_the_input_in_ledger_sidecar_store_or_messages(work: P
     a_spend, a_meta, a_store, a_err = _release_in_fresh_ledger(work, original, "a")
     b_spend, b_meta, b_store, b_err = _release_in_fresh_ledger(work, other, "b")
     volatile = ("time", "hash", "prev")
-    assert {k: v for k, v in a_spend.items() if k not in volatile} == {k: v for k, v in b_spend.items() if k not in volatile}
+    assert {k: v for k, v in a_spend.items() if k not in volatile} == {
+        k: v for k, v in b_spend.items() if k not in volatile
+    }
     a_meta["ledger"].pop("head"), b_meta["ledger"].pop("head")
     a_meta.pop("output_sha256"), b_meta.pop("output_sha256")  # the noisy table's own hash (public, differs by noise)
     assert a_meta == b_meta
