@@ -20,8 +20,8 @@ dpcli_run = run_in_process
 ROOT = Path(__file__).resolve().parents[2]
 
 COMMANDS = [
-    [], ["budget"], ["ledger"], ["release"], ["plan"], ["audit"], ["check"], ["init"], ["schema"], ["budget", "set"], ["budget", "show"],
-    ["ledger", "show"], ["ledger", "verify"],
+    [], ["budget"], ["ledger"], ["release"], ["plan"], ["audit"], ["check"], ["init"], ["schema"],
+    ["budget", "set"], ["budget", "show"], ["ledger", "show"], ["ledger", "verify"],
 ]
 
 
