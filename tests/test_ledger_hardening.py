@@ -656,6 +656,7 @@ def test_soak_file_ledger_through_four_names(work: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.postgres
 def test_soak_postgres_ledger_through_four_urls(pg_server, pg_url: str, work: Path) -> None:  # noqa: F811
     from dpcli.ledger.postgres import PostgresLedger
 

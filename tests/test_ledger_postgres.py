@@ -21,6 +21,9 @@ import pytest
 from tests.helpers import TOY_SPEC, clean_env
 from tests.pg_server import PgServer, PgUnavailable
 
+# a real PostgreSQL server (tests/pg_server.py): `-m "not postgres"` leaves these out where none can start
+pytestmark = pytest.mark.postgres
+
 SPEC = TOY_SPEC
 
 DATA = "age\n34\n71\n15\n52\n"
