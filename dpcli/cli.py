@@ -19,17 +19,20 @@ from typer.core import TyperArgument, TyperCommand
 from dpcli import __version__, render
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.errors import (
+    TOO_MANY_FILES,
     AuditFailed,
     BudgetRefused,
     DpcliError,
     InputError,
+    Interrupted,
     LedgerError,
     SpecError,
     SpentThenFailed,
     UsageError,
 )
-from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, MAX_INPUT_TIMEOUT, parse_size
+from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
+from dpcli.locations import is_ledger_url
 
 
 def _example(command: str) -> str:
@@ -147,7 +150,7 @@ def release(
         f"{MAX_INPUT_TIMEOUT:.0f}).",
     ),
     max_input_bytes: str = typer.Option(
-        "16G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
+        f"{DEFAULT_MAX_INPUT_BYTES >> 30}G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
         help="Cap on stdin or a FIFO, spooled to a private temporary file: past it, exit 3 before any spend "
         "(e.g. 512M, 16G).",
     ),
@@ -162,8 +165,6 @@ def release(
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
-    from dpcli.errors import Interrupted
-
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
     try:
@@ -228,8 +229,6 @@ def release(
 
 
 def _ledger_key(location: str | Path) -> str:
-    from dpcli.paths import is_ledger_url
-
     return str(location) if is_ledger_url(location) else os.path.realpath(location)
 
 
@@ -326,7 +325,6 @@ def audit_command(
     """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
     nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
     from dpcli.audit import audit as run
-    from dpcli.errors import AuditFailed
 
     report = run(spec, trials=trials)
     if as_json:
@@ -359,7 +357,7 @@ def check(
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
         for error in errors[:-1]:
-            render.error(_one_line(str(error)), _error_kind(error), error.exit_code)
+            _say_error(error)
         raise errors[-1]
     the_spec = load_spec(spec)
     the_plan = make_plan(the_spec)
@@ -553,7 +551,6 @@ def ledger_verify(
     ),
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
-    from dpcli.errors import LedgerError
     from dpcli.ledger import open_ledger, resolve_ledger
     from dpcli.ledger.base import published_head
 
@@ -591,7 +588,6 @@ def main(argv: list[str] | None = None) -> None:
     SIGINT, SIGTERM and SIGHUP become ``Interrupted``; a run they end exits 128 + the signal's number.
     """
     from dpcli import signals
-    from dpcli.errors import Interrupted
 
     code = 0
     render.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
@@ -606,10 +602,7 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except DpcliError as exc:
-        # the library states the fact; the command line names its flag (in place of the keyword argument the fact
-        # is about) and appends the hint, which names flags too (dpcli/errors.py)
-        text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
-        render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
+        _say_error(exc)
         code = exc.exit_code
     except (KeyboardInterrupt, Interrupted) as exc:
         code = signals.exit_status(exc)
@@ -619,8 +612,6 @@ def main(argv: list[str] | None = None) -> None:
         if click_code is not None:
             code = click_code
         elif "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
-            from dpcli.errors import TOO_MANY_FILES
-
             render.error(TOO_MANY_FILES)
             code = 1
         else:
@@ -659,6 +650,13 @@ ERROR_KINDS: tuple[tuple[type[DpcliError], str], ...] = (
     (SpecError, "spec"), (UsageError, "usage"), (InputError, "input"), (BudgetRefused, "budget"),
     (SpentThenFailed, "spent_then_failed"), (LedgerError, "ledger"), (AuditFailed, "audit"),
 )
+
+
+def _say_error(exc: DpcliError) -> None:
+    """One error line. The library states the fact; the command line names its flag (in place of the keyword
+    argument the fact is about) and appends the hint, which names flags too (dpcli/errors.py)."""
+    text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
+    render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
 
 
 def _error_kind(exc: DpcliError) -> str:

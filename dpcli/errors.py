@@ -27,7 +27,6 @@ class DpcliError(Exception):
         super().__init__(f"{argument}: {message}" if argument else message)
 
 
-
 class InternalError(DpcliError):
     """A bug in dpcli. The CLI says so and never prints a traceback that might carry data."""
 
@@ -98,7 +97,8 @@ class OutputError(SpentThenFailed):
 
 
 class Interrupted(BaseException):
-    """SIGTERM or SIGHUP, raised by the CLI's handler (SIGINT is Python's KeyboardInterrupt). A BaseException like
+    """SIGINT, SIGTERM or SIGHUP, raised by the CLI's handler (a library caller's SIGINT stays Python's
+    KeyboardInterrupt, which release() treats the same way). A BaseException like
     KeyboardInterrupt, so that no ``except Exception`` swallows it. Before the spend the run ends with the signal's
     conventional status (128 + its number); after it, ``release`` turns it into SpentThenFailed (exit 5)."""
 

@@ -103,6 +103,7 @@ class InputFile:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._dir: str | None = None
+        self._spool_name: str | None = None  # the spool's path, replaced by ``name`` in error messages
         self.path: Path = source if source is not None else Path("-")
 
     @property
@@ -130,8 +131,6 @@ class InputFile:
             # the engine names the file it was given: say "standard input", never the spool's path
             exc.args = (str(exc).replace(self._spool_name, self.name),)
             exc.fact = exc.fact.replace(self._spool_name, self.name)
-
-    _spool_name: str | None = None
 
     def _spool(self) -> Path:
         # the private directory first, inside this method's caller's cleanup: nothing is ever written outside it

@@ -29,10 +29,7 @@ def check_release_paths(
     """Everything about where a release reads and writes that can be refused before the spend (exit 2): the ledger
     is not the input; the output (and its sidecar) is none of the spec, the input, the ledger's files."""
     ledger_path = None if location is None or is_ledger_url(location) else Path(location)
-    if (
-        input_path is not None and ledger_path is not None and ledger_path.exists()
-        and _same_file(input_path, ledger_path)
-    ):
+    if input_path is not None and ledger_path is not None and _same(input_path, _stat(input_path), ledger_path):
         raise UsageError(f"the ledger {ledger_path} is the input file")
     if output is None:
         return
@@ -44,13 +41,6 @@ def check_release_paths(
         protected=book.own_paths,
         protected_trees=book.own_trees,
     )
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def output_path(text: str | Path | None) -> Path | None:
@@ -127,6 +117,13 @@ def _check_one(target: Path, what: str, keep: list[tuple[Path, str]], trees: lis
         top = _real(tree)
         if real == top or top in real.parents:
             raise UsageError(f"{what} {target} is inside the ledger's release store: refusing to write there")
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
 def _same(target: Path, target_stat: os.stat_result | None, other: Path) -> bool:

@@ -293,7 +293,7 @@ def _write_outputs(
             return write_table(table, None, fmt)
         except OSError as exc:
             raise OutputError(
-                f"could not write the output standard output: {exc.strerror or type(exc).__name__}; {paid}; "
+                f"could not write the table to standard output: {exc.strerror or type(exc).__name__}; {paid}; "
                 "standard output may hold part of the table: discard it",
                 hint=hint,
             ) from None

@@ -851,7 +851,7 @@ def test_standard_output_on_a_full_device_exits_5(work: Path) -> None:
         r = subprocess.run([sys.executable, "-m", "dpcli", "release", work / "big.yaml", "-i", work / "data.csv",
                             "-o", "-", "--ledger", work / "ledger.jsonl"], stdout=full, stderr=subprocess.PIPE,
                            timeout=60, env=env)
-    message = clean_failure(Run(r.returncode, b"", r.stderr), 5, "could not write the output standard output")
+    message = clean_failure(Run(r.returncode, b"", r.stderr), 5, "could not write the table to standard output")
     assert "discard it" in message
     spent_but_not_released(work, message)
 
