@@ -25,7 +25,8 @@ from pathlib import Path
 
 from dpcli import signals
 from dpcli.accounting import parse_exact
-from dpcli.engine import aggregate, check_header, read_header
+from dpcli.engine import aggregate, check_input
+from dpcli.engine import input_format as format_of
 from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, SpentThenFailed, UsageError
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
@@ -45,6 +46,7 @@ from dpcli.paths import check_release_paths
 from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
 from dpcli.spec import Spec, load_spec
+from dpcli.spec_fields import ENGINES, INPUT_FORMATS
 
 __all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]
 
@@ -92,6 +94,12 @@ def check_release_id(release_id: str) -> str:
     return release_id
 
 
+def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:
+    if value is not None and value not in choices:
+        raise UsageError(f"'{value[:40]}' is not one of: {', '.join(choices)}", argument=argument, option=option)
+    return value
+
+
 def release(
     spec: Spec | str | Path,
     *,
@@ -104,6 +112,10 @@ def release(
     input_timeout: float | None = DEFAULT_INPUT_TIMEOUT,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     progress: Callable[[str], None] | None = None,
+    input_format: str | None = None,
+    engine: str | None = None,
+    spark_master: str | None = None,
+    on_input_bytes: Callable[[int, int | None], None] | None = None,
 ) -> Release:
     """Run one release. ``input``/``output`` may be ``"-"`` (stdin/stdout); defaults come from the spec.
 
@@ -115,9 +127,13 @@ def release(
     Concurrent runs under one id spend once; the others wait (up to ``lock_timeout``) for its table.
 
     ``input_timeout``: seconds without a byte from a streamed input (stdin, a FIFO) before exit 3 (0/None: wait
-    forever). ``max_input_bytes``: the cap on a spooled stream (exit 3 past it). ``progress`` receives the name of
-    each phase as it ends (``--verbose``): never a count, a cell, an aggregate or a per-phase timing (the scan's time
-    depends on the data).
+    forever). ``max_input_bytes``: the cap on a spooled stream (exit 3 past it). ``input_format``: csv, csv.gz,
+    csv.zst, parquet or arrow (default: the spec's ``input_format:``, else the input's extension; csv for standard
+    input). ``engine``: polars (this machine) or spark (default: the spec's ``engine:``), ``spark_master`` the Spark
+    master URL (default $SPARK_MASTER, else local[*]). ``on_input_bytes(read, total)`` hears how many bytes of the
+    input (compressed bytes for .gz/.zst) have been read: the file's size is all it can tell. ``progress`` receives
+    the name of each phase as it ends (``--verbose``): never a count, a cell, an aggregate or a per-phase timing (the
+    scan's time depends on the data).
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -135,6 +151,9 @@ def release(
     input_timeout = check_input_timeout(input_timeout)
 
     source = input_path(input, spec.input)
+    input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
+                          spec.input_format)
+    engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
     output_path = checked_output(output if output is not None else spec.output)
     location: str | Path | None = None  # a Ledger object passed in has no location to check against the paths
     if isinstance(ledger, Ledger):
@@ -162,11 +181,14 @@ def release(
     with InputFile(source, input_timeout, max_input_bytes) as src:
         if src.spooled:
             say("input spooled")
-        header = read_header(src.path, quoted_line_breaks=spec.quoted_line_breaks)
-        check_header(Path(src.name), header, spec.columns.keys())
-        del header
+        check_input(spec, src.path, input_fmt)
         say("header has every declared column")
-        exact = aggregate(plan, src.path)
+        if engine == "spark":
+            from dpcli.engine import spark_engine  # pyspark is an optional extra
+
+            exact = spark_engine.aggregate(plan, str(src.path), master=spark_master, input_format=input_fmt)
+        else:
+            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)
         say("exact aggregates computed")
 
     # SIGINT/SIGTERM/SIGHUP wait from the moment the spend is about to be written (under the ledger's lock) until the

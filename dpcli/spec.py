@@ -209,6 +209,17 @@ class Privacy:
 
 
 @dataclass(frozen=True)
+class CsvDialect:
+    """``csv:`` of the spec: how a CSV input's fields are separated, its text encoded, and its fields named."""
+
+    delimiter: str = ","
+    encoding: str = "utf-8"
+    header: bool = True  # the first line names the fields
+    names: tuple[str, ...] | None = None  # without a header line: the fields' names (None: the declared columns)
+    line_end: str | None = None  # "lf" or "cr"; without a header line the default is "lf"
+
+
+@dataclass(frozen=True)
 class Spec:
     version: str
     dataset: str
@@ -223,6 +234,16 @@ class Spec:
     # `csv: {quoted_line_breaks: true}`: the file comes from a correct RFC 4180 writer whose quoted fields may hold
     # line breaks, so records are read with RFC 4180 quoting across lines (docs/spec.md, "How lines are read")
     quoted_line_breaks: bool = False
+    csv: CsvDialect = CsvDialect()
+    input_format: str | None = None  # csv, csv.gz, csv.zst, parquet, arrow; None: from the input's extension
+    engine: str = "polars"
+
+    @property
+    def field_names(self) -> tuple[str, ...] | None:
+        """The fields of a CSV without a header line, in file order (None: the file's header names them)."""
+        if self.csv.header:
+            return None
+        return self.csv.names if self.csv.names is not None else tuple(self.columns)
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -579,7 +600,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
     top = TOP.keys("", doc if doc is not None else {}, out.list)
     fields = {
         key: out.attempt(TOP.fields[key].load, key, top[key])
-        for key in ("version", "dataset", "input", "output", "ledger")
+        for key in ("version", "dataset", "input", "output", "ledger", "input_format", "engine")
         if key in top
     }
     csv = out.attempt(CSV.load, "csv", top["csv"], out.list) if "csv" in top else {}
@@ -616,6 +637,13 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
             out.attempt(_raise, RuleError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'"))
         names.add(st.name)
         stats.append(st)
+    header = csv.get("header", True) if csv is not None else True
+    if isinstance(header, tuple):
+        undeclared = [name for name in columns if name not in header]
+        if undeclared:
+            out.attempt(_raise, RuleError(
+                "csv.header", f"declared column(s) not among the fields it names: {', '.join(undeclared)[:200]}"
+            ))
     if priv is None or len(stats) != len(raw_stats) or out.count():
         return None
     privacy = _privacy(priv, stats)
@@ -640,6 +668,15 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         source=source,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
+        csv=CsvDialect(
+            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter", ","),
+            encoding=csv.get("encoding", "utf-8"),
+            header=header is True,
+            names=header if isinstance(header, tuple) else None,
+            line_end=csv.get("line_end"),
+        ),
+        input_format=fields.get("input_format"),
+        engine=fields.get("engine", "polars"),
     )
 
 

@@ -50,6 +50,14 @@ STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
 NEIGHBOURS = ("add_remove", "replace")
 MECHANISMS = ("laplace", "gaussian")
 BOOL_KEYS = ("false", "true")
+# How the input is stored and what its text looks like (docs/spec.md, "Input formats" and "CSV dialects")
+INPUT_FORMATS = ("csv", "csv.gz", "csv.zst", "parquet", "arrow")
+ENGINES = ("polars", "spark")
+DELIMITERS = (",", ";", "\t", "|", "tab")  # "tab" is "\t" spelled out
+# Encodings a CSV may be declared in. Each is decoded to UTF-8 before the line rules apply (bytes that are not valid
+# in it become U+FFFD, so a missing cell); the list is short on purpose: each one is tested.
+ENCODINGS = ("utf-8", "latin-1", "iso-8859-15", "cp1252", "cp1250", "ascii", "utf-16", "utf-16-le", "utf-16-be")
+LINE_ENDS = ("lf", "cr")
 # Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
 # (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
 OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho")  # rho: the zCDP table's last column
@@ -695,8 +703,58 @@ PRIVACY = Section(
     exclusive=(("rho", ("epsilon",), "give either rho, or epsilon (with delta), not both"),),
 )
 
+@dataclass(eq=False, repr=False)
+class HeaderField:
+    """``csv.header``: true (the first line names the fields), false (no header line: the fields are the declared
+    columns in declaration order) or the list of the fields' names (no header line; a file with undeclared fields)."""
+
+    def load(self, path: str, raw: Any) -> bool | tuple[str, ...]:
+        if isinstance(raw, list):
+            names: dict[str, None] = {}
+            for i, v in enumerate(list_value(path, raw, min_len=1)):
+                name = text_value(f"{path}[{i}]", v)
+                if not name:
+                    raise SpecError(f"{path}[{i}]", "empty field name")
+                if name in names:
+                    raise RuleError(f"{path}[{i}]", f"duplicate field name '{name[:60]}'")
+                names[name] = None
+            return tuple(names)
+        value = text_value(path, raw)
+        if value not in BOOL_KEYS:
+            raise SpecError(path, f"'{value[:40]}' is not true, false or a list of field names")
+        return value == "true"
+
+    def schema(self) -> dict:
+        return {
+            "anyOf": [
+                {"enum": [True, False, "true", "false"]},
+                {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1}},
+            ],
+            "description": (
+                "true (default): the first line names the fields; false: no header line, the fields are the "
+                "declared columns in order; a list: no header line, these are the fields' names"
+            ),
+        }
+
+
 CSV = Section(
     {
+        "delimiter": Choice(
+            DELIMITERS, "'{value}' is not an accepted delimiter (one of: , ; | tab)",
+            description="the field separator: , (default) ; | or a tab (\"\\t\" or tab)",
+        ),
+        "encoding": Choice(
+            ENCODINGS, "'{value}' is not an accepted encoding (one of: {choices})",
+            description="the text encoding of the file (default utf-8)",
+        ),
+        "header": HeaderField(),
+        "line_end": Choice(
+            LINE_ENDS, "'{value}' is not one of: {choices}",
+            description=(
+                "lf (default) or cr: the line end of a file without a header line (with a header, the header "
+                "decides; a declared line_end must then agree)"
+            ),
+        ),
         "quoted_line_breaks": Choice(
             BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
             description=(
@@ -705,7 +763,7 @@ CSV = Section(
             ),
         ),
     },
-    description="how the input's records are delimited",
+    description="how the input's records and fields are delimited and encoded",
 )
 
 TOP = Section(
@@ -715,6 +773,14 @@ TOP = Section(
         "input": PathText("CSV path relative to this file, or -"),
         "output": PathText("output path relative to this file, or -"),
         "ledger": Ledger("ledger path relative to this file"),
+        "input_format": Choice(
+            INPUT_FORMATS, "'{value}' is not an input format (one of: {choices})",
+            description="how the input is stored (default: from its extension; csv for standard input)",
+        ),
+        "engine": Choice(
+            ENGINES, "'{value}' is not an engine (one of: {choices})",
+            description="what computes the exact aggregates: polars (default, this machine) or spark (a cluster)",
+        ),
         "csv": CSV,
         "privacy": PRIVACY,
         "columns": ColumnMap(),

@@ -6,6 +6,7 @@ clamped to the declared bounds, and cells nobody falls in are zeros, not missing
 """
 
 from dpcli.engine.csv_header import check_header, read_header
-from dpcli.engine.polars_engine import ExactStatistic, aggregate
+from dpcli.engine.polars_engine import ExactStatistic, aggregate, check_input
+from dpcli.engine.source import input_format
 
-__all__ = ["ExactStatistic", "aggregate", "check_header", "read_header"]
+__all__ = ["ExactStatistic", "aggregate", "check_header", "check_input", "input_format", "read_header"]

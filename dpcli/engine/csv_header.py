@@ -38,27 +38,49 @@ class HeaderLayout:
     data_start: int  # byte offset of the first data line (after the header's line end)
 
 
-def read_header(path: Path, quoted_line_breaks: bool = False) -> list[str]:
+def read_header(path: Path, quoted_line_breaks: bool = False, delimiter: str = ",") -> list[str]:
     """The header's column names. Raises InputError (exit 3) on a structural problem.
 
     ``quoted_line_breaks`` is the spec's ``csv.quoted_line_breaks``: without it the header is the first physical
     line, as the engine reads it.
     """
-    return header_layout(Path(path), quoted_line_breaks).names
+    return header_layout(Path(path), quoted_line_breaks, delimiter).names
 
 
-def header_layout(path: Path, quoted_line_breaks: bool = False) -> HeaderLayout:
+def header_layout(path: Path, quoted_line_breaks: bool = False, delimiter: str = ",") -> HeaderLayout:
     """The header's names, the file's line end and where the data starts. InputError (exit 3) on a problem."""
-    head = _read_head(path)
-    if not head.strip():
-        raise InputError(f"input {path} is empty: a CSV needs at least a header line")
+    return head_layout(path, read_head(path), quoted_line_breaks=quoted_line_breaks, delimiter=delimiter)
+
+
+def head_layout(
+    name: Path | str,
+    head: bytes,
+    *,
+    quoted_line_breaks: bool = False,
+    delimiter: str = ",",
+    names: tuple[str, ...] | None = None,
+    line_end: str | None = None,
+) -> HeaderLayout:
+    """The layout decided by the first bytes of a CSV's (UTF-8) text: ``head`` is at least its first
+    MAX_HEADER_BYTES + 8 bytes, or all of it. ``names`` given: the file has no header line, these are its fields
+    (the data starts at the first byte, after a BOM) and ``line_end`` ("lf" default, or "cr") its line end. With a
+    header line, a declared ``line_end`` must agree with the header's."""
     bom = len(_BOM) if head.startswith(_BOM) else 0
+    if names is not None:
+        return HeaderLayout(list(names), b"\r" if line_end == "cr" else b"\n", bom)
+    if not head.strip():
+        raise InputError(f"input {name} is empty: a CSV needs at least a header line")
     if quoted_line_breaks:
-        return _record_header(path, head, bom)
-    return _line_header(path, head, bom)
+        layout = _record_header(name, head, bom, delimiter)
+    else:
+        layout = _line_header(name, head, bom, delimiter)
+    if line_end is not None and layout.eol != (b"\r" if line_end == "cr" else b"\n"):
+        found = "CR" if layout.eol == b"\r" else "LF"
+        raise InputError(f"input {name}: its header line ends with {found}, but csv.line_end declares {line_end}")
+    return layout
 
 
-def _read_head(path: Path) -> bytes:
+def read_head(path: Path) -> bytes:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -78,11 +100,11 @@ def _read_head(path: Path) -> bytes:
         raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
 
 
-def _too_long(path: Path) -> InputError:
+def _too_long(path: Path | str) -> InputError:
     return InputError(f"input {path} has no readable header line: it is over {MAX_HEADER_BYTES // 1024} KiB")
 
 
-def _line_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
+def _line_header(path: Path | str, head: bytes, bom: int, delimiter: str) -> HeaderLayout:
     """The first physical line: it ends at the first CR or LF (an LF right after that CR is left to the data, where
     it belongs to the line end like every LF right after a CR)."""
     ends = [i for i in (head.find(b"\r", bom), head.find(b"\n", bom)) if i >= 0]
@@ -104,13 +126,13 @@ def _line_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
         raise InputError(f"input {path} has NUL bytes in its header: it is not a text CSV")
     try:
         # strict=False: a quote still open at the end of the line closes there, as for data lines
-        row = next(csv.reader([text], strict=False), [])
+        row = next(csv.reader([text], strict=False, delimiter=delimiter), [])
     except csv.Error:
         raise InputError(f"input {path} has no readable header line") from None
     return HeaderLayout(_names(path, row), eol, data_start)
 
 
-def _record_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
+def _record_header(path: Path | str, head: bytes, bom: int, delimiter: str) -> HeaderLayout:
     """The first RFC 4180 record (quoted line breaks allowed), for ``csv.quoted_line_breaks``."""
     text = head[bom:].decode("utf-8", "surrogateescape")  # invalid bytes are checked below, in the header only
     consumed: list[str] = []
@@ -121,7 +143,7 @@ def _record_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
             yield line
 
     try:
-        row = next(csv.reader(lines()), [])
+        row = next(csv.reader(lines(), delimiter=delimiter), [])
     except csv.Error:
         raise InputError(f"input {path} has no readable header line") from None
     record = "".join(consumed)
@@ -137,7 +159,7 @@ def _record_header(path: Path, head: bytes, bom: int) -> HeaderLayout:
     return HeaderLayout(_names(path, row), eol, bom + size)
 
 
-def _names(path: Path, row: list[str]) -> list[str]:
+def _names(path: Path | str, row: list[str]) -> list[str]:
     if not row or all(not name for name in row):
         raise InputError(f"input {path} has an empty header line")
     if any(len(name) > MAX_NAME_CHARS for name in row):

@@ -34,7 +34,6 @@ import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -64,8 +63,10 @@ class QuotedChunk:
 class LineRepair:
     """Splits one line into fields with the csv module and writes the used ones back as a plain line."""
 
-    def __init__(self, used: set[int], eol: bytes):
+    def __init__(self, used: set[int], eol: bytes, delimiter: str = ","):
         self.used = used
+        self.delimiter = delimiter
+        self.sep = ord(delimiter)
         self.width = max(used) + 1 if used else 0
         self.eol = eol
         self.strip_cr = eol == b"\n"  # polars drops one CR at the end of every field of an LF file: so do we
@@ -76,7 +77,7 @@ class LineRepair:
         if self.lead_lf and line.startswith(b"\n"):
             line = line[1:]
         text = line.decode("utf-8", "replace").translate(_SENTINELS)
-        fields = next(csv.reader([text], strict=False), [])
+        fields = next(csv.reader([text], strict=False, delimiter=self.delimiter), [])
         out = []
         for i, value in enumerate(fields[: self.width]):
             if i not in self.used:
@@ -86,7 +87,7 @@ class LineRepair:
             if self.strip_cr and value.endswith("\r"):
                 value = value[:-1]
             out.append('"' + value.replace('"', '""') + '"')
-        return ",".join(out).encode("utf-8") + self.eol
+        return self.delimiter.join(out).encode("utf-8") + self.eol
 
 
 class _Reading:
@@ -154,43 +155,45 @@ reading = _Reading()
 
 
 def quoted_chunks(
-    path: Path, data_start: int, eol: bytes, repair: LineRepair, chunk_bytes: int = CHUNK_BYTES, sparse: int = SPARSE
+    buf: bytes | mmap.mmap,
+    data_start: int,
+    eol: bytes,
+    repair: LineRepair,
+    chunk_bytes: int = CHUNK_BYTES,
+    sparse: int = SPARSE,
 ) -> Iterator[QuotedChunk]:
-    """Every data line that holds a quote character, about ``chunk_bytes`` of them at a time (scattered quoted lines
-    are gathered from several stretches of the file, so polars is called about once per ``chunk_bytes``)."""
+    """Every line of ``buf`` from ``data_start`` on that holds a quote character, about ``chunk_bytes`` of them at a
+    time (scattered quoted lines are gathered from several stretches, so polars is called about once per
+    ``chunk_bytes``). ``buf`` holds whole lines: the engine's chunk of the input, or a whole file mapped."""
     e = eol[0]
-    with open(path, "rb") as fh:
-        size = fh.seek(0, 2)
-        if size <= data_start:
-            return
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            pos = data_start  # always the start of a line
-            gathered: list[QuotedChunk] = []
-            while pos < size:
-                q = mm.find(b'"', pos)
-                if q < 0:
-                    break
-                start = mm.rfind(eol, pos, q) + 1 or pos
-                end = mm.find(eol, max(start + chunk_bytes - 1, q))
-                end = size if end < 0 else end + 1
-                view = np.frombuffer(mm, dtype=np.uint8, count=end - start, offset=start)
-                if np.count_nonzero(view == QUOTE) <= (end - start) // sparse:
-                    # few quotes: their lines, found one by one, are gathered and classified on their own (the
-                    # same result as classifying the whole stretch, without a pass over every line end)
-                    lines = _gather(mm, start, end, eol)
-                    gathered.append(_chunk(lines, np.frombuffer(lines, dtype=np.uint8), 0, e, repair))
-                else:
-                    gathered.append(_chunk(mm, view, start, e, repair))
-                del view  # the mmap cannot close while a view of it is alive
-                if sum(len(c.raw) for c in gathered) >= chunk_bytes:
-                    yield _merge(gathered)
-                    gathered = []
-                pos = end
-            if gathered:
-                yield _merge(gathered)
+    size = len(buf)
+    pos = data_start  # always the start of a line
+    gathered: list[QuotedChunk] = []
+    while pos < size:
+        q = buf.find(b'"', pos)
+        if q < 0:
+            break
+        start = buf.rfind(eol, pos, q) + 1 or pos
+        end = buf.find(eol, max(start + chunk_bytes - 1, q))
+        end = size if end < 0 else end + 1
+        view = np.frombuffer(buf, dtype=np.uint8, count=end - start, offset=start)
+        if np.count_nonzero(view == QUOTE) <= (end - start) // sparse:
+            # few quotes: their lines, found one by one, are gathered and classified on their own (the same result
+            # as classifying the whole stretch, without a pass over every line end)
+            lines = _gather(buf, start, end, eol)
+            gathered.append(_chunk(lines, np.frombuffer(lines, dtype=np.uint8), 0, e, repair))
+        else:
+            gathered.append(_chunk(buf, view, start, e, repair))
+        del view  # an mmap cannot close while a view of it is alive
+        if sum(len(c.raw) for c in gathered) >= chunk_bytes:
+            yield _merge(gathered)
+            gathered = []
+        pos = end
+    if gathered:
+        yield _merge(gathered)
 
 
-def _gather(mm: mmap.mmap, start: int, end: int, eol: bytes) -> bytes:
+def _gather(mm: bytes | mmap.mmap, start: int, end: int, eol: bytes) -> bytes:
     """The lines in [start, end) that hold a quote, each ended by ``eol``."""
     out = []
     pos = start
@@ -222,7 +225,7 @@ def _chunk(mm: mmap.mmap | bytes, view: np.ndarray, offset: int, e: int, repair:
     ends = np.flatnonzero(view == e)
     if view[-1] != e:
         ends = np.append(ends, n)  # the file's last line, without a line end
-    lines, bad = classify(view, ends, e)
+    lines, bad = classify(view, ends, e, repair.sep)
     starts = np.where(lines > 0, ends[np.maximum(lines - 1, 0)] + 1, 0)
     stops = ends[lines]
 
@@ -258,7 +261,7 @@ def plain_lines(run: bytes, e: int) -> bytes:
     return run[1:].replace(b"\r\n", b"\r") if run.startswith(b"\n") else run.replace(b"\r\n", b"\r")
 
 
-def classify(view: np.ndarray, ends: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+def classify(view: np.ndarray, ends: np.ndarray, e: int, sep: int = COMMA) -> tuple[np.ndarray, np.ndarray]:
     """The lines of ``view`` that hold a quote (line i ends at ``ends[i]``, the line end excluded; the last may end
     at ``len(view)``), in order, and for each whether it is not plain.
 
@@ -297,8 +300,8 @@ def classify(view: np.ndarray, ends: np.ndarray, e: int) -> tuple[np.ndarray, np
     if e == CR:  # an LF right after a CR is part of that line end: the line's text starts after it
         lf = np.flatnonzero(before == LF)
         at_start[lf] = (q[lf] == 1) | (np.take(view, q[lf] - 2, mode="clip") == CR)
-    ok_open = (before == COMMA) | (before == QUOTE) | at_start
-    ok_close = (after == COMMA) | (after == QUOTE) | (after == e)
+    ok_open = (before == sep) | (before == QUOTE) | at_start
+    ok_close = (after == sep) | (after == QUOTE) | (after == e)
     if e == LF:
         cr = np.flatnonzero(after == CR)  # a closing quote, then CR, then the line end
         ok_close[cr] = (q[cr] + 2 >= n) | (np.take(view, q[cr] + 2, mode="clip") == LF)
