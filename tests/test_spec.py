@@ -106,7 +106,9 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 # Unknown and missing fields
 
 
-TOP_ALLOWED = "(allowed: version, dataset, input, output, ledger, csv, privacy, columns, statistics)"
+TOP_ALLOWED = (
+    "(allowed: version, dataset, input, output, ledger, input_format, engine, csv, privacy, columns, statistics)"
+)
 STAT_ALLOWED = "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism)"
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
 COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other)"
