@@ -1013,11 +1013,24 @@ def test_csv_quoted_line_breaks_accepted(value, expected):
             "csv: {quoted_line_breaks: [true]}\n",
             "csv.quoted_line_breaks: expected a single value, not a list or mapping",
         ),
-        ("csv: {separator: ';'}\n", "csv.separator: unknown field (allowed: quoted_line_breaks)"),
         (
-            "csv: {quoted_line_breaks: true, encoding: latin-1}\n",
-            "csv.encoding: unknown field (allowed: quoted_line_breaks)",
+            "csv: {separator: ';'}\n",
+            "csv.separator: unknown field (allowed: delimiter, encoding, header, line_end, quoted_line_breaks)",
         ),
+        (
+            "csv: {quoted_line_breaks: true, encoding: klingon}\n",
+            "csv.encoding: 'klingon' is not an accepted encoding (one of: utf-8, latin-1, iso-8859-15, cp1252, "
+            "cp1250, ascii, utf-16, utf-16-le, utf-16-be)",
+        ),
+        ("csv: {delimiter: ':'}\n", "csv.delimiter: ':' is not an accepted delimiter (one of: , ; | tab)"),
+        ("csv: {header: maybe}\n", "csv.header: 'maybe' is not true, false or a list of field names"),
+        ("csv: {header: [a, a]}\n", "csv.header[1]: duplicate field name 'a'"),
+        ("csv: {line_end: crlf}\n", "csv.line_end: 'crlf' is not one of: lf, cr"),
+        (
+            "input_format: xlsx\n",
+            "input_format: 'xlsx' is not an input format (one of: csv, csv.gz, csv.zst, parquet, arrow)",
+        ),
+        ("engine: duckdb\n", "engine: 'duckdb' is not an engine (one of: polars, spark)"),
         ("csv: true\n", "csv: expected a mapping"),
         ("csv: [quoted_line_breaks]\n", "csv: expected a mapping"),
     ],
