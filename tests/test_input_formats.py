@@ -12,6 +12,7 @@ import csv
 import gzip
 import io
 import random
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +130,8 @@ def test_zstd_gives_the_same_aggregates(tmp_path: Path, plain: tuple[Path, list[
     data = path.read_bytes()
     step = len(data) // frames + 1
     zst = tmp_path / "adult.csv.zst"
-    zst.write_bytes(b"".join(zstandard.ZstdCompressor().compress(data[i : i + step]) for i in range(0, len(data), step)))
+    packer = zstandard.ZstdCompressor()
+    zst.write_bytes(b"".join(packer.compress(data[i : i + step]) for i in range(0, len(data), step)))
     assert same(aggregate(plan_of(), zst), exact)
 
 
@@ -265,7 +267,7 @@ def test_a_header_list_must_name_every_declared_column() -> None:
 def test_a_declared_line_end_must_agree_with_the_header(tmp_path: Path) -> None:
     path = tmp_path / "lf.csv"
     write_csv(path, ["age", "sex", "race", "hours_per_week", "capital_gain"], [["30", "Male", "White", "1", "2"]])
-    with pytest.raises(InputError, match="its header line ends with LF, but csv.line_end declares cr"):
+    with pytest.raises(InputError, match=r"its header line ends with LF, but csv\.line_end declares cr"):
         check_input(plan_of("csv: {line_end: cr}\n").spec, path)
     assert check_input(plan_of("csv: {line_end: lf}\n").spec, path)[:2] == ["age", "sex"]
 
@@ -274,7 +276,7 @@ def test_quoted_line_breaks_need_a_plain_utf8_file(tmp_path: Path, plain: tuple[
     path, _ = plain
     gz = tmp_path / "a.csv.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
-    with pytest.raises(InputError, match="csv.quoted_line_breaks reads only an uncompressed UTF-8 CSV"):
+    with pytest.raises(InputError, match=r"csv\.quoted_line_breaks reads only an uncompressed UTF-8 CSV"):
         aggregate(plan_of("csv: {quoted_line_breaks: true}\n"), gz)
 
 
@@ -330,6 +332,10 @@ def test_a_data_line_starting_with_a_bom_at_a_chunk_start_keeps_it(tmp_path: Pat
     assert same(agg.finish(), whole)
 
 
+def record(seen: list[tuple[int, int | None]], read: int, total: int | None) -> None:
+    seen.append((read, total))
+
+
 def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path: Path, plain: tuple[Path, list[ExactStatistic]],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import dpcli.engine.source as source
@@ -341,7 +347,7 @@ def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path: Path, plain
     gz.write_bytes(gzip.compress(path.read_bytes()))
     for p in (path, gz):
         seen: list[tuple[int, int | None]] = []
-        with CsvSource(p, plan_of().spec, "csv.gz" if p == gz else "csv", lambda r, t: seen.append((r, t))) as src:
+        with CsvSource(p, plan_of().spec, "csv.gz" if p == gz else "csv", partial(record, seen)) as src:
             agg = LineAggregator(plan_of(), src.layout)
             for chunk in src.chunks(4096):
                 agg.add(chunk)
