@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dpcli.engine import aggregate  # noqa: E402
-from dpcli.engine.polars_engine import _Queries, _schema, _sum_type, used_columns  # noqa: E402
+from dpcli.engine.cells import Queries, column_types, used_columns  # noqa: E402
 from dpcli.plan import make_plan  # noqa: E402
 from dpcli.spec import parse_spec  # noqa: E402
 
@@ -132,14 +132,14 @@ def baseline(plan, path: Path) -> list[pl.DataFrame]:
         path,
         has_header=True,
         infer_schema=False,
-        schema_overrides=_schema(spec, used),
+        schema_overrides=column_types(spec, used),
         ignore_errors=True,
         raise_if_empty=False,
         truncate_ragged_lines=True,
         encoding="utf8",
         glob=False,
     ).select(used)
-    queries = _Queries(plan, _sum_type(plan, path))
+    queries = Queries(plan, pl.Int128())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return pl.collect_all(queries.apply(scan), engine="streaming")
