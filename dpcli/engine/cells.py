@@ -45,6 +45,8 @@ from dpcli.spec import Column, GridBins, Spec
 COMBINED_GROUP_LIMIT = 1 << 22
 
 _BOOL_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0}
+# Up to this many bin edges, a value's bin is counted by comparisons (see bin_index), which streams
+EDGE_COMPARISONS = 64
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,16 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     # edges: k (grid units) is in [e_i, e_{i+1}) iff t_i <= k < t_{i+1} with t_i = ceil(e_i/p), strictly increasing
     # (checked by the plan). Values lie in [lo, hi], so clamping every t_i into [lo - 1, hi + 1] changes no bin and
     # keeps them exact Int64s (edges far outside the bounds used to collide as floats in cut(): a DuplicateError
-    # reported as an unreadable input). The bin is the last i with t_i <= k: an exact integer binary search.
+    # reported as an unreadable input). The bin is the last i with t_i <= k, so the number of t_i <= k, minus one:
+    # counted by comparisons up to EDGE_COMPARISONS edges (an element-wise expression, which polars' streaming
+    # engine runs, where search_sorted falls back to its in-memory engine), else by an exact binary search.
     lo, hi = column.grid_bounds
-    thresholds = pl.Series(
-        [min(max(math.ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)], dtype=pl.Int64
-    )
-    idx = pl.lit(thresholds).search_sorted(value, side="right").cast(pl.Int64) - 1
+    thresholds = [min(max(math.ceil(bins.edge(i) / p), lo - 1), hi + 1) for i in range(n + 1)]
+    if len(thresholds) <= EDGE_COMPARISONS:
+        idx = pl.sum_horizontal([(value >= t).cast(pl.Int64) for t in thresholds]) - 1
+    else:
+        series = pl.Series(thresholds, dtype=pl.Int64)
+        idx = pl.lit(series).search_sorted(value, side="right").cast(pl.Int64) - 1
     return pl.when(value.is_not_null() & (idx >= 0) & (idx < n)).then(idx)
 
 
