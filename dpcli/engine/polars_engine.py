@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpcli.engine.columnar import collect_columnar, columnar_format
 from dpcli.engine.csv_header import HeaderLayout, check_header, header_layout
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
@@ -329,10 +330,18 @@ class _Queries:
         return out
 
 
-def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
+def aggregate(plan: Plan, path: Path, *, input_format: str | None = None) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order. One scan of the file (and a second
-    reading of the lines that hold a quote)."""
+    reading of the lines that hold a quote). ``input_format`` (csv, parquet, arrow): else from the extension."""
     path = Path(path)
+    columnar = columnar_format(path, input_format)
+    if columnar is not None:
+        # Parquet / Arrow IPC (dpcli.engine.columnar): the schema stands for the header; Int128 sums, as a
+        # compressed file's row count is not bounded by its size
+        queries = _Queries(plan, pl.Int128())
+        with reading:
+            frames = collect_columnar(path, columnar, plan.spec, used_columns(plan.spec), queries.apply)
+        return _marginals(plan, queries, frames)
     if path.is_dir():
         # polars would scan every file in the directory as one dataset
         raise InputError(f"input {path} is a directory, not a CSV file")
@@ -352,6 +361,10 @@ def aggregate(plan: Plan, path: Path) -> list[ExactStatistic]:
         if type(exc).__name__ != "PanicException":  # pyo3's, a BaseException: not importable under a stable name
             raise
         raise _panic(exc, path) from None
+    return _marginals(plan, queries, frames)
+
+
+def _marginals(plan: Plan, queries: _Queries, frames: list[pl.DataFrame]) -> list[ExactStatistic]:
     results: list[ExactStatistic | None] = [None] * len(plan.statistics)
     for group, frame, recipe in zip(queries.groups, frames, queries.recipes, strict=True):
         for i, r in zip(group, recipe, strict=True):
