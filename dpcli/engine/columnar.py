@@ -3,12 +3,12 @@ inputs").
 
 One rule makes "the same cell rules as CSV" exact: **a typed value reads as the CSV cell holding its canonical text
 would**. Integers are their decimal text, booleans ``true``/``false``, floats the shortest text that reads back as
-the same number in Python's ``repr`` layout (``0.1``, ``1e+20``, ``1e-05``, ``-0.0``, ``nan``, ``inf``), decimals
+the same double in Python's ``repr`` layout (``0.1``, ``1e+20``, ``1e-05``, ``-0.0``, ``nan``, ``inf``), decimals
 their digits with the column's scale (``12.50``), dates ``YYYY-MM-DD``; every other type (times, timestamps,
 durations, binary, lists, structs, all-null columns) has no text and is missing. So an int column read from a float
 column is missing (``3.0`` is not an int cell), a bool column from an int column takes ``1``/``0``, and so on, with
 no rule of its own to get wrong. Where a direct cast gives the same value as the text would (an integer into an int
-or float column, a Float64 into a float column) the cast is used, for speed; the tests compare every source type
+or float column, a float into a float column) the cast is used, for speed; the tests compare every source type
 against the CSV holding the canonical text.
 
 The columns handed to the engine are what its CSV reader hands it: int -> Int64, float -> Float64, category and
@@ -120,12 +120,10 @@ _EXPONENT_FIVE = (r"^(-?)0\.0000([1-9])(\d*)$", "${1}${2}.${3}e-05")  # repr wri
 _ONE_DIGIT_EXPONENT = (r"e([+-])(\d)$", "e${1}0${2}")  # and an exponent with at least two digits
 
 
-def float_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    """The canonical text of a float column: Python's ``repr`` of the value (for Float32, of its shortest Float32
-    digits, as numpy prints it; Float16 is first widened to Float32, exactly)."""
-    if dtype == pl.Float16():
-        value = value.cast(pl.Float32())
-    text = value.cast(pl.String())
+def float_text(value: pl.Expr) -> pl.Expr:
+    """The canonical text of a float column: Python's ``repr`` of its value as a double (Float32 and Float16 are
+    widened exactly first: one layout, and the text reads back as the very value the file holds)."""
+    text = value.cast(pl.Float64()).cast(pl.String())
     text = text.str.replace(*_EXPONENT_FIVE).str.replace(".e-05", "e-05", literal=True)
     text = text.str.replace(*_ONE_DIGIT_EXPONENT)
     return text.str.replace("NaN", "nan", literal=True)
@@ -137,7 +135,7 @@ def cell_text(name: str, dtype: pl.DataType) -> pl.Expr | None:
     if dtype == pl.String():
         return value
     if dtype.is_float():
-        return float_text(value, dtype)
+        return float_text(value)
     if (
         isinstance(dtype, (pl.Categorical, pl.Enum))
         or dtype.is_integer()
@@ -161,8 +159,8 @@ def typed_column(column: Column, dtype: pl.DataType) -> pl.Expr:
     name = column.name
     if column.type == "int" and dtype.is_integer():
         return pl.col(name).cast(pl.Int64(), strict=False)  # its text parses to the same value; over 64 bits: null
-    if column.type == "float" and (dtype.is_integer() or dtype == pl.Float64()):
-        return pl.col(name).cast(pl.Float64())  # correctly rounded, as the parse of its text is
+    if column.type == "float" and (dtype.is_integer() or dtype.is_float()):
+        return pl.col(name).cast(pl.Float64())  # exact or correctly rounded, as the parse of its text is
     target: pl.DataType = {"int": pl.Int64(), "float": pl.Float64()}.get(column.type, pl.String())
     text = cell_text(name, dtype)
     if text is None:
@@ -177,7 +175,9 @@ def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str]) -> pl.LazyFram
     if not used:
         return frame  # a release of plain counts: selecting no column would leave no rows to count
     schema = frame.collect_schema()
-    return frame.select(typed_column(spec.columns[name], schema[name]) for name in used)
+    # with_columns, not select: a column without text is a null literal, which a select of literals alone would
+    # broadcast to one row, where with_columns gives it the frame's height
+    return frame.with_columns(typed_column(spec.columns[name], schema[name]) for name in used).select(used)
 
 
 def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str]) -> pl.DataFrame:
