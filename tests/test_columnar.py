@@ -247,6 +247,41 @@ def test_a_truncated_file_is_exit_3(tmp_path: Path, fmt: str) -> None:
         exact(paths[fmt])
 
 
+def test_an_arrow_ipc_stream_is_not_an_ipc_file(tmp_path: Path) -> None:
+    frame_of("Int64").write_ipc_stream(tmp_path / "data.arrow")
+    with pytest.raises(InputError, match=r"is not a readable Arrow IPC file \(ComputeError\)$"):
+        exact(tmp_path / "data.arrow")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_string_data_that_is_not_utf8_fails_the_file_without_quoting_it(tmp_path: Path, fmt: str) -> None:
+    """The documented limit: the formats forbid it and polars refuses the file (exit 3, nothing quoted)."""
+    marker = "QZQZ" + SECRET
+    frame = pl.DataFrame({name: ["Male", marker, "1"] for name in COLUMNS})
+    path = tmp_path / f"data.{fmt}"
+    if fmt == "parquet":
+        frame.write_parquet(path, compression="uncompressed", statistics=False)
+    else:
+        frame.write_ipc(path, compression="uncompressed")
+    data = path.read_bytes()
+    assert data.count(marker.encode()) == len(COLUMNS)
+    path.write_bytes(data.replace(b"QZQZ", b"\xffZQ\xfe"))  # same length: the file's structure is intact
+    with pytest.raises(InputError) as info:
+        exact(path)
+    kind = "Parquet" if fmt == "parquet" else "Arrow IPC"
+    assert str(info.value) == f"input {path} could not be read as a {kind} file (ComputeError)"
+
+
+def test_a_damaged_page_is_exit_3(tmp_path: Path) -> None:
+    path = tmp_path / "data.parquet"
+    frame_of("Int64").write_parquet(path, compression="zstd", statistics=False)
+    data = bytearray(path.read_bytes())
+    data[40:120] = bytes(b ^ 0x5A for b in data[40:120])  # inside the first column chunk, far from the footer
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"could not be read as a Parquet file \(\w+\)$"):
+        exact(path)
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 def test_a_missing_declared_column_is_named(tmp_path: Path, fmt: str) -> None:
     frame = frame_of("Int64").drop("as_bool", "as_cat").with_columns(pl.lit(SECRET).alias(SECRET))
