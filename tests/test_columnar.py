@@ -85,6 +85,7 @@ SOURCES: dict[str, tuple[list[Any], pl.DataType]] = {
     "Int128": ([None, 0, 1, -7, 2**100, -(2**100), INT64_MAX, 2**63], pl.Int128()),
     "Float64": (FLOATS, pl.Float64()),
     "Float32": (FLOATS, pl.Float32()),
+    "Float16": ([None, 1.5, 0.1, 65504.0, -0.0, math.inf, math.nan, 12.0], pl.Float16()),
     "Decimal(38,2)": (
         [None, Decimal("12.50"), Decimal("-0.01"), Decimal("12.00"), Decimal("999999999999999999999999999999.99"),
          Decimal("-0.00"), Decimal("0.10"), Decimal("500.25")],
@@ -154,19 +155,22 @@ def csv_of(frame: pl.DataFrame) -> bytes:
 
 
 def files(tmp_path: Path, frame: pl.DataFrame) -> dict[str, Path]:
-    paths = {"csv": tmp_path / "data.csv", "parquet": tmp_path / "data.parquet", "arrow": tmp_path / "data.arrow"}
-    paths["csv"].write_bytes(csv_of(frame))
-    frame.write_parquet(paths["parquet"])
-    frame.write_ipc(paths["arrow"])
-    return paths
+    paths = {name: tmp_path / name for name in ("data.csv", "data.parquet", "data.arrow", "lz4.arrow", "plain.pq")}
+    paths["data.csv"].write_bytes(csv_of(frame))
+    frame.write_parquet(paths["data.parquet"])  # zstd, dictionary-encoded strings
+    frame.write_parquet(paths["plain.pq"], compression="uncompressed", row_group_size=4)  # several row groups
+    frame.write_ipc(paths["data.arrow"])
+    frame.write_ipc(paths["lz4.arrow"], compression="lz4")
+    return {"csv": paths["data.csv"], "parquet": paths["data.parquet"], "arrow": paths["data.arrow"],
+            "lz4": paths["lz4.arrow"], "plain": paths["plain.pq"]}
 
 
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_every_source_type_reads_as_the_csv_of_its_canonical_text(tmp_path: Path, source: str) -> None:
     paths = files(tmp_path, frame_of(source))
     expected = exact(paths["csv"])
-    assert exact(paths["parquet"]) == expected
-    assert exact(paths["arrow"]) == expected
+    for kind in ("parquet", "plain", "arrow", "lz4"):
+        assert exact(paths[kind]) == expected, kind
     # the comparison is not vacuous: every row is counted, and sources with a text reach some declared key
     rows = len(SOURCES[source][0])
     assert expected["n"][0] == [rows]
