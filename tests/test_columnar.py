@@ -276,6 +276,28 @@ def test_string_data_that_is_not_utf8_fails_the_file_without_quoting_it(tmp_path
     assert str(info.value) == f"input {path} could not be read as a {kind} file (ComputeError)"
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_columns_the_spec_does_not_use_are_never_read(tmp_path: Path, fmt: str) -> None:
+    """Bytes that would fail the file (string data that is not UTF-8) in a column no statistic uses change nothing,
+    and a release of plain counts reads no column at all (every row still counts)."""
+    marker = "QZQZ" + SECRET
+    frame = pl.DataFrame({"as_cat": ["Male", "12", None], "junk": ["a", marker, "b"]})
+    path = tmp_path / f"data.{fmt}"
+    if fmt == "parquet":
+        frame.write_parquet(path, compression="uncompressed", statistics=False)
+    else:
+        frame.write_ipc(path, compression="uncompressed")
+    data = path.read_bytes()
+    assert data.count(b"QZQZ") == 1
+    path.write_bytes(data.replace(b"QZQZ", b"\xffZQ\xfe"))
+    for statistics in ("  - {name: n, kind: count}\n", "  - {name: n, kind: count, by: [as_cat]}\n"):
+        spec = f"version: 1\ndataset: t\nprivacy: {{epsilon: 1}}\ncolumns:\n  as_cat: {{type: category, " \
+               f"categories: {yaml_list(KEYS)}}}\nstatistics:\n{statistics}"
+        plan = make_plan(parse_spec(spec))
+        counts = aggregate(plan, path)[0].counts.tolist()
+        assert counts == ([3] if "by" not in statistics else [int(k in ("Male", "12")) for k in KEYS])
+
+
 def test_a_damaged_page_is_exit_3(tmp_path: Path) -> None:
     path = tmp_path / "data.parquet"
     frame_of("Int64").write_parquet(path, compression="zstd", statistics=False)
