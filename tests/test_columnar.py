@@ -288,7 +288,7 @@ def test_columns_the_spec_does_not_use_are_never_read(tmp_path: Path, fmt: str) 
     else:
         frame.write_ipc(path, compression="uncompressed")
     data = path.read_bytes()
-    assert data.count(b"QZQZ") == 1
+    assert data.count(b"QZQZ") >= 1  # (Arrow keeps a 4-byte prefix of a long string beside it too)
     path.write_bytes(data.replace(b"QZQZ", b"\xffZQ\xfe"))
     for statistics in ("  - {name: n, kind: count}\n", "  - {name: n, kind: count, by: [as_cat]}\n"):
         spec = f"version: 1\ndataset: t\nprivacy: {{epsilon: 1}}\ncolumns:\n  as_cat: {{type: category, " \
