@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, column_types, largest_term, used_columns
+from dpcli.engine.columnar import check_streaming, collect_columnar, scan_columnar
 from dpcli.engine.csv_header import check_header
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
@@ -188,6 +189,18 @@ def aggregate(
     path = Path(path)
     spec = plan.spec
     fmt = input_format_of(path, input_format, spec.input_format)
+    if fmt in ("parquet", "arrow"):
+        # typed columns (dpcli.engine.columnar): the schema stands for the header; Int128 sums, as a compressed
+        # file's row count is not bounded by its size
+        queries = Queries(plan, pl.Int128())
+        with reading:
+            grouped = collect_columnar(path, fmt, spec, used_columns(spec), queries.apply)  # type: ignore[arg-type]
+        if on_bytes is not None:
+            size = path.stat().st_size
+            on_bytes(size, size)
+        totals = CellTotals(plan, queries)
+        totals.add([[frame] for frame in grouped])
+        return totals.result()
     if path.is_dir():
         # polars would scan every file in the directory as one dataset
         raise InputError(f"input {path} is a directory, not a CSV file")
@@ -213,6 +226,8 @@ def check_input(spec: Spec, path: Path, input_format: str | None = None) -> list
     declared, and names every declared column. Returns the fields' names."""
     path = Path(path)
     fmt = input_format_of(path, input_format, spec.input_format)
+    if fmt in ("parquet", "arrow"):
+        return scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()  # type: ignore[arg-type]
     with CsvSource(path, spec, fmt) as source:
         check_header(path, source.header.names, spec.columns.keys())
         return list(source.header.names)
@@ -249,8 +264,10 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan) -> list[ExactStatistic]
     frame = _project(
         pl.scan_csv(path, skip_rows=skip, glob=False, **reader.options(quoting=True)), reader.select
     )
+    planned = queries.apply(frame)
+    check_streaming(planned)  # bounded memory, or exit 1 before anything is read
     try:
-        grouped = pl.collect_all(queries.apply(frame), engine="streaming")
+        grouped = pl.collect_all(planned, engine="streaming")
     except pl.exceptions.PolarsError as exc:
         # polars' message may quote a cell: only its class name leaves this function
         raise InputError(

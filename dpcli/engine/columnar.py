@@ -1,0 +1,220 @@
+"""Parquet and Arrow IPC inputs: typed columns read by the CSV cell rules (docs/spec.md, "Parquet and Arrow IPC
+inputs").
+
+One rule makes "the same cell rules as CSV" exact: **a typed value reads as the CSV cell holding its canonical text
+would**. Integers are their decimal text, booleans ``true``/``false``, floats the shortest text that reads back as
+the same double in Python's ``repr`` layout (``0.1``, ``1e+20``, ``1e-05``, ``-0.0``, ``nan``, ``inf``), decimals
+their digits with the column's scale (``12.50``), dates ``YYYY-MM-DD``; every other type (times, timestamps,
+durations, binary, lists, structs, all-null columns) has no text and is missing. So an int column read from a float
+column is missing (``3.0`` is not an int cell), a bool column from an int column takes ``1``/``0``, and so on, with
+no rule of its own to get wrong. Where a direct cast gives the same value as the text would (an integer into an int
+or float column, a float into a float column) the cast is used, for speed; the tests compare every source type
+against the CSV holding the canonical text.
+
+The columns handed to the engine are what its CSV reader hands it: int -> Int64, float -> Float64, category and
+bool -> String (raw text, decoded to declared keys by the engine); null where a value is missing. Everything here is
+decided from the file's schema (its footer), never from a value: a structural problem (not a Parquet/IPC file, a
+directory, a declared column missing) is exit 3 before anything is read, and no message quotes polars' text (it can
+hold a value), only its error class.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, UsageError
+from dpcli.spec import Column, Spec
+
+ColumnarFormat = Literal["parquet", "arrow"]
+INPUT_FORMATS = ("csv", "parquet", "arrow")
+_EXTENSIONS: dict[str, ColumnarFormat] = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+    ".ipc": "arrow",
+    ".feather": "arrow",  # Feather v2 is the Arrow IPC file format (v1 fails the footer check: exit 3)
+}
+_FORMAT_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC"}
+
+
+def columnar_format(path: str | Path, explicit: str | None = None) -> ColumnarFormat | None:
+    """The columnar format of an input (None for CSV): ``explicit`` (``csv``, ``parquet`` or ``arrow``) when
+    given, else from the file name's extension (``.parquet``/``.pq``, ``.arrow``/``.ipc``/``.feather``)."""
+    if explicit is not None:
+        if explicit not in INPUT_FORMATS:
+            raise UsageError(
+                f"must be one of {', '.join(INPUT_FORMATS)}", argument="input_format", option="--input-format"
+            )
+        return None if explicit == "csv" else explicit  # type: ignore[return-value]
+    return _EXTENSIONS.get(Path(path).suffix.lower())
+
+
+# -- the file: structure from its footer only ------------------------------------------------------------------------
+
+
+def scan_columnar(path: Path, fmt: ColumnarFormat, declared: Iterable[str]) -> pl.LazyFrame:
+    """A lazy scan of a Parquet or Arrow IPC file whose schema holds every ``declared`` column (InputError, exit 3,
+    otherwise). Reads the file's footer, never a value."""
+    path = Path(path)
+    kind = _FORMAT_NAMES[fmt]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"input {path} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
+    if stat.S_ISDIR(st.st_mode):
+        # polars would read every file under it as one dataset
+        raise InputError(f"input {path} is a directory, not a {kind} file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"input {path} is not a regular file", hint="pass it on standard input with --input -")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
+    try:
+        if fmt == "parquet":
+            frame = pl.scan_parquet(path, glob=False, hive_partitioning=False)
+        else:
+            frame = pl.scan_ipc(path, glob=False, hive_partitioning=False)
+        names = frame.collect_schema().names()
+    except BaseException as exc:  # noqa: BLE001 - polars' errors and pyo3 panics; the class name alone leaves here
+        raise _failure(exc, path, f"input {path} is not a readable {kind} file") from None
+    present = set(names)  # unique: polars refuses a file whose schema repeats a name (not readable, above)
+    missing = [n for n in declared if n not in present]
+    if missing:
+        raise InputError(f"input {path}: declared column(s) missing from the schema: {', '.join(missing)}")
+    return frame
+
+
+def _failure(exc: BaseException, path: Path, what: str) -> InputError | InternalError:
+    """An error polars raised on a file, as one line that quotes nothing of its message (it could hold a value)."""
+    name = type(exc).__name__
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        raise exc
+    if name == "PanicException":  # pyo3's, a BaseException: not importable under a stable name
+        if "TooManyOpenFiles" in str(exc):
+            return InternalError(TOO_MANY_FILES)
+        return InternalError(f"the columnar reader (polars) failed on input {path} (PanicException); nothing was spent")
+    if not isinstance(exc, (pl.exceptions.PolarsError, OSError)):
+        raise exc
+    return InputError(f"{what} ({name})")
+
+
+# -- cells: the canonical text, then the CSV rules -------------------------------------------------------------------
+
+# polars writes a float's shortest round-trip digits, but in a layout of its own (1e-7, 0.00001, NaN); these turn it
+# into Python's repr layout (1e-07, 1e-05, nan), a stable, widely known form a spec's keys can be written in.
+_EXPONENT_FIVE = (r"^(-?)0\.0000([1-9])(\d*)$", "${1}${2}.${3}e-05")  # repr writes 10^-5 in exponent form
+_ONE_DIGIT_EXPONENT = (r"e([+-])(\d)$", "e${1}0${2}")  # and an exponent with at least two digits
+
+
+def float_text(value: pl.Expr) -> pl.Expr:
+    """The canonical text of a float column: Python's ``repr`` of its value as a double (Float32 and Float16 are
+    widened exactly first: one layout, and the text reads back as the very value the file holds)."""
+    text = value.cast(pl.Float64()).cast(pl.String())
+    text = text.str.replace(*_EXPONENT_FIVE).str.replace(".e-05", "e-05", literal=True)
+    text = text.str.replace(*_ONE_DIGIT_EXPONENT)
+    return text.str.replace("NaN", "nan", literal=True)
+
+
+def cell_text(name: str, dtype: pl.DataType) -> pl.Expr | None:
+    """A column's canonical text (what a CSV cell would hold), or None when its type has none (every cell missing)."""
+    value = pl.col(name)
+    if dtype == pl.String():
+        return value
+    if dtype.is_float():
+        return float_text(value)
+    if (
+        isinstance(dtype, (pl.Categorical, pl.Enum))
+        or dtype.is_integer()
+        or dtype.is_decimal()
+        or dtype in (pl.Boolean(), pl.Date())
+    ):
+        return value.cast(pl.String())
+    # times, timestamps, durations (no one text a spec could name: unit, zone), binary (polars cannot decode it
+    # lossily, and a failed decode would end the run on one cell's bytes), nested and all-null columns
+    return None
+
+
+def parse_number(text: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """Text to Int64/Float64 as the engine's CSV reader parses a cell: leading blanks skipped, anything else that is
+    not a number is null (polars' string cast reads numbers as its CSV parser does; tests/test_records.py)."""
+    return text.str.strip_chars_start(" \t").cast(dtype, strict=False)
+
+
+def typed_column(column: Column, dtype: pl.DataType) -> pl.Expr:
+    """One used column of a typed file as the engine takes it (Int64, Float64 or String), null when missing."""
+    name = column.name
+    if column.type == "int" and dtype.is_integer():
+        return pl.col(name).cast(pl.Int64(), strict=False)  # its text parses to the same value; over 64 bits: null
+    if column.type == "float" and (dtype.is_integer() or dtype.is_float()):
+        return pl.col(name).cast(pl.Float64())  # exact or correctly rounded, as the parse of its text is
+    target: pl.DataType = {"int": pl.Int64(), "float": pl.Float64()}.get(column.type, pl.String())
+    text = cell_text(name, dtype)
+    if text is None:
+        return pl.lit(None, dtype=target).alias(name)
+    if column.type in ("int", "float"):
+        return parse_number(text, target).alias(name)
+    return text.alias(name)
+
+
+def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str]) -> pl.LazyFrame:
+    """The ``used`` columns of a typed frame as the engine's expressions take them (see ``typed_column``)."""
+    if not used:
+        return frame  # a release of plain counts: selecting no column would leave no rows to count
+    schema = frame.collect_schema()
+    # with_columns, not select: a column without text is a null literal, which a select of literals alone would
+    # broadcast to one row, where with_columns gives it the frame's height
+    return frame.with_columns(typed_column(spec.columns[name], schema[name]) for name in used).select(used)
+
+
+def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str]) -> pl.DataFrame:
+    """``typed_frame`` on a batch in memory (a Spark partition, a chunk): the same rules."""
+    return typed_frame(batch.lazy(), spec, used).collect()
+
+
+# -- bounded memory: the streaming engine or nothing -----------------------------------------------------------------
+
+# polars marks a node of the streaming plan that runs on the in-memory engine with a fill colour its legend names
+_FALLBACK_LEGEND = re.compile(r'<FONT COLOR="([^"]+)">[^<]*</FONT> in-memory engine fallback')
+
+
+def check_streaming(queries: list[pl.LazyFrame]) -> None:
+    """InternalError unless every query runs on polars' streaming engine throughout (polars would otherwise fall
+    back to the in-memory engine for a node it cannot stream, silently, holding the whole input in memory). Read
+    from the physical streaming plan, before anything is read; when polars' plan no longer names its fallback
+    nodes, this fails closed."""
+    for query in queries:
+        dot = query.show_graph(engine="streaming", plan_stage="physical", raw_output=True, show=False)
+        legend = _FALLBACK_LEGEND.search(dot or "")
+        if legend is None:
+            raise InternalError("cannot tell whether polars' streaming plan falls back to memory; nothing was spent")
+        if f'fillcolor="{legend.group(1)}"' in (dot or ""):
+            raise InternalError("a query would fall back to polars' in-memory engine; nothing was spent")
+
+
+def collect_columnar(
+    path: Path,
+    fmt: ColumnarFormat,
+    spec: Spec,
+    used: list[str],
+    queries: Callable[[pl.LazyFrame], list[pl.LazyFrame]],
+) -> list[pl.DataFrame]:
+    """The engine's ``queries`` over a Parquet/Arrow IPC file, on the streaming engine (bounded memory)."""
+    frame = typed_frame(scan_columnar(path, fmt, spec.columns.keys()), spec, used)
+    planned = queries(frame)
+    check_streaming(planned)
+    try:
+        return pl.collect_all(planned, engine="streaming")
+    except BaseException as exc:  # noqa: BLE001 - polars' errors and pyo3 panics; the class name alone leaves here
+        # a damaged page, or string data that is not UTF-8 (which the format forbids and polars refuses)
+        raise _failure(exc, path, f"input {path} could not be read as a {_FORMAT_NAMES[fmt]} file") from None
