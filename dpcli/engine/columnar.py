@@ -20,15 +20,14 @@ hold a value), only its error class.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
+from dpcli.engine.csv_header import check_regular_file
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, UsageError
 from dpcli.spec import Column, Spec
 
@@ -64,17 +63,7 @@ def scan_columnar(path: Path, fmt: ColumnarFormat, declared: Iterable[str]) -> p
     otherwise). Reads the file's footer, never a value."""
     path = Path(path)
     kind = _FORMAT_NAMES[fmt]
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"input {path} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
-    if stat.S_ISDIR(st.st_mode):
-        # polars would read every file under it as one dataset
-        raise InputError(f"input {path} is a directory, not a {kind} file")
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"input {path} is not a regular file", hint="pass it on standard input with --input -")
+    check_regular_file(path, kind)
     try:
         with open(path, "rb"):
             pass

@@ -80,7 +80,9 @@ def head_layout(
     return layout
 
 
-def read_head(path: Path) -> bytes:
+def check_regular_file(path: Path, kind: str = "CSV") -> None:
+    """InputError (exit 3) unless ``path`` is an existing regular file: a directory would be read as a dataset of
+    its files by polars, and a FIFO or device is spooled by the caller (reading it here would consume the data)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -88,10 +90,14 @@ def read_head(path: Path) -> bytes:
     except OSError as exc:
         raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"input {path} is a directory, not a CSV file")
+        raise InputError(f"input {path} is a directory, not a {kind} file")
     if not stat.S_ISREG(st.st_mode):
-        # FIFOs and devices are spooled by the caller; reading them here would consume the data
         raise InputError(f"input {path} is not a regular file", hint="pass it on standard input with --input -")
+
+
+def read_head(path: Path) -> bytes:
+    """The first MAX_HEADER_BYTES + 8 bytes of a regular file (InputError, exit 3, for anything else)."""
+    check_regular_file(path)
     try:
         with open(path, "rb") as fh:
             # a few bytes past the limit (and a BOM) tell a CR line end from a CRLF one, and a header over the limit
