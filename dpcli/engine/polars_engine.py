@@ -30,7 +30,7 @@ from typing import Any
 import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, column_types, largest_term, used_columns
-from dpcli.engine.columnar import check_streaming, collect_columnar, scan_columnar
+from dpcli.engine.columnar import check_streaming, collect_columnar, parse_number, scan_columnar
 from dpcli.engine.csv_header import check_header
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
@@ -91,7 +91,7 @@ def _reader(spec: Spec, header: list[str], used: list[str], eol: bytes, delimite
         def first_column(raw: pl.Expr) -> pl.Expr:
             if dtype == pl.String():
                 return raw.alias(used[first])
-            return raw.str.strip_chars_start(" \t").cast(dtype, strict=False).alias(used[first])
+            return parse_number(raw, dtype).alias(used[first])
 
         select[first] = first_column(pl.col("c0").str.strip_prefix("\n"))
         select_lines[first] = first_column(pl.col("c0"))
