@@ -103,6 +103,19 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
+class InputFormat(StrEnum):
+    CSV = "csv"
+    CSV_GZ = "csv.gz"
+    CSV_ZST = "csv.zst"
+    PARQUET = "parquet"
+    ARROW = "arrow"
+
+
+class Engine(StrEnum):
+    POLARS = "polars"
+    SPARK = "spark"
+
+
 class Neighbours(StrEnum):
     ADD_REMOVE = "add_remove"
     REPLACE = "replace"
@@ -158,8 +171,23 @@ def release(
         False, "--verbose", "-v",
         help="Progress on stderr: each phase by name and the run's total time (never data, never per-phase times).",
     ),
+    input_format: InputFormat | None = typer.Option(
+        None, "--input-format", case_sensitive=False,
+        help="The input's format (default: from its extension: .csv, .csv.gz, .csv.zst, .parquet, .arrow).",
+    ),
+    engine: Engine | None = typer.Option(
+        None, "--engine", case_sensitive=False,
+        help="Who computes the exact aggregates (default: the spec's engine:, else polars).",
+    ),
+    spark_master: str = typer.Option(
+        "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL",
+        help="The Spark master for --engine spark (default: $SPARK_MASTER, else local[*]).",
+    ),
 ) -> None:
-    """Release noisy statistics: spend the budget, then write the table."""
+    """Release noisy statistics: spend the budget, then write the table.
+
+    On a terminal a bar shows the bytes of the input read so far, of its size (not with --quiet or --json, nor
+    when $CI or $NO_COLOR is set)."""
     from dpcli.release import release as run
 
     if verbose and quiet:
@@ -167,13 +195,19 @@ def release(
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
+    bar_wanted = render.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
     try:
-        result = run(
-            spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
-            release_id=release_id,
-            lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
-            progress=_progress_printer if verbose else None,
-        )
+        # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
+        with render.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
+            result = run(
+                spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+                release_id=release_id,
+                lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
+                progress=_progress_printer if verbose else None,
+                input_format=None if input_format is None else input_format.value,
+                engine=None if engine is None else engine.value, spark_master=spark_master,
+                on_input_bytes=on_input_bytes,
+            )
     except (KeyboardInterrupt, Interrupted) as exc:
         # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
         exc.dpcli_note = "; nothing was spent"  # type: ignore[union-attr]
