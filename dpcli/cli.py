@@ -181,7 +181,7 @@ def release(
     ),
     spark_master: str = typer.Option(
         "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL",
-        help="The Spark master for --engine spark (default: $SPARK_MASTER, else local[*]).",
+        help="The Spark master's URL, for --engine spark.",
     ),
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table.

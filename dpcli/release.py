@@ -130,7 +130,8 @@ def release(
     # SHIM(i11-progress): keywords the lead's engine gives meaning to; until it lands only their defaults run
     for name, value, today in (("input_format", input_format, "csv"), ("engine", engine, "polars")):
         if value not in (None, today):
-            raise UsageError(f"{name} '{value}' is not available yet in this version (only {today})")
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"'{value}' is not available yet (only {today})", argument=name, option=flag)
     del spark_master
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):

@@ -1,0 +1,81 @@
+"""`dpcli release --input-format, --engine, --spark-master`: the choices the command line offers, and what it does
+with a choice before the engines behind it exist (the lead's engine rewrite gives the other values their meaning)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_in_process
+
+SPEC = """\
+version: 1
+dataset: toy
+privacy: {unit: row, neighbours: add_remove, epsilon: 1.0}
+columns:
+  city: {type: category, categories: [north, south]}
+statistics:
+  - {name: by_city, kind: count, by: [city]}
+"""
+
+
+@pytest.fixture()
+def work(make_work: Callable[..., Path]) -> Path:
+    return make_work(SPEC, "city\nnorth\nsouth\nnorth\n", cap="10")
+
+
+def release(work: Path, *extra: object, env: dict | None = None):
+    return run_in_process(
+        "release", work / "spec.yaml", "-i", work / "data.csv", "--ledger", work / "L.jsonl", "-o", work / "out.csv",
+        *extra, env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "choices"),
+    [
+        ("--input-format", "xml", "'csv', 'csv.gz', 'csv.zst', 'parquet', 'arrow'"),
+        ("--engine", "hadoop", "'polars', 'spark'"),
+    ],
+)
+def test_a_value_outside_the_choices_is_one_usage_line(work: Path, flag: str, value: str, choices: str) -> None:
+    r = release(work, flag, value)
+    assert r.returncode == 2
+    assert r.stderr.decode() == (
+        f"dpcli: error: Invalid value for '{flag}': '{value}' is not one of {choices}. (see 'dpcli release --help')\n"
+    )
+    assert not (work / "out.csv").exists()
+
+
+def test_the_defaults_spelled_out_release_as_before(work: Path) -> None:
+    r = release(work, "--input-format", "CSV", "--engine", "polars", "--spark-master", "spark://nowhere:7077")
+    assert r.returncode == 0, r.stderr
+    assert (work / "out.csv").read_text().count("\n") == 3  # the header and the two declared cities
+
+
+def test_spark_master_comes_from_the_environment_and_is_not_used_by_polars(work: Path) -> None:
+    r = release(work, env={"SPARK_MASTER": "spark://nowhere:7077"})
+    assert r.returncode == 0, r.stderr
+
+
+# SHIM(i11-progress): until the lead's engine lands, release() refuses what it cannot do yet, naming the flag and
+# spending nothing. At merge these become tests of the Spark engine and of the other formats.
+@pytest.mark.parametrize(
+    ("flag", "value", "today"), [("--engine", "spark", "polars"), ("--input-format", "parquet", "csv")]
+)
+def test_a_choice_not_available_yet_is_exit_2_with_nothing_spent(work: Path, flag: str, value: str, today: str) -> None:
+    r = release(work, flag, value)
+    assert r.returncode == 2
+    assert r.stderr.decode() == f"dpcli: error: {flag}: '{value}' is not available yet (only {today})\n"
+    shown = run_in_process("budget", "show", "--json", "--ledger", work / "L.jsonl")
+    assert b'"releases": 0' in shown.stdout
+
+
+def test_help_lists_the_choices() -> None:
+    r = run_in_process("release", "--help", env={"COLUMNS": "200"})
+    text = r.stdout.decode()
+    assert "--input-format <csv|csv.gz|csv.zst|parquet|arrow>" in text
+    assert "--engine <polars|spark>" in text
+    assert "--spark-master URL" in text and "env var: SPARK_MASTER" in text
