@@ -8,22 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_progress import SPEC  # a count by city and a sum of income
 from tests.helpers import run_in_process
-
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1.0}
-columns:
-  city: {type: category, categories: [north, south]}
-statistics:
-  - {name: by_city, kind: count, by: [city]}
-"""
 
 
 @pytest.fixture()
 def work(make_work: Callable[..., Path]) -> Path:
-    return make_work(SPEC, "city\nnorth\nsouth\nnorth\n", cap="10")
+    return make_work(SPEC, "city,income\nnorth,1\nsouth,2\nnorth,3\n", cap="10")
 
 
 def release(work: Path, *extra: object, env: dict | None = None):
@@ -52,7 +43,7 @@ def test_a_value_outside_the_choices_is_one_usage_line(work: Path, flag: str, va
 def test_the_defaults_spelled_out_release_as_before(work: Path) -> None:
     r = release(work, "--input-format", "CSV", "--engine", "polars", "--spark-master", "spark://nowhere:7077")
     assert r.returncode == 0, r.stderr
-    assert (work / "out.csv").read_text().count("\n") == 3  # the header and the two declared cities
+    assert (work / "out.csv").read_text().count("\n") == 4  # the header, the two declared cities, the sum
 
 
 def test_spark_master_comes_from_the_environment_and_is_not_used_by_polars(work: Path) -> None:
