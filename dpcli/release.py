@@ -125,7 +125,9 @@ def release(
     depends on the data).
 
     ``on_input_bytes(read, total)`` is told the bytes of the input read so far (compressed bytes for .gz/.zst) and
-    its size (None for a stream): figures the threat model makes public, never a row count or a cell.
+    its size (None for a stream): figures the threat model makes public, never a row count or a cell. The last
+    report has ``read == total`` (a stream's size is known by then): it tells the caller that reading is over, so a
+    progress display is gone before the table is written (perhaps to the same terminal).
     """
     # SHIM(i11-progress): keywords the lead's engine gives meaning to; until it lands only their defaults run
     for name, value, today in (("input_format", input_format, "csv"), ("engine", engine, "polars")):
@@ -188,7 +190,7 @@ def release(
         say("header has every declared column")
         exact = aggregate(plan, src.path, **({} if whole_input or not on_input_bytes else {"on_bytes": on_input_bytes}))
         if whole_input is not None:
-            whole_input(src.path.stat().st_size, total)
+            whole_input(src.path.stat().st_size, src.path.stat().st_size)  # the last report: read == total
         say("exact aggregates computed")
 
     # SIGINT/SIGTERM/SIGHUP wait from the moment the spend is about to be written (under the ledger's lock) until the

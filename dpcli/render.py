@@ -335,15 +335,23 @@ class InputBar:
     bar's movement shows that to someone watching the terminal, but no figure of it can be copied into a log.
     No row count and no cell ever reach it: the library reports bytes only.
 
-    Transient: ``close()`` erases it, so what follows (the summary, or the one ``dpcli: error:`` line) starts on a
-    clean line. Lines written to stderr meanwhile (``--verbose``) are printed above it by rich."""
+    Transient: it erases itself when ``read`` reaches ``total`` (release() ends its reports with one where they are
+    equal) and at ``close()``, so what follows starts on a clean line: the summary, the one ``dpcli: error:`` line,
+    or a table written to standard output on the same terminal (which would otherwise start on the bar's line).
+    Lines written to stderr meanwhile (``--verbose``) are printed above it by rich."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._progress: Any = None
         self._task: Any = None
+        self._done = False
 
     def on_bytes(self, read: int, total: int | None) -> None:
+        if self._done:
+            return
+        if total is not None and read >= total:
+            self.close()
+            return
         if self._progress is None:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TaskProgressColumn, TextColumn
@@ -359,6 +367,7 @@ class InputBar:
             self._progress.update(self._task, completed=read, total=total)
 
     def close(self) -> None:
+        self._done = True
         progress, self._progress = self._progress, None
         if progress is not None:
             progress.stop()
