@@ -103,6 +103,19 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
+class InputFormat(StrEnum):
+    CSV = "csv"
+    CSV_GZ = "csv.gz"
+    CSV_ZST = "csv.zst"
+    PARQUET = "parquet"
+    ARROW = "arrow"
+
+
+class Engine(StrEnum):
+    POLARS = "polars"
+    SPARK = "spark"
+
+
 class Neighbours(StrEnum):
     ADD_REMOVE = "add_remove"
     REPLACE = "replace"
@@ -158,8 +171,23 @@ def release(
         False, "--verbose", "-v",
         help="Progress on stderr: each phase by name and the run's total time (never data, never per-phase times).",
     ),
+    input_format: InputFormat | None = typer.Option(
+        None, "--input-format", case_sensitive=False,
+        help="The input's format (default: from its extension: .csv, .csv.gz, .csv.zst, .parquet, .arrow).",
+    ),
+    engine: Engine | None = typer.Option(
+        None, "--engine", case_sensitive=False,
+        help="Who computes the exact aggregates (default: the spec's engine:, else polars).",
+    ),
+    spark_master: str = typer.Option(
+        "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL",
+        help="The Spark master's URL, for --engine spark.",
+    ),
 ) -> None:
-    """Release noisy statistics: spend the budget, then write the table."""
+    """Release noisy statistics: spend the budget, then write the table.
+
+    On a terminal a bar shows the bytes of the input read so far, of its size (not with --quiet or --json, nor
+    when $CI or $NO_COLOR is set)."""
     from dpcli.release import release as run
 
     if verbose and quiet:
@@ -167,13 +195,19 @@ def release(
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
+    bar_wanted = render.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
     try:
-        result = run(
-            spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
-            release_id=release_id,
-            lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
-            progress=_progress_printer if verbose else None,
-        )
+        # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
+        with render.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
+            result = run(
+                spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+                release_id=release_id,
+                lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
+                progress=_progress_printer if verbose else None,
+                input_format=None if input_format is None else input_format.value,
+                engine=None if engine is None else engine.value, spark_master=spark_master,
+                on_input_bytes=on_input_bytes,
+            )
     except (KeyboardInterrupt, Interrupted) as exc:
         # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
         exc.dpcli_note = "; nothing was spent"  # type: ignore[union-attr]
@@ -346,13 +380,18 @@ def check(
     input: str | None = typer.Option(  # noqa: A002
         None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
     ),
+    input_format: str | None = typer.Option(
+        None, "--input-format", metavar="FORMAT",
+        help="csv, csv.gz, csv.zst, parquet or arrow (default: the spec's input_format:, else the extension).",
+    ),
 ) -> None:
-    """Validate the spec, and that the CSV's header has the declared columns. Reads the header only.
+    """Validate the spec, and that the input's header (or schema) has the declared columns. Reads the header only.
 
     Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line each (exit 2)."""
-    from dpcli.engine import check_header, read_header
+    from dpcli.engine import check_input
     from dpcli.plan import check_cost, make_plan
     from dpcli.spec import load_spec, spec_errors
+    from dpcli.spec_fields import INPUT_FORMATS
 
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
@@ -362,13 +401,14 @@ def check(
     the_spec = load_spec(spec)
     the_plan = make_plan(the_spec)
     cost = check_cost(the_plan)
+    if input_format is not None and input_format not in INPUT_FORMATS:
+        raise UsageError(f"'{input_format[:40]}' is not one of: {', '.join(INPUT_FORMATS)}", option="--input-format")
     source = the_spec.input if input is None else None if input == "-" else Path(input)
-    if source is not None and str(source) != "-":
-        header = read_header(source, quoted_line_breaks=the_spec.quoted_line_breaks)
-        check_header(source, header, the_spec.columns.keys())
+    if isinstance(source, Path) and str(source) != "-":
+        check_input(the_spec, source, input_format)
         checked = f"; {source} has every declared column"
     else:
-        checked = ""
+        checked = ""  # standard input, or a URL that only Spark reads
     render.info(
         f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {cost.text()}, "
         f"{the_plan.cost_text()}{checked}"

@@ -26,6 +26,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -98,8 +99,10 @@ class InputFile:
         source: Path | None,
         timeout: float | None = DEFAULT_INPUT_TIMEOUT,
         max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+        on_bytes: Callable[[int, int | None], None] | None = None,
     ):
         self.source = source
+        self.on_bytes = on_bytes  # hears the bytes spooled so far (no total: a stream's size is known at its end)
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._dir: str | None = None
@@ -151,10 +154,14 @@ class InputFile:
             except OSError as exc:
                 raise InputError(f"cannot read input {self.name}: {exc.strerror or 'read failed'}") from None
         total = 0
+        if self.on_bytes is not None:
+            self.on_bytes(0, None)
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as out:
                 while chunk := _read_chunk(rfd, self.timeout, self.name):
+                    if self.on_bytes is not None:
+                        self.on_bytes(total + len(chunk), None)
                     total += len(chunk)
                     if total > self.max_bytes:
                         raise InputError(

@@ -94,6 +94,12 @@ def check_release_id(release_id: str) -> str:
     return release_id
 
 
+def _url(location: str | Path | None) -> str | None:
+    """``location`` when it is a URL (``scheme://...``), which only the Spark engine reads."""
+    text = str(location) if isinstance(location, str) else None
+    return text if text is not None and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) else None
+
+
 def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:
     if value is not None and value not in choices:
         raise UsageError(f"'{value[:40]}' is not one of: {', '.join(choices)}", argument=argument, option=option)
@@ -130,10 +136,14 @@ def release(
     forever). ``max_input_bytes``: the cap on a spooled stream (exit 3 past it). ``input_format``: csv, csv.gz,
     csv.zst, parquet or arrow (default: the spec's ``input_format:``, else the input's extension; csv for standard
     input). ``engine``: polars (this machine) or spark (default: the spec's ``engine:``), ``spark_master`` the Spark
-    master URL (default $SPARK_MASTER, else local[*]). ``on_input_bytes(read, total)`` hears how many bytes of the
-    input (compressed bytes for .gz/.zst) have been read: the file's size is all it can tell. ``progress`` receives
+    master URL (default $SPARK_MASTER, else local[*]). ``progress`` receives
     the name of each phase as it ends (``--verbose``): never a count, a cell, an aggregate or a per-phase timing (the
     scan's time depends on the data).
+
+    ``on_input_bytes(read, total)`` is told the bytes of the input read so far (compressed bytes for .gz/.zst) and
+    its size (None for a stream): figures the threat model makes public, never a row count or a cell. The last
+    report has ``read == total`` (a stream's size is known by then): it tells the caller that reading is over, so a
+    progress display is gone before the table is written (perhaps to the same terminal).
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -150,10 +160,13 @@ def release(
     key = release_key(spec.dataset, spec.sha256, release_id)
     input_timeout = check_input_timeout(input_timeout)
 
-    source = input_path(input, spec.input)
+    remote = _url(input if input is not None else spec.input)  # a Spark engine's hdfs://, s3a://, file:// input
+    source = None if remote else input_path(input, spec.input)
     input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
                           spec.input_format)
     engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
+    if remote and engine != "spark":
+        raise UsageError(f"input {remote[:200]} is a URL: only the Spark engine reads one", hint="use --engine spark")
     output_path = checked_output(output if output is not None else spec.output)
     location: str | Path | None = None  # a Ledger object passed in has no location to check against the paths
     if isinstance(ledger, Ledger):
@@ -177,19 +190,21 @@ def release(
     book.check(spec.dataset, plan.epsilon, plan.rho, records)
     say("budget available")
 
-    # the spool (a copy of the data) is removed when this block ends, however it ends
-    with InputFile(source, input_timeout, max_input_bytes) as src:
-        if src.spooled:
-            say("input spooled")
-        check_input(spec, src.path, input_fmt)
-        say("header has every declared column")
-        if engine == "spark":
-            from dpcli.engine import spark_engine  # pyspark is an optional extra
+    if engine == "spark":
+        from dpcli.engine import spark_engine  # pyspark is an optional extra
 
-            exact = spark_engine.aggregate(plan, str(src.path), master=spark_master, input_format=input_fmt)
-        else:
+        # Spark reads the input where it is (a file, a directory of parts, a URL) and checks its structure itself
+        exact = spark_engine.aggregate(plan, remote or str(source or "-"), master=spark_master,
+                                       input_format=input_fmt)
+        say("exact aggregates computed by Spark")
+    else:
+        with InputFile(source, input_timeout, max_input_bytes, on_input_bytes) as src:
+            if src.spooled:
+                say("input spooled")
+            check_input(spec, src.path, input_fmt)
+            say("header has every declared column")
             exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)
-        say("exact aggregates computed")
+            say("exact aggregates computed")
 
     # SIGINT/SIGTERM/SIGHUP wait from the moment the spend is about to be written (under the ledger's lock) until the
     # table is stored: a paid release id always gets its table, so an interrupted run is recovered with --release-id

@@ -226,7 +226,7 @@ class Spec:
     privacy: Privacy
     columns: Mapping[str, Column]
     statistics: tuple[Statistic, ...]
-    input: Path | None = None  # resolved against the spec's directory
+    input: Path | str | None = None  # resolved against the spec's directory; a URL (Spark) stays text
     output: Path | None = None
     ledger: Path | str | None = None  # a path, or a postgresql:// URL (without a password)
     source: str = "<string>"
@@ -653,6 +653,11 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         p = fields.get(key)
         return None if p is None else Path("-") if p == "-" else base / p
 
+    def input_field() -> Path | str | None:
+        p = fields.get("input")
+        # a URL (hdfs://, s3a://: the Spark engine's) stays as written; a Path would fold its "//"
+        return p if p is not None and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", p) else path_field("input")
+
     ledger = fields.get("ledger")
 
     return Spec(
@@ -661,7 +666,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         privacy=privacy,
         columns=MappingProxyType(columns),
         statistics=tuple(stats),
-        input=path_field("input"),
+        input=input_field(),
         output=path_field("output"),
         # a PostgreSQL URL stays text (Ledger in dpcli.spec_fields refuses one with a password)
         ledger=ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),

@@ -182,6 +182,8 @@ class CsvSource:
                 stream = _Transcoded(stream, self.spec.csv.encoding)
             self._stream = stream
             self._head = self._read_decoded(_HEAD_BYTES)
+        if self.on_bytes is not None:
+            self.on_bytes(0, self.total)  # reading starts (a progress display appears before the first chunk)
         dialect = self.spec.csv
         self.header = head_layout(
             self.path,
