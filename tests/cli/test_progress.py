@@ -309,3 +309,18 @@ def test_a_stream_of_unknown_size_shows_bytes_read_without_a_total_and_its_end_e
     assert bar._progress is None
     shown = CSI.sub(b"", terminal.text.encode())
     assert b"5.0/? MB" in shown
+
+
+def test_release_reports_bytes_of_the_file_only_ending_with_its_size(work: Path) -> None:
+    """The library side: ``on_input_bytes`` hears the bytes read, never beyond the file's size (the public figure),
+    in order, and a last report with read == total, which is what takes the bar off before the table is written."""
+    from dpcli.release import release
+
+    calls: list[tuple[int, int | None]] = []
+    release(work / "spec.yaml", input=work / "data.csv", output=work / "out.csv", ledger=work / "L.jsonl",
+            on_input_bytes=lambda read, total: calls.append((read, total)))
+    size = (work / "data.csv").stat().st_size
+    assert calls[-1] == (size, size)
+    assert all(total == size and 0 <= read <= size for read, total in calls)
+    reads = [read for read, _ in calls]
+    assert reads == sorted(reads)
