@@ -156,6 +156,8 @@ class CsvSource:
     def _open(self) -> None:
         first = read_head(self.path)  # exit 3 for a missing, unreadable, special or directory input
         self.total = os.stat(self.path).st_size
+        if self.on_bytes is not None:
+            self.on_bytes(0, self.total)  # reading starts (a progress display appears before the first chunk)
         if self.fmt == "csv":
             for magic, what in MAGIC.items():
                 if first.startswith(magic):
@@ -182,8 +184,6 @@ class CsvSource:
                 stream = _Transcoded(stream, self.spec.csv.encoding)
             self._stream = stream
             self._head = self._read_decoded(_HEAD_BYTES)
-        if self.on_bytes is not None:
-            self.on_bytes(0, self.total)  # reading starts (a progress display appears before the first chunk)
         dialect = self.spec.csv
         self.header = head_layout(
             self.path,
