@@ -15,6 +15,8 @@ from __future__ import annotations
 import gzip
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,8 @@ from dpcli.spec import parse_spec
 
 pytestmark = pytest.mark.spark
 
-ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
+ROOT = Path(__file__).resolve().parent.parent
+ADULT = ROOT / "tests" / "data" / "adult.csv"
 ADULT_SPEC = """\
 version: 1
 dataset: adult
@@ -308,3 +311,43 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
         assert counts[i].tolist() == [sum(int(p[i].counts[j]) for p in parts) for j in range(len(counts[i]))]
         if sums[i] is not None:
             assert sums[i].tolist() == [sum(int(p[i].sums[j]) for p in parts) for j in range(len(sums[i]))]
+
+
+def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan):
+    path = tmp_path / "data.csv"
+    path.write_bytes(HOSTILE_HEADER + b"\n1\n")
+    with pytest.raises(UsageError, match=r"reads csv.gz from files named \*.gz"):
+        spark_engine.aggregate(hostile_plan, str(path), input_format="csv.gz")
+    with pytest.raises(UsageError, match="not arrow"):
+        spark_engine.aggregate(hostile_plan, str(path), input_format="arrow")
+    assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None)
+
+
+def _engine_in_child(env: dict[str, str], prelude: str, path: Path) -> subprocess.CompletedProcess:
+    code = (
+        f"{prelude}\n"
+        "from dpcli.engine import spark_engine\n"
+        "from dpcli.errors import DpcliError\n"
+        "from tests.test_spark_engine import HOSTILE_SPEC, make_plan, parse_spec\n"
+        "try:\n"
+        f"    spark_engine.aggregate(make_plan(parse_spec(HOSTILE_SPEC)), {str(path)!r})\n"
+        "except DpcliError as exc:\n"
+        "    print(type(exc).__name__, exc.exit_code, exc)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+
+
+def test_without_pyspark_or_java_one_clear_error(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_bytes(HOSTILE_HEADER + b"\n1\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    r = _engine_in_child(env, "import sys; sys.modules['pyspark'] = None", path)
+    assert r.stdout.strip() == "UsageError 2 the Spark engine needs pyspark: pip install 'dpcli[spark]'"
+    assert r.stderr == ""
+    pytest.importorskip("pyspark")
+    env["PATH"] = str(Path(sys.executable).parent)  # no java on it
+    r = _engine_in_child(env, "", path)
+    assert r.stdout.strip() == (
+        "UsageError 2 the Spark engine needs Java 17 or later: no `java` on PATH or in $JAVA_HOME"
+    )
+    assert r.stderr == ""

@@ -278,18 +278,19 @@ class _Hadoop:
 
 
 def input_format_of(path: str, input_format: str | None) -> str:
-    """``csv`` or ``parquet``, from ``input_format`` or the name. UsageError for a format the engine cannot read."""
-    if input_format is not None:
-        fmt = input_format.lower()
-    else:
-        name = path.rstrip("/").lower()
-        fmt = "parquet" if name.endswith((".parquet", ".pq")) else "csv"
+    """``csv`` (plain or compressed, the codec told by the name as Hadoop tells it), from ``input_format`` or the
+    name. UsageError (exit 2) for a format this engine does not read."""
+    name = path.rstrip("/").lower()
+    fmt = (input_format or ("parquet" if name.endswith((".parquet", ".pq")) else "csv")).lower()
     if fmt == "parquet":
         raise UsageError(
             f"input {path}: the Spark engine does not read Parquet yet (it comes with the polars engine's typed "
             "frames); use the polars engine"
         )
-    if fmt != "csv":
+    if fmt.startswith("csv.") and not name.endswith(fmt[3:]):
+        # Hadoop picks the codec by the file name: a declared compression the name does not carry would be read raw
+        raise UsageError(f"input {path}: the Spark engine reads {fmt} from files named *{fmt[3:]}")
+    if fmt not in ("csv", "csv.gz", "csv.bz2", "csv.zst"):  # .zst is refused by its codec below, with the reason
         raise UsageError(f"input {path}: the Spark engine reads CSV files (.csv, .csv.gz, .csv.bz2), not {fmt}")
     return fmt
 
