@@ -174,7 +174,7 @@ def test_hostile_lines(spark, tmp_path, hostile_plan, eol, final):
     else:
         lines += [b"", b"\n", b"31,5\n,12.5,q,2.5,F,a,1", b"", b"\n7,1,1,,,M,b"]  # LFs inside a CR file's lines
     rng.shuffle(lines)
-    path = tmp_path / "data.csv"
+    path = tmp_path / "a data file.csv"  # a space: the path reaches Hadoop as it is, not %-escaped
     path.write_bytes(HOSTILE_HEADER + eol + eol.join(lines) + final)
     want = assert_parity(spark, hostile_plan, path, parts=5)
     assert want[0][0][0] >= 400
@@ -244,6 +244,8 @@ def test_refusals_before_anything_is_read(spark, tmp_path, hostile_plan):
     missing = tmp_path / "nope.csv"
     with pytest.raises(InputError, match="does not exist"):
         spark_engine.aggregate(hostile_plan, str(missing))
+    with pytest.raises(UsageError, match="no file system for this URL's scheme"):
+        spark_engine.aggregate(hostile_plan, "nosuchscheme://bucket/data.csv")
     zst = tmp_path / "data.csv.zst"
     zst.write_bytes(b"\x28\xb5\x2f\xfd")
     with pytest.raises(UsageError, match="native ZStandardCodec"):

@@ -183,7 +183,8 @@ def _uri(path: str | Path) -> str:
     text = str(path)
     if "://" in text or text.startswith("file:"):
         return text
-    return Path(text).absolute().as_uri()
+    # not Path.as_uri(): Hadoop's Path(String) does not decode %-escapes, so a space must stay a space
+    return "file://" + str(Path(text).absolute())
 
 
 class _Hadoop:
@@ -453,6 +454,11 @@ def aggregate(
     except DpcliError:
         raise
     except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
+        if _class_name(exc).endswith("UnsupportedFileSystemException"):
+            raise UsageError(
+                f"input {shown}: Spark has no file system for this URL's scheme (s3a:// needs the hadoop-aws jars "
+                "on Spark's classpath)"
+            ) from None
         raise InternalError(
             f"the Spark engine failed on input {shown} ({_class_name(exc)}); nothing was spent"
         ) from None
