@@ -250,7 +250,11 @@ class _Hadoop:
                 return bytes(stream.readNBytes(2)) == b"\r\n"
             finally:
                 stream.close()
-        length = self._skip(self._open(path), 1 << 62)
+        stream = self._open(path)
+        try:
+            length = self._skip(stream, 1 << 62)  # to the end: the decompressed length
+        finally:
+            stream.close()
         if length < 2:
             return False
         stream = self._open(path)
@@ -262,19 +266,16 @@ class _Hadoop:
 
     @staticmethod
     def _skip(stream: Any, n: int) -> int:
+        """Skip ``n`` bytes of ``stream`` or to its end; how many were skipped."""
         done = 0
-        try:
-            while done < n:
-                # at most 2^30 a call: Hadoop's DecompressorStream.skip casts its argument to int
-                step = stream.skip(min(n - done, 1 << 30))
-                if step <= 0:
-                    if stream.read() < 0:
-                        break
-                    step = 1
-                done += step
-        finally:
-            if n == 1 << 62:
-                stream.close()
+        while done < n:
+            # at most 2^30 a call: Hadoop's DecompressorStream.skip casts its argument to int
+            step = stream.skip(min(n - done, 1 << 30))
+            if step <= 0:
+                if stream.read() < 0:
+                    break
+                step = 1
+            done += step
         return done
 
 
