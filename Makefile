@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow check wheel-check venv sample-data bench clean
+.PHONY: demo test test-slow test-spark check wheel-check venv sample-data bench clean
 
 $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,10 +38,16 @@ export HYPOTHESIS_PROFILE
 
 # Two workers (pytest-xdist): the suite is mostly real `dpcli` child processes, and serially it took 5m45s here.
 test: venv
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not spark"
 
 test-slow: venv
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m "slow and not spark"
+
+# The Spark engine's parity tests (tests/test_spark_engine.py) against a local Spark: installs the `spark` extra
+# (pyspark, ~500 MB) into the venv; needs Java 17. One Spark session for the whole run, so no xdist workers.
+test-spark: venv
+	$(BIN)/python -m pip install --quiet -e '.[spark]'
+	$(BIN)/python -m pytest -q -m spark
 
 # Lint (ruff, the rules chosen in pyproject.toml, over the whole repository) and type-check the package (mypy).
 # `ruff check --fix .` repairs the autofixable findings.

@@ -1,0 +1,534 @@
+"""Exact aggregates with Spark: the same numbers as the polars engine, computed where the data lives.
+
+``aggregate(plan, path, master=...)`` returns exactly what :func:`dpcli.engine.aggregate` returns for the same
+file (per statistic, per declared cell: int64 counts and fixed-point sums as Python ints). Only the small per-cell
+table comes back to the driver; noise, ledger and output stay in dpcli.
+
+How the file becomes records: the contract's rules (docs/spec.md, "How lines are read"), not Spark's CSV reader's
+(Hadoop splits on CR, LF and CRLF whatever the header says, and quotes differ). Spark reads the files as lines,
+split at the line end the header chose (``lineSep``), each line's bytes as they are (``cast("binary")``: invalid
+UTF-8 reaches the cell rules untouched). Each file's header is dropped by position (the first record of the split
+that starts at byte 0, never by content). In each partition the lines, joined again with the line end, go to the
+polars engine's per-chunk aggregator, so every cell rule is the same code; the partition emits its nonzero cells,
+Spark adds them up per (statistic, cell), and the driver rebuilds the arrays. Two details of CR files: a record
+after a CRLF starts with the LF, which the aggregator strips as the polars engine does; and a file ending in CRLF
+gives Spark one last record that is just that LF, which is not a line: its contribution (an empty line's) is taken
+back out on the driver, once per such file, as the polars engine does.
+
+Nothing Spark or Java says reaches the terminal (a Java message can quote a data value): the JVM is started with
+its standard output and error on /dev/null, its log level is ERROR, and every Spark or Py4J exception becomes a
+dpcli error naming its class only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcli.engine.csv_header import _BOM, MAX_HEADER_BYTES, HeaderLayout, _line_header, check_header
+from dpcli.engine.polars_engine import ExactStatistic
+from dpcli.errors import DpcliError, InputError, InternalError, UsageError
+from dpcli.plan import Plan
+
+DEFAULT_MASTER = "local[*]"
+INSTALL_HINT = "pip install 'dpcli[spark]'"
+# Codecs Hadoop reads in pure Java (Spark's text reader picks them by file extension, as here). zstd, lz4 and
+# snappy need Hadoop's native libraries, which pyspark's jars do not ship: refused before anything is spent.
+_JAVA_CODECS = {"GzipCodec", "BZip2Codec"}
+_BUFFER_BYTES = 4 << 20  # lines are handed to the aggregator this many bytes at a time
+_LIMB = 1 << 64  # a sum travels as hi * 2^64 + lo, both DECIMAL(38,0): Spark adds them exactly, whatever the size
+
+_session_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class CsvLayout:
+    """What the header decides for every file of the input (the lead's ``polars_engine.CsvLayout`` at merge)."""
+
+    names: list[str]
+    eol: bytes  # b"\n" or b"\r"
+    delimiter: str = ","
+
+
+class StandInLineAggregator:
+    """STAND-IN for ``dpcli.engine.polars_engine.LineAggregator`` until it lands on main: the same add/finish API,
+    done by writing a header and the lines to a private temporary file and aggregating it with the polars engine.
+    Replace ``_line_aggregator`` below by the real class at merge, and delete this one."""
+
+    def __init__(self, plan: Plan, layout: CsvLayout):
+        self.plan = plan
+        self.dir = tempfile.mkdtemp(prefix="dpcli-spark-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
+        self.path = Path(self.dir) / "part.csv"
+        self.file = open(self.path, "wb")  # noqa: SIM115 - closed by finish()
+        header = io.StringIO()
+        csv.writer(header, delimiter=layout.delimiter, lineterminator="").writerow(layout.names)
+        self.file.write(header.getvalue().encode("utf-8") + layout.eol)
+
+    def add(self, data: bytes) -> None:
+        self.file.write(data)
+
+    def finish(self) -> list[ExactStatistic]:
+        from dpcli.engine import aggregate
+
+        try:
+            self.file.close()
+            return aggregate(self.plan, self.path)
+        finally:
+            self._cleanup()
+
+
+_line_aggregator = StandInLineAggregator
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the session
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java")
+
+
+@contextlib.contextmanager
+def _quiet_fds() -> Iterator[None]:
+    """Standard output and error on /dev/null while the JVM starts: it inherits them for its whole life, so no
+    banner, log line or Java message (which could quote a value) ever reaches the terminal."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
+def session(master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+    """The process's SparkSession (created once; later calls return it whatever ``master`` says).
+
+    ``master``: a Spark master URL, else $SPARK_MASTER, else ``local[*]``. ``conf``: more Spark settings (tests).
+    UsageError (exit 2) without pyspark or without Java.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise UsageError(f"the Spark engine needs pyspark: {INSTALL_HINT}") from None
+    with _session_lock:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active
+        master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+        if _java() is None:
+            raise UsageError("the Spark engine needs Java 17 or later: no `java` on PATH or in $JAVA_HOME")
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no lookup of this host's public address
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers import dpcli from this venv
+        builder = (
+            SparkSession.builder.master(master)
+            .appName("dpcli")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.ansi.enabled", "true")  # a decimal sum that overflowed would fail, never wrap
+        )
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        try:
+            with _quiet_fds(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                spark = builder.getOrCreate()
+        except Exception as exc:  # noqa: BLE001 - any failure to start is reported by class name only
+            raise UsageError(
+                f"the Spark engine could not start a Spark session on master {master} ({type(exc).__name__}): "
+                "it needs Java 17 or later, and a reachable master"
+            ) from None
+        spark.sparkContext.setLogLevel("ERROR")
+        return spark
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the input: files, formats and headers, through Hadoop's FileSystem (local paths, file:, hdfs://, s3a://)
+
+
+@dataclass(frozen=True)
+class _Input:
+    files: list[str]  # Hadoop URIs of the CSV files, in listing order
+    layout: HeaderLayout
+    crlf_ends: int  # how many CR files end with CRLF (each gives Spark a last record that is not a line)
+
+
+def _uri(path: str | Path) -> str:
+    text = str(path)
+    if "://" in text or text.startswith("file:"):
+        return text
+    # not Path.as_uri(): Hadoop's Path(String) does not decode %-escapes, so a space must stay a space
+    return "file://" + str(Path(text).absolute())
+
+
+class _Hadoop:
+    """Hadoop's FileSystem and codecs through the JVM gateway: bounded reads of a file's head (and tail)."""
+
+    def __init__(self, spark: Any):
+        self.jvm = spark.sparkContext._jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self.codecs = self.jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self.conf)
+
+    def path(self, uri: str) -> Any:
+        return self.jvm.org.apache.hadoop.fs.Path(uri)
+
+    def files(self, uri: str, shown: str) -> list[Any]:
+        """The files of ``uri``: itself, or a directory's data files (names starting with _ or . are not data, as
+        for Spark)."""
+        path = self.path(uri)
+        fs = path.getFileSystem(self.conf)
+        if not fs.exists(path):
+            raise InputError(f"input {shown} does not exist")
+        status = fs.getFileStatus(path)
+        if not status.isDirectory():
+            return [status.getPath()]
+        parts = []
+        for child in fs.listStatus(path):
+            name = child.getPath().getName()
+            if name.startswith(("_", ".")):
+                continue
+            if child.isDirectory():
+                raise InputError(f"input {shown} holds a subdirectory: the Spark engine reads one level of parts")
+            parts.append(child.getPath())
+        if not parts:
+            raise InputError(f"input {shown} is a directory without data files")
+        return sorted(parts, key=lambda p: p.toString())
+
+    def codec(self, path: Any) -> str | None:
+        codec = self.codecs.getCodec(path)
+        return None if codec is None else codec.getClass().getSimpleName()
+
+    def _open(self, path: Any) -> Any:
+        stream = path.getFileSystem(self.conf).open(path)
+        codec = self.codecs.getCodec(path)
+        return stream if codec is None else codec.createInputStream(stream)
+
+    def head(self, path: Any) -> bytes:
+        stream = self._open(path)
+        try:
+            return bytes(stream.readNBytes(MAX_HEADER_BYTES + 8))
+        finally:
+            stream.close()
+
+    def ends_with_crlf(self, path: Any) -> bool:
+        """The file's (decompressed) content ends with CR LF. A plain file is read at its end; a compressed one is
+        decompressed in the JVM (skipped through twice, nothing crosses to Python but the last two bytes)."""
+        fs = path.getFileSystem(self.conf)
+        if self.codecs.getCodec(path) is None:
+            size = fs.getFileStatus(path).getLen()
+            if size < 2:
+                return False
+            stream = fs.open(path)
+            try:
+                stream.seek(size - 2)
+                return bytes(stream.readNBytes(2)) == b"\r\n"
+            finally:
+                stream.close()
+        stream = self._open(path)
+        try:
+            length = self._skip(stream, 1 << 62)  # to the end: the decompressed length
+        finally:
+            stream.close()
+        if length < 2:
+            return False
+        stream = self._open(path)
+        try:
+            self._skip(stream, length - 2)
+            return bytes(stream.readNBytes(2)) == b"\r\n"
+        finally:
+            stream.close()
+
+    @staticmethod
+    def _skip(stream: Any, n: int) -> int:
+        """Skip ``n`` bytes of ``stream`` or to its end; how many were skipped."""
+        done = 0
+        while done < n:
+            # at most 2^30 a call: Hadoop's DecompressorStream.skip casts its argument to int
+            step = stream.skip(min(n - done, 1 << 30))
+            if step <= 0:
+                if stream.read() < 0:
+                    break
+                step = 1
+            done += step
+        return done
+
+
+def input_format_of(path: str, input_format: str | None) -> str:
+    """``csv`` (plain or compressed, the codec told by the name as Hadoop tells it), from ``input_format`` or the
+    name. UsageError (exit 2) for a format this engine does not read."""
+    name = path.rstrip("/").lower()
+    fmt = (input_format or ("parquet" if name.endswith((".parquet", ".pq")) else "csv")).lower()
+    if fmt == "parquet":
+        raise UsageError(
+            f"input {path}: the Spark engine does not read Parquet yet (it comes with the polars engine's typed "
+            "frames); use the polars engine"
+        )
+    if fmt.startswith("csv.") and not name.endswith(fmt[3:]):
+        # Hadoop picks the codec by the file name: a declared compression the name does not carry would be read raw
+        raise UsageError(f"input {path}: the Spark engine reads {fmt} from files named *{fmt[3:]}")
+    if fmt not in ("csv", "csv.gz", "csv.bz2", "csv.zst"):  # .zst is refused by its codec below, with the reason
+        raise UsageError(f"input {path}: the Spark engine reads CSV files (.csv, .csv.gz, .csv.bz2), not {fmt}")
+    return fmt
+
+
+def _layout(hadoop: _Hadoop, path: Any, shown: str) -> HeaderLayout:
+    head = hadoop.head(path)
+    if not head.strip():
+        raise InputError(f"input {shown} is empty: a CSV needs at least a header line")
+    bom = len(_BOM) if head.startswith(_BOM) else 0
+    return _line_header(Path(shown), head, bom)
+
+
+def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | None = None) -> _Input:
+    """The files and their common header, checked before anything is spent (InputError, exit 3; UsageError, exit 2
+    for what the engine cannot read)."""
+    shown = str(path)
+    input_format_of(shown, input_format)
+    if plan.spec.quoted_line_breaks:
+        raise UsageError(
+            "csv.quoted_line_breaks is not supported by the Spark engine (records there span lines, which Spark "
+            "splits across workers); use the polars engine"
+        )
+    hadoop = _Hadoop(spark)
+    files = hadoop.files(_uri(path), shown)
+    layouts = []
+    for f in files:
+        codec = hadoop.codec(f)
+        if codec is not None and codec not in _JAVA_CODECS:
+            raise UsageError(
+                f"input {shown}: {f.getName()} needs Hadoop's native {codec} library, which the Spark engine does "
+                "not use: decompress it, or compress with gzip or bzip2"
+            )
+        layouts.append(_layout(hadoop, f, shown if len(files) == 1 else f"{shown}/{f.getName()}"))
+    layout = layouts[0]
+    if any(other.names != layout.names or other.eol != layout.eol for other in layouts[1:]):
+        raise InputError(f"input {shown}: its parts do not all have the same header line and line end")
+    check_header(Path(shown), layout.names, plan.spec.columns.keys())
+    crlf_ends = sum(hadoop.ends_with_crlf(f) for f in files) if layout.eol == b"\r" else 0
+    return _Input([f.toString() for f in files], layout, crlf_ends)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the job
+
+
+def _cell_schema() -> Any:
+    from pyspark.sql.types import DecimalType, IntegerType, LongType, StructField, StructType
+
+    return StructType(
+        [
+            StructField("stat", IntegerType(), False),
+            StructField("cell", LongType(), False),
+            StructField("n", LongType(), False),
+            StructField("hi", DecimalType(38, 0), False),
+            StructField("lo", DecimalType(38, 0), False),
+        ]
+    )
+
+
+def cell_rows(stats: list[ExactStatistic]) -> Any:
+    """The nonzero cells of ``stats`` as one Arrow batch (statistic, cell, count, sum as two DECIMAL(38,0) limbs)."""
+    import decimal
+
+    import pyarrow as pa
+
+    stat_col: list[int] = []
+    cell_col: list[int] = []
+    n_col: list[int] = []
+    hi_col: list[decimal.Decimal] = []
+    lo_col: list[decimal.Decimal] = []
+    for i, e in enumerate(stats):
+        nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
+        cells = np.flatnonzero(nonzero)
+        for j in cells.tolist():
+            total = 0 if e.sums is None else int(e.sums[j])
+            stat_col.append(i)
+            cell_col.append(j)
+            n_col.append(int(e.counts[j]))
+            hi, lo = divmod(total, _LIMB)
+            hi_col.append(decimal.Decimal(hi))
+            lo_col.append(decimal.Decimal(lo))
+    dec = pa.decimal128(38, 0)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(stat_col, pa.int32()),
+            pa.array(cell_col, pa.int64()),
+            pa.array(n_col, pa.int64()),
+            pa.array(hi_col, dec),
+            pa.array(lo_col, dec),
+        ],
+        names=["stat", "cell", "n", "hi", "lo"],
+    )
+
+
+def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
+    """The function each partition runs (``mapInArrow``): its lines, header dropped, through the aggregator."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        aggregator = _line_aggregator(plan, layout)
+        buffered: list[bytes] = []
+        size = 0
+        split: tuple[str, int] | None = None  # the split of the previous row (file, start)
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            values, paths, starts = batch.column(0), batch.column(1), batch.column(2)
+            start_arr = starts.to_numpy(zero_copy_only=False)
+            path_arr = paths.to_numpy(zero_copy_only=False)
+            # a row opens a split when its (file, start) differs from the previous row's; the split that starts at
+            # byte 0 of its file opens with the header line
+            opens = np.zeros(batch.num_rows, dtype=bool)
+            opens[0] = split != (path_arr[0], int(start_arr[0]))
+            opens[1:] = (start_arr[1:] != start_arr[:-1]) | (path_arr[1:] != path_arr[:-1])
+            split = (path_arr[-1], int(start_arr[-1]))
+            header = opens & (start_arr == 0)
+            if header.any():
+                values = pc.filter(values, pa.array(~header))
+            if len(values) == 0:
+                continue
+            lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
+            joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
+            data = joined[0].as_py()
+            buffered.append(data)
+            size += len(data)
+            if size >= _BUFFER_BYTES:
+                aggregator.add(b"".join(buffered))
+                buffered, size = [], 0
+        if buffered:
+            aggregator.add(b"".join(buffered))
+        yield cell_rows(aggregator.finish())
+
+    return run
+
+
+def _empty_line(plan: Plan, layout: CsvLayout) -> list[ExactStatistic]:
+    """What the record Spark makes of the LF after a CR file's last CR counts (an empty line's contribution)."""
+    aggregator = _line_aggregator(plan, layout)
+    aggregator.add(b"\n" + layout.eol)
+    return aggregator.finish()
+
+
+def aggregate(
+    plan: Plan, path: str | Path, *, master: str | None = None, input_format: str | None = None
+) -> list[ExactStatistic]:
+    """Exact per-cell aggregates for every statistic of the plan, in plan order, computed by Spark: the same as
+    :func:`dpcli.engine.aggregate` on the same data. ``path``: a local path or a URL Hadoop reads (``file:``,
+    ``hdfs://``, ``s3a://``), a CSV file (``.csv``, ``.csv.gz``, ``.csv.bz2``) or a directory of CSV parts with the
+    same header. ``master``: see :func:`session`."""
+    spark = session(master)
+    shown = str(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            source = resolve_input(spark, plan, path, input_format)
+            layout = CsvLayout(list(source.layout.names), source.layout.eol)
+            rows = _cells(spark, plan, source, layout)
+    except DpcliError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
+        if _class_name(exc).endswith("UnsupportedFileSystemException"):
+            raise UsageError(
+                f"input {shown}: Spark has no file system for this URL's scheme (s3a:// needs the hadoop-aws jars "
+                "on Spark's classpath)"
+            ) from None
+        raise InternalError(
+            f"the Spark engine failed on input {shown} ({_class_name(exc)}); nothing was spent"
+        ) from None
+    counts, sums = rebuild(plan, rows)
+    if source.crlf_ends:
+        for i, e in enumerate(_empty_line(plan, layout)):
+            counts[i] -= source.crlf_ends * e.counts
+            s = sums[i]
+            if s is not None and e.sums is not None:
+                for j in np.flatnonzero(e.sums != 0).tolist():
+                    s[j] -= source.crlf_ends * int(e.sums[j])
+    return [ExactStatistic(c, s) for c, s in zip(counts, sums, strict=True)]
+
+
+def rebuild(plan: Plan, rows: list[tuple[int, int, int, Any, Any]]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """Every statistic's per-cell counts and sums from the summed (statistic, cell, count, hi, lo) rows."""
+    counts = [np.zeros(sp.cells, dtype=np.int64) for sp in plan.statistics]
+    sums: list[np.ndarray | None] = []
+    for sp in plan.statistics:
+        s = None
+        if sp.statistic.kind in ("sum", "mean"):
+            s = np.zeros(sp.cells, dtype=object)
+            s[:] = 0
+        sums.append(s)
+    for stat, cell, n, hi, lo in rows:
+        counts[stat][cell] += n
+        s = sums[stat]
+        if s is not None:
+            s[cell] += int(hi) * _LIMB + int(lo)
+    return counts, sums
+
+
+def sum_cells(cells: Any) -> list[tuple[int, int, int, Any, Any]]:
+    """The partitions' cell rows added up per (statistic, cell) by Spark, collected (one row per nonzero cell)."""
+    from pyspark.sql import functions as F
+
+    table = (
+        cells.groupBy("stat", "cell")
+        .agg(F.sum("n").alias("n"), F.sum("hi").alias("hi"), F.sum("lo").alias("lo"))
+        .toArrow()
+    )
+    return list(
+        zip(
+            *(table.column(name).to_pylist() for name in ("stat", "cell", "n", "hi", "lo")),
+            strict=True,
+        )
+    )
+
+
+def _cells(spark: Any, plan: Plan, source: _Input, layout: CsvLayout) -> list[tuple[int, int, int, Any, Any]]:
+    """The per-cell table: the job's only result that reaches the driver."""
+    from pyspark.sql import functions as F
+
+    lines = (
+        spark.read.option("lineSep", layout.eol.decode())
+        .text(source.files)
+        .select(
+            F.col("value").cast("binary").alias("value"),
+            F.col("_metadata.file_path").alias("path"),
+            F.col("_metadata.file_block_start").alias("start"),
+        )
+    )
+    return sum_cells(lines.mapInArrow(partition_cells(plan, layout), _cell_schema()))
+
+
+def _class_name(exc: BaseException) -> str:
+    """The failing class: for a Java exception, the Java class's name (never its message)."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):
+            return str(java.getClass().getName())
+    return type(exc).__name__

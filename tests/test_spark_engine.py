@@ -1,0 +1,361 @@
+"""The Spark engine gives exactly the polars engine's aggregates (issue 11, "Parity test").
+
+The same spec over the same file through both engines' internal no-noise path (``dpcli.engine.aggregate`` and
+``dpcli.engine.spark_engine.aggregate``): identical per-cell counts and fixed-point sums, for every statistic kind
+and cell rule, on the Adult data and on files full of hostile cells and lines. Spark runs locally (``local[2]``) in
+one session for the whole test run; each file is read in several splits (a small ``maxPartitionBytes``, checked),
+so lines cut by split boundaries, headers dropped by position and CR files' leading LFs are all exercised.
+
+Marked ``spark``: `make test-spark` installs the extra and runs them; `make test` leaves them out. Without pyspark
+or Java they skip, except under CI (``CI`` set), where they fail: CI must really run them.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dpcli.engine import aggregate, spark_engine
+from dpcli.errors import InputError, UsageError
+from dpcli.plan import make_plan
+from dpcli.spec import parse_spec
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parent.parent
+ADULT = ROOT / "tests" / "data" / "adult.csv"
+ADULT_SPEC = """\
+version: 1
+dataset: adult
+privacy: {epsilon: 1}
+columns:
+  age:            {type: int, bounds: [17, 90]}
+  hours_per_week: {type: float, bounds: [1, 99], precision: 0.5, impute: 40}
+  capital_gain:   {type: float, bounds: [0, 99999], precision: 0.01}
+  education_num:  {type: int, bounds: [1, 16], impute: 9}
+  sex:            {type: category, categories: [Female, Male]}
+  race:           {type: category, categories: [White, Black, Other], other: Other}
+  income:         {type: category, categories: ['<=50K', '>50K'], impute: '<=50K'}
+  workclass:      {type: category, categories: [Private, State-gov, Federal-gov]}
+statistics:
+  - {name: n, kind: count}
+  - {name: by_sex_race, kind: count, by: [sex, race]}
+  - {name: age_grid, kind: histogram, column: age, bins: {start: 17, stop: 92, step: 5}}
+  - {name: age_edges, kind: histogram, column: age, bins: [0, 18, 25, 45, 65, 91], by: [income]}
+  - {name: hours_grid, kind: histogram, column: hours_per_week, bins: {start: 0.5, stop: 100.5, step: 2.5}}
+  - {name: income_by_workclass, kind: histogram, column: income, by: [workclass]}
+  - {name: gain, kind: sum, column: capital_gain, by: [sex]}
+  - {name: mean_hours, kind: mean, column: hours_per_week, by: [sex, income]}
+  - {name: mean_edu, kind: mean, column: education_num}
+"""
+
+# every column type, impute and other:, on a header with extra columns and a quoted name
+HOSTILE_SPEC = """\
+version: 1
+dataset: toy
+privacy: {epsilon: 100}
+columns:
+  age:    {type: int, bounds: [0, 100]}
+  big:    {type: int, bounds: [-1000000000000, 1000000000000]}
+  income: {type: float, bounds: [-1000, 1000], precision: 0.01}
+  wide:   {type: float, bounds: [-1000000000000, 1000000000000], precision: 0.5, impute: 3}
+  sex:    {type: category, categories: [F, M, 'é', 'a,b']}
+  grp:    {type: category, categories: [a, b, X], other: X}
+  flag:   {type: bool, impute: 'false'}
+statistics:
+  - {name: n, kind: count}
+  - {name: by_sex, kind: count, by: [sex]}
+  - {name: ages, kind: histogram, column: age, bins: [0, 18, 65, 101]}
+  - {name: age_grid, kind: histogram, column: age, bins: {start: 0, stop: 98, step: 7}, by: [grp]}
+  - {name: mean_income, kind: mean, column: income, by: [sex]}
+  - {name: total, kind: sum, column: income}
+  - {name: big_sum, kind: sum, column: big, by: [flag]}
+  - {name: wide_mean, kind: mean, column: wide}
+  - {name: flags, kind: histogram, column: flag, by: [grp]}
+  - {name: grps, kind: histogram, column: grp}
+"""
+HOSTILE_HEADER = b'age,big,income,"wi""de",wide,sex,grp,flag,note'
+
+# cells that test every rule: numbers that overflow, NaN, infinities, blanks, undeclared keys, U+FFFD, bad UTF-8
+CELLS = [
+    b"", b"0", b"17", b"-3", b"101", b"+42", b" 7", b"7 ", b"1e2", b"3.0", b"nan", b"NaN", b"inf", b"-inf",
+    b"Infinity", b"1e400", b"-1e400", b"9223372036854775807", b"9223372036854775808", b"-9223372036854775809",
+    b"1000000000000000", b"1000000000000001", b"12.345", b"-0.005", b"0.005", b"999.995", b".5", b"1_000",
+    b"\xef\xbf\xbd", b"\xff\xfe", b"\xc3\xa9", b"\xc3", b"F", b"M", b"f", b"X", b"zz", b"true", b"FALSE", b"1",
+    b"yes", b'"F"', b'"a,b"', b'"M', b'"x""y"', b'"F"x', b"a\x00b", b"\t1", b"12\r",
+]
+
+
+def _problem() -> str | None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "pyspark is not installed (make test-spark installs dpcli[spark])"
+    if spark_engine._java() is None:
+        return "no Java (the Spark engine needs Java 17: apt-get install openjdk-17-jre-headless)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark():
+    problem = _problem()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the Spark tests must run in CI: {problem}")
+        pytest.skip(problem)
+    return spark_engine.session("local[2]", {"spark.sql.shuffle.partitions": "2"})
+
+
+def splits(spark, path: Path, parts: int = 4) -> int:
+    """Read ``path`` (or a directory) in about ``parts`` splits per file; the number of splits Spark makes."""
+    size = max(f.stat().st_size for f in ([path] if path.is_file() else path.iterdir()))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(16, size // parts)))
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")
+    return spark.read.text(str(path)).rdd.getNumPartitions()
+
+
+def exacts(stats) -> list[tuple[list[int], list[int] | None]]:
+    return [(e.counts.tolist(), None if e.sums is None else [int(s) for s in e.sums]) for e in stats]
+
+
+def assert_parity(spark, plan, path: Path, parts: int = 4, polars_path: Path | None = None) -> list:
+    if parts > 1 and path.is_file() and not path.name.endswith(".gz"):
+        assert splits(spark, path, parts) > 1  # the lines really are cut across splits
+    else:
+        splits(spark, path, parts)
+    want = exacts(aggregate(plan, polars_path or path))
+    got = exacts(spark_engine.aggregate(plan, str(path)))
+    assert got == want
+    return want
+
+
+def hostile_lines(rng: random.Random, n: int) -> list[bytes]:
+    lines = []
+    for i in range(n):
+        fields = [rng.choice(CELLS) for _ in range(rng.randint(0, 10))]
+        if i % 7 == 0:
+            fields = [b"31", b"5", b"12.5", b"q", b"2.5", b"F", b"a", b"true", b"ok"]  # a well-formed row
+        lines.append(b",".join(fields))
+    return lines
+
+
+@pytest.fixture(scope="module")
+def hostile_plan():
+    return make_plan(parse_spec(HOSTILE_SPEC))
+
+
+def test_adult_every_statistic_kind(spark, tmp_path):
+    plan = make_plan(parse_spec(ADULT_SPEC))
+    want = assert_parity(spark, plan, ADULT, parts=6)
+    assert want[0][0] == [48842]  # the whole file was read, by both
+    assert sum(want[7][0]) > 0
+
+
+@pytest.mark.parametrize(
+    ("eol", "final"),
+    [(b"\n", b"\n"), (b"\n", b""), (b"\r", b"\r"), (b"\r\n", b"\r\n"), (b"\r\n", b""), (b"\r", b"")],
+    ids=["LF", "LF-no-final", "CR", "CRLF", "CRLF-no-final", "CR-no-final"],
+)
+def test_hostile_lines(spark, tmp_path, hostile_plan, eol, final):
+    rng = random.Random(11)
+    lines = hostile_lines(rng, 400)
+    if eol == b"\n":
+        # CRs inside lines and at line ends of an LF file, and empty lines
+        lines += [b"31,5,12.5,q,2.5,F\r,a,1", b"4\r2,1,1,,,M,b", b"", b"", b"5,5,5,5,5,M,b,0\r"]
+    else:
+        lines += [b"", b"\n", b"31,5\n,12.5,q,2.5,F,a,1", b"", b"\n7,1,1,,,M,b"]  # LFs inside a CR file's lines
+    rng.shuffle(lines)
+    path = tmp_path / "a data file.csv"  # a space: the path reaches Hadoop as it is, not %-escaped
+    path.write_bytes(HOSTILE_HEADER + eol + eol.join(lines) + final)
+    want = assert_parity(spark, hostile_plan, path, parts=5)
+    assert want[0][0][0] >= 400
+
+
+def test_crlf_file_ending_in_an_empty_line(spark, tmp_path, hostile_plan):
+    # CR file whose last line is the LF after a CRLF, then a CR: an empty line Spark reads as b"\n", which counts
+    path = tmp_path / "data.csv"
+    path.write_bytes(HOSTILE_HEADER + b"\r\n1,2,3,4,5,F,a,1\r\n\r")
+    want = assert_parity(spark, hostile_plan, path, parts=1)
+    assert want[0][0] == [2]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        HOSTILE_HEADER,
+        HOSTILE_HEADER + b"\n",
+        HOSTILE_HEADER + b"\r\n",
+        HOSTILE_HEADER + b"\r",
+        b"\xef\xbb\xbf" + HOSTILE_HEADER + b"\n1,2",
+    ],
+    ids=["header-only", "header-LF", "header-CRLF", "header-CR", "BOM"],
+)
+def test_files_without_many_rows(spark, tmp_path, hostile_plan, data):
+    path = tmp_path / "data.csv"
+    path.write_bytes(data)
+    assert_parity(spark, hostile_plan, path, parts=1)
+
+
+def test_directory_of_parts_and_gzip(spark, tmp_path, hostile_plan):
+    rng = random.Random(5)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    everything = []
+    for k in range(3):
+        lines = hostile_lines(rng, 100)
+        everything += lines
+        (parts / f"part-{k}.csv").write_bytes(HOSTILE_HEADER + b"\r\n" + b"\r\n".join(lines) + b"\r\n")
+    (parts / "_SUCCESS").write_bytes(b"")
+    whole = tmp_path / "whole.csv"
+    whole.write_bytes(HOSTILE_HEADER + b"\r\n" + b"\r\n".join(everything) + b"\r\n")
+    assert_parity(spark, hostile_plan, parts, polars_path=whole)
+    packed = tmp_path / "whole.csv.gz"
+    packed.write_bytes(gzip.compress(whole.read_bytes()))
+    assert_parity(spark, hostile_plan, packed, polars_path=whole)
+    # bzip2 splits (Hadoop finds block boundaries): the header is still dropped by position, once
+    packed = tmp_path / "whole.csv.bz2"
+    packed.write_bytes(bz2.compress(whole.read_bytes() * 20, compresslevel=1))
+    (tmp_path / "twenty.csv").write_bytes(whole.read_bytes() * 20)
+    assert_parity(spark, hostile_plan, packed, polars_path=tmp_path / "twenty.csv")
+
+
+def test_parts_with_different_headers_are_refused(spark, tmp_path, hostile_plan):
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "a.csv").write_bytes(HOSTILE_HEADER + b"\n1,2\n")
+    (parts / "b.csv").write_bytes(HOSTILE_HEADER.replace(b"age,big", b"big,age") + b"\n1,2\n")
+    with pytest.raises(InputError, match="do not all have the same header"):
+        spark_engine.aggregate(hostile_plan, str(parts))
+    (parts / "b.csv").write_bytes(HOSTILE_HEADER + b"\r1,2\r")
+    with pytest.raises(InputError, match="do not all have the same header"):
+        spark_engine.aggregate(hostile_plan, str(parts))
+
+
+def test_refusals_before_anything_is_read(spark, tmp_path, hostile_plan):
+    missing = tmp_path / "nope.csv"
+    with pytest.raises(InputError, match="does not exist"):
+        spark_engine.aggregate(hostile_plan, str(missing))
+    with pytest.raises(UsageError, match="no file system for this URL's scheme"):
+        spark_engine.aggregate(hostile_plan, "nosuchscheme://bucket/data.csv")
+    zst = tmp_path / "data.csv.zst"
+    zst.write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(UsageError, match="native ZStandardCodec"):
+        spark_engine.aggregate(hostile_plan, str(zst))
+    with pytest.raises(UsageError, match="does not read Parquet"):
+        spark_engine.aggregate(hostile_plan, str(tmp_path / "x.parquet"))
+    no_age = tmp_path / "no_age.csv"
+    no_age.write_bytes(HOSTILE_HEADER.replace(b"age,", b"") + b"\n1\n")
+    with pytest.raises(InputError, match="missing from the header: age"):
+        spark_engine.aggregate(hostile_plan, str(no_age))
+    rfc = make_plan(parse_spec(HOSTILE_SPEC + "csv: {quoted_line_breaks: true}\n"))
+    with pytest.raises(UsageError, match="quoted_line_breaks"):
+        spark_engine.aggregate(rfc, str(no_age))
+
+
+def test_a_failing_job_quotes_nothing(spark, tmp_path, hostile_plan, monkeypatch):
+    # a Python error inside the job (here: the aggregator fails with a message holding a cell) reaches the user
+    # as the engine's error naming a class, never the message
+    path = tmp_path / "data.csv"
+    path.write_bytes(HOSTILE_HEADER + b"\nsecret-cell-value,1\n")
+
+    class Boom(spark_engine.StandInLineAggregator):
+        def add(self, data: bytes) -> None:
+            raise ValueError(data.decode())
+
+    monkeypatch.setattr(spark_engine, "_line_aggregator", Boom)
+    with pytest.raises(Exception) as info:
+        spark_engine.aggregate(hostile_plan, str(path))
+    assert "secret-cell-value" not in str(info.value)
+    assert "the Spark engine failed on input" in str(info.value)
+
+
+_ALPHABET = st.sampled_from([b",", b'"', b"\r", b"\n", b"\r\n", b"1", b"-", b".", b"e", b"F", b"M", b"a", b"X",
+                             b"true", b"\xff", b"\xc3\xa9", b"9223372036854775808", b"nan", b" ", b"\x00"])
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(st.lists(_ALPHABET, max_size=12).map(b"".join), min_size=1, max_size=40),
+    eol=st.sampled_from([b"\n", b"\r", b"\r\n"]),
+)
+def test_random_lines(spark, tmp_path, hostile_plan, pieces, eol):
+    path = tmp_path / "random.csv"
+    path.write_bytes(HOSTILE_HEADER + eol + eol.join(pieces))
+    splits(spark, path, 3)
+    assert exacts(spark_engine.aggregate(hostile_plan, str(path))) == exacts(aggregate(hostile_plan, path))
+
+
+def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
+    # fixed-point sums travel as two DECIMAL(38,0) limbs: Spark adds them per cell without rounding or overflow
+    import numpy as np
+    import pyarrow as pa
+
+    from dpcli.engine.polars_engine import ExactStatistic
+
+    rng = random.Random(3)
+    parts = []
+    for _ in range(5):
+        stats = []
+        for sp in hostile_plan.statistics:
+            counts = np.array([rng.choice([0, 1, 2**40]) for _ in range(sp.cells)], dtype=np.int64)
+            sums = None
+            if sp.statistic.kind in ("sum", "mean"):
+                sums = np.array([rng.choice([0, -1, 2**63, -(2**100) - 7, 2**120 + 3]) for _ in range(sp.cells)],
+                                dtype=object)
+            stats.append(ExactStatistic(counts, sums))
+        parts.append(stats)
+    frame = spark.createDataFrame(pa.Table.from_batches([spark_engine.cell_rows(p) for p in parts]))
+    counts, sums = spark_engine.rebuild(hostile_plan, spark_engine.sum_cells(frame))
+    for i in range(len(hostile_plan.statistics)):
+        assert counts[i].tolist() == [sum(int(p[i].counts[j]) for p in parts) for j in range(len(counts[i]))]
+        if sums[i] is not None:
+            assert sums[i].tolist() == [sum(int(p[i].sums[j]) for p in parts) for j in range(len(sums[i]))]
+
+
+def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan):
+    path = tmp_path / "data.csv"
+    path.write_bytes(HOSTILE_HEADER + b"\n1\n")
+    with pytest.raises(UsageError, match=r"reads csv.gz from files named \*.gz"):
+        spark_engine.aggregate(hostile_plan, str(path), input_format="csv.gz")
+    with pytest.raises(UsageError, match="not arrow"):
+        spark_engine.aggregate(hostile_plan, str(path), input_format="arrow")
+    assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None)
+
+
+def _engine_in_child(env: dict[str, str], prelude: str, path: Path) -> subprocess.CompletedProcess:
+    code = (
+        f"{prelude}\n"
+        "from dpcli.engine import spark_engine\n"
+        "from dpcli.errors import DpcliError\n"
+        "from tests.test_spark_engine import HOSTILE_SPEC, make_plan, parse_spec\n"
+        "try:\n"
+        f"    spark_engine.aggregate(make_plan(parse_spec(HOSTILE_SPEC)), {str(path)!r})\n"
+        "except DpcliError as exc:\n"
+        "    print(type(exc).__name__, exc.exit_code, exc)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+
+
+def test_without_pyspark_or_java_one_clear_error(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_bytes(HOSTILE_HEADER + b"\n1\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    r = _engine_in_child(env, "import sys; sys.modules['pyspark'] = None", path)
+    assert r.stdout.strip() == "UsageError 2 the Spark engine needs pyspark: pip install 'dpcli[spark]'"
+    assert r.stderr == ""
+    pytest.importorskip("pyspark")
+    env["PATH"] = str(Path(sys.executable).parent)  # no java on it
+    r = _engine_in_child(env, "", path)
+    assert r.stdout.strip() == (
+        "UsageError 2 the Spark engine needs Java 17 or later: no `java` on PATH or in $JAVA_HOME"
+    )
+    assert r.stderr == ""
