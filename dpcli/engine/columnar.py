@@ -177,13 +177,16 @@ def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str]) -> pl.DataFram
 _FALLBACK_LEGEND = re.compile(r'<FONT COLOR="([^"]+)">[^<]*</FONT> in-memory engine fallback')
 
 
-def check_streaming(queries: list[pl.LazyFrame]) -> None:
+def check_streaming(queries: list[pl.LazyFrame], optimizations: pl.QueryOptFlags | None = None) -> None:
     """InternalError unless every query runs on polars' streaming engine throughout (polars would otherwise fall
     back to the in-memory engine for a node it cannot stream, silently, holding the whole input in memory). Read
     from the physical streaming plan, before anything is read; when polars' plan no longer names its fallback
     nodes, this fails closed."""
     for query in queries:
-        dot = query.show_graph(engine="streaming", plan_stage="physical", raw_output=True, show=False)
+        dot = query.show_graph(
+            engine="streaming", plan_stage="physical", raw_output=True, show=False,
+            optimizations=optimizations or pl.QueryOptFlags(),
+        )
         legend = _FALLBACK_LEGEND.search(dot or "")
         if legend is None:
             raise InternalError("cannot tell whether polars' streaming plan falls back to memory; nothing was spent")

@@ -265,9 +265,12 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan) -> list[ExactStatistic]
         pl.scan_csv(path, skip_rows=skip, glob=False, **reader.options(quoting=True)), reader.select
     )
     planned = queries.apply(frame)
-    check_streaming(planned)  # bounded memory, or exit 1 before anything is read
+    # A release of plain counts reads no column: polars would then count records with its FAST COUNT, which runs on
+    # the in-memory engine; without projection pushdown it counts them in the stream like any other query
+    flags = pl.QueryOptFlags(projection_pushdown=False) if not used else pl.QueryOptFlags()
+    check_streaming(planned, flags)  # bounded memory, or exit 1 before anything is read
     try:
-        grouped = pl.collect_all(planned, engine="streaming")
+        grouped = pl.collect_all(planned, engine="streaming", optimizations=flags)
     except pl.exceptions.PolarsError as exc:
         # polars' message may quote a cell: only its class name leaves this function
         raise InputError(

@@ -23,15 +23,11 @@ dpcli error naming its class only.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import warnings
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from dpcli.engine.csv_header import _BOM, MAX_HEADER_BYTES, HeaderLayout, _line_header, check_header
-from dpcli.engine.polars_engine import ExactStatistic
+from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
+from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.plan import Plan
+from dpcli.spec import Spec
 
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'dpcli[spark]'"
@@ -55,44 +52,11 @@ _LIMB = 1 << 64  # a sum travels as hi * 2^64 + lo, both DECIMAL(38,0): Spark ad
 _session_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class CsvLayout:
-    """What the header decides for every file of the input (the lead's ``polars_engine.CsvLayout`` at merge)."""
-
-    names: list[str]
-    eol: bytes  # b"\n" or b"\r"
-    delimiter: str = ","
-
-
-class StandInLineAggregator:
-    """STAND-IN for ``dpcli.engine.polars_engine.LineAggregator`` until it lands on main: the same add/finish API,
-    done by writing a header and the lines to a private temporary file and aggregating it with the polars engine.
-    Replace ``_line_aggregator`` below by the real class at merge, and delete this one."""
-
-    def __init__(self, plan: Plan, layout: CsvLayout):
-        self.plan = plan
-        self.dir = tempfile.mkdtemp(prefix="dpcli-spark-")
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
-        self.path = Path(self.dir) / "part.csv"
-        self.file = open(self.path, "wb")  # noqa: SIM115 - closed by finish()
-        header = io.StringIO()
-        csv.writer(header, delimiter=layout.delimiter, lineterminator="").writerow(layout.names)
-        self.file.write(header.getvalue().encode("utf-8") + layout.eol)
-
-    def add(self, data: bytes) -> None:
-        self.file.write(data)
-
-    def finish(self) -> list[ExactStatistic]:
-        from dpcli.engine import aggregate
-
-        try:
-            self.file.close()
-            return aggregate(self.plan, self.path)
-        finally:
-            self._cleanup()
-
-
-_line_aggregator = StandInLineAggregator
+# every cell and line rule of the polars engine, applied to each partition's lines (one implementation of them)
+_line_aggregator = LineAggregator
+# single-byte encodings keep CR and LF as the bytes Hadoop splits lines at; the UTF-16 family does not
+_BOM = b"\xef\xbb\xbf"
+_SPLITTABLE_ENCODINGS = ("utf-8", "latin-1", "iso-8859-15", "cp1252", "cp1250", "ascii")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -297,12 +261,15 @@ def input_format_of(path: str, input_format: str | None) -> str:
     return fmt
 
 
-def _layout(hadoop: _Hadoop, path: Any, shown: str) -> HeaderLayout:
+def _layout(hadoop: _Hadoop, path: Any, shown: str, spec: Spec) -> HeaderLayout:
+    """The layout the file's first bytes (or, without a header line, the spec) decide, as the polars engine's."""
     head = hadoop.head(path)
-    if not head.strip():
-        raise InputError(f"input {shown} is empty: a CSV needs at least a header line")
-    bom = len(_BOM) if head.startswith(_BOM) else 0
-    return _line_header(Path(shown), head, bom)
+    dialect = spec.csv
+    if dialect.encoding != "utf-8":
+        head = head.decode(dialect.encoding, "replace").encode("utf-8")
+    return head_layout(
+        Path(shown), head, delimiter=dialect.delimiter, names=spec.field_names, line_end=dialect.line_end
+    )
 
 
 def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | None = None) -> _Input:
@@ -310,6 +277,11 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
     for what the engine cannot read)."""
     shown = str(path)
     input_format_of(shown, input_format)
+    if plan.spec.csv.encoding not in _SPLITTABLE_ENCODINGS:
+        raise UsageError(
+            f"the Spark engine splits lines at single bytes, which {plan.spec.csv.encoding} text does not use for its "
+            "line ends; re-encode the file (e.g. to utf-8) or use the polars engine"
+        )
     if plan.spec.quoted_line_breaks:
         raise UsageError(
             "csv.quoted_line_breaks is not supported by the Spark engine (records there span lines, which Spark "
@@ -325,7 +297,7 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
                 f"input {shown}: {f.getName()} needs Hadoop's native {codec} library, which the Spark engine does "
                 "not use: decompress it, or compress with gzip or bzip2"
             )
-        layouts.append(_layout(hadoop, f, shown if len(files) == 1 else f"{shown}/{f.getName()}"))
+        layouts.append(_layout(hadoop, f, shown if len(files) == 1 else f"{shown}/{f.getName()}", plan.spec))
     layout = layouts[0]
     if any(other.names != layout.names or other.eol != layout.eol for other in layouts[1:]):
         raise InputError(f"input {shown}: its parts do not all have the same header line and line end")
@@ -395,6 +367,7 @@ def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
         import pyarrow.compute as pc
 
         aggregator = _line_aggregator(plan, layout)
+        encoding = plan.spec.csv.encoding
         buffered: list[bytes] = []
         size = 0
         split: tuple[str, int] | None = None  # the split of the previous row (file, start)
@@ -410,14 +383,23 @@ def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
             opens[0] = split != (path_arr[0], int(start_arr[0]))
             opens[1:] = (start_arr[1:] != start_arr[:-1]) | (path_arr[1:] != path_arr[:-1])
             split = (path_arr[-1], int(start_arr[-1]))
-            header = opens & (start_arr == 0)
-            if header.any():
-                values = pc.filter(values, pa.array(~header))
+            first = opens & (start_arr == 0)  # each file's first line
+            if first.any() and layout.header:
+                values = pc.filter(values, pa.array(~first))
+            elif first.any():
+                # no header line: the first line is a record, without the BOM a file may start with (as the polars
+                # engine reads it)
+                bom = pc.and_(pa.array(first), pc.starts_with(values, pattern=_BOM))
+                # the first occurrence is at the start where bom holds (binary_slice fails on shorter values)
+                stripped = pc.replace_substring(values, pattern=_BOM, replacement=b"", max_replacements=1)
+                values = pc.if_else(bom, stripped, values)
             if len(values) == 0:
                 continue
             lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
             joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
             data = joined[0].as_py()
+            if encoding != "utf-8":
+                data = data.decode(encoding, "replace").encode("utf-8")
             buffered.append(data)
             size += len(data)
             if size >= _BUFFER_BYTES:
@@ -450,7 +432,9 @@ def aggregate(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             source = resolve_input(spark, plan, path, input_format)
-            layout = CsvLayout(list(source.layout.names), source.layout.eol)
+            layout = CsvLayout(
+                tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header
+            )
             rows = _cells(spark, plan, source, layout)
     except DpcliError:
         raise
