@@ -167,6 +167,8 @@ def release(
     engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
     if remote and engine != "spark":
         raise UsageError(f"input {remote[:200]} is a URL: only the Spark engine reads one", hint="use --engine spark")
+    if engine == "spark" and not remote and source is None:
+        raise UsageError("the Spark engine reads files, not standard input", hint="pass --input PATH")
     output_path = checked_output(output if output is not None else spec.output)
     location: str | Path | None = None  # a Ledger object passed in has no location to check against the paths
     if isinstance(ledger, Ledger):

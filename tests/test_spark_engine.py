@@ -326,7 +326,7 @@ def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan)
     path.write_bytes(HOSTILE_HEADER + b"\n1\n")
     with pytest.raises(UsageError, match=r"reads csv.gz from files named \*.gz"):
         spark_engine.aggregate(hostile_plan, str(path), input_format="csv.gz")
-    with pytest.raises(UsageError, match="not arrow"):
+    with pytest.raises(UsageError, match="not arrow"):  # Arrow IPC: the polars engine reads it
         spark_engine.aggregate(hostile_plan, str(path), input_format="arrow")
     assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None)
 
@@ -387,3 +387,62 @@ def test_csv_dialects_read_as_the_polars_engine_reads_them(spark, tmp_path, dial
     path.write_bytes((names + eol + body) if header else (b"\xef\xbb\xbf" + body))
     want = assert_parity(spark, plan, path)
     assert want[0][0][0] >= 3000  # (a hostile cell may hold the other line-break byte: more lines)
+
+
+def test_a_directory_of_parquet_parts_reads_as_the_polars_engine_reads_the_file(spark, tmp_path):
+    """Typed columns with hostile values (null, NaN, inf, out-of-bounds, undeclared keys) in Parquet parts: Spark's
+    partitions run the polars engine's typed-column rules (columnar.FrameAggregator) on its Arrow batches."""
+    import polars as pl
+
+    rng = random.Random(11)
+    n = 6000
+    frame = pl.DataFrame(
+        {
+            "age": [rng.choice([None, -5, 0, 17, 30, 64, 99, 200]) for _ in range(n)],
+            "big": [rng.choice([None, 2**62, -(2**40), 7]) for _ in range(n)],
+            "income": [rng.choice([None, float("nan"), float("inf"), -3.25, 12.5, 999.99, 5000.0]) for _ in range(n)],
+            "wide": [rng.choice([None, 1e11, -2.5, 0.25]) for _ in range(n)],
+            "sex": [rng.choice([None, "F", "M", "é", "a,b", "", "Q"]) for _ in range(n)],
+            "grp": [rng.choice([None, "a", "b", "X", "zz", "\ufffd"]) for _ in range(n)],
+            "flag": [rng.choice([None, True, False]) for _ in range(n)],
+        },
+        schema_overrides={"age": pl.Int32, "big": pl.Int64, "flag": pl.Boolean},
+    )
+    whole = tmp_path / "whole.parquet"
+    frame.write_parquet(whole)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(4):
+        frame.slice(i * 1500, 1500).write_parquet(parts / f"part-{i}.parquet")
+    plan = make_plan(parse_spec(HOSTILE_SPEC))
+    want = exacts(aggregate(plan, whole))
+    got = exacts(spark_engine.aggregate(plan, str(parts), input_format="parquet"))
+    assert got == want
+    assert want[0][0] == [n]
+    columns_only = HOSTILE_SPEC.split("statistics:")[0]
+    count_only = make_plan(parse_spec(columns_only + "statistics:\n  - {name: n, kind: count}\n"))
+    assert exacts(spark_engine.aggregate(count_only, str(whole)))[0] == ([n], None)
+
+
+def test_dpcli_release_with_the_spark_engine_end_to_end(spark, tmp_path):
+    """The command: `--engine spark` (the session of this test run is reused), the table written, the spend
+    recorded; standard input is refused before anything is spent."""
+    from tests.helpers import run_in_process
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(HOSTILE_SPEC)
+    data = tmp_path / "d.csv"
+    data.write_bytes(HOSTILE_HEADER + b"\n" + b"\n".join(hostile_lines(random.Random(3), 500)) + b"\n")
+    ledger = tmp_path / "l.jsonl"
+    assert run_in_process("budget", "set", "toy", "--epsilon", "1000", "--ledger", ledger).returncode == 0
+    done = run_in_process("release", spec, "--engine", "spark", "--spark-master", "local[2]", "--input", data,
+                          "--ledger", ledger, "-o", tmp_path / "o.csv")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "o.csv").read_text().startswith("statistic,")
+    refused = run_in_process("release", spec, "--engine", "spark", "--input", "-", "--ledger", ledger, "-o", "-")
+    assert refused.returncode == 2
+    assert refused.stderr.decode() == (
+        "dpcli: error: the Spark engine reads files, not standard input; pass --input PATH\n"
+    )
+    shown = run_in_process("budget", "show", "--json", "--ledger", ledger)
+    assert b'"releases": 1' in shown.stdout

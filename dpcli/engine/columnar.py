@@ -27,8 +27,10 @@ from typing import Literal
 
 import polars as pl
 
+from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, UsageError
+from dpcli.plan import Plan
 from dpcli.spec import Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]
@@ -210,3 +212,22 @@ def collect_columnar(
     except BaseException as exc:  # noqa: BLE001 - polars' errors and pyo3 panics; the class name alone leaves here
         # a damaged page, or string data that is not UTF-8 (which the format forbids and polars refuses)
         raise _failure(exc, path, f"input {path} could not be read as a {_FORMAT_NAMES[fmt]} file") from None
+
+
+class FrameAggregator:
+    """Exact aggregates of typed rows given batch by batch (a Spark partition's Arrow batches of a Parquet input):
+    ``add(frame)`` any number of times, then ``finish()``. Each batch goes through ``typed_frame`` and the same
+    queries as every other input (``dpcli.engine.cells``)."""
+
+    def __init__(self, plan: Plan):
+        self.spec = plan.spec
+        self.used = used_columns(plan.spec)
+        self.queries = Queries(plan, pl.Int128())
+        self.totals = CellTotals(plan, self.queries)
+
+    def add(self, frame: pl.DataFrame) -> None:
+        typed = typed_frame(frame.lazy(), self.spec, self.used)
+        self.totals.add([[grouped] for grouped in pl.collect_all(self.queries.apply(typed))])
+
+    def finish(self) -> list[ExactStatistic]:
+        return self.totals.result()

@@ -54,7 +54,8 @@ def test_spark_master_comes_from_the_environment_and_is_not_used_by_polars(work:
 def test_a_format_the_input_is_not_in_is_exit_3_with_nothing_spent(work: Path) -> None:
     r = release(work, "--input-format", "parquet")
     assert r.returncode == 3, r.stderr
-    assert r.stderr.decode() == f"dpcli: error: input {work / 'data.csv'} is not a readable Parquet file (ComputeError)\n"
+    expected = f"dpcli: error: input {work / 'data.csv'} is not a readable Parquet file (ComputeError)\n"
+    assert r.stderr.decode() == expected
     shown = run_in_process("budget", "show", "--json", "--ledger", work / "L.jsonl")
     assert b'"releases": 0' in shown.stdout
 
