@@ -250,8 +250,13 @@ def test_refusals_before_anything_is_read(spark, tmp_path, hostile_plan):
     zst.write_bytes(b"\x28\xb5\x2f\xfd")
     with pytest.raises(UsageError, match="native ZStandardCodec"):
         spark_engine.aggregate(hostile_plan, str(zst))
-    with pytest.raises(UsageError, match="does not read Parquet"):
-        spark_engine.aggregate(hostile_plan, str(tmp_path / "x.parquet"))
+    with pytest.raises(InputError, match=r"could not be read as Parquet by Spark \(AnalysisException\)"):
+        spark_engine.aggregate(hostile_plan, str(tmp_path / "x.parquet"))  # no such file
+    import polars as pl
+
+    pl.DataFrame({"age": [1]}).write_parquet(tmp_path / "ages.parquet")
+    with pytest.raises(InputError, match="declared column.s. missing from the schema: big, income"):
+        spark_engine.aggregate(hostile_plan, str(tmp_path / "ages.parquet"))
     no_age = tmp_path / "no_age.csv"
     no_age.write_bytes(HOSTILE_HEADER.replace(b"age,", b"") + b"\n1\n")
     with pytest.raises(InputError, match="missing from the header: age"):
