@@ -255,7 +255,7 @@ def test_refusals_before_anything_is_read(spark, tmp_path, hostile_plan):
     import polars as pl
 
     pl.DataFrame({"age": [1]}).write_parquet(tmp_path / "ages.parquet")
-    with pytest.raises(InputError, match="declared column.s. missing from the schema: big, income"):
+    with pytest.raises(InputError, match=r"declared column\(s\) missing from the schema: big, income"):
         spark_engine.aggregate(hostile_plan, str(tmp_path / "ages.parquet"))
     no_age = tmp_path / "no_age.csv"
     no_age.write_bytes(HOSTILE_HEADER.replace(b"age,", b"") + b"\n1\n")
