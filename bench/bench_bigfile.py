@@ -16,7 +16,7 @@ Linux; file-backed pages of an mmap count too). Prints both and exits 1 if dpcli
 
 Usage::
 
-    .venv/bin/python bench/bench_bigfile.py --csv /work/bigdata/people_75M.csv
+    .venv/bin/python bench/bench_bigfile.py --csv PATH          # an existing copy of the generated file
     .venv/bin/python bench/bench_bigfile.py --rows 10000000        # a smaller file, same measurement
 """
 

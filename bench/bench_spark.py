@@ -3,8 +3,8 @@
 engine, on the same file, in the same run.
 
 For each input (default: 10M rows, bench/data/people_10000000.csv, and the 3 GB file, 75M rows,
-/work/bigdata/people_75M.csv or --big PATH; each generated with scripts/generate_people.py when missing) and each
-engine, one child process runs ``aggregate(plan, path)`` (the internal no-noise path: no ledger, no output) and
+bench/data/people_75000000.csv as bench_bigfile.py makes it, or --big PATH; each generated with
+scripts/generate_people.py when missing) and each engine, one child process runs ``aggregate(plan, path)`` (the internal no-noise path: no ledger, no output) and
 this script reports
 
 - wall: the child's whole wall time (Python start-up, imports, for Spark the JVM and session start too);
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_release import GENERATOR, SPEC_YAML, dataset, log  # noqa: E402 - the same spec and data as the release bench
 
-BIG = Path("/work/bigdata/people_75M.csv")
+BIG = Path(__file__).resolve().parent / "data" / "people_75000000.csv"  # bench_bigfile.py's file
 BIG_ROWS = 75_000_000
 
 
