@@ -4,8 +4,8 @@ engine, on the same file, in the same run.
 
 For each input (default: 10M rows, bench/data/people_10000000.csv, and the 3 GB file, 75M rows,
 bench/data/people_75000000.csv as bench_bigfile.py makes it, or --big PATH; each generated with
-scripts/generate_people.py when missing) and each engine, one child process runs ``aggregate(plan, path)`` (the internal no-noise path: no ledger, no output) and
-this script reports
+scripts/generate_people.py when missing) and each engine, one child process runs ``aggregate(plan, path)`` (the
+internal no-noise path: no ledger, no output) and this script reports
 
 - wall: the child's whole wall time (Python start-up, imports, for Spark the JVM and session start too);
 - phase: the time of the aggregate call alone (for Spark after the session is up: what a warm session pays);
