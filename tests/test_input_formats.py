@@ -357,3 +357,22 @@ def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path: Path, plain
         assert all(t == size for _, t in seen)
         assert [r for r, _ in seen] == sorted(r for r, _ in seen)
         assert seen[-1][0] == size
+
+
+def test_check_reads_the_input_as_declared(tmp_path: Path, plain: tuple[Path, list[ExactStatistic]]) -> None:
+    """`dpcli check --input` reads the header through the same source as a release: compressed, in a dialect."""
+    path, _ = plain
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC)
+    gz = tmp_path / "adult.csv.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    done = run_in_process("check", spec, "--input", gz)
+    assert done.returncode == 0, done.stderr
+    assert f"{gz} has every declared column" in done.stderr.decode()
+    wrong = run_in_process("check", spec, "--input", path, "--input-format", "csv.zst")
+    assert wrong.returncode == 3
+    assert wrong.stderr.decode() == (
+        f"dpcli: error: input {path} is not a valid csv.zst file (ZstdError): nothing was spent\n"
+    )
+    bad = run_in_process("check", spec, "--input", path, "--input-format", "xlsx")
+    assert bad.returncode == 2
