@@ -29,32 +29,12 @@ import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
-from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, UsageError
+from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
 from dpcli.plan import Plan
 from dpcli.spec import Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]
-INPUT_FORMATS = ("csv", "parquet", "arrow")
-_EXTENSIONS: dict[str, ColumnarFormat] = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "arrow",
-    ".ipc": "arrow",
-    ".feather": "arrow",  # Feather v2 is the Arrow IPC file format (v1 fails the footer check: exit 3)
-}
 _FORMAT_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC"}
-
-
-def columnar_format(path: str | Path, explicit: str | None = None) -> ColumnarFormat | None:
-    """The columnar format of an input (None for CSV): ``explicit`` (``csv``, ``parquet`` or ``arrow``) when
-    given, else from the file name's extension (``.parquet``/``.pq``, ``.arrow``/``.ipc``/``.feather``)."""
-    if explicit is not None:
-        if explicit not in INPUT_FORMATS:
-            raise UsageError(
-                f"must be one of {', '.join(INPUT_FORMATS)}", argument="input_format", option="--input-format"
-            )
-        return None if explicit == "csv" else explicit  # type: ignore[return-value]
-    return _EXTENSIONS.get(Path(path).suffix.lower())
 
 
 # -- the file: structure from its footer only ------------------------------------------------------------------------
