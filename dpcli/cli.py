@@ -33,6 +33,7 @@ from dpcli.errors import (
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
 from dpcli.locations import is_ledger_url
+from dpcli.spec_fields import ENGINES, INPUT_FORMATS
 
 
 def _example(command: str) -> str:
@@ -103,17 +104,9 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
-class InputFormat(StrEnum):
-    CSV = "csv"
-    CSV_GZ = "csv.gz"
-    CSV_ZST = "csv.zst"
-    PARQUET = "parquet"
-    ARROW = "arrow"
-
-
-class Engine(StrEnum):
-    POLARS = "polars"
-    SPARK = "spark"
+# the spec's choices (dpcli.spec_fields, the one declaration), offered by the options that override them
+InputFormat = StrEnum("InputFormat", {name.upper().replace(".", "_"): name for name in INPUT_FORMATS})  # type: ignore[misc]
+Engine = StrEnum("Engine", {name.upper(): name for name in ENGINES})  # type: ignore[misc]
 
 
 class Neighbours(StrEnum):
@@ -380,8 +373,8 @@ def check(
     input: str | None = typer.Option(  # noqa: A002
         None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
     ),
-    input_format: str | None = typer.Option(
-        None, "--input-format", metavar="FORMAT",
+    input_format: InputFormat | None = typer.Option(
+        None, "--input-format",
         help="csv, csv.gz, csv.zst, parquet or arrow (default: the spec's input_format:, else the extension).",
     ),
 ) -> None:
@@ -391,7 +384,6 @@ def check(
     from dpcli.engine import check_input
     from dpcli.plan import check_cost, make_plan
     from dpcli.spec import load_spec, spec_errors
-    from dpcli.spec_fields import INPUT_FORMATS
 
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
@@ -401,11 +393,9 @@ def check(
     the_spec = load_spec(spec)
     the_plan = make_plan(the_spec)
     cost = check_cost(the_plan)
-    if input_format is not None and input_format not in INPUT_FORMATS:
-        raise UsageError(f"'{input_format[:40]}' is not one of: {', '.join(INPUT_FORMATS)}", option="--input-format")
     source = the_spec.input if input is None else None if input == "-" else Path(input)
     if isinstance(source, Path) and str(source) != "-":
-        check_input(the_spec, source, input_format)
+        check_input(the_spec, source, None if input_format is None else input_format.value)
         checked = f"; {source} has every declared column"
     else:
         checked = ""  # standard input, or a URL that only Spark reads

@@ -31,6 +31,7 @@ from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, Rele
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
 from dpcli.ledger.base import check_pin, paid_spend, release_key
+from dpcli.locations import is_url
 from dpcli.mechanisms import draw_noise
 from dpcli.output import (
     Table,
@@ -94,12 +95,6 @@ def check_release_id(release_id: str) -> str:
     return release_id
 
 
-def _url(location: str | Path | None) -> str | None:
-    """``location`` when it is a URL (``scheme://...``), which only the Spark engine reads."""
-    text = str(location) if isinstance(location, str) else None
-    return text if text is not None and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) else None
-
-
 def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:
     if value is not None and value not in choices:
         raise UsageError(f"'{value[:40]}' is not one of: {', '.join(choices)}", argument=argument, option=option)
@@ -160,7 +155,9 @@ def release(
     key = release_key(spec.dataset, spec.sha256, release_id)
     input_timeout = check_input_timeout(input_timeout)
 
-    remote = _url(input if input is not None else spec.input)  # a Spark engine's hdfs://, s3a://, file:// input
+    location_given = input if input is not None else spec.input
+    # a Spark engine's hdfs://, s3a://, file:// input
+    remote = location_given if is_url(location_given) else None
     source = None if remote else input_path(input, spec.input)
     input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
                           spec.input_format)

@@ -31,7 +31,7 @@ import yaml
 
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
-from dpcli.locations import is_ledger_url
+from dpcli.locations import is_ledger_url, is_url
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
     BOOL_KEYS,
     COLUMN,
@@ -656,7 +656,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
     def input_field() -> Path | str | None:
         p = fields.get("input")
         # a URL (hdfs://, s3a://: the Spark engine's) stays as written; a Path would fold its "//"
-        return p if p is not None and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", p) else path_field("input")
+        return p if is_url(p) else path_field("input")
 
     ledger = fields.get("ledger")
 

@@ -201,9 +201,6 @@ def aggregate(
         totals = CellTotals(plan, queries)
         totals.add([[frame] for frame in grouped])
         return totals.result()
-    if path.is_dir():
-        # polars would scan every file in the directory as one dataset
-        raise InputError(f"input {path} is a directory, not a CSV file")
     try:
         with reading, CsvSource(path, spec, fmt, on_bytes) as source:
             # no warning, no panic text (polars may name or quote what it read): nothing about the data

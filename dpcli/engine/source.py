@@ -20,7 +20,6 @@ import codecs
 import gzip
 import mmap
 import os
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,12 +205,8 @@ class CsvSource:
         while got < n:
             try:
                 block = self._stream.read(min(n - got, CHUNK_BYTES))
-            except (OSError, EOFError, zlib.error) as exc:
-                # a corrupt or truncated compressed file: about the file as a whole, never one cell
-                raise InputError(
-                    f"input {self.path} is not a valid {self.fmt} file ({type(exc).__name__}): nothing was spent"
-                ) from None
-            except Exception as exc:  # noqa: BLE001 - zstandard's ZstdError has no stable import path
+            except Exception as exc:  # noqa: BLE001 - OSError, EOFError, zlib.error, zstandard's ZstdError (no stable
+                # import path): a corrupt or truncated compressed file, about the file as a whole, never one cell
                 raise InputError(
                     f"input {self.path} is not a valid {self.fmt} file ({type(exc).__name__}): nothing was spent"
                 ) from None

@@ -40,6 +40,7 @@ from dpcli.engine.columnar import FrameAggregator
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
+from dpcli.locations import is_url
 from dpcli.plan import Plan
 from dpcli.spec import Spec
 
@@ -147,7 +148,7 @@ class _Input:
 
 def _uri(path: str | Path) -> str:
     text = str(path)
-    if "://" in text or text.startswith("file:"):
+    if is_url(text) or text.startswith("file:"):
         return text
     # not Path.as_uri(): Hadoop's Path(String) does not decode %-escapes, so a space must stay a space
     return "file://" + str(Path(text).absolute())
