@@ -776,8 +776,8 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         return None
     privacy = _privacy(priv, stats, columns)
     if privacy.person is not None and header is not True:
-        fields = header if isinstance(header, tuple) else tuple(columns)
-        if privacy.person.id not in fields:
+        input_fields = header if isinstance(header, tuple) else tuple(columns)
+        if privacy.person.id not in input_fields:
             out.attempt(_raise, RuleError(
                 "privacy.unit.id", f"'{privacy.person.id[:60]}' is not among the input's fields: name it in csv.header"
             ))
