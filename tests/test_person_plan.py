@@ -44,7 +44,8 @@ def error(text: str) -> str:
 
 def test_a_person_unit_and_open_keys_load_as_declared() -> None:
     s = parse_spec(spec(
-        f"{{epsilon: 1, delta: 1e-6, unit: {UNIT}}}", COLUMNS + "  o: {type: category, categories: open, max_length: 8}\n",
+        f"{{epsilon: 1, delta: 1e-6, unit: {UNIT}}}",
+        COLUMNS + "  o: {type: category, categories: open, max_length: 8}\n",
         "  - {name: n, kind: count, of: persons}\n  - {name: k, kind: count, by: [o, s]}\n"
         "  - {name: m, kind: mean, column: x, clamp: person}\n",
     ))
@@ -109,7 +110,9 @@ def test_the_rules_of_persons_and_open_keys(privacy: str, columns: str, statisti
 
 
 def test_without_a_header_line_the_id_must_be_a_named_field() -> None:
-    body = spec(f"{{epsilon: 1, unit: {UNIT}}}", "  s: {type: category, categories: [a]}\n", "  - {name: t, kind: count}\n")
+    body = spec(
+        f"{{epsilon: 1, unit: {UNIT}}}", "  s: {type: category, categories: [a]}\n", "  - {name: t, kind: count}\n"
+    )
     assert error(body + "csv: {header: false}\n") == (
         "privacy.unit.id: 'pid' is not among the input's fields: name it in csv.header"
     )
@@ -307,8 +310,10 @@ def test_the_person_unit_is_pinned_with_its_id_field(tmp_path: Path) -> None:
     check_pin(status, "d", "person:pid", "add_remove", book.name)
     with pytest.raises(UsageError, match="accounted under unit 'person:pid'"):
         check_pin(status, "d", "row", "add_remove", book.name)
-    result = run_in_process("budget", "set", "e", "--epsilon", "1", "--neighbours", "add_remove", "--unit", "person:pid",
-                       "--ledger", str(tmp_path / "l.jsonl"))
+    led = str(tmp_path / "l.jsonl")
+    result = run_in_process(
+        "budget", "set", "e", "--epsilon", "1", "--neighbours", "add_remove", "--unit", "person:pid", "--ledger", led
+    )
     assert result.returncode == 0, result.stderr
-    bad = run_in_process("budget", "set", "e", "--epsilon", "1", "--unit", "people", "--ledger", str(tmp_path / "l.jsonl"))
+    bad = run_in_process("budget", "set", "e", "--epsilon", "1", "--unit", "people", "--ledger", led)
     assert bad.returncode == 2 and "--unit: 'people' is not a unit (row, or person:FIELD)" in bad.stderr.decode()
