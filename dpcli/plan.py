@@ -419,7 +419,10 @@ def _person_sum_component(
         bounds += f", centred on {format_exact(offset * p)}"
     span = f"[{format_exact(lo * p)}, {format_exact(hi * p)}]"
     times, squares = (b.reach, b.reach) if per_person else (b.rows, b.squares)
-    what = f"g={b.reach} person total(s)" if per_person else _reach_text(b)
+    if per_person:
+        what = f"g={b.reach} totals of the person (one per cell)" if stat.dimensions else "the person's one total"
+    else:
+        what = _reach_text(b)
     if not stat.dimensions:
         many = 1 if per_person else b.max_rows
         if neighbours == "add_remove":
