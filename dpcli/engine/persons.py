@@ -118,7 +118,7 @@ def swap_rows(rows: pl.DataFrame, added: Sequence[pl.DataFrame], taken: Sequence
     drop = hits.filter(pl.int_range(pl.len()).over(columns) < pl.col("#m"))["#i"]
     if drop.len() != gone.height:
         raise ValueError("rows taken away that were not there")
-    return pl.concat([indexed.filter(~pl.col("#i").is_in(drop)).drop("#i"), *added], how="vertical")
+    return pl.concat([indexed.filter(~pl.col("#i").is_in(drop.implode())).drop("#i"), *added], how="vertical")
 
 
 def _cut(frame: pl.DataFrame, cells: list[str], k: int) -> pl.DataFrame:
@@ -327,7 +327,9 @@ class _StatisticRule:
         code, key = r.cell(q.row_keys.__getitem__)
         has_cells = bool(stat.dimensions)
         # (name in the totals, column held): a statistic without cells has the one cell 0
-        held = pl.col(_named(cells, code)) if has_cells else pl.lit(0, dtype=pl.Int64)
+        # codes held as Int32 where they fit (fewer bytes to move in each sort), Int64 in the totals
+        narrow = code.cast(pl.Int32) if sp.cells < 2**31 else code
+        held = pl.col(_named(cells, narrow)).cast(pl.Int64) if has_cells else pl.lit(0, dtype=pl.Int64)
         self.columns = [held.alias("code")]
         if key is not None:
             self.columns.append(pl.col(_named(cells, key)).alias("key"))
