@@ -189,7 +189,9 @@ class PersonRows:
         self.cells: dict[str, pl.Expr] = {}
         self.statistics = [_StatisticRule(plan.spec, sp, unit, self.seeds, self.cells) for sp in plan.statistics]
         self.schema = pl.DataFrame(schema={ID_COLUMN: pl.String(), **typed}).lazy().select(
-            pl.lit(0, dtype=pl.UInt64).alias(_PID2), pl.lit(0, dtype=pl.UInt128).alias(_KEY), *(e.alias(n) for n, e in self.cells.items()),
+            pl.lit(0, dtype=pl.UInt64).alias(_PID2),
+            pl.lit(0, dtype=pl.UInt128).alias(_KEY),
+            *(e.alias(n) for n, e in self.cells.items()),
         ).collect().clear()
         self.parts: list[pl.DataFrame] = []
         self.held = 0  # rows in parts
