@@ -277,7 +277,8 @@ class PersonRows:
 
     def _cut_all(self) -> None:
         if len(self.parts) > 1 or self.held > self.after_cut:
-            both = pl.concat(self.parts, how="vertical") if self.parts else self.schema
+            # not rechunked: the sort makes the one copy
+            both = pl.concat(self.parts, how="vertical", rechunk=False) if self.parts else self.schema
             self.parts = [_cut(both, list(self.cells), self.unit.max_rows)]
         self.held = self.after_cut = sum(p.height for p in self.parts)
 
