@@ -359,54 +359,60 @@ def cell_rows(stats: list[ExactStatistic]) -> Any:
     )
 
 
+def _line_chunks(batches: Iterator[Any], layout: CsvLayout, encoding: str) -> Iterator[bytes]:
+    """A partition's lines (Spark's Arrow batches of value, path, start), each file's header dropped by position,
+    joined again with the line end and decoded to UTF-8: chunks of whole lines of about ``_BUFFER_BYTES``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    buffered: list[bytes] = []
+    size = 0
+    split: tuple[str, int] | None = None  # the split of the previous row (file, start)
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        values, paths, starts = batch.column(0), batch.column(1), batch.column(2)
+        start_arr = starts.to_numpy(zero_copy_only=False)
+        path_arr = paths.to_numpy(zero_copy_only=False)
+        # a row opens a split when its (file, start) differs from the previous row's; the split that starts at
+        # byte 0 of its file opens with the header line
+        opens = np.zeros(batch.num_rows, dtype=bool)
+        opens[0] = split != (path_arr[0], int(start_arr[0]))
+        opens[1:] = (start_arr[1:] != start_arr[:-1]) | (path_arr[1:] != path_arr[:-1])
+        split = (path_arr[-1], int(start_arr[-1]))
+        first = opens & (start_arr == 0)  # each file's first line
+        if first.any() and layout.header:
+            values = pc.filter(values, pa.array(~first))
+        elif first.any():
+            # no header line: the first line is a record, without the BOM a file may start with (as the polars
+            # engine reads it)
+            bom = pc.and_(pa.array(first), pc.starts_with(values, pattern=_BOM))
+            # the first occurrence is at the start where bom holds (binary_slice fails on shorter values)
+            stripped = pc.replace_substring(values, pattern=_BOM, replacement=b"", max_replacements=1)
+            values = pc.if_else(bom, stripped, values)
+        if len(values) == 0:
+            continue
+        lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
+        data = joined[0].as_py()
+        if encoding != "utf-8":
+            data = data.decode(encoding, "replace").encode("utf-8")
+        buffered.append(data)
+        size += len(data)
+        if size >= _BUFFER_BYTES:
+            yield b"".join(buffered)
+            buffered, size = [], 0
+    if buffered:
+        yield b"".join(buffered)
+
+
 def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
     """The function each partition runs (``mapInArrow``): its lines, header dropped, through the aggregator."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         aggregator = _line_aggregator(plan, layout)
-        encoding = plan.spec.csv.encoding
-        buffered: list[bytes] = []
-        size = 0
-        split: tuple[str, int] | None = None  # the split of the previous row (file, start)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            values, paths, starts = batch.column(0), batch.column(1), batch.column(2)
-            start_arr = starts.to_numpy(zero_copy_only=False)
-            path_arr = paths.to_numpy(zero_copy_only=False)
-            # a row opens a split when its (file, start) differs from the previous row's; the split that starts at
-            # byte 0 of its file opens with the header line
-            opens = np.zeros(batch.num_rows, dtype=bool)
-            opens[0] = split != (path_arr[0], int(start_arr[0]))
-            opens[1:] = (start_arr[1:] != start_arr[:-1]) | (path_arr[1:] != path_arr[:-1])
-            split = (path_arr[-1], int(start_arr[-1]))
-            first = opens & (start_arr == 0)  # each file's first line
-            if first.any() and layout.header:
-                values = pc.filter(values, pa.array(~first))
-            elif first.any():
-                # no header line: the first line is a record, without the BOM a file may start with (as the polars
-                # engine reads it)
-                bom = pc.and_(pa.array(first), pc.starts_with(values, pattern=_BOM))
-                # the first occurrence is at the start where bom holds (binary_slice fails on shorter values)
-                stripped = pc.replace_substring(values, pattern=_BOM, replacement=b"", max_replacements=1)
-                values = pc.if_else(bom, stripped, values)
-            if len(values) == 0:
-                continue
-            lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
-            joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
-            data = joined[0].as_py()
-            if encoding != "utf-8":
-                data = data.decode(encoding, "replace").encode("utf-8")
-            buffered.append(data)
-            size += len(data)
-            if size >= _BUFFER_BYTES:
-                aggregator.add(b"".join(buffered))
-                buffered, size = [], 0
-        if buffered:
-            aggregator.add(b"".join(buffered))
+        for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
+            aggregator.add(data)
         yield cell_rows(aggregator.finish())
 
     return run
