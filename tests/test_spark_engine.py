@@ -318,12 +318,14 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
                                 dtype=object)
             stats.append(ExactStatistic(counts, sums))
         parts.append(stats)
-    frame = spark.createDataFrame(pa.Table.from_batches([spark_engine.cell_rows(p) for p in parts]))
-    counts, sums = spark_engine.rebuild(hostile_plan, spark_engine.sum_cells(frame))
+    batches = [batch for p in parts for batch in spark_engine.cell_rows(p)]
+    frame = spark.createDataFrame(pa.Table.from_batches(batches), schema=spark_engine._cell_schema())
+    got = spark_engine.exact_statistics(hostile_plan, spark_engine.sum_cells(frame))
     for i in range(len(hostile_plan.statistics)):
-        assert counts[i].tolist() == [sum(int(p[i].counts[j]) for p in parts) for j in range(len(counts[i]))]
-        if sums[i] is not None:
-            assert sums[i].tolist() == [sum(int(p[i].sums[j]) for p in parts) for j in range(len(sums[i]))]
+        counts, sums = got[i].counts, got[i].sums
+        assert counts.tolist() == [sum(int(p[i].counts[j]) for p in parts) for j in range(len(counts))]
+        if sums is not None:
+            assert sums.tolist() == [sum(int(p[i].sums[j]) for p in parts) for j in range(len(sums))]
 
 
 def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan):

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import shutil
 import sys
 import threading
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from dpcli.engine.cells import used_columns
 from dpcli.engine.columnar import FrameAggregator
@@ -311,12 +314,13 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
 
 
 def _cell_schema() -> Any:
-    from pyspark.sql.types import DecimalType, IntegerType, LongType, StructField, StructType
+    from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
     return StructType(
         [
             StructField("stat", IntegerType(), False),
             StructField("cell", LongType(), False),
+            StructField("key", StringType(), True),  # an open-key statistic's key text; null for declared cells
             StructField("n", LongType(), False),
             StructField("hi", DecimalType(38, 0), False),
             StructField("lo", DecimalType(38, 0), False),
@@ -324,39 +328,62 @@ def _cell_schema() -> Any:
     )
 
 
-def cell_rows(stats: list[ExactStatistic]) -> Any:
-    """The nonzero cells of ``stats`` as one Arrow batch (statistic, cell, count, sum as two DECIMAL(38,0) limbs)."""
-    import decimal
+def statistic_frames(stats: list[ExactStatistic]) -> list[pl.DataFrame]:
+    """An aggregator's result as per-statistic cell frames (code [, key], n [, s]): the nonzero declared cells, or
+    an open-key statistic's observed entries."""
+    frames = []
+    for e in stats:
+        if getattr(e, 'keys', None) is not None:  # TEMP until cells.py has keys
+            columns: dict[str, Any] = {
+                "code": pl.Series([code for code, _ in e.keys], dtype=pl.Int64),
+                "key": pl.Series([key for _, key in e.keys], dtype=pl.String),
+                "n": pl.Series(e.counts, dtype=pl.Int64),
+            }
+            picked = np.arange(len(e.keys))
+        else:
+            nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
+            picked = np.flatnonzero(nonzero)
+            columns = {"code": pl.Series(picked, dtype=pl.Int64), "n": pl.Series(e.counts[picked], dtype=pl.Int64)}
+        if e.sums is not None:
+            columns["s"] = pl.Series([int(s) for s in e.sums[picked]], dtype=pl.Int128)
+        frames.append(pl.DataFrame(columns))
+    return frames
 
+
+def cell_table(frames: list[pl.DataFrame], times: int = 1) -> Any:
+    """Per statistic (in plan order) its cell frame (code [, key], n [, s]) as one Arrow table in the job's cell
+    schema, every count and sum multiplied by ``times``; a sum travels as two DECIMAL(38,0) limbs (hi * 2^64 +
+    lo) that Spark adds exactly, whatever the size."""
     import pyarrow as pa
 
-    stat_col: list[int] = []
-    cell_col: list[int] = []
-    n_col: list[int] = []
-    hi_col: list[decimal.Decimal] = []
-    lo_col: list[decimal.Decimal] = []
-    for i, e in enumerate(stats):
-        nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
-        cells = np.flatnonzero(nonzero)
-        for j in cells.tolist():
-            total = 0 if e.sums is None else int(e.sums[j])
-            stat_col.append(i)
-            cell_col.append(j)
-            n_col.append(int(e.counts[j]))
-            hi, lo = divmod(total, _LIMB)
-            hi_col.append(decimal.Decimal(hi))
-            lo_col.append(decimal.Decimal(lo))
+    limb = pl.lit(_LIMB, dtype=pl.Int128())
+    parts = []
+    for i, frame in enumerate(frames):
+        total = pl.col("s").cast(pl.Int128()) if "s" in frame.columns else pl.lit(0, dtype=pl.Int128())
+        total = total * times
+        parts.append(
+            frame.lazy().select(
+                pl.lit(i, dtype=pl.Int32()).alias("stat"),
+                pl.col("code").cast(pl.Int64()).alias("cell"),
+                (pl.col("key") if "key" in frame.columns else pl.lit(None, dtype=pl.String())).alias("key"),
+                (pl.col("n").cast(pl.Int64()) * times).alias("n"),
+                total.floordiv(limb).cast(pl.Decimal(38, 0)).alias("hi"),
+                (total % limb).cast(pl.Decimal(38, 0)).alias("lo"),
+            )
+        )
     dec = pa.decimal128(38, 0)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(stat_col, pa.int32()),
-            pa.array(cell_col, pa.int64()),
-            pa.array(n_col, pa.int64()),
-            pa.array(hi_col, dec),
-            pa.array(lo_col, dec),
-        ],
-        names=["stat", "cell", "n", "hi", "lo"],
+    schema = pa.schema(
+        [("stat", pa.int32()), ("cell", pa.int64()), ("key", pa.string()), ("n", pa.int64()), ("hi", dec),
+         ("lo", dec)]
     )
+    if not parts:
+        return schema.empty_table()
+    return pl.concat(pl.collect_all(parts)).to_arrow().cast(schema)
+
+
+def cell_rows(stats: list[ExactStatistic]) -> Any:
+    """The nonzero cells (and open-key entries) of ``stats`` as Arrow batches in the job's cell schema."""
+    return cell_table(statistic_frames(stats)).to_batches()
 
 
 def _line_chunks(batches: Iterator[Any], layout: CsvLayout, encoding: str) -> Iterator[bytes]:
@@ -413,98 +440,170 @@ def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
         aggregator = _line_aggregator(plan, layout)
         for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
             aggregator.add(data)
-        yield cell_rows(aggregator.finish())
+        yield from cell_rows(aggregator.finish())
 
     return run
 
 
-def _empty_line(plan: Plan, layout: CsvLayout) -> list[ExactStatistic]:
-    """What the record Spark makes of the LF after a CR file's last CR counts (an empty line's contribution)."""
+def partition_rows(plan: Plan, layout: CsvLayout, schema: Any) -> Any:
+    """The function each partition runs for a person-level release (``mapInArrow``): its lines, header dropped, as
+    typed rows (the person's id and the used columns, ``LineAggregator.rows``) in the Arrow ``schema``."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        aggregator = _line_aggregator(plan, layout)
+        for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
+            yield from _arrow_rows(aggregator.rows(data), schema)
+
+    return run
+
+
+def _arrow_rows(frame: pl.DataFrame, schema: Any) -> list[Any]:
+    return frame.to_arrow().cast(schema).to_batches()
+
+
+def _rows_schema(empty: pl.DataFrame) -> tuple[Any, Any]:
+    """The Arrow schema (strings as ``string``: Spark's Arrow reader takes no ``large_string``) and the Spark schema
+    of the typed rows, from an empty frame of them made on the driver by the same code as the partitions'."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    fields = [
+        pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+        for f in empty.to_arrow().schema
+    ]
+    schema = pa.schema(fields)
+    return schema, from_arrow_schema(schema)
+
+
+def _polars_version() -> str:
+    return pl.__version__
+
+
+_VERSION_MARK = "dpcli-executor-polars-version:"
+
+
+def partition_persons(plan: Plan, secret: bytes, polars_version: str) -> Any:
+    """The function each partition runs after the rows were repartitioned by person (``mapInArrow``): every row of a
+    person is in this partition, so ``persons.PersonRows`` bounds each person's contribution here, by the same rules
+    as the polars engine, and the partition emits its cells' totals. The keyed hash that picks the rows is polars'
+    seeded hash, stable only within one polars version: an executor running another refuses before it reads a row."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import polars
+
+        from dpcli.engine.persons import PersonRows
+
+        if polars.__version__ != polars_version:
+            # a marker the driver turns into a refusal (a version is not data)
+            raise RuntimeError(f"{_VERSION_MARK}{polars.__version__}:")
+        people = PersonRows(plan, secret)
+        for batch in batches:
+            if batch.num_rows:
+                people.add(polars.from_arrow(batch).drop(_SPREAD))  # type: ignore[union-attr]
+        yield from cell_table(people.cell_frames()).to_batches()
+
+    return run
+
+
+_SPREAD = "__dpcli_spread"
+
+
+def by_person(rows: Any, columns: list[str]) -> Any:
+    """The typed rows repartitioned so that all rows of one person are in one partition: by a hash of the id.
+    A row whose id is missing is a person of its own or is dropped, so it may go anywhere: it is spread by a hash
+    of its whole row rather than piling every such row into the partition of the null id. (Which rows count as
+    missing here only balances the partitions; persons.PersonRows decides what a missing id is.)"""
+    from pyspark.sql import functions as F
+
+    from dpcli.engine.persons import ID_COLUMN  # TEMP: top level once persons.py exists
+
+    ident = F.col(ID_COLUMN)
+    missing = ident.isNull() | (ident == "") | ident.contains("\ufffd")
+    spread = F.when(missing, F.xxhash64(*(F.col(c) for c in columns))).otherwise(F.xxhash64(ident))
+    return rows.withColumn(_SPREAD, spread).repartition(F.col(_SPREAD))
+
+
+def _empty_line_frames(plan: Plan, layout: CsvLayout, secret: bytes | None) -> list[pl.DataFrame]:
+    """What the record Spark makes of the LF after a CR file's last CR adds (an empty line's contribution: under a
+    person unit, a row without an id, which is a person of its own or dropped, so its part adds up on its own)."""
     aggregator = _line_aggregator(plan, layout)
-    aggregator.add(b"\n" + layout.eol)
-    return aggregator.finish()
+    if secret is None:
+        aggregator.add(b"\n" + layout.eol)
+        return statistic_frames(aggregator.finish())
+    from dpcli.engine.persons import PersonRows
+
+    people = PersonRows(plan, secret)
+    people.add(aggregator.rows(b"\n" + layout.eol))
+    return people.cell_frames()
+
+
+def _person_level(plan: Plan) -> bool:
+    return plan.spec.privacy.unit == "person"
 
 
 def aggregate(
-    plan: Plan, path: str | Path, *, master: str | None = None, input_format: str | None = None
+    plan: Plan,
+    path: str | Path,
+    *,
+    master: str | None = None,
+    input_format: str | None = None,
+    secret: bytes | None = None,
 ) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order, computed by Spark: the same as
     :func:`dpcli.engine.aggregate` on the same data. ``path``: a local path or a URL Hadoop reads (``file:``,
     ``hdfs://``, ``s3a://``), a CSV file (``.csv``, ``.csv.gz``, ``.csv.bz2``) or a directory of CSV parts with the
-    same header. ``master``: see :func:`session`."""
+    same header. ``master``: see :func:`session`. ``secret``: the release's key of the rows' choice under a person
+    unit (32 bytes; None: a fresh one)."""
     spark = session(master)
     shown = str(path)
-    if input_format_of(shown, input_format) == "parquet":
-        return _parquet(spark, plan, path)
+    if not _person_level(plan):
+        secret = None  # the row-level path: nothing is chosen, nothing is keyed
+    elif secret is None:
+        secret = secrets.token_bytes(32)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            source = resolve_input(spark, plan, path, input_format)
-            layout = CsvLayout(
-                tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header
-            )
-            rows = _cells(spark, plan, source, layout)
+            if input_format_of(shown, input_format) == "parquet":
+                parquet = True
+                cells = _parquet(spark, plan, path, secret)
+            else:
+                parquet = False
+                cells = _csv(spark, plan, path, input_format, secret)
+            table = sum_cells(cells)
     except DpcliError:
         raise
     except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
-        if _class_name(exc).endswith("UnsupportedFileSystemException"):
-            raise UsageError(
-                f"input {shown}: Spark has no file system for this URL's scheme (s3a:// needs the hadoop-aws jars "
-                "on Spark's classpath)"
-            ) from None
-        raise InternalError(
-            f"the Spark engine failed on input {shown} ({_class_name(exc)}); nothing was spent"
-        ) from None
-    counts, sums = rebuild(plan, rows)
-    if source.crlf_ends:
-        for i, e in enumerate(_empty_line(plan, layout)):
-            counts[i] -= source.crlf_ends * e.counts
-            s = sums[i]
-            if s is not None and e.sums is not None:
-                for j in np.flatnonzero(e.sums != 0).tolist():
-                    s[j] -= source.crlf_ends * int(e.sums[j])
-    return [ExactStatistic(c, s) for c, s in zip(counts, sums, strict=True)]
+        raise _failure(exc, shown, parquet) from None
+    return exact_statistics(plan, table)
 
 
-def rebuild(plan: Plan, rows: list[tuple[int, int, int, Any, Any]]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
-    """Every statistic's per-cell counts and sums from the summed (statistic, cell, count, hi, lo) rows."""
-    counts = [np.zeros(sp.cells, dtype=np.int64) for sp in plan.statistics]
-    sums: list[np.ndarray | None] = []
-    for sp in plan.statistics:
-        s = None
-        if sp.statistic.kind in ("sum", "mean"):
-            s = np.zeros(sp.cells, dtype=object)
-            s[:] = 0
-        sums.append(s)
-    for stat, cell, n, hi, lo in rows:
-        counts[stat][cell] += n
-        s = sums[stat]
-        if s is not None:
-            s[cell] += int(hi) * _LIMB + int(lo)
-    return counts, sums
-
-
-def sum_cells(cells: Any) -> list[tuple[int, int, int, Any, Any]]:
-    """The partitions' cell rows added up per (statistic, cell) by Spark, collected (one row per nonzero cell)."""
-    from pyspark.sql import functions as F
-
-    table = (
-        cells.groupBy("stat", "cell")
-        .agg(F.sum("n").alias("n"), F.sum("hi").alias("hi"), F.sum("lo").alias("lo"))
-        .toArrow()
-    )
-    return list(
-        zip(
-            *(table.column(name).to_pylist() for name in ("stat", "cell", "n", "hi", "lo")),
-            strict=True,
+def _failure(exc: BaseException, shown: str, parquet: bool) -> DpcliError:
+    """A failed Spark job as a dpcli error that quotes nothing of the exception's text (only a class name, or the
+    polars version an executor reported)."""
+    name = _class_name(exc)
+    mismatch = re.search(re.escape(_VERSION_MARK) + r"([0-9A-Za-z.+-]{1,40}):", str(exc))
+    if mismatch is not None:
+        return UsageError(
+            f"the Spark engine's executors run polars {mismatch.group(1)}, this machine {_polars_version()}: a "
+            "person-level release picks each person's rows by polars' seeded hash, which is the same only within "
+            "one polars version; install the same polars on the workers; nothing was spent"
         )
-    )
+    if name.endswith("UnsupportedFileSystemException"):
+        return UsageError(
+            f"input {shown}: Spark has no file system for this URL's scheme (s3a:// needs the hadoop-aws jars "
+            "on Spark's classpath)"
+        )
+    if parquet and name.endswith("AnalysisException"):
+        return InputError(f"input {shown} could not be read as Parquet by Spark ({name})")
+    return InternalError(f"the Spark engine failed on input {shown} ({name}); nothing was spent")
 
 
-def _cells(spark: Any, plan: Plan, source: _Input, layout: CsvLayout) -> list[tuple[int, int, int, Any, Any]]:
-    """The per-cell table: the job's only result that reaches the driver."""
+def _csv(spark: Any, plan: Plan, path: str | Path, input_format: str | None, secret: bytes | None) -> Any:
+    """The job's cell rows for CSV input (a Spark DataFrame, not yet added up)."""
     from pyspark.sql import functions as F
 
+    source = resolve_input(spark, plan, path, input_format)
+    layout = CsvLayout(tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header)
     lines = (
         spark.read.option("lineSep", layout.eol.decode())
         .text(source.files)
@@ -514,7 +613,61 @@ def _cells(spark: Any, plan: Plan, source: _Input, layout: CsvLayout) -> list[tu
             F.col("_metadata.file_block_start").alias("start"),
         )
     )
-    return sum_cells(lines.mapInArrow(partition_cells(plan, layout), _cell_schema()))
+    if secret is None:
+        cells = lines.mapInArrow(partition_cells(plan, layout), _cell_schema())
+    else:
+        arrow_schema, spark_schema = _rows_schema(_line_aggregator(plan, layout).rows(b""))
+        rows = lines.mapInArrow(partition_rows(plan, layout, arrow_schema), spark_schema)
+        cells = by_person(rows, spark_schema.names).mapInArrow(
+            partition_persons(plan, secret, _polars_version()), _cell_schema()
+        )
+    if source.crlf_ends:
+        # each such file's last record (just the LF of its final CRLF) is not a line: its part is taken back out
+        correction = cell_table(_empty_line_frames(plan, layout, secret), times=-source.crlf_ends)
+        cells = cells.unionByName(spark.createDataFrame(correction, schema=_cell_schema()))
+    return cells
+
+
+def sum_cells(cells: Any) -> Any:
+    """The partitions' cell rows added up per (statistic, cell, key) by Spark, collected as an Arrow table (one row
+    per nonzero cell or observed open key: no row of the input ever reaches the driver)."""
+    from pyspark.sql import functions as F
+
+    return cells.groupBy("stat", "cell", "key").agg(
+        F.sum("n").alias("n"), F.sum("hi").alias("hi"), F.sum("lo").alias("lo")
+    ).toArrow()
+
+
+def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
+    """Every statistic's exact aggregates from the summed cell table: per-cell arrays for declared cells, the
+    observed entries (code, key text) of an open-key statistic."""
+    stat = table.column("stat").to_numpy()
+    cell = table.column("cell").to_numpy()
+    n = table.column("n").to_numpy()
+    out = []
+    for i, sp in enumerate(plan.statistics):
+        rows = np.flatnonzero(stat == i)
+        with_sums = sp.statistic.kind in ("sum", "mean")
+        totals: list[int] = []
+        if with_sums:
+            his = table.column("hi").take(rows).to_pylist()
+            los = table.column("lo").take(rows).to_pylist()
+            totals = [int(hi) * _LIMB + int(lo) for hi, lo in zip(his, los, strict=True)]
+        if getattr(sp, 'selection', None) is not None:  # TEMP until plan.py
+            keys = table.column("key").take(rows).to_pylist()
+            entries = list(zip(cell[rows].tolist(), keys, strict=True))
+            sums = np.array(totals, dtype=object) if with_sums else None
+            out.append(ExactStatistic(n[rows].astype(np.int64), sums, keys=entries))
+            continue
+        counts = np.zeros(sp.cells, dtype=np.int64)
+        counts[cell[rows]] = n[rows]  # one row per cell: Spark grouped them
+        sums = None
+        if with_sums:
+            sums = np.zeros(sp.cells, dtype=object)
+            sums[:] = 0
+            sums[cell[rows]] = totals
+        out.append(ExactStatistic(counts, sums))
+    return out
 
 
 def partition_frames(plan: Plan) -> Any:
@@ -522,42 +675,49 @@ def partition_frames(plan: Plan) -> Any:
     through the same typed-column rules and queries as the polars engine's Parquet reading."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import polars as pl
-
         aggregator = FrameAggregator(plan)
         for batch in batches:
             if batch.num_rows:
                 aggregator.add(pl.from_arrow(batch))  # type: ignore[arg-type]
-        yield cell_rows(aggregator.finish())
+        yield from cell_rows(aggregator.finish())
 
     return run
 
 
-def _parquet(spark: Any, plan: Plan, path: str | Path) -> list[ExactStatistic]:
-    """A Parquet file or a directory of Parquet parts, read by Spark: its schema must hold every declared column
-    (exit 3 before anything is read); the used columns go to the partitions as Arrow batches."""
+def partition_typed_rows(plan: Plan, schema: Any) -> Any:
+    """The function each partition of a Parquet input runs for a person-level release: its Arrow batches as typed
+    rows (the id and the used columns, by the polars engine's typed-column rules), in the Arrow ``schema``."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        aggregator = FrameAggregator(plan)
+        for batch in batches:
+            if batch.num_rows:
+                yield from _arrow_rows(aggregator.rows(pl.from_arrow(batch)), schema)  # type: ignore[arg-type]
+
+    return run
+
+
+def _parquet(spark: Any, plan: Plan, path: str | Path, secret: bytes | None) -> Any:
+    """The job's cell rows for a Parquet file or a directory of Parquet parts: its schema must hold every declared
+    column (exit 3 before anything is read); the used columns go to the partitions as Arrow batches."""
     shown = str(path)
+    frame = spark.read.parquet(_uri(path))
+    needed = [*plan.spec.columns, *([plan.spec.id_column] if secret is not None else [])]
+    missing = [name for name in needed if name not in frame.columns]
+    if missing:
+        raise InputError(f"input {shown}: declared column(s) missing from the schema: {', '.join(missing)}")
     used = used_columns(plan.spec)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            frame = spark.read.parquet(_uri(path))
-            missing = [name for name in plan.spec.columns if name not in frame.columns]
-            if missing:
-                raise InputError(f"input {shown}: declared column(s) missing from the schema: {', '.join(missing)}")
-            # a release of plain counts reads no column, but Arrow batches need one: the first, never looked at
-            picked = frame.select(*(used or frame.columns[:1]))
-            rows = sum_cells(picked.mapInArrow(partition_frames(plan), _cell_schema()))
-    except DpcliError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
-        if _class_name(exc).endswith("AnalysisException"):
-            raise InputError(f"input {shown} could not be read as Parquet by Spark ({_class_name(exc)})") from None
-        raise InternalError(
-            f"the Spark engine failed on input {shown} ({_class_name(exc)}); nothing was spent"
-        ) from None
-    counts, sums = rebuild(plan, rows)
-    return [ExactStatistic(c, s) for c, s in zip(counts, sums, strict=True)]
+    if secret is None:
+        # a release of plain counts reads no column, but Arrow batches need one: the first, never looked at
+        picked = frame.select(*(used or frame.columns[:1]))
+        return picked.mapInArrow(partition_frames(plan), _cell_schema())
+    picked = frame.select(*dict.fromkeys([plan.spec.id_column, *used]))
+    empty = pl.from_arrow(picked.limit(0).toArrow())
+    arrow_schema, spark_schema = _rows_schema(FrameAggregator(plan).rows(empty))  # type: ignore[arg-type]
+    rows = picked.mapInArrow(partition_typed_rows(plan, arrow_schema), spark_schema)
+    return by_person(rows, spark_schema.names).mapInArrow(
+        partition_persons(plan, secret, _polars_version()), _cell_schema()
+    )
 
 
 def _class_name(exc: BaseException) -> str:
