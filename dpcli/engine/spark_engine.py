@@ -653,7 +653,7 @@ def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
             his = table.column("hi").take(rows).to_pylist()
             los = table.column("lo").take(rows).to_pylist()
             totals = [int(hi) * _LIMB + int(lo) for hi, lo in zip(his, los, strict=True)]
-        if getattr(sp, 'selection', None) is not None:  # TEMP until plan.py
+        if sp.selection is not None:
             keys = table.column("key").take(rows).to_pylist()
             entries = list(zip(cell[rows].tolist(), keys, strict=True))
             sums = np.array(totals, dtype=object) if with_sums else None
