@@ -39,8 +39,9 @@ import numpy as np
 import polars as pl
 
 from dpcli.engine.cells import used_columns
-from dpcli.engine.columnar import FrameAggregator
+from dpcli.engine.columnar import FrameAggregator, typed_frame
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
+from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field, exact_from_frames
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.locations import is_url
@@ -305,6 +306,7 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
     if any(other.names != layout.names or other.eol != layout.eol for other in layouts[1:]):
         raise InputError(f"input {shown}: its parts do not all have the same header line and line end")
     check_header(Path(shown), layout.names, plan.spec.columns.keys())
+    check_id_field(Path(shown), layout.names, plan.spec, "header")
     crlf_ends = sum(hadoop.ends_with_crlf(f) for f in files) if layout.eol == b"\r" else 0
     return _Input([f.toString() for f in files], layout, crlf_ends)
 
@@ -333,7 +335,7 @@ def statistic_frames(stats: list[ExactStatistic]) -> list[pl.DataFrame]:
     an open-key statistic's observed entries."""
     frames = []
     for e in stats:
-        if getattr(e, 'keys', None) is not None:  # TEMP until cells.py has keys
+        if e.keys is not None:
             columns: dict[str, Any] = {
                 "code": pl.Series([code for code, _ in e.keys], dtype=pl.Int64),
                 "key": pl.Series([key for _, key in e.keys], dtype=pl.String),
@@ -475,27 +477,42 @@ def _rows_schema(empty: pl.DataFrame) -> tuple[Any, Any]:
     return schema, from_arrow_schema(schema)
 
 
-def _polars_version() -> str:
-    return pl.__version__
+def expected_polars() -> tuple[str, tuple[int, ...]]:
+    """What every executor's polars must match (run on the driver only): its version and its ``hash_probe``."""
+    return pl.__version__, hash_probe()
+
+
+def hash_probe() -> tuple[int, ...]:
+    """polars' seeded hash of a few fixed rows of each typed kind (text, integer, float, missing), as the persons'
+    rules hash ids and rows: equal on two machines when their hashes agree. The version check alone would miss a
+    hash that depends on the processor (e.g. an executor on another architecture)."""
+    frame = pl.DataFrame(
+        {"t": ["dpcli", "", None, "\u00e9"], "i": [1, -(2**62), None, 0], "f": [0.5, float("nan"), None, -0.0]}
+    )
+    hashed = frame.select(pl.col("t").hash(7).alias("t"), pl.struct("t", "i", "f").hash(11).alias("row"))
+    return (*hashed["t"].to_list(), *hashed["row"].to_list())
 
 
 _VERSION_MARK = "dpcli-executor-polars-version:"
+_HASH_MARK = "dpcli-executor-hash-differs"
 
 
-def partition_persons(plan: Plan, secret: bytes, polars_version: str) -> Any:
+def partition_persons(plan: Plan, secret: bytes, expected: tuple[str, tuple[int, ...]]) -> Any:
     """The function each partition runs after the rows were repartitioned by person (``mapInArrow``): every row of a
     person is in this partition, so ``persons.PersonRows`` bounds each person's contribution here, by the same rules
     as the polars engine, and the partition emits its cells' totals. The keyed hash that picks the rows is polars'
-    seeded hash, stable only within one polars version: an executor running another refuses before it reads a row."""
+    seeded hash, stable only within one polars version: an executor running another version, or whose hash of
+    ``hash_probe``'s rows differs from the driver's, refuses before it reads a row."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import polars
 
-        from dpcli.engine.persons import PersonRows
-
-        if polars.__version__ != polars_version:
-            # a marker the driver turns into a refusal (a version is not data)
+        # markers the driver turns into a refusal (a version is not data)
+        version, probe = expected
+        if polars.__version__ != version:
             raise RuntimeError(f"{_VERSION_MARK}{polars.__version__}:")
+        if hash_probe() != probe:
+            raise RuntimeError(_HASH_MARK)
         people = PersonRows(plan, secret)
         for batch in batches:
             if batch.num_rows:
@@ -515,8 +532,6 @@ def by_person(rows: Any, columns: list[str]) -> Any:
     missing here only balances the partitions; persons.PersonRows decides what a missing id is.)"""
     from pyspark.sql import functions as F
 
-    from dpcli.engine.persons import ID_COLUMN  # TEMP: top level once persons.py exists
-
     ident = F.col(ID_COLUMN)
     missing = ident.isNull() | (ident == "") | ident.contains("\ufffd")
     spread = F.when(missing, F.xxhash64(*(F.col(c) for c in columns))).otherwise(F.xxhash64(ident))
@@ -530,8 +545,6 @@ def _empty_line_frames(plan: Plan, layout: CsvLayout, secret: bytes | None) -> l
     if secret is None:
         aggregator.add(b"\n" + layout.eol)
         return statistic_frames(aggregator.finish())
-    from dpcli.engine.persons import PersonRows
-
     people = PersonRows(plan, secret)
     people.add(aggregator.rows(b"\n" + layout.eol))
     return people.cell_frames()
@@ -584,9 +597,15 @@ def _failure(exc: BaseException, shown: str, parquet: bool) -> DpcliError:
     mismatch = re.search(re.escape(_VERSION_MARK) + r"([0-9A-Za-z.+-]{1,40}):", str(exc))
     if mismatch is not None:
         return UsageError(
-            f"the Spark engine's executors run polars {mismatch.group(1)}, this machine {_polars_version()}: a "
+            f"the Spark engine's executors run polars {mismatch.group(1)}, this machine {expected_polars()[0]}: a "
             "person-level release picks each person's rows by polars' seeded hash, which is the same only within "
             "one polars version; install the same polars on the workers; nothing was spent"
+        )
+    if _HASH_MARK in str(exc):
+        return UsageError(
+            "the Spark engine's executors hash rows differently from this machine (the same polars, "
+            f"{expected_polars()[0]}, on another platform?): a person-level release picks each person's rows by that "
+            "hash, so every machine must compute the same; nothing was spent"
         )
     if name.endswith("UnsupportedFileSystemException"):
         return UsageError(
@@ -619,7 +638,7 @@ def _csv(spark: Any, plan: Plan, path: str | Path, input_format: str | None, sec
         arrow_schema, spark_schema = _rows_schema(_line_aggregator(plan, layout).rows(b""))
         rows = lines.mapInArrow(partition_rows(plan, layout, arrow_schema), spark_schema)
         cells = by_person(rows, spark_schema.names).mapInArrow(
-            partition_persons(plan, secret, _polars_version()), _cell_schema()
+            partition_persons(plan, secret, expected_polars()), _cell_schema()
         )
     if source.crlf_ends:
         # each such file's last record (just the LF of its final CRLF) is not a line: its part is taken back out
@@ -639,35 +658,19 @@ def sum_cells(cells: Any) -> Any:
 
 
 def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
-    """Every statistic's exact aggregates from the summed cell table: per-cell arrays for declared cells, the
-    observed entries (code, key text) of an open-key statistic."""
-    stat = table.column("stat").to_numpy()
-    cell = table.column("cell").to_numpy()
-    n = table.column("n").to_numpy()
-    out = []
+    """Every statistic's exact aggregates from the summed cell table (``persons.exact_from_frames``: per-cell arrays
+    for declared cells, the observed entries of an open-key statistic)."""
+    limb = pl.lit(_LIMB, dtype=pl.Int128())
+    cells = pl.from_arrow(table).with_columns(  # type: ignore[union-attr]
+        (pl.col("hi").cast(pl.Int128()) * limb + pl.col("lo").cast(pl.Int128())).alias("s")
+    )
+    frames = []
     for i, sp in enumerate(plan.statistics):
-        rows = np.flatnonzero(stat == i)
-        with_sums = sp.statistic.kind in ("sum", "mean")
-        totals: list[int] = []
-        if with_sums:
-            his = table.column("hi").take(rows).to_pylist()
-            los = table.column("lo").take(rows).to_pylist()
-            totals = [int(hi) * _LIMB + int(lo) for hi, lo in zip(his, los, strict=True)]
-        if sp.selection is not None:
-            keys = table.column("key").take(rows).to_pylist()
-            entries = list(zip(cell[rows].tolist(), keys, strict=True))
-            sums = np.array(totals, dtype=object) if with_sums else None
-            out.append(ExactStatistic(n[rows].astype(np.int64), sums, keys=entries))
-            continue
-        counts = np.zeros(sp.cells, dtype=np.int64)
-        counts[cell[rows]] = n[rows]  # one row per cell: Spark grouped them
-        sums = None
-        if with_sums:
-            sums = np.zeros(sp.cells, dtype=object)
-            sums[:] = 0
-            sums[cell[rows]] = totals
-        out.append(ExactStatistic(counts, sums))
-    return out
+        names = ["code", *(["key"] if sp.selection is not None else []), "n"]
+        if sp.statistic.kind in ("sum", "mean"):
+            names.append("s")
+        frames.append(cells.filter(pl.col("stat") == i).rename({"cell": "code"}).select(names))
+    return exact_from_frames(plan, [frames])
 
 
 def partition_frames(plan: Plan) -> Any:
@@ -689,10 +692,12 @@ def partition_typed_rows(plan: Plan, schema: Any) -> Any:
     rows (the id and the used columns, by the polars engine's typed-column rules), in the Arrow ``schema``."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        aggregator = FrameAggregator(plan)
+        spec = plan.spec
+        used = used_columns(spec)
         for batch in batches:
             if batch.num_rows:
-                yield from _arrow_rows(aggregator.rows(pl.from_arrow(batch)), schema)  # type: ignore[arg-type]
+                frame = pl.from_arrow(batch).lazy()  # type: ignore[union-attr]
+                yield from _arrow_rows(typed_frame(frame, spec, used, spec.id_column).collect(), schema)
 
     return run
 
@@ -702,21 +707,21 @@ def _parquet(spark: Any, plan: Plan, path: str | Path, secret: bytes | None) -> 
     column (exit 3 before anything is read); the used columns go to the partitions as Arrow batches."""
     shown = str(path)
     frame = spark.read.parquet(_uri(path))
-    needed = [*plan.spec.columns, *([plan.spec.id_column] if secret is not None else [])]
-    missing = [name for name in needed if name not in frame.columns]
+    missing = [name for name in plan.spec.columns if name not in frame.columns]
     if missing:
         raise InputError(f"input {shown}: declared column(s) missing from the schema: {', '.join(missing)}")
+    check_id_field(Path(shown), frame.columns, plan.spec, "schema")
     used = used_columns(plan.spec)
     if secret is None:
         # a release of plain counts reads no column, but Arrow batches need one: the first, never looked at
         picked = frame.select(*(used or frame.columns[:1]))
         return picked.mapInArrow(partition_frames(plan), _cell_schema())
     picked = frame.select(*dict.fromkeys([plan.spec.id_column, *used]))
-    empty = pl.from_arrow(picked.limit(0).toArrow())
-    arrow_schema, spark_schema = _rows_schema(FrameAggregator(plan).rows(empty))  # type: ignore[arg-type]
+    empty = pl.from_arrow(picked.limit(0).toArrow()).lazy()  # type: ignore[union-attr]
+    arrow_schema, spark_schema = _rows_schema(typed_frame(empty, plan.spec, used, plan.spec.id_column).collect())
     rows = picked.mapInArrow(partition_typed_rows(plan, arrow_schema), spark_schema)
     return by_person(rows, spark_schema.names).mapInArrow(
-        partition_persons(plan, secret, _polars_version()), _cell_schema()
+        partition_persons(plan, secret, expected_polars()), _cell_schema()
     )
 
 
