@@ -5,6 +5,8 @@ The same spec over the same file through both engines' internal no-noise path (`
 and cell rule, on the Adult data and on files full of hostile cells and lines. Spark runs locally (``local[2]``) in
 one session for the whole test run; each file is read in several splits (a small ``maxPartitionBytes``, checked),
 so lines cut by split boundaries, headers dropped by position and CR files' leading LFs are all exercised.
+Person-level releases and open keys (issue 12) are compared the same way, with a fixed secret, on a panel file
+whose rows are in random order, so one person's rows start in several partitions.
 
 Marked ``spark``: `make test-spark` installs the extra and runs them; `make test` leaves them out. Without pyspark
 or Java they skip, except under CI (``CI`` set), where they fail: CI must really run them.

@@ -15,6 +15,12 @@ after a CRLF starts with the LF, which the aggregator strips as the polars engin
 gives Spark one last record that is just that LF, which is not a line: its contribution (an empty line's) is taken
 back out on the driver, once per such file, as the polars engine does.
 
+Open-key statistics: the partitions' totals carry the key text, added up per (statistic, cell, key). A person-level
+release (``privacy.unit: {id: ...}``) needs all of a person's rows in one place: the partitions turn their lines into
+typed rows (``LineAggregator.rows``: the id text and the used columns), Spark repartitions them by the id, and each
+partition bounds its persons with ``persons.PersonRows`` (the polars engine's rules, the same secret) and emits its
+cells' totals, added up as above. The driver holds cell totals only, never a row.
+
 Nothing Spark or Java says reaches the terminal (a Java message can quote a data value): the JVM is started with
 its standard output and error on /dev/null, its log level is ERROR, and every Spark or Py4J exception becomes a
 dpcli error naming its class only.
@@ -41,7 +47,7 @@ import polars as pl
 from dpcli.engine.cells import used_columns
 from dpcli.engine.columnar import FrameAggregator, typed_frame
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
-from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field, exact_from_frames
+from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, exact_from_frames
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.locations import is_url
@@ -571,8 +577,9 @@ def aggregate(
     shown = str(path)
     if not _person_level(plan):
         secret = None  # the row-level path: nothing is chosen, nothing is keyed
-    elif secret is None:
-        secret = secrets.token_bytes(32)
+    else:
+        secret = secrets.token_bytes(SECRET_BYTES) if secret is None else secret
+        PersonRows(plan, secret)  # a secret of the wrong length fails here, as on the polars engine, not in a job
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
