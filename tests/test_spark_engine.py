@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpcli.engine import aggregate, spark_engine
-from dpcli.errors import InputError, UsageError
+from dpcli.errors import InputError, InternalError, UsageError
 from dpcli.plan import make_plan
 from dpcli.spec import parse_spec
 
@@ -287,11 +287,24 @@ def test_a_failing_job_quotes_nothing(spark, tmp_path, hostile_plan, monkeypatch
         def add(self, data: bytes) -> None:
             raise ValueError(data.decode())
 
+        def rows(self, data: bytes):
+            if data:  # (the driver reads the rows' schema from no data)
+                raise ValueError(data.decode())
+            return super().rows(data)
+
     monkeypatch.setattr(spark_engine, "_line_aggregator", Boom)
     with pytest.raises(Exception) as info:
         spark_engine.aggregate(hostile_plan, str(path))
     assert "secret-cell-value" not in str(info.value)
     assert "the Spark engine failed on input" in str(info.value)
+    # the same in a person-level job; a cell that looks like an executor's refusal is still just a failure
+    person = make_plan(parse_spec(panel_spec("{id: person_id, max_rows: 3, missing_id: drop}")))
+    path.write_bytes(PANEL_HEADER + b"\np1,secret-cell-value:version:9.9.9:,dpcli-executor-hash-differs\n")
+    with pytest.raises(InternalError) as info:
+        spark_engine.aggregate(person, str(path), secret=SECRET)
+    assert str(info.value) == (
+        f"the Spark engine failed on input {path} (PythonException); nothing was spent"
+    )
 
 
 _ALPHABET = st.sampled_from([b",", b'"', b"\r", b"\n", b"\r\n", b"1", b"-", b".", b"e", b"F", b"M", b"a", b"X",

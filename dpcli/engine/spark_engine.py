@@ -499,11 +499,12 @@ def hash_probe() -> tuple[int, ...]:
     return (*hashed["t"].to_list(), *hashed["row"].to_list())
 
 
-_VERSION_MARK = "dpcli-executor-polars-version:"
-_HASH_MARK = "dpcli-executor-hash-differs"
+# An executor's refusal reaches the driver inside Spark's exception text, next to whatever else that text holds: it
+# is recognised by a token this process drew, which no data value can hold, so no cell can forge a refusal
+_MARK = secrets.token_hex(16)
 
 
-def partition_persons(plan: Plan, secret: bytes, expected: tuple[str, tuple[int, ...]]) -> Any:
+def partition_persons(plan: Plan, secret: bytes, expected: tuple[str, tuple[int, ...]], mark: str) -> Any:
     """The function each partition runs after the rows were repartitioned by person (``mapInArrow``): every row of a
     person is in this partition, so ``persons.PersonRows`` bounds each person's contribution here, by the same rules
     as the polars engine, and the partition emits its cells' totals. The keyed hash that picks the rows is polars'
@@ -513,12 +514,12 @@ def partition_persons(plan: Plan, secret: bytes, expected: tuple[str, tuple[int,
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import polars
 
-        # markers the driver turns into a refusal (a version is not data)
+        # refusals the driver recognises by its ``mark`` (a version is not data)
         version, probe = expected
         if polars.__version__ != version:
-            raise RuntimeError(f"{_VERSION_MARK}{polars.__version__}:")
+            raise RuntimeError(f"{mark}:version:{polars.__version__}:")
         if hash_probe() != probe:
-            raise RuntimeError(_HASH_MARK)
+            raise RuntimeError(f"{mark}:hash:")
         people = PersonRows(plan, secret)
         for batch in batches:
             if batch.num_rows:
@@ -601,14 +602,14 @@ def _failure(exc: BaseException, shown: str, parquet: bool) -> DpcliError:
     """A failed Spark job as a dpcli error that quotes nothing of the exception's text (only a class name, or the
     polars version an executor reported)."""
     name = _class_name(exc)
-    mismatch = re.search(re.escape(_VERSION_MARK) + r"([0-9A-Za-z.+-]{1,40}):", str(exc))
+    mismatch = re.search(re.escape(_MARK) + r":version:([0-9A-Za-z.+-]{1,40}):", str(exc))
     if mismatch is not None:
         return UsageError(
             f"the Spark engine's executors run polars {mismatch.group(1)}, this machine {expected_polars()[0]}: a "
             "person-level release picks each person's rows by polars' seeded hash, which is the same only within "
             "one polars version; install the same polars on the workers; nothing was spent"
         )
-    if _HASH_MARK in str(exc):
+    if f"{_MARK}:hash:" in str(exc):
         return UsageError(
             "the Spark engine's executors hash rows differently from this machine (the same polars, "
             f"{expected_polars()[0]}, on another platform?): a person-level release picks each person's rows by that "
@@ -645,7 +646,7 @@ def _csv(spark: Any, plan: Plan, path: str | Path, input_format: str | None, sec
         arrow_schema, spark_schema = _rows_schema(_line_aggregator(plan, layout).rows(b""))
         rows = lines.mapInArrow(partition_rows(plan, layout, arrow_schema), spark_schema)
         cells = by_person(rows, spark_schema.names).mapInArrow(
-            partition_persons(plan, secret, expected_polars()), _cell_schema()
+            partition_persons(plan, secret, expected_polars(), _MARK), _cell_schema()
         )
     if source.crlf_ends:
         # each such file's last record (just the LF of its final CRLF) is not a line: its part is taken back out
@@ -728,7 +729,7 @@ def _parquet(spark: Any, plan: Plan, path: str | Path, secret: bytes | None) -> 
     arrow_schema, spark_schema = _rows_schema(typed_frame(empty, plan.spec, used, plan.spec.id_column).collect())
     rows = picked.mapInArrow(partition_typed_rows(plan, arrow_schema), spark_schema)
     return by_person(rows, spark_schema.names).mapInArrow(
-        partition_persons(plan, secret, expected_polars()), _cell_schema()
+        partition_persons(plan, secret, expected_polars(), _MARK), _cell_schema()
     )
 
 
