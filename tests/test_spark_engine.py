@@ -561,6 +561,9 @@ SECRET = bytes(range(32))
 
 
 def assert_person_parity(spark, plan, path: Path, parts: int = 5, secret: bytes = SECRET, polars_path=None) -> list:
+    # several partitions after the shuffle by person too (adaptive execution would merge such small ones into one)
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
     if path.is_file() and parts > 1:
         assert splits(spark, path, parts) > 1
     else:
@@ -594,6 +597,27 @@ def test_person_level_release_as_the_polars_engine(spark, panel_file, unit):
     k = plan.spec.privacy.person.max_rows
     assert 0 < want[1][0][0] < want[0][0][0] <= k * want[1][0][0]  # persons < kept rows <= K per person
     assert len(want[10]) > 3  # open keys were observed
+
+
+def test_rows_of_one_person_meet_in_one_partition(spark):
+    """by_person: every row of an id in one partition, the ids over several; rows without an id spread out."""
+    from pyspark.sql import functions as F
+
+    from dpcli.engine.persons import ID_COLUMN
+
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    rng = random.Random(2)
+    ids = [rng.choice([None, "", "\ufffd", *(f"p{k}" for k in range(50))]) for _ in range(3000)]
+    rows = spark.createDataFrame([(i, n) for n, i in enumerate(ids)], f"`{ID_COLUMN}` string, age long")
+    placed = spark_engine.by_person(rows, [ID_COLUMN, "age"]).select(
+        F.col(ID_COLUMN).alias("id"), F.spark_partition_id().alias("part")
+    )
+    parts = placed.groupBy("id").agg(F.countDistinct("part").alias("parts")).collect()
+    named = {r["id"]: r["parts"] for r in parts if r["id"] not in (None, "", "\ufffd")}
+    assert len(named) == 50 and set(named.values()) == {1}
+    assert placed.filter(F.col("id").isNotNull() & (F.col("id") != "")).select("part").distinct().count() > 1
+    assert placed.filter(F.col("id").isNull()).select("part").distinct().count() > 1
 
 
 def test_person_level_choice_follows_the_secret(spark, panel_file):
