@@ -470,8 +470,8 @@ def _arrow_rows(frame: pl.DataFrame, schema: Any) -> list[Any]:
 
 
 def _rows_schema(empty: pl.DataFrame) -> tuple[Any, Any]:
-    """The Arrow schema (strings as ``string``: Spark's Arrow reader takes no ``large_string``) and the Spark schema
-    of the typed rows, from an empty frame of them made on the driver by the same code as the partitions'."""
+    """The Arrow schema (polars' ``large_string`` as ``string``, the type Spark's strings travel as by default) and
+    the Spark schema of the typed rows, from an empty frame of them made on the driver by the partitions' code."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
