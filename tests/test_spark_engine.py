@@ -735,3 +735,41 @@ def test_a_missing_id_field_is_refused_before_anything_is_read(spark, tmp_path):
     with pytest.raises(InputError) as polars_info:
         aggregate(plan, tmp_path / "p.parquet", secret=SECRET)
     assert str(info.value) == str(polars_info.value)
+
+
+def test_a_person_level_release_with_the_spark_engine_end_to_end(spark, panel_file, tmp_path):
+    """The command on a person-level spec: the release's own secret reaches the executors (the persons are the
+    same whichever rows it keeps), the table written, the person unit recorded."""
+    import csv
+    import json
+
+    from tests.helpers import run_in_process
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("""\
+version: 1
+dataset: panel
+privacy: {epsilon: 1, unit: {id: person_id, max_rows: 3, max_groups: 2, missing_id: drop}}
+columns:
+  income:  {type: float, bounds: [-1000, 1000], precision: 0.01}
+  grp:     {type: category, categories: [a, b, X], other: X}
+statistics:
+  - {name: persons, kind: count, of: persons}
+  - {name: spend_person, kind: sum, column: income, by: [grp], clamp: person}
+""")
+    ledger = tmp_path / "l.jsonl"
+    assert run_in_process("budget", "set", "panel", "--epsilon", "1000", "--unit", "person:person_id", "--ledger",
+                          ledger).returncode == 0
+    done = run_in_process("release", spec, "--engine", "spark", "--spark-master", "local[2]", "--input", panel_file,
+                          "--ledger", ledger, "-o", tmp_path / "o.csv")
+    assert done.returncode == 0, done.stderr
+    table = list(csv.DictReader((tmp_path / "o.csv").open()))
+    plan = make_plan(parse_spec(spec.read_text()))
+    persons = exacts(aggregate(plan, panel_file, secret=SECRET))[0][0][0]
+    released = float(next(r["value"] for r in table if r["statistic"] == "persons"))
+    # ε=1/2 on a count of persons (sensitivity 1): Laplace scale 2, P(|noise| >= 40) = e^-20 < 1e-8
+    assert plan.statistics[0].component("count").scale == 2
+    assert abs(released - persons) < 40
+    assert [r["grp"] for r in table if r["statistic"] == "spend_person"] == ["a", "b", "X"]
+    shown = json.loads(run_in_process("budget", "show", "--json", "--ledger", ledger).stdout)
+    assert '"releases": 1' in json.dumps(shown)
