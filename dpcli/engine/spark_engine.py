@@ -15,6 +15,12 @@ after a CRLF starts with the LF, which the aggregator strips as the polars engin
 gives Spark one last record that is just that LF, which is not a line: its contribution (an empty line's) is taken
 back out on the driver, once per such file, as the polars engine does.
 
+Open-key statistics: the partitions' totals carry the key text, added up per (statistic, cell, key). A person-level
+release (``privacy.unit: {id: ...}``) needs all of a person's rows in one place: the partitions turn their lines into
+typed rows (``LineAggregator.rows``: the id text and the used columns), Spark repartitions them by the id, and each
+partition bounds its persons with ``persons.PersonRows`` (the polars engine's rules, the same secret) and emits its
+cells' totals, added up as above. The driver holds cell totals only, never a row.
+
 Nothing Spark or Java says reaches the terminal (a Java message can quote a data value): the JVM is started with
 its standard output and error on /dev/null, its log level is ERROR, and every Spark or Py4J exception becomes a
 dpcli error naming its class only.
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import shutil
 import sys
 import threading
@@ -34,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from dpcli.engine.cells import used_columns
-from dpcli.engine.columnar import FrameAggregator
+from dpcli.engine.columnar import FrameAggregator, typed_frame
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
+from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, exact_from_frames
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.locations import is_url
@@ -302,6 +312,7 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
     if any(other.names != layout.names or other.eol != layout.eol for other in layouts[1:]):
         raise InputError(f"input {shown}: its parts do not all have the same header line and line end")
     check_header(Path(shown), layout.names, plan.spec.columns.keys())
+    check_id_field(Path(shown), layout.names, plan.spec, "header")
     crlf_ends = sum(hadoop.ends_with_crlf(f) for f in files) if layout.eol == b"\r" else 0
     return _Input([f.toString() for f in files], layout, crlf_ends)
 
@@ -311,12 +322,13 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
 
 
 def _cell_schema() -> Any:
-    from pyspark.sql.types import DecimalType, IntegerType, LongType, StructField, StructType
+    from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
     return StructType(
         [
             StructField("stat", IntegerType(), False),
             StructField("cell", LongType(), False),
+            StructField("key", StringType(), True),  # an open-key statistic's key text; null for declared cells
             StructField("n", LongType(), False),
             StructField("hi", DecimalType(38, 0), False),
             StructField("lo", DecimalType(38, 0), False),
@@ -324,181 +336,301 @@ def _cell_schema() -> Any:
     )
 
 
-def cell_rows(stats: list[ExactStatistic]) -> Any:
-    """The nonzero cells of ``stats`` as one Arrow batch (statistic, cell, count, sum as two DECIMAL(38,0) limbs)."""
-    import decimal
+def statistic_frames(stats: list[ExactStatistic]) -> list[pl.DataFrame]:
+    """An aggregator's result as per-statistic cell frames (code [, key], n [, s]): the nonzero declared cells, or
+    an open-key statistic's observed entries."""
+    frames = []
+    for e in stats:
+        if e.keys is not None:
+            columns: dict[str, Any] = {
+                "code": pl.Series([code for code, _ in e.keys], dtype=pl.Int64),
+                "key": pl.Series([key for _, key in e.keys], dtype=pl.String),
+                "n": pl.Series(e.counts, dtype=pl.Int64),
+            }
+            picked = np.arange(len(e.keys))
+        else:
+            nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
+            picked = np.flatnonzero(nonzero)
+            columns = {"code": pl.Series(picked, dtype=pl.Int64), "n": pl.Series(e.counts[picked], dtype=pl.Int64)}
+        if e.sums is not None:
+            columns["s"] = pl.Series([int(s) for s in e.sums[picked]], dtype=pl.Int128)
+        frames.append(pl.DataFrame(columns))
+    return frames
 
+
+def cell_table(frames: list[pl.DataFrame], times: int = 1) -> Any:
+    """Per statistic (in plan order) its cell frame (code [, key], n [, s]) as one Arrow table in the job's cell
+    schema, every count and sum multiplied by ``times``; a sum travels as two DECIMAL(38,0) limbs (hi * 2^64 +
+    lo) that Spark adds exactly, whatever the size."""
     import pyarrow as pa
 
-    stat_col: list[int] = []
-    cell_col: list[int] = []
-    n_col: list[int] = []
-    hi_col: list[decimal.Decimal] = []
-    lo_col: list[decimal.Decimal] = []
-    for i, e in enumerate(stats):
-        nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
-        cells = np.flatnonzero(nonzero)
-        for j in cells.tolist():
-            total = 0 if e.sums is None else int(e.sums[j])
-            stat_col.append(i)
-            cell_col.append(j)
-            n_col.append(int(e.counts[j]))
-            hi, lo = divmod(total, _LIMB)
-            hi_col.append(decimal.Decimal(hi))
-            lo_col.append(decimal.Decimal(lo))
+    limb = pl.lit(_LIMB, dtype=pl.Int128())
+    parts = []
+    for i, frame in enumerate(frames):
+        total = pl.col("s").cast(pl.Int128()) if "s" in frame.columns else pl.lit(0, dtype=pl.Int128())
+        total = total * times
+        parts.append(
+            frame.lazy().select(
+                pl.lit(i, dtype=pl.Int32()).alias("stat"),
+                pl.col("code").cast(pl.Int64()).alias("cell"),
+                (pl.col("key") if "key" in frame.columns else pl.lit(None, dtype=pl.String())).alias("key"),
+                (pl.col("n").cast(pl.Int64()) * times).alias("n"),
+                total.floordiv(limb).cast(pl.Decimal(38, 0)).alias("hi"),
+                (total % limb).cast(pl.Decimal(38, 0)).alias("lo"),
+            )
+        )
     dec = pa.decimal128(38, 0)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(stat_col, pa.int32()),
-            pa.array(cell_col, pa.int64()),
-            pa.array(n_col, pa.int64()),
-            pa.array(hi_col, dec),
-            pa.array(lo_col, dec),
-        ],
-        names=["stat", "cell", "n", "hi", "lo"],
+    schema = pa.schema(
+        [("stat", pa.int32()), ("cell", pa.int64()), ("key", pa.string()), ("n", pa.int64()), ("hi", dec),
+         ("lo", dec)]
     )
+    if not parts:
+        return schema.empty_table()
+    return pl.concat(pl.collect_all(parts)).to_arrow().cast(schema)
+
+
+def cell_rows(stats: list[ExactStatistic]) -> Any:
+    """The nonzero cells (and open-key entries) of ``stats`` as Arrow batches in the job's cell schema."""
+    return cell_table(statistic_frames(stats)).to_batches()
+
+
+def _line_chunks(batches: Iterator[Any], layout: CsvLayout, encoding: str) -> Iterator[bytes]:
+    """A partition's lines (Spark's Arrow batches of value, path, start), each file's header dropped by position,
+    joined again with the line end and decoded to UTF-8: chunks of whole lines of about ``_BUFFER_BYTES``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    buffered: list[bytes] = []
+    size = 0
+    split: tuple[str, int] | None = None  # the split of the previous row (file, start)
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        values, paths, starts = batch.column(0), batch.column(1), batch.column(2)
+        start_arr = starts.to_numpy(zero_copy_only=False)
+        path_arr = paths.to_numpy(zero_copy_only=False)
+        # a row opens a split when its (file, start) differs from the previous row's; the split that starts at
+        # byte 0 of its file opens with the header line
+        opens = np.zeros(batch.num_rows, dtype=bool)
+        opens[0] = split != (path_arr[0], int(start_arr[0]))
+        opens[1:] = (start_arr[1:] != start_arr[:-1]) | (path_arr[1:] != path_arr[:-1])
+        split = (path_arr[-1], int(start_arr[-1]))
+        first = opens & (start_arr == 0)  # each file's first line
+        if first.any() and layout.header:
+            values = pc.filter(values, pa.array(~first))
+        elif first.any():
+            # no header line: the first line is a record, without the BOM a file may start with (as the polars
+            # engine reads it)
+            bom = pc.and_(pa.array(first), pc.starts_with(values, pattern=_BOM))
+            # the first occurrence is at the start where bom holds (binary_slice fails on shorter values)
+            stripped = pc.replace_substring(values, pattern=_BOM, replacement=b"", max_replacements=1)
+            values = pc.if_else(bom, stripped, values)
+        if len(values) == 0:
+            continue
+        lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
+        data = joined[0].as_py()
+        if encoding != "utf-8":
+            data = data.decode(encoding, "replace").encode("utf-8")
+        buffered.append(data)
+        size += len(data)
+        if size >= _BUFFER_BYTES:
+            yield b"".join(buffered)
+            buffered, size = [], 0
+    if buffered:
+        yield b"".join(buffered)
 
 
 def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
     """The function each partition runs (``mapInArrow``): its lines, header dropped, through the aggregator."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         aggregator = _line_aggregator(plan, layout)
-        encoding = plan.spec.csv.encoding
-        buffered: list[bytes] = []
-        size = 0
-        split: tuple[str, int] | None = None  # the split of the previous row (file, start)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            values, paths, starts = batch.column(0), batch.column(1), batch.column(2)
-            start_arr = starts.to_numpy(zero_copy_only=False)
-            path_arr = paths.to_numpy(zero_copy_only=False)
-            # a row opens a split when its (file, start) differs from the previous row's; the split that starts at
-            # byte 0 of its file opens with the header line
-            opens = np.zeros(batch.num_rows, dtype=bool)
-            opens[0] = split != (path_arr[0], int(start_arr[0]))
-            opens[1:] = (start_arr[1:] != start_arr[:-1]) | (path_arr[1:] != path_arr[:-1])
-            split = (path_arr[-1], int(start_arr[-1]))
-            first = opens & (start_arr == 0)  # each file's first line
-            if first.any() and layout.header:
-                values = pc.filter(values, pa.array(~first))
-            elif first.any():
-                # no header line: the first line is a record, without the BOM a file may start with (as the polars
-                # engine reads it)
-                bom = pc.and_(pa.array(first), pc.starts_with(values, pattern=_BOM))
-                # the first occurrence is at the start where bom holds (binary_slice fails on shorter values)
-                stripped = pc.replace_substring(values, pattern=_BOM, replacement=b"", max_replacements=1)
-                values = pc.if_else(bom, stripped, values)
-            if len(values) == 0:
-                continue
-            lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
-            joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
-            data = joined[0].as_py()
-            if encoding != "utf-8":
-                data = data.decode(encoding, "replace").encode("utf-8")
-            buffered.append(data)
-            size += len(data)
-            if size >= _BUFFER_BYTES:
-                aggregator.add(b"".join(buffered))
-                buffered, size = [], 0
-        if buffered:
-            aggregator.add(b"".join(buffered))
-        yield cell_rows(aggregator.finish())
+        for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
+            aggregator.add(data)
+        yield from cell_rows(aggregator.finish())
 
     return run
 
 
-def _empty_line(plan: Plan, layout: CsvLayout) -> list[ExactStatistic]:
-    """What the record Spark makes of the LF after a CR file's last CR counts (an empty line's contribution)."""
+def partition_rows(plan: Plan, layout: CsvLayout, schema: Any) -> Any:
+    """The function each partition runs for a person-level release (``mapInArrow``): its lines, header dropped, as
+    typed rows (the person's id and the used columns, ``LineAggregator.rows``) in the Arrow ``schema``."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        aggregator = _line_aggregator(plan, layout)
+        for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
+            yield from _arrow_rows(aggregator.rows(data), schema)
+
+    return run
+
+
+def _arrow_rows(frame: pl.DataFrame, schema: Any) -> list[Any]:
+    return frame.to_arrow().cast(schema).to_batches()
+
+
+def _rows_schema(empty: pl.DataFrame) -> tuple[Any, Any]:
+    """The Arrow schema (polars' ``large_string`` as ``string``, the type Spark's strings travel as by default) and
+    the Spark schema of the typed rows, from an empty frame of them made on the driver by the partitions' code."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    fields = [
+        pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+        for f in empty.to_arrow().schema
+    ]
+    schema = pa.schema(fields)
+    return schema, from_arrow_schema(schema)
+
+
+def expected_polars() -> tuple[str, tuple[int, ...]]:
+    """What every executor's polars must match (run on the driver only): its version and its ``hash_probe``."""
+    return pl.__version__, hash_probe()
+
+
+def hash_probe() -> tuple[int, ...]:
+    """polars' seeded hash of a few fixed rows of each typed kind (text, integer, float, missing), as the persons'
+    rules hash ids and rows: equal on two machines when their hashes agree. The version check alone would miss a
+    hash that depends on the processor (e.g. an executor on another architecture)."""
+    frame = pl.DataFrame(
+        {"t": ["dpcli", "", None, "\u00e9"], "i": [1, -(2**62), None, 0], "f": [0.5, float("nan"), None, -0.0]}
+    )
+    hashed = frame.select(pl.col("t").hash(7).alias("t"), pl.struct("t", "i", "f").hash(11).alias("row"))
+    return (*hashed["t"].to_list(), *hashed["row"].to_list())
+
+
+# An executor's refusal reaches the driver inside Spark's exception text, next to whatever else that text holds: it
+# is recognised by a token this process drew, which no data value can hold, so no cell can forge a refusal
+_MARK = secrets.token_hex(16)
+
+
+def partition_persons(plan: Plan, secret: bytes, expected: tuple[str, tuple[int, ...]], mark: str) -> Any:
+    """The function each partition runs after the rows were repartitioned by person (``mapInArrow``): every row of a
+    person is in this partition, so ``persons.PersonRows`` bounds each person's contribution here, by the same rules
+    as the polars engine, and the partition emits its cells' totals. The keyed hash that picks the rows is polars'
+    seeded hash, stable only within one polars version: an executor running another version, or whose hash of
+    ``hash_probe``'s rows differs from the driver's, refuses before it reads a row."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import polars
+
+        # refusals the driver recognises by its ``mark`` (a version is not data)
+        version, probe = expected
+        if polars.__version__ != version:
+            raise RuntimeError(f"{mark}:version:{polars.__version__}:")
+        if hash_probe() != probe:
+            raise RuntimeError(f"{mark}:hash:")
+        people = PersonRows(plan, secret)
+        for batch in batches:
+            if batch.num_rows:
+                people.add(polars.from_arrow(batch).drop(_SPREAD))  # type: ignore[union-attr]
+        yield from cell_table(people.cell_frames()).to_batches()
+
+    return run
+
+
+_SPREAD = "__dpcli_spread"
+
+
+def by_person(rows: Any, columns: list[str]) -> Any:
+    """The typed rows repartitioned so that all rows of one person are in one partition: by a hash of the id.
+    A row whose id is missing is a person of its own or is dropped, so it may go anywhere: it is spread by a hash
+    of its whole row rather than piling every such row into the partition of the null id. (Which rows count as
+    missing here only balances the partitions; persons.PersonRows decides what a missing id is.)"""
+    from pyspark.sql import functions as F
+
+    ident = F.col(ID_COLUMN)
+    missing = ident.isNull() | (ident == "") | ident.contains("\ufffd")
+    spread = F.when(missing, F.xxhash64(*(F.col(c) for c in columns))).otherwise(F.xxhash64(ident))
+    return rows.withColumn(_SPREAD, spread).repartition(F.col(_SPREAD))
+
+
+def _empty_line_frames(plan: Plan, layout: CsvLayout, secret: bytes | None) -> list[pl.DataFrame]:
+    """What the record Spark makes of the LF after a CR file's last CR adds (an empty line's contribution: under a
+    person unit, a row without an id, which is a person of its own or dropped, so its part adds up on its own)."""
     aggregator = _line_aggregator(plan, layout)
-    aggregator.add(b"\n" + layout.eol)
-    return aggregator.finish()
+    if secret is None:
+        aggregator.add(b"\n" + layout.eol)
+        return statistic_frames(aggregator.finish())
+    people = PersonRows(plan, secret)
+    people.add(aggregator.rows(b"\n" + layout.eol))
+    return people.cell_frames()
+
+
+def _person_level(plan: Plan) -> bool:
+    return plan.spec.privacy.unit == "person"
 
 
 def aggregate(
-    plan: Plan, path: str | Path, *, master: str | None = None, input_format: str | None = None
+    plan: Plan,
+    path: str | Path,
+    *,
+    master: str | None = None,
+    input_format: str | None = None,
+    secret: bytes | None = None,
 ) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order, computed by Spark: the same as
     :func:`dpcli.engine.aggregate` on the same data. ``path``: a local path or a URL Hadoop reads (``file:``,
     ``hdfs://``, ``s3a://``), a CSV file (``.csv``, ``.csv.gz``, ``.csv.bz2``) or a directory of CSV parts with the
-    same header. ``master``: see :func:`session`."""
+    same header. ``master``: see :func:`session`. ``secret``: the release's key of the rows' choice under a person
+    unit (32 bytes; None: a fresh one)."""
     spark = session(master)
     shown = str(path)
-    if input_format_of(shown, input_format) == "parquet":
-        return _parquet(spark, plan, path)
+    if not _person_level(plan):
+        secret = None  # the row-level path: nothing is chosen, nothing is keyed
+    else:
+        secret = secrets.token_bytes(SECRET_BYTES) if secret is None else secret
+        PersonRows(plan, secret)  # a secret of the wrong length fails here, as on the polars engine, not in a job
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            source = resolve_input(spark, plan, path, input_format)
-            layout = CsvLayout(
-                tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header
-            )
-            rows = _cells(spark, plan, source, layout)
+            if input_format_of(shown, input_format) == "parquet":
+                parquet = True
+                cells = _parquet(spark, plan, path, secret)
+            else:
+                parquet = False
+                cells = _csv(spark, plan, path, input_format, secret)
+            table = sum_cells(cells)
     except DpcliError:
         raise
     except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
-        if _class_name(exc).endswith("UnsupportedFileSystemException"):
-            raise UsageError(
-                f"input {shown}: Spark has no file system for this URL's scheme (s3a:// needs the hadoop-aws jars "
-                "on Spark's classpath)"
-            ) from None
-        raise InternalError(
-            f"the Spark engine failed on input {shown} ({_class_name(exc)}); nothing was spent"
-        ) from None
-    counts, sums = rebuild(plan, rows)
-    if source.crlf_ends:
-        for i, e in enumerate(_empty_line(plan, layout)):
-            counts[i] -= source.crlf_ends * e.counts
-            s = sums[i]
-            if s is not None and e.sums is not None:
-                for j in np.flatnonzero(e.sums != 0).tolist():
-                    s[j] -= source.crlf_ends * int(e.sums[j])
-    return [ExactStatistic(c, s) for c, s in zip(counts, sums, strict=True)]
+        raise _failure(exc, shown, parquet) from None
+    return exact_statistics(plan, table)
 
 
-def rebuild(plan: Plan, rows: list[tuple[int, int, int, Any, Any]]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
-    """Every statistic's per-cell counts and sums from the summed (statistic, cell, count, hi, lo) rows."""
-    counts = [np.zeros(sp.cells, dtype=np.int64) for sp in plan.statistics]
-    sums: list[np.ndarray | None] = []
-    for sp in plan.statistics:
-        s = None
-        if sp.statistic.kind in ("sum", "mean"):
-            s = np.zeros(sp.cells, dtype=object)
-            s[:] = 0
-        sums.append(s)
-    for stat, cell, n, hi, lo in rows:
-        counts[stat][cell] += n
-        s = sums[stat]
-        if s is not None:
-            s[cell] += int(hi) * _LIMB + int(lo)
-    return counts, sums
-
-
-def sum_cells(cells: Any) -> list[tuple[int, int, int, Any, Any]]:
-    """The partitions' cell rows added up per (statistic, cell) by Spark, collected (one row per nonzero cell)."""
-    from pyspark.sql import functions as F
-
-    table = (
-        cells.groupBy("stat", "cell")
-        .agg(F.sum("n").alias("n"), F.sum("hi").alias("hi"), F.sum("lo").alias("lo"))
-        .toArrow()
-    )
-    return list(
-        zip(
-            *(table.column(name).to_pylist() for name in ("stat", "cell", "n", "hi", "lo")),
-            strict=True,
+def _failure(exc: BaseException, shown: str, parquet: bool) -> DpcliError:
+    """A failed Spark job as a dpcli error that quotes nothing of the exception's text (only a class name, or the
+    polars version an executor reported)."""
+    name = _class_name(exc)
+    mismatch = re.search(re.escape(_MARK) + r":version:([0-9A-Za-z.+-]{1,40}):", str(exc))
+    if mismatch is not None:
+        return UsageError(
+            f"the Spark engine's executors run polars {mismatch.group(1)}, this machine {expected_polars()[0]}: a "
+            "person-level release picks each person's rows by polars' seeded hash, which is the same only within "
+            "one polars version; install the same polars on the workers; nothing was spent"
         )
-    )
+    if f"{_MARK}:hash:" in str(exc):
+        return UsageError(
+            "the Spark engine's executors hash rows differently from this machine (the same polars, "
+            f"{expected_polars()[0]}, on another platform?): a person-level release picks each person's rows by that "
+            "hash, so every machine must compute the same; nothing was spent"
+        )
+    if name.endswith("UnsupportedFileSystemException"):
+        return UsageError(
+            f"input {shown}: Spark has no file system for this URL's scheme (s3a:// needs the hadoop-aws jars "
+            "on Spark's classpath)"
+        )
+    if parquet and name.endswith("AnalysisException"):
+        return InputError(f"input {shown} could not be read as Parquet by Spark ({name})")
+    return InternalError(f"the Spark engine failed on input {shown} ({name}); nothing was spent")
 
 
-def _cells(spark: Any, plan: Plan, source: _Input, layout: CsvLayout) -> list[tuple[int, int, int, Any, Any]]:
-    """The per-cell table: the job's only result that reaches the driver."""
+def _csv(spark: Any, plan: Plan, path: str | Path, input_format: str | None, secret: bytes | None) -> Any:
+    """The job's cell rows for CSV input (a Spark DataFrame, not yet added up)."""
     from pyspark.sql import functions as F
 
+    source = resolve_input(spark, plan, path, input_format)
+    layout = CsvLayout(tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header)
     lines = (
         spark.read.option("lineSep", layout.eol.decode())
         .text(source.files)
@@ -508,7 +640,45 @@ def _cells(spark: Any, plan: Plan, source: _Input, layout: CsvLayout) -> list[tu
             F.col("_metadata.file_block_start").alias("start"),
         )
     )
-    return sum_cells(lines.mapInArrow(partition_cells(plan, layout), _cell_schema()))
+    if secret is None:
+        cells = lines.mapInArrow(partition_cells(plan, layout), _cell_schema())
+    else:
+        arrow_schema, spark_schema = _rows_schema(_line_aggregator(plan, layout).rows(b""))
+        rows = lines.mapInArrow(partition_rows(plan, layout, arrow_schema), spark_schema)
+        cells = by_person(rows, spark_schema.names).mapInArrow(
+            partition_persons(plan, secret, expected_polars(), _MARK), _cell_schema()
+        )
+    if source.crlf_ends:
+        # each such file's last record (just the LF of its final CRLF) is not a line: its part is taken back out
+        correction = cell_table(_empty_line_frames(plan, layout, secret), times=-source.crlf_ends)
+        cells = cells.unionByName(spark.createDataFrame(correction, schema=_cell_schema()))
+    return cells
+
+
+def sum_cells(cells: Any) -> Any:
+    """The partitions' cell rows added up per (statistic, cell, key) by Spark, collected as an Arrow table (one row
+    per nonzero cell or observed open key: no row of the input ever reaches the driver)."""
+    from pyspark.sql import functions as F
+
+    return cells.groupBy("stat", "cell", "key").agg(
+        F.sum("n").alias("n"), F.sum("hi").alias("hi"), F.sum("lo").alias("lo")
+    ).toArrow()
+
+
+def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
+    """Every statistic's exact aggregates from the summed cell table (``persons.exact_from_frames``: per-cell arrays
+    for declared cells, the observed entries of an open-key statistic)."""
+    limb = pl.lit(_LIMB, dtype=pl.Int128())
+    cells = pl.from_arrow(table).with_columns(  # type: ignore[union-attr]
+        (pl.col("hi").cast(pl.Int128()) * limb + pl.col("lo").cast(pl.Int128())).alias("s")
+    )
+    frames = []
+    for i, sp in enumerate(plan.statistics):
+        names = ["code", *(["key"] if sp.selection is not None else []), "n"]
+        if sp.statistic.kind in ("sum", "mean"):
+            names.append("s")
+        frames.append(cells.filter(pl.col("stat") == i).rename({"cell": "code"}).select(names))
+    return exact_from_frames(plan, [frames])
 
 
 def partition_frames(plan: Plan) -> Any:
@@ -516,42 +686,51 @@ def partition_frames(plan: Plan) -> Any:
     through the same typed-column rules and queries as the polars engine's Parquet reading."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import polars as pl
-
         aggregator = FrameAggregator(plan)
         for batch in batches:
             if batch.num_rows:
                 aggregator.add(pl.from_arrow(batch))  # type: ignore[arg-type]
-        yield cell_rows(aggregator.finish())
+        yield from cell_rows(aggregator.finish())
 
     return run
 
 
-def _parquet(spark: Any, plan: Plan, path: str | Path) -> list[ExactStatistic]:
-    """A Parquet file or a directory of Parquet parts, read by Spark: its schema must hold every declared column
-    (exit 3 before anything is read); the used columns go to the partitions as Arrow batches."""
+def partition_typed_rows(plan: Plan, schema: Any) -> Any:
+    """The function each partition of a Parquet input runs for a person-level release: its Arrow batches as typed
+    rows (the id and the used columns, by the polars engine's typed-column rules), in the Arrow ``schema``."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        spec = plan.spec
+        used = used_columns(spec)
+        for batch in batches:
+            if batch.num_rows:
+                frame = pl.from_arrow(batch).lazy()  # type: ignore[union-attr]
+                yield from _arrow_rows(typed_frame(frame, spec, used, spec.id_column).collect(), schema)
+
+    return run
+
+
+def _parquet(spark: Any, plan: Plan, path: str | Path, secret: bytes | None) -> Any:
+    """The job's cell rows for a Parquet file or a directory of Parquet parts: its schema must hold every declared
+    column (exit 3 before anything is read); the used columns go to the partitions as Arrow batches."""
     shown = str(path)
+    frame = spark.read.parquet(_uri(path))
+    missing = [name for name in plan.spec.columns if name not in frame.columns]
+    if missing:
+        raise InputError(f"input {shown}: declared column(s) missing from the schema: {', '.join(missing)}")
+    check_id_field(Path(shown), frame.columns, plan.spec, "schema")
     used = used_columns(plan.spec)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            frame = spark.read.parquet(_uri(path))
-            missing = [name for name in plan.spec.columns if name not in frame.columns]
-            if missing:
-                raise InputError(f"input {shown}: declared column(s) missing from the schema: {', '.join(missing)}")
-            # a release of plain counts reads no column, but Arrow batches need one: the first, never looked at
-            picked = frame.select(*(used or frame.columns[:1]))
-            rows = sum_cells(picked.mapInArrow(partition_frames(plan), _cell_schema()))
-    except DpcliError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
-        if _class_name(exc).endswith("AnalysisException"):
-            raise InputError(f"input {shown} could not be read as Parquet by Spark ({_class_name(exc)})") from None
-        raise InternalError(
-            f"the Spark engine failed on input {shown} ({_class_name(exc)}); nothing was spent"
-        ) from None
-    counts, sums = rebuild(plan, rows)
-    return [ExactStatistic(c, s) for c, s in zip(counts, sums, strict=True)]
+    if secret is None:
+        # a release of plain counts reads no column, but Arrow batches need one: the first, never looked at
+        picked = frame.select(*(used or frame.columns[:1]))
+        return picked.mapInArrow(partition_frames(plan), _cell_schema())
+    picked = frame.select(*dict.fromkeys([plan.spec.id_column, *used]))
+    empty = pl.from_arrow(picked.limit(0).toArrow()).lazy()  # type: ignore[union-attr]
+    arrow_schema, spark_schema = _rows_schema(typed_frame(empty, plan.spec, used, plan.spec.id_column).collect())
+    rows = picked.mapInArrow(partition_typed_rows(plan, arrow_schema), spark_schema)
+    return by_person(rows, spark_schema.names).mapInArrow(
+        partition_persons(plan, secret, expected_polars(), _MARK), _cell_schema()
+    )
 
 
 def _class_name(exc: BaseException) -> str:
