@@ -91,8 +91,9 @@ WORKERS = 4  # engine runs in flight: polars releases the GIL, and tiny files ar
 Z_TOLERANCE = 1e-9
 UNPARSEABLE = "n/a"
 UNDECLARED = "dpcli-audit-undeclared"
-# Open keys: the base rows hold OPEN_KEY; candidates add new keys OPEN_KEY + "-1", "-2", ... (keys only they hold)
-OPEN_KEY = "dpcli-audit-key"
+# Open keys (see open_key): the base rows hold key "k", and "s1", "s2", ... in rows (persons) of their own, so a
+# candidate can change many entries both datasets hold; candidates add keys only they hold, "a1", "a2", "n1", ...
+BASE_KEY, SHARED_KEYS, NEW_KEYS, CANDIDATE_KEYS = "k", "s", "n", "a"
 # Person unit: the candidate person's id and the base persons' ids (one row each); the keyed choice of rows uses a
 # fixed secret here (a release draws one per run), so a candidate dataset keeps the same rows every time it is read
 PERSON_ID = "dpcli-audit-person"
@@ -454,8 +455,11 @@ def _values(spec: Spec) -> dict[str, list[str]]:
         elif _is_open(column):
             # the base rows' key, two keys only a candidate holds, one longer than max_length (cut by the engine),
             # missing (empty) and a cell that was not valid UTF-8 (U+FFFD: missing too)
-            long_key = f"{OPEN_KEY}-long" + "x" * (column.max_length or 0)
-            texts = [OPEN_KEY, f"{OPEN_KEY}-1", f"{OPEN_KEY}-2", long_key, "", "\ufffd"]
+            long_key = "long" + "x" * (column.max_length or 0)
+            texts = [
+                open_key(column, BASE_KEY), open_key(column, SHARED_KEYS, 1), open_key(column, CANDIDATE_KEYS, 1),
+                open_key(column, CANDIDATE_KEYS, 2), long_key, "", "\ufffd",
+            ]
         else:
             keys = column.keys
             undeclared = UNDECLARED
@@ -470,6 +474,16 @@ def _is_open(column: Column) -> bool:
     return column.open
 
 
+def open_key(column: Column, kind: str, j: int = 0) -> str:
+    """A key of an open column that stays itself once cut to max_length, distinct for every (kind, j): "s1", "n12"
+    (kind letter and number), or one CJK character each when max_length is too short for that."""
+    text = f"{kind}{j}" if j else kind
+    if len(text) <= (column.max_length or 0):
+        return text
+    kinds = (BASE_KEY, SHARED_KEYS, NEW_KEYS, CANDIDATE_KEYS)
+    return chr(0x4E00 + kinds.index(kind) * (MAX_SPREAD + 1) + j)
+
+
 def _base_row(spec: Spec) -> Row:
     row = []
     for column in spec.columns.values():
@@ -477,7 +491,7 @@ def _base_row(spec: Spec) -> Row:
             glo, ghi = column.grid_bounds
             row.append(_grid_text(column, (glo + ghi) // 2))
         else:
-            row.append(OPEN_KEY if _is_open(column) else column.keys[0])
+            row.append(open_key(column, BASE_KEY) if _is_open(column) else column.keys[0])
     return tuple(row)
 
 
@@ -495,7 +509,7 @@ def _reduced(spec: Spec, name: str) -> list[str]:
         glo, ghi = column.grid_bounds
         return [_grid_text(column, glo), _grid_text(column, ghi)]
     if _is_open(column):
-        return [OPEN_KEY, f"{OPEN_KEY}-1"]
+        return [open_key(column, BASE_KEY), open_key(column, SHARED_KEYS, 1), open_key(column, CANDIDATE_KEYS, 1)]
     return list(column.keys[:2])
 
 
@@ -529,13 +543,19 @@ class _Engine:
         self.id_column = spec.id_column or ""
         self.header = self.columns + ([self.id_column] if self.person is not None else [])
         base = _base_row(spec)
+        self.spread = _spread(spec)
+        # one row per shared key of each open column (its own person): entries a candidate can change in both datasets
+        shared = [
+            _set(base, self.index, {name: open_key(column, SHARED_KEYS, j)})
+            for name, column in spec.columns.items() if column.open for j in range(1, self.spread + 1)
+        ]
         if self.person is None:
             self.base_row = base
-            self.base_rows = [base] * BASE_ROWS
+            self.base_rows = [base] * BASE_ROWS + shared
         else:
             self.index[self.id_column] = len(self.columns)
             self.base_row = (*base, PERSON_ID)
-            self.base_rows = [(*base, f"{BASE_ID}-{j}") for j in range(BASE_ROWS)]
+            self.base_rows = [(*row, f"{BASE_ID}-{j}") for j, row in enumerate([base] * BASE_ROWS + shared)]
         self.files = 0
         self.base = self._run(None, self._name())
         self.deltas: dict[Person, Delta] = {}
@@ -726,6 +746,15 @@ def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]],
     return list(dict.fromkeys(rows))
 
 
+def _spread(spec: Spec) -> int:
+    """How many cells a candidate person spreads rows over: one past K and G (two under unit: row, for a row moving
+    between two entries both datasets hold), at most MAX_SPREAD."""
+    person = spec.privacy.person
+    if person is None:
+        return 2
+    return min(MAX_SPREAD, max(person.max_rows, person.max_groups or 0) + 1)
+
+
 def _candidates(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Person]:
     """The candidate persons for one statistic: under unit: row each candidate row alone. Under a person unit, whole
     persons built to break each bound: each candidate row alone and repeated past K and R; a person with one row in
@@ -734,10 +763,10 @@ def _candidates(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng
     rows = _statistic_rows(spec, sp, values, eng)
     if eng.person is None:
         return [(r,) for r in rows]
-    k, g, r = eng.person.max_rows, eng.person.max_groups, eng.person.max_rows_per_group
+    k, r = eng.person.max_rows, eng.person.max_rows_per_group
     many = max(k, r or 0) + 1
     per_cell = (r or k) + 1  # rows of one person in each cell: one past R (or past K when R is not declared)
-    spread = min(MAX_SPREAD, max(k, g or 0) + 1)
+    spread = eng.spread
     idx = eng.index[eng.id_column]
     # rows that differ in the statistic's own columns: the product comes first in _statistic_rows
     own = list(dict.fromkeys((*sp.statistic.by, *([sp.statistic.column] if sp.statistic.column else []))))
@@ -748,16 +777,54 @@ def _candidates(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng
     persons.append(tuple(by_cell))
     persons.append(tuple(row for row in by_cell for _ in range(per_cell)))
     opened = [c for c in own if _is_open(spec.columns[c])]
-    for name in opened:  # new keys only this person holds, as many as the bounds could let through and one more
-        keys = [f"{OPEN_KEY}-new-{j}" for j in range(spread)]
-        new = [_set(eng.base_row, eng.index, {name: key}) for key in keys]
-        persons.append(tuple(new))
-        persons.append(tuple(row for row in new for _ in range(per_cell)))
-        persons.append(tuple(row for row in [_set(eng.base_row, eng.index, {name: OPEN_KEY}), *new]
-                             for _ in range(per_cell)))
+    for name in opened:
+        # new keys only this person holds, as many as the bounds could let through and one more; keys both datasets
+        # hold, as many; and both kinds at once
+        column = spec.columns[name]
+        new = [_set(eng.base_row, eng.index, {name: open_key(column, NEW_KEYS, j)}) for j in range(1, spread + 1)]
+        shared = [_set(eng.base_row, eng.index, {name: open_key(column, SHARED_KEYS, j)}) for j in range(1, spread + 1)]
+        for keys in (new, shared, shared[: len(shared) // 2] + new[: len(new) // 2 + 1]):
+            persons.append(tuple(keys))
+            persons.append(tuple(row for row in keys for _ in range(per_cell)))
+    persons += _filled(spec, sp, values, eng)
     for missing in ("", "\ufffd"):
         persons += [(_set(row, {"id": idx}, {"id": missing}),) for row in rows]
     return list(dict.fromkeys(persons))
+
+
+def _filled(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Person]:
+    """Persons exactly at the bounds of a statistic with cells: min(R, K) rows in each of min(G, K) cells, at most
+    K rows in all (so the engine keeps every one), once per candidate value of the statistic's other columns; for
+    an open key, once over keys both datasets hold and once over keys only this person holds. Rows repeated past
+    the bounds leave the choice of the kept ones to the keyed hash, which may keep fewer cells than the bounds allow."""
+    assert eng.person is not None
+    dims = list(sp.statistic.dimensions)
+    if not dims:
+        return []
+    k = eng.person.max_rows
+    groups, per_cell = min(k, eng.person.max_groups or k), min(k, eng.person.max_rows_per_group or k)
+    own = (*dims, *([sp.statistic.column] if sp.statistic.column else []))
+    others = [c for c in dict.fromkeys(own) if c not in dims]
+    opened = any(spec.columns[d].open for d in dims)
+    out: list[Person] = []
+    for template in itertools.product(*(values[c] for c in others)):
+        for shared in (True, False) if opened else (True,):
+            # the open dimension varies fastest: the base holds its shared keys with the other columns' base values
+            order = sorted(dims, key=lambda d: spec.columns[d].open)
+            choices = []
+            for d in order:
+                if spec.columns[d].open:
+                    kind = SHARED_KEYS if shared else NEW_KEYS
+                    choices.append([open_key(spec.columns[d], kind, j) for j in range(1, eng.spread + 1)])
+                else:  # values that fall in a cell, the base row's first
+                    cell_values = [v for v in values[d] if v not in ("", UNPARSEABLE) and UNDECLARED not in v]
+                    base = eng.base_row[eng.index[d]]
+                    choices.append(sorted(cell_values, key=lambda v, base=base: v != base))
+            cells = list(itertools.islice(itertools.product(*choices), groups))
+            fixed = dict(zip(others, template, strict=True))
+            rows = [_set(eng.base_row, eng.index, {**fixed, **dict(zip(order, cell, strict=True))}) for cell in cells]
+            out.append(tuple(row for row in rows for _ in range(per_cell))[:k])
+    return out
 
 
 def _pairs(persons: list[Person], replace: bool) -> Iterable[tuple[Person | None, Person]]:
@@ -943,10 +1010,10 @@ def _describe(
     unit = "row" if eng.person is None else "person"
     if p1 is None:
         added = f" ({_show_person(eng, p2, names)})" if names else ""
-        pair = f"D: {BASE_ROWS} {unit}s; D' = D + 1 {unit} of {len(p2)} row(s){added}"
+        pair = f"D: {len(eng.base_rows)} {unit}s; D' = D + 1 {unit} of {len(p2)} row(s){added}"
     else:
         pair = (
-            f"D: {BASE_ROWS} {unit}s + 1 {unit} ({_show_person(eng, p1, names)}); "
+            f"D: {len(eng.base_rows)} {unit}s + 1 {unit} ({_show_person(eng, p1, names)}); "
             f"D': that {unit} replaced by ({_show_person(eng, p2, names)})"
         )
     only = [c for c in noised if c.only_in is not None]
