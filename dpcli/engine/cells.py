@@ -354,7 +354,8 @@ def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
     if sp.selection is not None:  # an open-key statistic
         if "key" not in cells.columns:  # nothing observed
             cells = pl.DataFrame(schema={"code": pl.Int64, "key": pl.String, "n": pl.Int64})
-        cells = cells.sort("code", "key")
+        # an entry the quote-blind read made and the quoted read took back adds up to nothing: not observed
+        cells = cells.filter(pl.col("n") != 0).sort("code", "key")
         keys = tuple(zip(cells["code"].to_list(), cells["key"].to_list(), strict=True))
         sums = None
         if sp.statistic.kind in ("sum", "mean"):

@@ -50,7 +50,16 @@ from pathlib import Path
 
 import polars as pl
 
-from dpcli.engine.cells import ExactStatistic, Query, cell_arrays, compact, numeric_value, recipe, used_columns
+from dpcli.engine.cells import (
+    ExactStatistic,
+    Query,
+    cell_arrays,
+    column_types,
+    compact,
+    numeric_value,
+    recipe,
+    used_columns,
+)
 from dpcli.errors import InputError
 from dpcli.plan import Plan, StatisticPlan
 from dpcli.spec import PersonUnit, Spec
@@ -132,6 +141,10 @@ class PersonRows:
         self.unit: PersonUnit = unit
         self.used = used_columns(plan.spec)
         self.seeds = Seeds.of(secret)
+        # an empty text cell reads as a null one (no key is empty): both are hashed as null, so that a CSV (where an
+        # empty field is null, a quoted one empty) and a typed file keep the same rows
+        typed = column_types(plan.spec, self.used)
+        self.normal = [pl.when(pl.col(c) != "").then(pl.col(c)).alias(c) for c in self.used if typed[c] == pl.String()]
         self.statistics = [_StatisticRule(plan.spec, sp, unit, self.seeds) for sp in plan.statistics]
         self.parts: list[pl.DataFrame] = []
         self.held = 0  # rows in parts
@@ -147,7 +160,7 @@ class PersonRows:
 
     def prepare(self, rows: pl.DataFrame) -> tuple[pl.DataFrame, list[pl.DataFrame] | None]:
         """What ``take`` needs of a chunk of rows; it changes nothing here (worker threads run it in parallel)."""
-        rows = rows.select(ID_COLUMN, *self.used)
+        rows = rows.select(ID_COLUMN, *self.used).with_columns(self.normal)
         missing = missing_id(pl.col(ID_COLUMN))
         singles = None
         if self.unit.missing_id == "person" and rows.height:
@@ -195,7 +208,8 @@ class PersonRows:
         self.held = self.after_cut = sum(p.height for p in self.parts)
 
     def _empty(self) -> pl.DataFrame:
-        return pl.DataFrame(schema={ID_COLUMN: pl.String, _PID: pl.UInt64, _H: pl.UInt64})
+        typed = column_types(self.plan.spec, self.used)
+        return pl.DataFrame(schema={ID_COLUMN: pl.String(), **typed, _PID: pl.UInt64(), _H: pl.UInt64()})
 
     def _single_totals(self, rows: pl.DataFrame) -> list[pl.DataFrame]:
         """Totals of rows that are each a person of their own (every rule keeps such a row whole)."""
@@ -212,9 +226,6 @@ class PersonRows:
         """The rows kept (at most K per person), with each row's person number and rank: the final cut."""
         self._cut_all()
         kept = self.parts[0] if self.parts else self._empty()
-        for name in self.used:
-            if name not in kept.columns:
-                kept = kept.with_columns(pl.lit(None).alias(name))
         return kept.select(
             _new_person().cum_sum().cast(pl.Int64).alias(_PERSON),
             pl.col(_PID),
