@@ -819,7 +819,7 @@ def _filled(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _E
                 else:  # values that fall in a cell, the base row's first
                     cell_values = [v for v in values[d] if v not in ("", UNPARSEABLE) and UNDECLARED not in v]
                     base = eng.base_row[eng.index[d]]
-                    choices.append(sorted(cell_values, key=lambda v, base=base: v != base))
+                    choices.append([v for v in cell_values if v == base] + [v for v in cell_values if v != base])
             cells = list(itertools.islice(itertools.product(*choices), groups))
             fixed = dict(zip(others, template, strict=True))
             rows = [_set(eng.base_row, eng.index, {**fixed, **dict(zip(order, cell, strict=True))}) for cell in cells]

@@ -354,3 +354,51 @@ def _exp_neg_lower(x: Fraction) -> Fraction:
         total += term
         if term < 0 and abs(term * x / (k + 1)) < Fraction(1, 10**30):
             return total
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# end to end: `dpcli release` of open keys under a person unit
+
+
+def test_release_of_open_keys_end_to_end(tmp_path):
+    """Keys many persons hold are released (cut to max_length, sorted, written so csv.reader gets them back); a key
+    only one person holds is not, and a key nobody holds cannot be. With ε = 4 for the one statistic, t = 1/4 and
+    δ = 1e-9: each of the two single-person keys shows with probability <= 1e-9, and a key of >= 40 persons is missed
+    with probability <= e^-(4 (40 - τ)), below 1e-40 (τ = 7). False failure < 1e-8."""
+    from tests.helpers import run_in_process
+
+    many = ["United States", "Mexico", "a,b", 'q"uote', "=SUM(A1)", "line\nbreak"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["pid", "country", "sex"])
+    for j, key in enumerate(many):
+        for p in range(40):
+            w.writerows([[f"p{j}-{p}", key, "F"]] * 3)  # three rows per person: K = 2 keeps two, R = 1 counts one
+    w.writerows([["lonely", "Atlantis", "F"], ["lonely2", "Lemuria", "M"], ["", "Mu", "F"]])  # one person each
+    (tmp_path / "panel.csv").write_text(buf.getvalue(), encoding="utf-8")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "version: 1\ndataset: panel\ninput: panel.csv\ncsv: {quoted_line_breaks: true}\n"
+        "privacy: {epsilon: 4, delta: 1e-9, unit: {id: pid, max_rows: 2, max_groups: 1, max_rows_per_group: 1, "
+        "missing_id: drop}}\n"
+        "columns:\n  country: {type: category, categories: open, max_length: 8}\n"
+        "  sex: {type: category, categories: [F, M]}\n"
+        "statistics:\n  - {name: by_country, kind: count, by: [country]}\n"
+    )
+    ledger = tmp_path / "ledger.jsonl"
+    r = run_in_process("budget", "set", "panel", "--epsilon", "10", "--delta", "1e-6", "--unit", "person:pid",
+                       "--ledger", str(ledger))
+    assert r.returncode == 0, r.stderr.decode()
+    r = run_in_process("release", str(spec), "--ledger", str(ledger), "--output", str(tmp_path / "out.csv"))
+    assert r.returncode == 0, r.stderr.decode()
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out.csv").read_text(encoding="utf-8"), newline="")))
+    released = [row["country"] for row in rows]
+    assert released == sorted(key[:8] for key in many)
+    plan = make_plan(parse_spec(spec.read_text()))
+    tau = plan.statistics[0].selection.threshold
+    assert tau == 7
+    assert all(int(row["value"]) >= tau for row in rows)
+    meta = json.loads((tmp_path / "out.csv.meta.json").read_text())
+    assert meta["statistics"][0]["selection"]["threshold"] == tau and meta["person"]["id"] == "pid"
+    for secret in ("Atlantis", "Lemuria", "Mu", "lonely"):  # nothing of the data outside the released keys
+        assert secret not in (tmp_path / "out.csv").read_text() + json.dumps(meta) + r.stderr.decode()
