@@ -1,8 +1,9 @@
 """Empirical privacy audit: ``dpcli audit SPEC``. Reads no data and spends nothing.
 
-It audits three kinds of *target*: every statistic of the plan (against its share of the budget); each noisy part
-of a mean on its own (the centred sum and the count, each against the share the plan charges it); and the release
-as a whole (against its total: the pure ε summed, or for zCDP the total ρ converted at δ).
+It audits four kinds of *target*: every statistic of the plan (against its share of the budget); each noisy part
+of a mean on its own (the centred sum and the count, each against the share the plan charges it); the partition
+selection of each open-key statistic (against its δ); and the release as a whole (against its total: the pure ε
+summed, or for zCDP the total ρ converted at δ).
 
 1. **Neighbours, found by search.** Candidate rows are built from the declared columns alone (the spec's ``input:``
    is never opened). Per numeric column: both bounds, a value beyond each bound, the grid midpoint, the first grid
@@ -24,6 +25,20 @@ as a whole (against its total: the pure ε summed, or for zCDP the total ρ conv
    and from their rows merged.
    A kept pair whose loss exceeds the target's claim is a bug proved without any noise (the exact outputs of two
    neighbours differ by more than the plan's noise covers): the target is reported as a violation.
+
+   **Under a person unit** a candidate is a whole *person* (rows sharing PERSON_ID; the base rows are persons of one
+   row each, and the engine keeps rows by the fixed AUDIT_SECRET): each candidate row alone and repeated past K and
+   R, one row in each of many cells (past K and G) and each of those repeated past R, persons exactly at the bounds
+   (min(R, K) rows in each of min(G, K) cells, K rows in all, per candidate value of the statistic's other columns),
+   and one row whose id is missing (empty or U+FFFD). Neighbours add or remove one person, or replace one by another;
+   the release's pair is searched from the per-target pairs and their persons merged (no coordinate ascent).
+
+   **Open keys** (``categories: open``) have no declared keys: the base holds a key and, in rows of their own, the
+   shared keys s1, s2, ...; candidates bring keys only they hold (see ``open_key``: every key stays itself once cut
+   to max_length). An open-key statistic's exact values are its observed entries, so an entry can exist in one
+   dataset only; it is released there alone, when its noisy count reaches the plan's threshold. The statistic's loss
+   counts the entries both datasets hold; its selection target scores a pair by the exact chance (40 digits) that a
+   dataset releases an entry the other lacks, against the selection's δ.
 2. **Noise.** The plan's real noise (:mod:`dpcli.mechanisms`, with the plan's scales and variances) is drawn
    ``trials`` times on each of the two datasets' exact values, on the cells whose exact values differ only: the
    other cells get independent noise of the same law under D and D', which cannot change any test's outcome. The
@@ -33,7 +48,9 @@ as a whole (against its total: the pure ε summed, or for zCDP the total ρ conv
    the noisy values x (for the release: summed over all its statistics), computed from the exact values and the
    noise parameters, which are public here; Z >= c favours D' and Z <= -c favours D, the most powerful tests
    (Neyman-Pearson). The thresholds c are fixed before any noise is drawn: fractions of the Laplace part's
-   maximum, and the Gaussian part's mean plus multiples of its standard deviation. For each event Clopper-Pearson
+   maximum, and the Gaussian part's mean plus multiples of its standard deviation. An open-key entry one dataset
+   lacks is drawn where it exists and makes Z +inf (only D' holds it) or -inf (only D) when released: the threshold
+   inf adds the events "such a key is released", impossible under the other dataset. For each event Clopper-Pearson
    gives a lower bound on P[E | favoured dataset] and an upper bound on P[E | the other], and ε_lb = max log((p_lo -
    δ) / p_hi). With probability at least ``confidence`` every bound of the report holds at once (a union bound:
    each one-sided bound is at level (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP target has
@@ -42,10 +59,11 @@ as a whole (against its total: the pure ε summed, or for zCDP the total ρ conv
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
-Claims: a Laplace target claims its pure ε (δ = 0), a part of a mean the ε the plan gives that part. A Gaussian
-target with share ρ claims ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``. The release claims the plan's
-total: its pure ε, or for zCDP its total ρ converted at δ. A spec with only ``rho`` is audited at
-δ = ``ASSUMED_DELTA`` (the report says so).
+Claims: a Laplace target claims its pure ε (δ = 0), a part of a mean the ε the plan gives that part; an open-key
+statistic and its selection claim that ε at the selection's δ. A Gaussian target with share ρ claims
+ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``. The release claims the plan's total: its pure ε at the
+selections' δ, or for zCDP its total ρ converted at what the selections leave of δ (with the whole δ). A spec with
+only ``rho`` is audited at δ = ``ASSUMED_DELTA`` (the report says so).
 """
 
 from __future__ import annotations
@@ -392,8 +410,9 @@ def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
     if spec.privacy.accounting == "pure":
         claim = (plan.epsilon, selections, plan.epsilon, "ε")
     else:
+        # the selections' deltas come out of the release's delta; the zCDP conversion gets the rest (dpcli.plan)
         assert delta is not None
-        claim = (zcdp_to_epsilon(plan.rho, delta), delta + selections, plan.rho, "ρ")
+        claim = (zcdp_to_epsilon(plan.rho, delta - selections), delta, plan.rho, "ρ")
     out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))
     return out
 
@@ -1010,7 +1029,8 @@ def _describe(
     unit = "row" if eng.person is None else "person"
     if p1 is None:
         added = f" ({_show_person(eng, p2, names)})" if names else ""
-        pair = f"D: {len(eng.base_rows)} {unit}s; D' = D + 1 {unit} of {len(p2)} row(s){added}"
+        size = f" of {len(p2)} row(s)" if eng.person is not None else ""
+        pair = f"D: {len(eng.base_rows)} {unit}s; D' = D + 1 {unit}{size}{added}"
     else:
         pair = (
             f"D: {len(eng.base_rows)} {unit}s + 1 {unit} ({_show_person(eng, p1, names)}); "
@@ -1155,6 +1175,18 @@ def audit(
         "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
         "numbers are a function of them), at thresholds fixed before any noise is drawn",
     ]
+    if the_spec.privacy.person is not None:
+        notes.append(
+            "person unit: neighbours differ by a whole person (many rows sharing an id): candidates hold more than K "
+            "rows, rows in more than G cells, more than R rows in a cell, extreme or missing values, or one row "
+            "without an id; the engine keeps rows by a fixed audit secret"
+        )
+    if plan.selection_delta:
+        notes.append(
+            "open keys: an entry only one dataset holds can be released there alone (when its noisy count reaches "
+            "the threshold); the events include 'a key only D' (or D) holds is released', and each selection is "
+            "also audited on its own: the chance of that against its δ"
+        )
 
     work = [(nb, _thresholds(plan, nb.noised) if nb.noised else []) for nb in found]
     total_bounds = sum(2 * 2 * len(th) for _, th in work)  # per threshold: up and down, each one lo and one hi

@@ -153,7 +153,7 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     output path against plain polars without noise.
     """
     if plan is None:
-        assert all(getattr(e, "keys", None) is None for e in exact), "open keys: pass the plan"
+        assert all(e.keys is None for e in exact), "open keys: pass the plan"
         return [Noisy(e.counts, e.sums) for e in exact]
     return [
         select_entries(sp, e.counts, _checked_keys(sp, e)) if sp.selection is not None else Noisy(e.counts, e.sums)

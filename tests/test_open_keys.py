@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
 from dpcli.mechanisms import Noisy, select_entries
 from dpcli.output import build_table, release_metadata, write_csv, write_json
@@ -115,15 +116,14 @@ def test_a_repeated_or_uncut_entry_is_refused():
 
     plan = plan_of(BY_SEX_COUNTRY)
 
-    class Exact:  # the engine's result type (ExactStatistic) as the mechanism reads it
-        def __init__(self, keys):
-            self.keys, self.counts, self.sums = keys, np.full(len(keys), 10**6, dtype=np.int64), None
+    def entries(keys):  # the engine's result, hand-built
+        return ExactStatistic(np.full(len(keys), 10**6, dtype=np.int64), None, tuple(keys))
 
     with pytest.raises(ValueError, match="repeated or uncut keys"):
-        exact_noisy([Exact([(0, "a"), (0, "a")])], plan)
+        exact_noisy([entries([(0, "a"), (0, "a")])], plan)
     with pytest.raises(ValueError, match="repeated or uncut keys"):
-        exact_noisy([Exact([(0, "x" * 9)])], plan)  # max_length 8
-    ok = exact_noisy([Exact([(1, "x" * 8), (0, "y")])], plan)[0]
+        exact_noisy([entries([(0, "x" * 9)])], plan)  # max_length 8
+    ok = exact_noisy([entries([(1, "x" * 8), (0, "y")])], plan)[0]
     assert ok.keys == ((0, "y"), (1, "x" * 8))
 
 
