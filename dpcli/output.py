@@ -547,8 +547,10 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
 def check_labels(plan: Plan) -> None:
     """Build every label column of the plan and format its first and last rows both ways, before the spend: label
     code that can fail fails while nothing is paid. Cheap at any size (two rows per column)."""
-    for labels in statistic_labels(plan):
-        for column in (labels or {}).values():
+    for sp, labels in zip(plan.statistics, statistic_labels(plan), strict=True):
+        if labels is None:  # open keys: the label code of one entry (code 0 is a declared cell of every statistic)
+            labels = entry_labels(sp, [(0, "k")])
+        for column in labels.values():
             for i in {0, len(column) - 1}:
                 column.csv(i, i + 1), column.json(i, i + 1), column.text(i, i + 1)
 
