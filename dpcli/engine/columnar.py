@@ -155,9 +155,9 @@ def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str], id_field: str 
     return frame.with_columns(columns).select(used)
 
 
-def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str]) -> pl.DataFrame:
+def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str], id_field: str | None = None) -> pl.DataFrame:
     """``typed_frame`` on a batch in memory (a Spark partition, a chunk): the same rules."""
-    return typed_frame(batch.lazy(), spec, used).collect()
+    return typed_frame(batch.lazy(), spec, used, id_field).collect()
 
 
 # -- bounded memory: the streaming engine or nothing -----------------------------------------------------------------

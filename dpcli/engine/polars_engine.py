@@ -41,8 +41,8 @@ from dpcli.engine.columnar import (
     scan_columnar,
 )
 from dpcli.engine.csv_header import check_header
-from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
+from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, swap_rows
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
@@ -174,10 +174,14 @@ class LineAggregator:
         ``persons.ID_COLUMN`` in a person-level release. Lines holding quotes are read as the totals read them:
         what the quote-blind read made of them is taken out of its rows (a multiset difference: identical rows are
         interchangeable) and their quoted reading added."""
-        reads = self._reads(data)
-        if reads is None:
-            return _lines(b"", self.reader, False, self.reader.select).collect()
-        return _swap(*reads)
+        main, plus, minus = self._reads(data) or (_lines(b"", self.reader, False, self.reader.select), [], [])
+        try:
+            frames = pl.collect_all([main, *plus, *minus])
+            return swap_rows(frames[0], frames[1 : 1 + len(plus)], frames[1 + len(plus) :])
+        except pl.exceptions.PolarsError as exc:
+            raise InternalError(f"the CSV reader failed ({type(exc).__name__})") from None
+        except ValueError:  # the quote-blind read of a line is the same wherever it is read: a bug
+            raise InternalError("the CSV reader read a line two ways") from None
 
     def tail_rows(self) -> pl.DataFrame | None:
         """After the last chunk: the row to take back, if the read made one too many (see ``finish``)."""
@@ -239,31 +243,16 @@ def pipelined(jobs: Iterable[Callable[[], T]], take: Callable[[T], None], worker
             take(pending.popleft().result())
 
 
-def _swap(main: pl.LazyFrame, plus: list[pl.LazyFrame], minus: list[pl.LazyFrame]) -> pl.DataFrame:
-    """The rows of ``main``, less the rows of ``minus`` (as multisets: each takes away one identical row), plus the
-    rows of ``plus``."""
-    try:
-        frames = pl.collect_all([main, *plus, *minus])
-    except pl.exceptions.PolarsError as exc:
-        raise InternalError(f"the CSV reader failed ({type(exc).__name__})") from None
-    rows, added, taken = frames[0], frames[1 : 1 + len(plus)], frames[1 + len(plus) :]
-    if not taken:
-        return rows
-    gone = pl.concat(taken, how="vertical")
-    columns = rows.columns
-    counts = gone.group_by(columns).agg(pl.len().alias("#m"))
-    indexed = rows.with_row_index("#i")
-    hits = indexed.join(counts, on=columns, how="inner", nulls_equal=True)
-    drop = hits.filter(pl.int_range(pl.len()).over(columns) < pl.col("#m"))["#i"]
-    if drop.len() != gone.height:  # the quote-blind read of a line is the same wherever it is read: a bug
-        raise InternalError("the CSV reader read a line two ways")
-    return pl.concat([indexed.filter(~pl.col("#i").is_in(drop)).drop("#i"), *added], how="vertical")
-
-
 def _prepared(
     persons: PersonRows, main: pl.LazyFrame, plus: list[pl.LazyFrame], minus: list[pl.LazyFrame]
 ) -> tuple[pl.DataFrame, list[pl.DataFrame] | None]:
-    return persons.prepare(_swap(main, plus, minus))
+    try:
+        return persons.prepare(main, plus, minus)
+    except pl.exceptions.PolarsError as exc:
+        # quoting is off and every cell error becomes a null: a data line cannot get here, so this is a bug
+        raise InternalError(f"the CSV reader failed ({type(exc).__name__})") from None
+    except ValueError:  # the quote-blind read of a line is the same wherever it is read: a bug
+        raise InternalError("the CSV reader read a line two ways") from None
 
 
 def aggregate(
