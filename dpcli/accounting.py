@@ -242,3 +242,44 @@ def round_up_to(value: Fraction, denominator: int) -> Fraction:
 def round_down_to(value: Fraction, denominator: int) -> Fraction:
     """floor(value * denominator) / denominator."""
     return Fraction(math.floor(value * denominator), denominator)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Private partition selection (open keys)
+#
+# Counts of the observed keys get discrete Laplace noise Z of scale t (P(Z = z) proportional to q^|z|, q = e^(-1/t));
+# a key is released when its noisy count reaches the threshold tau. A key only the added person holds has a count of
+# at most r (their rows, or 1 for a count of persons, in one key), and that person holds at most g such keys. It is
+# released with probability at most P(Z >= tau - r) = q^(tau - r) / (1 + q) (tau - r >= 1), so some such key is
+# released with probability at most g q^(tau - r) / (1 + q) (union bound): the delta of the selection. The keys both
+# neighbours hold see the pure epsilon of the noisy counts (Korolova et al. 2009; Wilson et al. 2020).
+
+
+def selection_delta(scale: Fraction, keys: int, per_key: int, threshold: int) -> Fraction:
+    """A rigorous upper bound on the probability that some of ``keys`` keys, each with a count of at most
+    ``per_key``, reaches ``threshold`` under discrete Laplace noise of ``scale`` (interval arithmetic, rounded up)."""
+    m = threshold - per_key
+    if m < 1:
+        return Fraction(1)
+    iv = _iv()
+    t = _iv_num(scale)
+    tail = keys * iv.exp(-m / t) / (1 + iv.exp(-1 / t))
+    return min(Fraction(1), round_up_to(_iv_bounds(tail)[1], 10**30))
+
+
+@lru_cache(maxsize=1024)
+def selection_threshold(scale: Fraction, keys: int, per_key: int, delta: Fraction) -> int:
+    """The smallest threshold tau whose ``selection_delta`` is at most ``delta``: found with floats, then checked
+    and moved one step at a time with the rigorous bound (the bound is decreasing in tau)."""
+    import math
+
+    if not 0 < delta < 1 or keys < 1 or per_key < 1:
+        raise ValueError("need 0 < delta < 1, keys >= 1 and per_key >= 1")
+    t = float(scale)
+    guess = per_key + max(1, math.floor(t * (math.log(keys / float(delta)) - math.log1p(math.exp(-1 / t)))))
+    tau = max(per_key + 1, guess - 1)
+    while tau > per_key + 1 and selection_delta(scale, keys, per_key, tau - 1) <= delta:
+        tau -= 1
+    while selection_delta(scale, keys, per_key, tau) > delta:
+        tau += 1
+    return tau

@@ -33,10 +33,12 @@ from dpcli.accounting import (
     format_exact,
     rho_to_pure_epsilon,
     round_up,
+    selection_delta,
+    selection_threshold,
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
-from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, Spec, Statistic, Sum
+from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, PersonUnit, Spec, Statistic, Sum, open_dimensions
 from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
@@ -87,14 +89,52 @@ class NoiseComponent:
 
 
 @dataclass(frozen=True)
+class Bounding:
+    """A person unit's contribution bounds as one statistic sees them (dpcli.engine.persons applies them)."""
+
+    max_rows: int  # K: rows kept per person, chosen once per release
+    groups: int | None  # G as declared: cells of this statistic one person keeps (None: not bounded by cells)
+    rows_per_group: int | None  # R as declared: rows of one person in one cell (None: only K)
+    reach: int  # g: cells one person can change (min(G, K, the cells); 1 without cells)
+    per_cell: int  # r: rows of one person in one cell (min(R, K))
+    rows: int  # rows of one person the statistic can see: min(K, g r), K without cells
+    squares: int  # the largest sum of squared rows per cell: the count vector's squared L2 norm
+
+    def text(self) -> str:
+        parts = [f"K={self.max_rows}"]
+        if self.groups is not None:
+            parts.append(f"G={self.groups}")
+        if self.rows_per_group is not None:
+            parts.append(f"R={self.rows_per_group}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Private partition selection of an open-key statistic: an observed entry (a cell with an open key) is released
+    only when its noisy count reaches ``threshold``; its released value is that noisy count."""
+
+    threshold: int  # tau
+    delta: Fraction  # the delta this selection spends (a rigorous upper bound is at most this)
+    dimension: int  # index of the open column in statistic.dimensions
+    max_length: int  # released keys are cut to this many characters
+    keys: int  # g: new entries one person can bring
+    per_key: int  # r: one person's count in one entry
+    derivation: str
+
+
+@dataclass(frozen=True)
 class StatisticPlan:
     statistic: Statistic
     epsilon: Fraction  # pure epsilon charged (0 in a zCDP release)
     components: tuple[NoiseComponent, ...]
-    cells: int
-    dimension_keys: tuple[tuple[str, ...] | None, ...]  # per dimension: declared keys, or None for numeric bins
+    cells: int  # declared cells (an open-key statistic: of its declared dimensions only)
+    # per dimension: declared keys, or None for numeric bins and for the open dimension (see ``selection``)
+    dimension_keys: tuple[tuple[str, ...] | None, ...]
     rho: Fraction = Fraction(0)  # zCDP rho charged (0 in a pure release)
     reported_epsilon: Fraction | None = None  # the output's epsilon column: the share, or rho converted at delta
+    bounding: Bounding | None = None  # a person unit's bounds (None: one person = one row)
+    selection: Selection | None = None  # open keys: private partition selection
 
     @property
     def mechanism(self) -> str:
@@ -126,20 +166,33 @@ class Plan:
 
     @property
     def delta(self) -> Fraction | None:
+        """The release's whole delta (the spec's): its partition selections' plus its zCDP conversion's."""
         return self.spec.privacy.delta
 
     @cached_property
+    def selection_delta(self) -> Fraction:
+        """The delta the release's partition selections spend (0 without open keys)."""
+        return sum((s.selection.delta for s in self.statistics if s.selection is not None), Fraction(0))
+
+    @property
+    def conversion_delta(self) -> Fraction | None:
+        """The delta at which the zCDP rho is converted: the spec's delta less the selections'."""
+        return None if self.delta is None else self.delta - self.selection_delta
+
+    @cached_property
     def epsilon_at_delta(self) -> Fraction | None:
-        """The release's (epsilon, delta) guarantee: epsilon for a pure release, rho converted at the spec's delta."""
+        """The release's (epsilon, delta) guarantee: epsilon for a pure release (its delta is the selections'), rho
+        converted at the conversion's delta (with the selections' delta, the spec's delta in all)."""
         if self.rho == 0:
             return self.epsilon
-        if self.delta is None:
+        if self.conversion_delta is None:
             return None
-        return zcdp_to_epsilon(self.rho, self.delta)
+        return zcdp_to_epsilon(self.rho, self.conversion_delta)
 
     def cost_text(self) -> str:
         if self.rho == 0:
-            return f"ε={format_decimal(self.epsilon, 10)}"
+            sel = f", δ={format_decimal(self.selection_delta, 6)}" if self.selection_delta else ""
+            return f"ε={format_decimal(self.epsilon, 10)}{sel}"
         at = self.epsilon_at_delta
         conv = f" (≈ ε={format_decimal(at, 6)} at δ={format_decimal(self.delta, 6)})" if at is not None else ""  # type: ignore[arg-type]
         return f"ρ={format_decimal(self.rho, 10)} zCDP{conv}"
@@ -223,7 +276,9 @@ def split_budget(spec: Spec) -> Budget:
     if p.accounting == "zcdp":
         budget = p.rho
         if budget is None and p.epsilon is not None and p.delta is not None:
-            budget = epsilon_delta_to_rho(p.epsilon, p.delta)
+            # the conversion gets what the partition selections leave of delta (the loader keeps it positive)
+            named = sum((s.delta for s in spec.statistics if s.delta is not None), Fraction(0))
+            budget = epsilon_delta_to_rho(p.epsilon, p.delta - named)
         return _split("rho", budget, spec.statistics, MAX_RHO)
     return _split("epsilon", p.epsilon, spec.statistics, MAX_RELEASE_EPSILON)
 
@@ -296,6 +351,104 @@ def _component(
     return NoiseComponent(role, sensitivity, derivation, budget.amount, scale, unit, offset)
 
 
+def bounding(unit: PersonUnit, stat: Statistic, cells: int | None) -> Bounding:
+    """What one person can reach in a statistic with ``cells`` cells (None: open keys, unbounded; 1: no cells)."""
+    k = unit.max_rows
+    r = min(k, unit.max_rows_per_group or k)
+    if not stat.dimensions:
+        return Bounding(k, unit.max_groups, unit.max_rows_per_group, 1, k, k, k * k)
+    g = min(k, unit.max_groups or k, cells if cells is not None else k)
+    rows = min(k, g * r)
+    squares = (rows // r) * r * r + (rows % r) ** 2  # as many full cells of r rows as the rows allow
+    return Bounding(k, unit.max_groups, unit.max_rows_per_group, g, r, rows, squares)
+
+
+def _reach_text(b: Bounding) -> str:
+    """How far one person reaches, for the derivations."""
+    if b.reach == 1 and b.rows == b.max_rows:
+        return f"at most K={b.max_rows} rows"
+    return f"at most {b.rows} rows (K={b.max_rows}), in at most g={b.reach} cells, r={b.per_cell} in each"
+
+
+def _person_count_component(
+    path: str, stat: Statistic, neighbours: str, budget: _Budget, what: str, b: Bounding, persons: bool
+) -> NoiseComponent:
+    """A count under a person unit: of rows (each cell gains at most r, all cells at most min(K, g r)) or of persons
+    (each of at most g cells gains 1). Under replace the person's rows leave and another's arrive: counts are
+    non-negative, so L1 doubles and L2² at most doubles (||b - a||² <= ||a||² + ||b||² when a·b >= 0)."""
+    if persons:
+        l1, l2 = b.reach, b.reach
+        reach = f"one person is counted once in at most g={b.reach} cell(s)" if stat.dimensions else (
+            "one person is counted at most once"
+        )
+    else:
+        l1, l2 = b.rows, b.squares
+        reach = f"one person has {_reach_text(b)}"
+    if neighbours == "add_remove" or not stat.dimensions:
+        why = f"add/remove one person ({b.text()}): {reach}, so {what} changes by L1 {l1} (L2² {l2})"
+        if neighbours == "replace":
+            why = f"replace one person ({b.text()}): {reach}, so {what} changes by at most {l1}"
+        return _component(path, "count", l1, why, budget, Fraction(1), l2_squared=l2)
+    why = (
+        f"replace one person ({b.text()}): {reach}; their cells lose and another's gain as much: L1 2×{l1} = "
+        f"{2 * l1}, L2² 2×{l2} = {2 * l2} (counts are non-negative)"
+    )
+    return _component(path, "count", 2 * l1, why, budget, Fraction(1), l2_squared=2 * l2)
+
+
+def _person_sum_component(
+    path: str, stat: Statistic, column: Column, neighbours: str, budget: _Budget, centred: bool, b: Bounding,
+) -> NoiseComponent:
+    """A sum under a person unit. ``clamp: row``: each row's value in [L, U], one person's rows as in the count of
+    rows, so each bound scales by the rows (L1 min(K, g r) max(|L|, |U|), L2² squares max²). ``clamp: person``:
+    each person's total in a cell is clamped to [L, U], so the person changes g cells by max(|L|, |U|) each. Under
+    replace: L1 doubles; L2² doubles when every value has one sign (a·b >= 0), else quadruples
+    (||b - a|| <= ||a|| + ||b||); without cells, a replaced person changes the one sum by at most
+    K max(U - L, max(|L|, |U|)) (row clamp) or max(U - L, max(|L|, |U|)) (person clamp)."""
+    glo, ghi = column.grid_bounds
+    p = column.precision
+    assert p is not None
+    offset = (glo + ghi) // 2 if centred else 0
+    lo, hi = glo - offset, ghi - offset
+    biggest, width = max(abs(lo), abs(hi)), hi - lo
+    per_person = getattr(stat, "clamp", None) == "person"
+    unit_text = "" if p == 1 else f" (grid step {format_exact(p)}: bounds {glo}..{ghi} steps)"
+    clamped = "each person's total in a cell clamped" if per_person else "each row clamped"
+    bounds = f"{clamped} to [{format_exact(glo * p)}, {format_exact(ghi * p)}]{unit_text}"
+    if centred:
+        bounds += f", centred on {format_exact(offset * p)}"
+    span = f"[{format_exact(lo * p)}, {format_exact(hi * p)}]"
+    times, squares = (b.reach, b.reach) if per_person else (b.rows, b.squares)
+    what = f"g={b.reach} person total(s)" if per_person else _reach_text(b)
+    if not stat.dimensions:
+        many = 1 if per_person else b.max_rows
+        if neighbours == "add_remove":
+            l1 = many * biggest
+            why = f"add/remove one person ({b.text()}): {what} of at most max(|L|, |U|) each, of {span}; {bounds}"
+        else:
+            l1 = many * max(width, biggest)
+            why = (
+                f"replace one person ({b.text()}): {what}, each of the leaving and arriving totals of at most "
+                f"max(U - L, max(|L|, |U|)), of {span}; {bounds}"
+            )
+        return _component(path, "sum", l1, why, budget, p, offset, l2_squared=l1 * l1)
+    l1, l2 = times * biggest, squares * biggest * biggest
+    if neighbours == "add_remove":
+        why = (
+            f"add/remove one person ({b.text()}): {what} of at most max(|L|, |U|), of {span}: L1 {l1}, L2² {l2}; "
+            f"{bounds}"
+        )
+        return _component(path, "sum", l1, why, budget, p, offset, l2_squared=l2)
+    one_sign = lo >= 0 or hi <= 0
+    factor = 2 if one_sign else 4
+    why = (
+        f"replace one person ({b.text()}): {what} leave and as many arrive: L1 2×{l1}, L2² {factor}×{l2} "
+        f"({'values of one sign' if one_sign else 'values of both signs: ||b - a|| <= ||a|| + ||b||'}), of {span}; "
+        f"{bounds}"
+    )
+    return _component(path, "sum", 2 * l1, why, budget, p, offset, l2_squared=factor * l2)
+
+
 def _count_component(path: str, stat: Statistic, neighbours: str, budget: _Budget, what: str) -> NoiseComponent:
     has_cells = bool(stat.dimensions)
     if neighbours == "add_remove":
@@ -349,16 +502,43 @@ def _sum_component(
 
 
 def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None, ...]:
-    keys: list[tuple[str, ...] | None] = [spec.columns[d].keys for d in stat.by]
+    keys: list[tuple[str, ...] | None] = [None if spec.columns[d].open else spec.columns[d].keys for d in stat.by]
     if isinstance(stat, Histogram):
         column = spec.columns[stat.column]
-        keys.append(None if column.numeric else column.keys)
+        keys.append(None if column.numeric or column.open else column.keys)
     return tuple(keys)
 
 
 def bin_count(spec: Spec, stat: Histogram) -> int:
+    """Bins of a histogram: its numeric bins or declared keys (1 for an open column: its keys are selected)."""
     column = spec.columns[stat.column]
+    if column.open:
+        return 1
     return stat.bins.count if column.numeric and stat.bins is not None else len(column.keys)
+
+
+def _selection(
+    path: str, spec: Spec, stat: Statistic, count: NoiseComponent, delta: Fraction, b: Bounding | None
+) -> Selection:
+    """The threshold of an open-key statistic's partition selection, from its count's noise scale, the entries one
+    person can bring (g) and their count in each (r): the smallest tau with g P(Z >= tau - r) <= delta."""
+    column = next(d for d in stat.dimensions if spec.columns[d].open)
+    persons = getattr(stat, "of", "rows") == "persons"
+    keys = b.reach if b is not None else 1
+    per_key = 1 if (b is None or persons) else b.per_cell
+    assert count.scale is not None
+    tau = selection_threshold(count.scale, keys, per_key, delta)
+    spent = selection_delta(count.scale, keys, per_key, tau)
+    who = "one row" if b is None else f"one person ({b.text()})"
+    why = (
+        f"an entry only {who} holds has a count of at most r={per_key}, and that person holds at most g={keys} such "
+        f"entries; with discrete Laplace noise of t={format_decimal(count.scale, 6)} an entry is released when its "
+        f"noisy count is at least τ={tau}: g·P(Z ≥ τ - r) = g·q^(τ-r)/(1+q) ≤ {float(spent):.3g} ≤ "
+        f"δ={format_decimal(delta, 6)}, q = e^(-1/t)"
+    )
+    return Selection(
+        tau, delta, stat.dimensions.index(column), spec.columns[column].max_length or 0, keys, per_key, why
+    )
 
 
 def _check_bins_on_grid(path: str, spec: Spec, stat: Histogram) -> None:
@@ -394,6 +574,7 @@ def make_plan(spec: Spec) -> Plan:
 def _make_plan(spec: Spec) -> Plan:
     plans = []
     neighbours = spec.privacy.neighbours
+    selection_deltas = _split_selection_deltas(spec)
     zcdp = spec.privacy.accounting == "zcdp"
     for i, (stat, share) in enumerate(zip(spec.statistics, split_budget(spec).shares, strict=True)):
         if not zcdp:
@@ -405,33 +586,72 @@ def _make_plan(spec: Spec) -> Plan:
         path = f"statistics[{i}]"
         cells = 1
         for d in stat.by:
-            cells *= len(spec.columns[d].keys)
+            cells *= 1 if spec.columns[d].open else len(spec.columns[d].keys)
         if isinstance(stat, Histogram):
             cells *= bin_count(spec, stat)
             _check_bins_on_grid(path, spec, stat)
-        if isinstance(stat, Count):
-            comps: tuple[NoiseComponent, ...] = (_count_component(path, stat, neighbours, budget, "the count"),)
-        elif isinstance(stat, Histogram):
-            comps = (_count_component(path, stat, neighbours, budget, "the histogram"),)
-        elif isinstance(stat, Sum):
-            column = spec.columns[stat.column]
-            comps = (_sum_component(path, stat, column, neighbours, budget, centred=False),)
-        else:  # mean: half the share to the centred sum, half to the count of rows with a value
-            column = spec.columns[stat.column]
-            half = budget.half()
-            comps = (
-                _sum_component(path, stat, column, neighbours, half, centred=True),
-                _count_component(path, stat, neighbours, half, f"the count of rows with a {column.name}"),
-            )
+        opened = bool(open_dimensions(stat, spec.columns))
+        person = spec.privacy.person
+        b = None if person is None else bounding(person, stat, None if opened else cells)
+        comps = _components(path, spec, stat, neighbours, budget, b)
+        selection = None
+        if opened:
+            selection = _selection(path, spec, stat, comps[0], selection_deltas[i], b)
         if zcdp:
             delta = spec.privacy.delta
             reported = zcdp_to_epsilon(share, delta) if delta is not None else None
             if stat.mechanism != "gaussian":
                 reported = budget.amount  # a Laplace statistic is pure epsilon-DP on its own
-            plans.append(StatisticPlan(stat, Fraction(0), comps, cells, _dimension_keys(spec, stat), share, reported))
+            plans.append(StatisticPlan(
+                stat, Fraction(0), comps, cells, _dimension_keys(spec, stat), share, reported, b, selection
+            ))
         else:
-            plans.append(StatisticPlan(stat, share, comps, cells, _dimension_keys(spec, stat), Fraction(0), share))
+            plans.append(StatisticPlan(
+                stat, share, comps, cells, _dimension_keys(spec, stat), Fraction(0), share, b, selection
+            ))
     return Plan(spec, tuple(plans))
+
+
+def _split_selection_deltas(spec: Spec) -> dict[int, Fraction]:
+    """Each open-key statistic's selection delta: named, or privacy.delta split evenly (the loader's rules)."""
+    opened = [i for i, s in enumerate(spec.statistics) if open_dimensions(s, spec.columns)]
+    delta = spec.privacy.delta
+    out: dict[int, Fraction] = {}
+    for i in opened:
+        named = spec.statistics[i].delta
+        if named is None:
+            assert delta is not None  # the loader requires privacy.delta with open keys
+            named = delta / len(opened)
+        out[i] = named
+    return out
+
+
+def _components(
+    path: str, spec: Spec, stat: Statistic, neighbours: str, budget: _Budget, b: Bounding | None
+) -> tuple[NoiseComponent, ...]:
+    """A statistic's noise components (a mean: half its share to the centred sum, half to its count)."""
+    persons = getattr(stat, "of", "rows") == "persons" or getattr(stat, "clamp", None) == "person"
+    if isinstance(stat, (Count, Histogram)):
+        what = "the count" if isinstance(stat, Count) else "the histogram"
+        if b is not None:
+            return (_person_count_component(path, stat, neighbours, budget, what, b, persons),)
+        return (_count_component(path, stat, neighbours, budget, what),)
+    column = spec.columns[stat.column]
+    if isinstance(stat, Sum):
+        if b is not None:
+            return (_person_sum_component(path, stat, column, neighbours, budget, False, b),)
+        return (_sum_component(path, stat, column, neighbours, budget, centred=False),)
+    half = budget.half()
+    if b is not None:
+        counted = f"the count of {'persons' if persons else 'rows'} with a {column.name}"
+        return (
+            _person_sum_component(path, stat, column, neighbours, half, True, b),
+            _person_count_component(path, stat, neighbours, half, counted, b, persons),
+        )
+    return (
+        _sum_component(path, stat, column, neighbours, half, centred=True),
+        _count_component(path, stat, neighbours, half, f"the count of rows with a {column.name}"),
+    )
 
 
 def bin_label(bins: EdgeBins | GridBins, i: int) -> str:

@@ -38,6 +38,7 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     COLUMN_TYPES,
     CSV,
     DATASET_NAME,
+    DEFAULT_KEY_LENGTH,
     MAX_ABS_BOUND,
     MAX_CELLS,
     MAX_DELTA,
@@ -52,6 +53,7 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     MIN_NUMBER,
     MIN_RHO,
     NEIGHBOURS,
+    OPEN,
     OUTPUT_COLUMNS,
     PRIVACY,
     SPEC_VERSION,
@@ -88,6 +90,8 @@ class Column:
     categories: tuple[str, ...] | None = None  # declared keys, in order (bool: ("false", "true"))
     impute: Fraction | str | None = None  # replaces null / unparseable / undeclared cells
     other: str | None = None  # category columns: the declared key that undeclared non-empty values count under
+    open: bool = False  # `categories: open`: keys chosen from the data by private partition selection
+    max_length: int | None = None  # open columns: released keys are cut to this many characters
 
     @property
     def numeric(self) -> bool:
@@ -95,7 +99,7 @@ class Column:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """Declared keys of a category or bool column."""
+        """Declared keys of a category or bool column (an open column has none)."""
         assert self.categories is not None
         return self.categories
 
@@ -150,6 +154,7 @@ class _StatisticFields:
     epsilon: Fraction | None = None  # explicit share of a pure release, when the spec names one
     rho: Fraction | None = None  # explicit share of a zCDP release, when the spec names one
     mechanism: str = "laplace"
+    delta: Fraction | None = None  # an open-key statistic: the delta its partition selection spends, when named
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -162,6 +167,7 @@ class Count(_StatisticFields):
     kind: ClassVar[str] = "count"
     column: ClassVar[None] = None
     bins: ClassVar[None] = None
+    of: str = "rows"  # "rows" | "persons" (distinct persons: a person unit only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +186,7 @@ class Sum(_StatisticFields):
     kind: ClassVar[str] = "sum"
     column: str
     bins: ClassVar[None] = None
+    clamp: str | None = None  # "row": each row's value is clamped; "person": each person's total in a cell (None: row)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +194,7 @@ class Mean(_StatisticFields):
     kind: ClassVar[str] = "mean"
     column: str
     bins: ClassVar[None] = None
+    clamp: str | None = None  # "person": the mean over persons of each person's (clamped) total (None: row)
 
 
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
@@ -195,17 +203,31 @@ ColumnStatistic = Histogram | Sum | Mean
 
 
 @dataclass(frozen=True)
+class PersonUnit:
+    """``privacy.unit`` as a mapping: one person may own many rows. The engine keeps at most ``max_rows`` (K) rows
+    per person, and per statistic at most ``max_groups`` (G) cells and ``max_rows_per_group`` (R) rows in each
+    (dpcli.engine.persons); the plan's sensitivities follow from K, G and R."""
+
+    id: str  # the input field holding the person id (never a declared column: ids are not public)
+    max_rows: int
+    max_groups: int | None = None
+    max_rows_per_group: int | None = None
+    missing_id: str = "drop"  # "drop": rows without an id are left out; "person": each is a person of its own
+
+
+@dataclass(frozen=True)
 class Privacy:
     """The release's budget as the spec states it. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a
     rho, stated directly or converted from epsilon and delta; Laplace and Gaussian mechanisms). The release's budget
     and each statistic's share of it are planning's work (dpcli.plan.split_budget)."""
 
-    unit: str
+    unit: str  # "row" | "person"
     neighbours: str
     epsilon: Fraction | None  # pure: the release's epsilon; zcdp: the (epsilon, delta) target, if stated
-    delta: Fraction | None = None
+    delta: Fraction | None = None  # the release's whole delta: partition selections' plus the zCDP conversion's
     rho: Fraction | None = None  # zcdp: the release's rho, if stated
     accounting: str = "pure"
+    person: PersonUnit | None = None  # unit "person": the id field and the contribution bounds
 
 
 @dataclass(frozen=True)
@@ -237,6 +259,11 @@ class Spec:
     csv: CsvDialect = CsvDialect()
     input_format: str | None = None  # csv, csv.gz, csv.zst, parquet, arrow; None: from the input's extension
     engine: str = "polars"
+
+    @property
+    def id_column(self) -> str | None:
+        """The input field that names each row's person (a person unit), read as text beside the used columns."""
+        return self.privacy.person.id if self.privacy.person is not None else None
 
     @property
     def field_names(self) -> tuple[str, ...] | None:
@@ -414,6 +441,13 @@ def _column(name: str, raw: Any, out: _Collector) -> Column | None:
             if ctype == "int" and impute.denominator != 1:
                 raise RuleError(f"{path}.impute", "an int column needs a whole-number impute value", rule="text range")
         return replace(column, impute=impute)
+    if f.get("categories") == OPEN:
+        for key in ("impute", "other"):
+            if key in f:
+                raise RuleError(f"{path}.{key}", "not allowed for an open column (its keys come from the data)")
+        return Column(name, ctype, open=True, max_length=f.get("max_length", DEFAULT_KEY_LENGTH))
+    if "max_length" in f:
+        raise RuleError(f"{path}.max_length", "only for an open column (categories: open)")
     keys: tuple[str, ...] = BOOL_KEYS if ctype == "bool" else f["categories"]
     impute_key, other_key = f.get("impute"), f.get("other")
     if impute_key is not None and impute_key not in keys:
@@ -483,26 +517,52 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             bins = _bins(f"{path}.bins", f["bins"])
         elif "bins" in f:
             raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
-    common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism") if k in f}
+    common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta") if k in f}
     stat: Statistic
     if kind == "count":
-        stat = Count(by=tuple(by), **common)
+        stat = Count(by=tuple(by), of=f.get("of", "rows"), **common)
     elif column_name is None:  # the declaration requires it (STATISTIC's variants): never reached
         raise SpecError(f"{path}.column", f"required for a {kind}")
     elif kind == "histogram":
         stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
     elif kind == "sum":
-        stat = Sum(column=column_name, by=tuple(by), **common)
+        stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
     else:
-        stat = Mean(column=column_name, by=tuple(by), **common)
+        stat = Mean(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
+    _open_keys(path, stat, columns)
     cells = 1
-    for d in stat.by:
-        cells *= len(columns[d].keys)
-    if column is not None and kind == "histogram":
-        cells *= bins.count if bins is not None else len(column.keys)
+    for d in stat.dimensions:
+        dim = columns[d]
+        if dim.open:
+            continue  # observed keys, selected privately: not known before the release
+        cells *= bins.count if (d == column_name and bins is not None) else len(dim.keys)
     if cells > MAX_CELLS:
         raise RuleError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
     return stat
+
+
+def open_dimensions(stat: Statistic, columns: Mapping[str, Column]) -> list[str]:
+    """The statistic's dimensions whose keys are open (chosen from the data by partition selection)."""
+    return [d for d in stat.dimensions if d in columns and columns[d].open]
+
+
+def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> None:
+    """Open keys are released only through partition selection of noisy counts (dpcli.plan.Selection)."""
+    opened = open_dimensions(stat, columns)
+    if not opened:
+        if stat.delta is not None:
+            raise RuleError(f"{path}.delta", "only for a statistic with open keys (its partition selection's delta)")
+        return
+    if stat.kind not in ("count", "histogram"):
+        raise RuleError(
+            f"{path}.by" if stat.kind != "histogram" else f"{path}.column",
+            f"open keys ('{opened[0]}') are released only by counts and histograms (a key is released with its "
+            "noisy count)",
+        )
+    if len(opened) > 1:
+        raise RuleError(f"{path}.by", f"at most one open column per statistic ('{opened[0]}', '{opened[1]}')")
+    if stat.mechanism != "laplace":
+        raise RuleError(f"{path}.mechanism", "open keys are selected with discrete Laplace noise: use laplace")
 
 
 def _budget_rules(unit: str, budget_stated: bool, stats: list[Statistic]) -> None:
@@ -545,7 +605,7 @@ def _total(values: list[Fraction], field: str) -> None:
             )
 
 
-def _privacy(priv: dict, stats: list[Statistic]) -> Privacy:
+def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) -> Privacy:
     """The privacy section's cross-field rules.
 
     - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
@@ -553,13 +613,24 @@ def _privacy(priv: dict, stats: list[Statistic]) -> Privacy:
     - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.split_budget); it needs at
       least one ``mechanism: gaussian`` statistic.
     """
-    unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
+    raw_unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
     eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
     gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
+    opened = [i for i, s in enumerate(stats) if open_dimensions(s, columns)]
     explicit_rho = bool(stats) and all(s.rho is not None for s in stats)
-    if eps is not None and delta is not None and not gaussian:
-        raise RuleError("privacy.delta", "only used by a release with a mechanism: gaussian statistic")
-    zcdp = rho is not None or (eps is not None and delta is not None) or (eps is None and explicit_rho)
+    if eps is not None and delta is not None and not gaussian and not opened:
+        raise RuleError(
+            "privacy.delta", "only used by a release with a mechanism: gaussian statistic or open keys"
+        )
+    if opened and delta is None:
+        raise RuleError(
+            "privacy.delta",
+            f"required: statistics[{opened[0]}] has open keys, whose partition selection spends a delta",
+        )
+    # epsilon with delta is a zCDP budget when a statistic is Gaussian; with open keys alone it stays pure (the delta
+    # is the partition selections')
+    zcdp = rho is not None or (eps is not None and delta is not None and bool(gaussian))
+    zcdp = zcdp or (eps is None and explicit_rho)
     if not zcdp and gaussian:
         raise RuleError(
             f"statistics[{gaussian[0]}].mechanism",
@@ -569,7 +640,64 @@ def _privacy(priv: dict, stats: list[Statistic]) -> Privacy:
         _budget_rules("rho", rho is not None or eps is not None, stats)
     else:
         _budget_rules("epsilon", eps is not None, stats)
-    return Privacy(unit, neighbours, eps, delta, rho, "zcdp" if zcdp else "pure")
+    person = _person_unit(raw_unit, stats, columns) if isinstance(raw_unit, dict) else None
+    if person is None:
+        for i, s in enumerate(stats):
+            if getattr(s, "of", "rows") == "persons" or getattr(s, "clamp", None) == "person":
+                field = "of" if s.kind == "count" else "clamp"
+                raise RuleError(f"statistics[{i}].{field}", "needs a person unit (privacy.unit: {id: FIELD, ...})")
+    if opened and delta is not None:
+        _selection_deltas(delta, zcdp, [stats[i] for i in opened], opened)
+    return Privacy(
+        "person" if person is not None else "row", neighbours, eps, delta, rho, "zcdp" if zcdp else "pure", person
+    )
+
+
+def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column]) -> PersonUnit:
+    unit = PersonUnit(
+        raw["id"], raw["max_rows"], raw.get("max_groups"), raw.get("max_rows_per_group"), raw["missing_id"]
+    )
+    if unit.id in columns:
+        raise RuleError(
+            "privacy.unit.id", f"'{unit.id[:60]}' is a declared column: person ids are not public, leave it undeclared"
+        )
+    for i, s in enumerate(stats):
+        if s.kind in ("sum", "mean") and getattr(s, "clamp", None) is None:
+            raise RuleError(
+                f"statistics[{i}].clamp",
+                "required under a person unit: row (clamp each row's value) or person (clamp each person's total)",
+            )
+    return unit
+
+
+def _selection_deltas(delta: Fraction, zcdp: bool, opened: list[Statistic], where: list[int]) -> None:
+    """The deltas partition selections spend come out of privacy.delta: named per statistic (``delta:``), or in a
+    pure release split evenly. A zCDP release keeps the rest for its conversion, so there each is named and they
+    leave some of privacy.delta."""
+    named = [s.delta for s in opened]
+    if zcdp and None in named:
+        raise RuleError(
+            f"statistics[{where[named.index(None)]}].delta",
+            "required in a zCDP release: the delta this statistic's partition selection spends (the rest of "
+            "privacy.delta goes to the zCDP conversion)",
+        )
+    if None in named and any(x is not None for x in named):
+        raise RuleError(
+            f"statistics[{where[named.index(None)]}].delta",
+            "either every open-key statistic names its delta, or none does (privacy.delta is then split evenly)",
+        )
+    total = sum((x for x in named if x is not None), Fraction(0))
+    if zcdp and total >= delta:
+        raise RuleError(
+            f"statistics[{where[0]}].delta",
+            f"the selections' deltas add up to {format_exact(total)}, which leaves nothing of privacy.delta = "
+            f"{format_exact(delta)} for the zCDP conversion",
+        )
+    if total > delta:
+        raise RuleError(
+            f"statistics[{where[0]}].delta",
+            f"the selections' deltas add up to {format_exact(total)}, more than privacy.delta = {format_exact(delta)}",
+        )
 
 
 def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None) -> Spec:
@@ -628,8 +756,8 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
     for i, tagged in enumerate(loaded):
         # a statistic's cross-field rules need its fields and the columns it names, all loaded
         named = () if tagged is None else (tagged[1].get("column"), *tagged[1].get("by", ()))
-        if tagged is None or any(n in bad_columns for n in named):
-            continue
+        if tagged is None or "name" not in tagged[1] or any(n in bad_columns for n in named):
+            continue  # (a name that did not load is reported already)
         st = out.attempt(_statistic, f"statistics[{i}]", *tagged, columns)
         if st is None:
             continue
@@ -646,7 +774,14 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
             ))
     if priv is None or len(stats) != len(raw_stats) or out.count():
         return None
-    privacy = _privacy(priv, stats)
+    privacy = _privacy(priv, stats, columns)
+    if privacy.person is not None and header is not True:
+        input_fields = header if isinstance(header, tuple) else tuple(columns)
+        if privacy.person.id not in input_fields:
+            out.attempt(_raise, RuleError(
+                "privacy.unit.id", f"'{privacy.person.id[:60]}' is not among the input's fields: name it in csv.header"
+            ))
+            return None
     base = base_dir if base_dir is not None else Path(".")
 
     def path_field(key: str) -> Path | None:

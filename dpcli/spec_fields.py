@@ -48,6 +48,11 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 COLUMN_TYPES = ("int", "float", "category", "bool")
 STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
 NEIGHBOURS = ("add_remove", "replace")
+MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
+COUNT_OF = ("rows", "persons")
+CLAMPS = ("row", "person")  # a sum/mean under a person unit clamps each row, or each person's total in a cell
+MAX_CONTRIBUTIONS = 1_000_000  # K, G and R of a person unit
+DEFAULT_KEY_LENGTH, MAX_KEY_LENGTH = 64, 1024  # open keys: released keys are cut to this many characters
 MECHANISMS = ("laplace", "gaussian")
 BOOL_KEYS = ("false", "true")
 # How the input is stored and what its text looks like (docs/spec.md, "Input formats" and "CSV dialects")
@@ -230,6 +235,25 @@ class Number:
         return number_schema(lo, hi, exclusive)
 
 
+@dataclass(eq=False, repr=False)
+class Whole:
+    """A whole number in [low, high] (a person unit's K, G, R; an open column's max_length)."""
+
+    low: int
+    high: int
+    description: str = ""
+
+    def load(self, path: str, raw: Any) -> int:
+        x = Number(Fraction(self.low), Fraction(self.high), range_name="the value").load(path, raw)
+        if x.denominator != 1:
+            raise RuleError(path, f"must be a whole number, got {short(x)}", rule="text range")
+        return int(x)
+
+    def schema(self) -> dict:
+        out: dict = {"anyOf": [{"type": "integer", "minimum": self.low, "maximum": self.high}, NUMBER_TEXT]}
+        return {**out, **({"description": self.description} if self.description else {})}
+
+
 def number_schema(lo: float, hi: float, exclusive: bool) -> dict:
     """A number as YAML tools see it: a JSON number within the limits (as branches: positive, 0, negative, each within
     TINY <= |x| <= HUGE), or a numeric string (form only)."""
@@ -358,6 +382,8 @@ def _no_replacement_character(path: str, key: str) -> None:
         raise SpecError(path, "contains U+FFFD (the replacement character), which a data cell is never read as")
 
 
+OPEN = "open"  # `categories: open`
+
 CATEGORY_VALUE = {
     "description": "a category key: YAML may type it as a number or boolean; dpcli compares its text",
     "anyOf": [
@@ -386,9 +412,12 @@ class Key:
 
 @dataclass(eq=False, repr=False)
 class Keys:
-    """A category column's declared keys: distinct texts, none empty."""
+    """A category column's declared keys: distinct texts, none empty; or ``open`` (``OPEN``): keys chosen from the
+    data by private partition selection (dpcli.plan.Selection)."""
 
-    def load(self, path: str, raw: Any) -> tuple[str, ...]:
+    def load(self, path: str, raw: Any) -> tuple[str, ...] | str:
+        if raw == OPEN:
+            return OPEN
         values: dict[str, None] = {}
         for i, v in enumerate(list_value(path, raw, min_len=1)):
             s = text_value(f"{path}[{i}]", v)
@@ -401,7 +430,12 @@ class Keys:
         return tuple(values)
 
     def schema(self) -> dict:
-        return {"type": "array", "minItems": 1, "uniqueItems": True, "items": CATEGORY_VALUE}
+        return {
+            "anyOf": [
+                {"type": "array", "minItems": 1, "uniqueItems": True, "items": CATEGORY_VALUE},
+                {"const": OPEN, "description": "keys chosen from the data by partition selection (needs delta)"},
+            ]
+        }
 
 
 @dataclass(eq=False, repr=False)
@@ -633,6 +667,8 @@ COLUMN = Union(
             "categories": Keys(),
             "impute": Number(bound=True),
             "other": Key("a declared key that undeclared non-empty values count under (else they are dropped)"),
+            "max_length": Whole(1, MAX_KEY_LENGTH, f"open keys: released keys are cut to this many characters "
+                                                   f"(default {DEFAULT_KEY_LENGTH})"),
         },
         required=("type",),
     ),
@@ -641,7 +677,7 @@ COLUMN = Union(
         Variant("int", ("type", "bounds", "impute"), {"bounds": NUMBER_KEYS_MESSAGE},
                 overrides={"bounds": Bounds(whole=True), "impute": Number(bound=True, whole=True)}),
         Variant("float", ("type", "bounds", "precision", "impute"), {"bounds": NUMBER_KEYS_MESSAGE}),
-        Variant("category", ("type", "categories", "impute", "other"),
+        Variant("category", ("type", "categories", "impute", "other", "max_length"),
                 {"categories": "required: list the category keys (public, written by a person)"},
                 overrides={"impute": Key()}),
         Variant("bool", ("type", "impute"),
@@ -654,7 +690,7 @@ GRID = Section(
     {"start": Number(), "stop": Number(), "step": Number(positive=True)}, required=("start", "stop", "step")
 )
 
-_BUDGET_FIELDS = ("weight", "epsilon", "rho", "mechanism")
+_BUDGET_FIELDS = ("weight", "epsilon", "rho", "mechanism", "delta")
 STATISTIC = Union(
     Section(
         {
@@ -667,6 +703,12 @@ STATISTIC = Union(
             "epsilon": Number(MIN_EPSILON, MAX_RELEASE_EPSILON, range_name="epsilon"),
             "rho": Number(MIN_RHO, MAX_RHO, range_name="rho"),
             "mechanism": Choice(MECHANISMS, "'{value}' is not available (one of: {choices})"),
+            "of": Choice(COUNT_OF, "'{value}' is not one of: {choices}",
+                         description="rows (default) or persons: distinct persons (a person unit only)"),
+            "clamp": Choice(CLAMPS, "'{value}' is not one of: {choices}",
+                            description="row: clamp each row's value; person: clamp each person's total in a cell "
+                                        "(required under a person unit)"),
+            "delta": Number(Fraction(0), MAX_DELTA, low_open=True, range_name="delta"),
         },
         required=("name", "kind"),
         exclusive=(
@@ -676,7 +718,7 @@ STATISTIC = Union(
     ),
     "kind",
     (
-        Variant("count", ("name", "kind", "by", *_BUDGET_FIELDS),
+        Variant("count", ("name", "kind", "by", "of", *_BUDGET_FIELDS),
                 forbidden={"column": "a count counts rows: use by: to split it",
                            "bins": "not allowed for a count (use a histogram)"}),
         # whether a histogram needs bins depends on its column's type: a cross-field rule
@@ -686,15 +728,49 @@ STATISTIC = Union(
                 "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
             },
         ),
-        Variant("sum", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
-        Variant("mean", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
+        Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
+        Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
+                {"column": "required for a {tag}"}),
     ),
     lambda tag: f"not allowed for a {tag}",
 )
 
+PERSON_UNIT = Section(
+    {
+        "id": PathText("the input field holding each row's person id (not a declared column: ids are not public)"),
+        "max_rows": Whole(1, MAX_CONTRIBUTIONS, "K: rows kept per person"),
+        "max_groups": Whole(1, MAX_CONTRIBUTIONS, "G: cells of one statistic a person's rows may reach"),
+        "max_rows_per_group": Whole(1, MAX_CONTRIBUTIONS, "R: rows of one person in one cell"),
+        "missing_id": Choice(MISSING_ID, "'{value}' is not one of: {choices}",
+                             description="a row with a missing id: drop it, or count it as a person of its own"),
+    },
+    required=("id", "max_rows", "missing_id"),
+    description="one person may own many rows: contributions are bounded per person (docs/spec.md, Person-level)",
+)
+
+
+@dataclass(eq=False, repr=False)
+class UnitField:
+    """``privacy.unit``: ``row`` (one person = one row) or a person unit (PERSON_UNIT)."""
+
+    def load(self, path: str, raw: Any) -> str | dict:
+        if isinstance(raw, dict):
+            return PERSON_UNIT.load(path, raw)
+        value = text_value(path, raw)
+        if value != "row":
+            raise SpecError(
+                path, f"'{value[:40]}' is not a unit: row, or a person unit {{id: FIELD, max_rows: K, missing_id: "
+                "drop or person}"
+            )
+        return value
+
+    def schema(self) -> dict:
+        return {"anyOf": [{"const": "row"}, PERSON_UNIT.schema()]}
+
+
 PRIVACY = Section(
     {
-        "unit": Choice(("row",), "'{value}' is not supported (version 1: one person = one row)"),
+        "unit": UnitField(),
         "neighbours": Choice(NEIGHBOURS, "'{value}' is not one of: {choices}"),
         "epsilon": Number(MIN_EPSILON, MAX_RELEASE_EPSILON, range_name="epsilon"),
         "delta": Number(Fraction(0), MAX_DELTA, low_open=True, range_name="delta"),

@@ -109,9 +109,9 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 TOP_ALLOWED = (
     "(allowed: version, dataset, input, output, ledger, input_format, engine, csv, privacy, columns, statistics)"
 )
-STAT_ALLOWED = "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism)"
+STAT_ALLOWED = "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta)"
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
-COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other)"
+COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, max_length)"
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def test_neighbours():
 def test_unit():
     assert parse_spec(text(privacy="{unit: row, epsilon: 1}")).privacy.unit == "row"
     assert error(text(privacy="{unit: user, epsilon: 1}")) == (
-        "privacy.unit: 'user' is not supported (version 1: one person = one row)"
+        "privacy.unit: 'user' is not a unit: row, or a person unit {id: FIELD, max_rows: K, missing_id: drop or person}"
     )
 
 

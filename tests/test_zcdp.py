@@ -143,7 +143,7 @@ def test_epsilon_with_delta_becomes_rho_and_the_plan_shows_both() -> None:
         ("{unit: row, epsilon: 1, rho: 0.1}", "  - {name: n, kind: count, mechanism: gaussian}\n",
          "privacy.rho: give either rho, or epsilon (with delta), not both"),
         ("{unit: row, epsilon: 1, delta: 1e-6}", "  - {name: n, kind: count}\n",
-         "privacy.delta: only used by a release with a mechanism: gaussian statistic"),
+         "privacy.delta: only used by a release with a mechanism: gaussian statistic or open keys"),
         ("{unit: row, rho: 0.1}", "  - {name: n, kind: count, mechanism: gaussian, epsilon: 0.1}\n",
          "statistics[0].epsilon: not used in a zCDP release (privacy.rho, or epsilon with delta): give each "
          "statistic's rho or a weight"),
