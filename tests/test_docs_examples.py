@@ -236,3 +236,22 @@ def test_the_readme_spec_uses_the_quick_starts_ledger(tmp_path: Path) -> None:
     run(Example("README.md", 0, "dpcli release configs/readme.yaml --quiet"), cwd)
     assert sorted(p.name for p in cwd.glob("**/*.jsonl")) == ["ledger.jsonl"]
     assert (cwd / "configs" / "out.csv").read_text(encoding="utf-8").startswith("statistic,")
+
+
+@pytest.mark.parametrize("config", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_config_checks_plans_and_releases(config: Path, tmp_path: Path) -> None:
+    """Each example in configs/ works as shipped, on the data it names (copied as the documents' examples are):
+    `check` with its input, `plan`, and a real release against a cap with room for its ε and δ."""
+    cwd = scratch_copy(tmp_path)
+    spec = f"configs/{config.name}"
+    dataset = next(line.split(":", 1)[1].strip() for line in config.read_text(encoding="utf-8").splitlines()
+                   if line.startswith("dataset:"))
+    for command in (
+        f"dpcli check {spec}",
+        f"dpcli plan {spec}",
+        f"dpcli budget set {dataset} --epsilon 10 --delta 1e-5 --ledger ledger.jsonl",
+        f"dpcli release {spec} --ledger ledger.jsonl --output out.csv --quiet",
+    ):
+        run(Example(config.name, 0, command), cwd)
+    table = (cwd / "out.csv").read_text(encoding="utf-8").splitlines()
+    assert table[0].startswith("statistic,") and len(table) > 1, table[:3]
