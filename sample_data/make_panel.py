@@ -52,10 +52,8 @@ def panel_rows(persons: int, seed: int) -> list[tuple[str, int, str, str, int, s
         person_id = f"P{p + 1:06d}"
         # how many rows: a stay of 1-10 years (geometric-ish), sometimes a second record in a year; a few persons
         # have many rows
-        if rng.random() < MANY_ROWS_RATE:
-            n_rows = int(rng.integers(25, 151))
-        else:
-            n_rows = min(20, int(rng.geometric(0.18)))
+        many = rng.random() < MANY_ROWS_RATE
+        n_rows = int(rng.integers(25, 151)) if many else min(20, int(rng.geometric(0.18)))
         first = int(rng.integers(FIRST_YEAR, LAST_YEAR + 1))
         stay = min(years - (first - FIRST_YEAR), max(1, n_rows))
         row_years = np.sort(first + np.concatenate([np.arange(stay), rng.integers(0, stay, max(0, n_rows - stay))]))
@@ -74,7 +72,7 @@ def panel_rows(persons: int, seed: int) -> list[tuple[str, int, str, str, int, s
             rows.append((person_id, int(year), REGIONS[region], PLANS[plan], visits, f"{spend:.2f}"))
     # some rows lost their id (drawn after the rows, so the rate never changes who the persons are)
     missing = rng.random(len(rows)) < MISSING_ID_RATE
-    return [("",) + row[1:] if gone else row for row, gone in zip(rows, missing.tolist(), strict=True)]
+    return [("", *row[1:]) if gone else row for row, gone in zip(rows, missing.tolist(), strict=True)]
 
 
 def write(rows: list[tuple[str, int, str, str, int, str]], output: Path) -> None:

@@ -734,7 +734,7 @@ def check_sensitivity(case: Case) -> None:
             ratio = max(ratio, l1 / comp.sensitivity, l2 / comp.l2_squared if gaussian else 0.0)
             shown = f"\n    D  {_shown(va)}\n    D' {_shown(vb)}"
             if case.unchanged and l1:
-                problems.append(f"{sp.statistic.name} {comp.role}: changed by L1 {l1}, but D' holds no new person{shown}")
+                problems.append(f"{sp.statistic.name} {comp.role}: L1 {l1}, but D' holds no other person{shown}")
             if l1 > comp.sensitivity or (gaussian and l2 > comp.l2_squared):
                 problems.append(
                     f"{sp.statistic.name} ({sp.statistic.kind}) {comp.role} [{comp.mechanism}]: L1 {l1} vs sensitivity "
