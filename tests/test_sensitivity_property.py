@@ -316,7 +316,8 @@ def value_cells(col: Col | None) -> st.SearchStrategy[bytes]:
     if col.type == "bool":
         return st.sampled_from(BOOL_TEXT).map(str.encode)
     if col.open:  # known texts, and new keys nobody has: any text without a line break
-        fresh = st.text(st.characters(blacklist_characters="\r\n"), min_size=1, max_size=12)
+        text = st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n")  # no lone surrogate
+        fresh = st.text(text, min_size=1, max_size=12)
         return st.one_of(st.sampled_from(col.keys), fresh).map(str.encode)
     return st.one_of(st.sampled_from(col.keys), st.sampled_from(KEY_POOL + UNDECLARED_KEYS)).map(str.encode)
 
@@ -615,7 +616,7 @@ def person_cases(
     forms: tuple[str, ...] = ("epsilon", "rho", "epsilon_delta"),
     kinds: tuple[str, ...] = PERSON_KINDS,
     open_key: bool = False,
-    many: int = 40,
+    many: int = 24,
 ) -> Case:
     """A person-level spec, D and D': D' adds a whole person to D (any number of rows, up to ``many``, anywhere in
     the file), or replaces all the rows of one person of D by another person's. Under ``missing_id: drop`` the added
@@ -852,16 +853,16 @@ def test_rfc4180_records_with_quoted_line_breaks(case: Case) -> None:
     check_sensitivity(case)
 
 
-# Person-level units (issue 12): a whole person (up to 40 rows of any bytes, anywhere in the file, with hostile or
+# Person-level units (issue 12): a whole person (up to 24 rows of any bytes, anywhere in the file, with hostile or
 # missing ids) added, removed or replaced changes each statistic by at most the plan's sensitivity from K, G and R.
-@settings(max_examples=_examples(120), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(60), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(EVERYTHING))
 def test_one_person_changes_each_statistic_by_at_most_its_sensitivity(case: Case) -> None:
     check_sensitivity(case)
 
 
 # The same with well-formed rows and Gaussian noise (L2 under both relations): more rows land in declared cells.
-@settings(max_examples=_examples(60), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(40), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(Flags(junk=False), forms=("rho", "epsilon_delta")))
 def test_one_person_within_the_gaussian_l2_sensitivity(case: Case) -> None:
     check_sensitivity(case)
@@ -869,13 +870,13 @@ def test_one_person_within_the_gaussian_l2_sensitivity(case: Case) -> None:
 
 # Open keys: one row (unit: row) or one person (a person unit, many rows, each of them a new key) brings at most the
 # plan's g entries, and moves the counts by at most the sensitivity, the new entries' counts included.
-@settings(max_examples=_examples(60), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(40), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=cases(EVERYTHING, open_key=True))
 def test_one_row_brings_at_most_one_open_key(case: Case) -> None:
     check_sensitivity(case)
 
 
-@settings(max_examples=_examples(80), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(Flags(quotes=True, bad_utf8=True), open_key=True))
 def test_one_person_brings_at_most_g_open_keys(case: Case) -> None:
     check_sensitivity(case)
