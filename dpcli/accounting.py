@@ -264,7 +264,12 @@ def selection_delta(scale: Fraction, keys: int, per_key: int, threshold: int) ->
     iv = _iv()
     t = _iv_num(scale)
     tail = keys * iv.exp(-m / t) / (1 + iv.exp(-1 / t))
-    return min(Fraction(1), round_up_to(_iv_bounds(tail)[1], 10**30))
+    upper = _iv_bounds(tail)[1]
+    if upper >= 1:
+        return Fraction(1)
+    # rounded up to 30 significant digits, whatever its size (the ledger and plan print it)
+    magnitude = len(str(upper.denominator // max(upper.numerator, 1)))
+    return round_up_to(upper, 10 ** (30 + magnitude))
 
 
 @lru_cache(maxsize=1024)

@@ -500,7 +500,8 @@ def budget_set(
         help="Pin the dataset's neighbour relation; else the first release pins it.",
     ),
     unit: str = typer.Option(
-        "row", "--unit", metavar="UNIT", help="The privacy unit pinned with --neighbours (version 1: row)."
+        "row", "--unit", metavar="UNIT",
+        help="The privacy unit pinned with --neighbours: row, or person:FIELD (a spec's person unit with id FIELD).",
     ),
     ledger: str | None = LedgerOpt,
     lock_timeout: float = LockOpt,
@@ -517,8 +518,8 @@ def budget_set(
         raise UsageError("--epsilon: a cap must be positive")
     if not 0 <= dlt < 1:
         raise UsageError("--delta: must be in [0, 1)")
-    if unit != "row":
-        raise UsageError(f"--unit: '{unit[:40]}' is not supported (version 1: one person = one row)")
+    if unit != "row" and not (unit.startswith("person:") and len(unit) > len("person:")):
+        raise UsageError(f"--unit: '{unit[:40]}' is not a unit (row, or person:FIELD)")
     book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     new_here = book.status(dataset) is None
     pair = other_ledger(ledger, None)

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import re
+import secrets
 import time
 import uuid
 from collections.abc import Callable
@@ -185,16 +186,19 @@ def release(
         return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout)
     # fast refusal before the scan, on the records verified above; the binding check is in spend()
     status = book.status(spec.dataset, records)
-    check_pin(status, spec.dataset, spec.privacy.unit, spec.privacy.neighbours, book.name)
-    book.check(spec.dataset, plan.epsilon, plan.rho, records)
+    check_pin(status, spec.dataset, spec.privacy.pinned_unit, spec.privacy.neighbours, book.name)
+    book.check(spec.dataset, plan.epsilon, plan.rho, records, plan.selection_delta)
     say("budget available")
 
+    # A person unit's rows are chosen by a keyed hash under a secret of this run alone (never stored or shown):
+    # whoever wrote the rows cannot foresee which are kept, and every engine keeps the same ones
+    chosen = {"secret": secrets.token_bytes(32)} if spec.privacy.person is not None else {}
     if engine == "spark":
         from dpcli.engine import spark_engine  # pyspark is an optional extra
 
         # Spark reads the input where it is (a file, a directory of parts, a URL) and checks its structure itself
         exact = spark_engine.aggregate(plan, remote or str(source or "-"), master=spark_master,
-                                       input_format=input_fmt)
+                                       input_format=input_fmt, **chosen)
         say("exact aggregates computed by Spark")
     else:
         with InputFile(source, input_timeout, max_input_bytes, on_input_bytes) as src:
@@ -202,7 +206,7 @@ def release(
                 say("input spooled")
             check_input(spec, src.path, input_fmt)
             say("header has every declared column")
-            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)
+            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes, **chosen)
             say("exact aggregates computed")
 
     # SIGINT/SIGTERM/SIGHUP wait from the moment the spend is about to be written (under the ledger's lock) until the
@@ -217,12 +221,13 @@ def release(
                     "release_id": release_id,
                     "release_key": key,
                     "spec_sha256": spec.sha256,
-                    "unit": spec.privacy.unit,
+                    "unit": spec.privacy.pinned_unit,
                     "neighbours": spec.privacy.neighbours,
                     "statistics": [s.statistic.name for s in plan.statistics],
                 },
                 rho=plan.rho,
                 before_append=hold.hold_from_here,  # a Ctrl-C until then (the lock wait): nothing spent
+                delta=plan.selection_delta,
             )
         except ReleaseIdPaid:
             # another run under the same id spent first (we raced it): its table is the release, ours is never drawn

@@ -209,6 +209,7 @@ def budget_json(statuses: dict[str, BudgetStatus]) -> str:
             "remaining": None if s.remaining is None else format_exact(s.remaining),
             "releases": s.releases,
             "cap_delta": format_exact(s.cap_delta),
+            "spent_delta": format_exact(s.delta_spent),  # partition selections' delta (open keys)
             "spent_pure_epsilon": format_exact(s.pure),
             "spent_rho": format_exact(s.rho),
             "unit": s.unit,
@@ -223,17 +224,21 @@ def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
     if not statuses:
         stream.write("no datasets in this ledger yet (set a cap with `dpcli budget set DATASET --epsilon E`)\n")
         return
+    selections = any(s.delta_spent for s in statuses.values())  # the column shows only where open keys spent δ
     table(
-        ["dataset", "neighbours", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"],
+        ["dataset", "neighbours", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"]
+        + (["spent δ"] if selections else []),
         [
             [
                 s.dataset, s.neighbours or "(not pinned)", eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining),
                 str(s.releases), eps(s.rho),
-            ]
+            ] + ([eps(s.delta_spent)] if selections else [])
             for s in statuses.values()
         ],
         stream,
     )
+    if selections:
+        stream.write("spent δ: partition selections (open keys), taken off the cap's δ\n")
     if any(s.rho for s in statuses.values()):
         stream.write("spent ε includes zCDP spends converted at the cap's δ (Canonne, Kamath & Steinke 2020)\n")
 

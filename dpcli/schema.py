@@ -17,9 +17,16 @@ loader *provided* it also meets the loader's cross-field rules, which JSON Schem
   ``by:`` column is not the histogrammed column; statistic names are unique;
 - budget: every statistic names its ``epsilon`` (or ``rho``) or none does; a ``mechanism: gaussian`` statistic needs
   a zCDP budget (``privacy.rho``, or ``epsilon`` with ``delta``), and ``privacy.delta`` with ``epsilon`` needs a
-  gaussian statistic; the exact sum of the weights (or of the named shares) has at most 150 digits in numerator and
+  gaussian statistic or open keys; the exact sum of the weights (or of the named shares) has at most 150 digits in numerator and
   denominator; the named shares add up to at most ``privacy.epsilon`` (or ``rho``): checked when the budget is split
   (``dpcli.plan.split_budget``, run by ``dpcli check``, ``plan`` and ``release``);
+- person unit and open keys: ``privacy.unit.id`` is not a declared column (and is among ``csv.header``'s names
+  without a header line); a count ``of: persons`` and ``clamp: person`` need a person unit, under which every sum
+  and mean states its ``clamp``; an open column (``categories: open``) is a ``by:`` of a count or the column of a
+  histogram, at most one per statistic, with ``mechanism: laplace``; ``max_length`` only on an open column; a
+  release with open keys has ``privacy.delta``; a statistic's ``delta`` only with open keys, named by every
+  open-key statistic or none (by every one in a zCDP release, leaving some of ``privacy.delta``), adding up to at
+  most ``privacy.delta``;
 - bounds: low < high; a float column's bounds/precision span 2 to 2^53 grid steps; ``impute`` lies within the
   bounds or is a declared key; ``other`` is a declared category;
 - bins: edges strictly increasing; a grid's ``stop > start`` and a whole number of steps; at most 10^7 cells per

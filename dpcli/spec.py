@@ -229,6 +229,11 @@ class Privacy:
     accounting: str = "pure"
     person: PersonUnit | None = None  # unit "person": the id field and the contribution bounds
 
+    @property
+    def pinned_unit(self) -> str:
+        """The unit as the ledger pins it: ``row``, or ``person:FIELD`` (budgets add up only per one unit)."""
+        return "row" if self.person is None else f"person:{self.person.id}"
+
 
 @dataclass(frozen=True)
 class CsvDialect:

@@ -72,7 +72,8 @@ def test_twenty_concurrent_releases_never_overspend(work: Path) -> None:
     assert dpcli("ledger", "verify", "--ledger", led).returncode == 0
     show = json.loads(dpcli("budget", "show", "--json", "--ledger", led).stdout)
     assert show == [{"dataset": "toy", "cap": "1.25", "spent": "1.25", "remaining": "0", "releases": 5,
-                     "cap_delta": "0", "spent_pure_epsilon": "1.25", "spent_rho": "0", "unit": "row",
+                     "cap_delta": "0", "spent_delta": "0",
+                     "spent_pure_epsilon": "1.25", "spent_rho": "0", "unit": "row",
                      "neighbours": "add_remove"}]
     assert len(list(work.glob("out*.csv"))) == 5
 

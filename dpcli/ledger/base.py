@@ -97,19 +97,26 @@ class BudgetStatus:
     # first spend): epsilons add up only within one of them. None: not pinned yet (or only 0.1 records, which lack it).
     unit: str | None = None
     neighbours: str | None = None
+    # The delta spent outright by partition selections (open keys): it comes off the cap's delta, and zCDP spends
+    # are converted at what is left (the selections are delta-approximate pure DP, which composes with zCDP so)
+    delta_spent: Fraction = Fraction(0)
 
     @property
     def spent(self) -> Fraction:
-        return epsilon_equivalent(self.pure, self.rho, self.pure_squares, self.cap_delta)
+        return epsilon_equivalent(self.pure, self.rho, self.pure_squares, self.cap_delta - self.delta_spent)
 
     @property
     def remaining(self) -> Fraction | None:
         return None if self.cap is None else self.cap - self.spent
 
-    def after(self, epsilon: Fraction, rho: Fraction) -> BudgetStatus:
+    @property
+    def delta_remaining(self) -> Fraction:
+        return self.cap_delta - self.delta_spent
+
+    def after(self, epsilon: Fraction, rho: Fraction, delta: Fraction = Fraction(0)) -> BudgetStatus:
         return BudgetStatus(
             self.dataset, self.cap, self.pure + epsilon, self.rho + rho, self.pure_squares + pure_to_rho(epsilon),
-            self.releases + 1, self.cap_delta, self.unit, self.neighbours,
+            self.releases + 1, self.cap_delta, self.unit, self.neighbours, self.delta_spent + delta,
         )
 
 
@@ -253,6 +260,7 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
     rho: dict[str, Fraction] = {}
     squares: dict[str, Fraction] = {}
     releases: dict[str, int] = {}
+    deltas: dict[str, Fraction] = {}
     pins: dict[str, tuple[str, str]] = {}
     for rec in records:
         t = rec.type
@@ -269,6 +277,7 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
             pure[ds] = pure.get(ds, zero) + eps
             squares[ds] = squares.get(ds, zero) + pure_to_rho(eps)
             rho[ds] = rho.get(ds, zero) + _exact_field(rec, "rho", where, charged=True)
+            deltas[ds] = deltas.get(ds, zero) + _exact_field(rec, "delta", where)
             releases[ds] = releases.get(ds, 0) + 1
     out = {}
     for n in sorted(set(caps) | set(pure)):
@@ -277,7 +286,7 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
         unit, neighbours = pins.get(n, (None, None))
         out[n] = BudgetStatus(
             n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta, unit,
-            neighbours,
+            neighbours, deltas.get(n, zero),
         )
     return out
 
@@ -289,15 +298,27 @@ def eps_text(x: Fraction) -> str:
 
 
 def check_spend(
-    status: BudgetStatus | None, dataset: str, epsilon: Fraction, ledger_name: str, rho: Fraction = Fraction(0)
+    status: BudgetStatus | None, dataset: str, epsilon: Fraction, ledger_name: str, rho: Fraction = Fraction(0),
+    delta: Fraction = Fraction(0),
 ) -> None:
-    """Raise BudgetRefused unless a spend of pure ``epsilon`` plus zCDP ``rho``, as charged (onto the grid), fits the
-    dataset's cap (exactly)."""
+    """Raise BudgetRefused unless a spend of pure ``epsilon`` plus zCDP ``rho``, as charged (onto the grid), and the
+    ``delta`` of partition selections fits the dataset's cap (exactly)."""
     epsilon, rho = charge(epsilon), charge(rho)
     if status is None or status.cap is None:
         raise BudgetRefused(
             f"no budget cap for dataset '{dataset}' in ledger {ledger_name}",
             hint=f"set one first with `dpcli budget set {dataset} --epsilon E --ledger {ledger_name}`",
+        )
+    if delta > 0 and delta > status.delta_remaining:
+        raise BudgetRefused(
+            f"budget refused for dataset '{dataset}': its partition selections spend δ={eps_text(delta)}, and the "
+            f"cap's δ={eps_text(status.cap_delta)} has δ={eps_text(max(status.delta_remaining, Fraction(0)))} left",
+            hint=f"raise the cap's δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
+        )
+    if (rho > 0 or status.rho > 0) and delta > 0 and status.delta_remaining - delta <= 0:
+        raise BudgetRefused(
+            f"budget refused for dataset '{dataset}': its partition selections' δ={eps_text(delta)} would leave no δ "
+            "of the cap for converting the dataset's zCDP spends",
         )
     if rho > 0 and status.cap_delta <= 0:
         raise BudgetRefused(
@@ -305,7 +326,7 @@ def check_spend(
             "cap has δ=0",
             hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
         )
-    before, after = status.spent, status.after(epsilon, rho).spent
+    before, after = status.spent, status.after(epsilon, rho, delta).spent
     assert status.cap is not None
     if after > status.cap:
         requested = after - before
@@ -382,7 +403,8 @@ def paid_spend(records: list[Record], key: str) -> Record | None:
 
 
 def spend_fields(
-    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, rho: Fraction, details: dict[str, Any]
+    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, rho: Fraction, details: dict[str, Any],
+    delta: Fraction = Fraction(0),
 ) -> dict[str, Any]:
     """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
     paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
@@ -398,14 +420,17 @@ def spend_fields(
     status = budgets(records, ledger_name).get(dataset)
     if details.get("neighbours") is not None:
         check_pin(status, dataset, str(details.get("unit")), str(details["neighbours"]), ledger_name)
-    check_spend(status, dataset, epsilon, ledger_name, rho)
+    check_spend(status, dataset, epsilon, ledger_name, rho, delta)
     charged_eps, charged_rho = charge(epsilon), charge(rho)
-    if not (within_limits(charged_eps) and within_limits(charged_rho)):  # never write what could not be read back
+    if not (within_limits(charged_eps) and within_limits(charged_rho) and within_limits(delta)):
+        # never write what could not be read back
         raise UsageError(f"a spend may have at most {MAX_DIGITS} digits in its charged numerator and denominator")
     # the record holds what is charged (on the grid): the exact request is in the spec, named by its hash
     fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
     if charged_rho:
         fields["rho"] = format_exact(charged_rho)
+    if delta:
+        fields["delta"] = format_exact(delta)  # partition selections' delta, spent outright
     return fields
 
 
@@ -463,18 +488,19 @@ class Ledger(ABC):
 
     def spend(
         self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
-        before_append: Callable[[], None] | None = None,
+        before_append: Callable[[], None] | None = None, delta: Fraction = Fraction(0),
     ) -> Record:
         """Atomically check the cap and append a durable spend record; BudgetRefused when it does not fit.
 
-        ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero). ``before_append``
+        ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero), ``delta`` what
+        partition selections spend outright (stored as ``delta`` when non-zero). ``before_append``
         runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
         spent (release() raises there a signal that came during the lock wait)."""
 
         def build(records: list[Record]) -> dict[str, Any]:
             if before_append is not None:
                 before_append()
-            return spend_fields(records, self.name, dataset, epsilon, rho, details)
+            return spend_fields(records, self.name, dataset, epsilon, rho, details, delta)
 
         return self._write(build, "recording the spend")
 
@@ -530,10 +556,11 @@ class Ledger(ABC):
         return budgets(self.records() if records is None else records, self.name).get(dataset)
 
     def check(
-        self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0), records: list[Record] | None = None
+        self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0), records: list[Record] | None = None,
+        delta: Fraction = Fraction(0),
     ) -> None:
         """A read-only pre-check on verified ``records`` (read when not given); ``spend`` repeats it under the lock."""
-        check_spend(self.status(dataset, records), dataset, epsilon, self.name, rho)
+        check_spend(self.status(dataset, records), dataset, epsilon, self.name, rho, delta)
 
     @property
     @abstractmethod

@@ -193,7 +193,8 @@ def test_budget_show_and_ledger_show_verify(work: Path) -> None:
                  "--ledger", led).returncode == 0
     r = dpcli("budget", "show", "--json", "--ledger", led)
     assert json.loads(r.stdout) == [{"dataset": "toy", "cap": "3", "spent": "1", "remaining": "2", "releases": 1,
-                                     "cap_delta": "0", "spent_pure_epsilon": "1", "spent_rho": "0", "unit": "row",
+                                     "cap_delta": "0", "spent_delta": "0",
+                                     "spent_pure_epsilon": "1", "spent_rho": "0", "unit": "row",
                                      "neighbours": "add_remove"}]
     r = dpcli("ledger", "verify", "--ledger", led)
     assert r.returncode == 0 and r.stdout.decode().startswith("ledger OK: 3 record(s), head ")

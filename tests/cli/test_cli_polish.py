@@ -163,6 +163,7 @@ FLOAT_FIELDS = {"epsilon_lower_bound", "confidence", "alpha_per_bound"}
 EXACT_FIELDS = {
     "epsilon", "rho", "delta", "epsilon_at_delta", "scale", "variance", "error95", "sensitivity_unit",
     "epsilon_spent", "rho_spent", "epsilon_remaining", "epsilon_cap", "cap", "spent", "remaining", "cap_delta",
+    "spent_delta",
     "spent_pure_epsilon", "spent_rho", "claimed_epsilon", "pair_loss", "claimed_loss", "exact_d", "exact_d_prime",
 }
 INTEGER_FIELDS = {
