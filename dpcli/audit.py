@@ -1,8 +1,9 @@
 """Empirical privacy audit: ``dpcli audit SPEC``. Reads no data and spends nothing.
 
-It audits three kinds of *target*: every statistic of the plan (against its share of the budget); each noisy part
-of a mean on its own (the centred sum and the count, each against the share the plan charges it); and the release
-as a whole (against its total: the pure ε summed, or for zCDP the total ρ converted at δ).
+It audits four kinds of *target*: every statistic of the plan (against its share of the budget); each noisy part
+of a mean on its own (the centred sum and the count, each against the share the plan charges it); the partition
+selection of each open-key statistic (against its δ); and the release as a whole (against its total: the pure ε
+summed, or for zCDP the total ρ converted at δ).
 
 1. **Neighbours, found by search.** Candidate rows are built from the declared columns alone (the spec's ``input:``
    is never opened). Per numeric column: both bounds, a value beyond each bound, the grid midpoint, the first grid
@@ -24,6 +25,20 @@ as a whole (against its total: the pure ε summed, or for zCDP the total ρ conv
    and from their rows merged.
    A kept pair whose loss exceeds the target's claim is a bug proved without any noise (the exact outputs of two
    neighbours differ by more than the plan's noise covers): the target is reported as a violation.
+
+   **Under a person unit** a candidate is a whole *person* (rows sharing PERSON_ID; the base rows are persons of one
+   row each, and the engine keeps rows by the fixed AUDIT_SECRET): each candidate row alone and repeated past K and
+   R, one row in each of many cells (past K and G) and each of those repeated past R, persons exactly at the bounds
+   (min(R, K) rows in each of min(G, K) cells, K rows in all, per candidate value of the statistic's other columns),
+   and one row whose id is missing (empty or U+FFFD). Neighbours add or remove one person, or replace one by another;
+   the release's pair is searched from the per-target pairs and their persons merged (no coordinate ascent).
+
+   **Open keys** (``categories: open``) have no declared keys: the base holds a key and, in rows of their own, the
+   shared keys s1, s2, ...; candidates bring keys only they hold (see ``open_key``: every key stays itself once cut
+   to max_length). An open-key statistic's exact values are its observed entries, so an entry can exist in one
+   dataset only; it is released there alone, when its noisy count reaches the plan's threshold. The statistic's loss
+   counts the entries both datasets hold; its selection target scores a pair by the exact chance (40 digits) that a
+   dataset releases an entry the other lacks, against the selection's δ.
 2. **Noise.** The plan's real noise (:mod:`dpcli.mechanisms`, with the plan's scales and variances) is drawn
    ``trials`` times on each of the two datasets' exact values, on the cells whose exact values differ only: the
    other cells get independent noise of the same law under D and D', which cannot change any test's outcome. The
@@ -33,7 +48,9 @@ as a whole (against its total: the pure ε summed, or for zCDP the total ρ conv
    the noisy values x (for the release: summed over all its statistics), computed from the exact values and the
    noise parameters, which are public here; Z >= c favours D' and Z <= -c favours D, the most powerful tests
    (Neyman-Pearson). The thresholds c are fixed before any noise is drawn: fractions of the Laplace part's
-   maximum, and the Gaussian part's mean plus multiples of its standard deviation. For each event Clopper-Pearson
+   maximum, and the Gaussian part's mean plus multiples of its standard deviation. An open-key entry one dataset
+   lacks is drawn where it exists and makes Z +inf (only D' holds it) or -inf (only D) when released: the threshold
+   inf adds the events "such a key is released", impossible under the other dataset. For each event Clopper-Pearson
    gives a lower bound on P[E | favoured dataset] and an upper bound on P[E | the other], and ε_lb = max log((p_lo -
    δ) / p_hi). With probability at least ``confidence`` every bound of the report holds at once (a union bound:
    each one-sided bound is at level (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP target has
@@ -42,15 +59,17 @@ as a whole (against its total: the pure ε summed, or for zCDP the total ρ conv
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
-Claims: a Laplace target claims its pure ε (δ = 0), a part of a mean the ε the plan gives that part. A Gaussian
-target with share ρ claims ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``. The release claims the plan's
-total: its pure ε, or for zCDP its total ρ converted at δ. A spec with only ``rho`` is audited at
-δ = ``ASSUMED_DELTA`` (the report says so).
+Claims: a Laplace target claims its pure ε (δ = 0), a part of a mean the ε the plan gives that part; an open-key
+statistic and its selection claim that ε at the selection's δ. A Gaussian target with share ρ claims
+ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``. The release claims the plan's total: its pure ε at the
+selections' δ, or for zCDP its total ρ converted at what the selections leave of δ (with the whole δ). A spec with
+only ``rho`` is audited at δ = ``ASSUMED_DELTA`` (the report says so).
 """
 
 from __future__ import annotations
 
 import csv
+import decimal
 import itertools
 import math
 import tempfile
@@ -90,6 +109,17 @@ WORKERS = 4  # engine runs in flight: polars releases the GIL, and tiny files ar
 Z_TOLERANCE = 1e-9
 UNPARSEABLE = "n/a"
 UNDECLARED = "dpcli-audit-undeclared"
+# Open keys (see open_key): the base rows hold key "k", and "s1", "s2", ... in rows (persons) of their own, so a
+# candidate can change many entries both datasets hold; candidates add keys only they hold, "a1", "a2", "n1", ...
+BASE_KEY, SHARED_KEYS, NEW_KEYS, CANDIDATE_KEYS = "k", "s", "n", "a"
+# Person unit: the candidate person's id and the base persons' ids (one row each); the keyed choice of rows uses a
+# fixed secret here (a release draws one per run), so a candidate dataset keeps the same rows every time it is read
+PERSON_ID = "dpcli-audit-person"
+BASE_ID = "dpcli-audit-base"
+AUDIT_SECRET = bytes(range(32))
+# Candidate persons spread rows over at most this many distinct cells of a statistic (past K + 1 and G + 1 this
+# shows nothing more: the person keeps at most K rows and G cells)
+MAX_SPREAD = 64
 # Event thresholds. Laplace: fractions of the pair's maximal log-likelihood ratio L (Z = L is the most telling
 # event of pure DP). Gaussian: Z ~ N(±μ²/2, μ²) under D' and D, thresholds at μ²/2 + kμ; the event that shows
 # most at a small δ lies a few standard deviations out.
@@ -113,39 +143,64 @@ Row = tuple[str, ...]  # one candidate CSV row, in the spec's column order
 class Target:
     """What one row of the report audits: a statistic, one part of a mean, or the whole release."""
 
-    label: str  # the statistic's name, "name/sum" or "name/count" for a part, "(release)"
-    scope: str  # "statistic" | "component" | "release"
+    label: str  # the statistic's name, "name/sum" or "name/count" for a part, "name/selection", "(release)"
+    scope: str  # "statistic" | "component" | "selection" | "release"
     kind: str
     mechanism: str  # "discrete_laplace" | "discrete_gaussian" | "mixed"
     parts: tuple[tuple[int, str], ...]  # (statistic index, component role) whose noisy vectors it covers
     claimed_epsilon: Fraction
     delta: Fraction  # 0 for a pure (Laplace) target
     claimed_loss: Fraction  # the same claim in the unit of the pair loss
-    loss_unit: str  # "ε" (pure) | "ρ" (zCDP)
+    loss_unit: str  # "ε" (pure) | "ρ" (zCDP) | "δ" (a partition selection: P[a key one dataset lacks is released])
     columns: tuple[str, ...]  # the columns its statistics read
+
+
+Cell = int | tuple[int, str]  # a declared cell's index, or an open-key entry (code over the declared dims, key text)
+Person = tuple[tuple[str, ...], ...]  # one candidate person's CSV rows (one row under unit: row)
 
 
 @dataclass(frozen=True)
 class NoisedCell:
-    """One cell whose exact value differs between D and D' (grid units; value = grid * unit)."""
+    """One cell whose exact value differs between D and D' (grid units; value = grid * unit).
+
+    An open-key entry that exists in one dataset only (``only_in`` "D" or "D'") is released there when its noisy
+    count reaches ``threshold`` (with probability ``release_probability``) and never in the other dataset."""
 
     index: int  # statistic index in the plan
     statistic: str
     component: str  # "count" | "sum"
-    cell: int
+    cell: Cell
     label: str  # the cell's keys and bins ("" for a statistic without cells)
     exact_d: int
     exact_d_prime: int
     unit: Fraction
+    only_in: str | None = None  # open keys: "D" | "D'" when the entry exists in that dataset only
+    threshold: int | None = None
+    release_probability: float = 0.0
+
+
+class _PersonPair:
+    """D's and D''s first rows (the whole candidate under unit: row): person_d is None when D is the base alone."""
+
+    person_d: Person | None
+    person_d_prime: Person
+
+    @property
+    def row_d(self) -> Row | None:
+        return None if self.person_d is None else self.person_d[0]
+
+    @property
+    def row_d_prime(self) -> Row:
+        return self.person_d_prime[0]
 
 
 @dataclass(frozen=True)
-class Neighbours:
+class Neighbours(_PersonPair):
     """The worst pair the search found for a target."""
 
     target: Target
-    row_d: Row | None  # None: D is the base rows alone (add_remove)
-    row_d_prime: Row
+    person_d: Person | None  # None: D is the base rows alone (add_remove)
+    person_d_prime: Person
     pair_loss: Fraction  # in target.loss_unit
     pairs_searched: int
     noised: tuple[NoisedCell, ...]
@@ -164,7 +219,7 @@ class EventCount:
 
 
 @dataclass(frozen=True)
-class StatisticAudit:
+class StatisticAudit(_PersonPair):
     """One target's result (a statistic, a part of a mean, or the release; the name is historical)."""
 
     statistic: str  # the target's label
@@ -182,9 +237,9 @@ class StatisticAudit:
     claimed_loss: Fraction
     loss_unit: str
     pairs_searched: int
-    columns: tuple[str, ...]  # the CSV's columns, the order of row_d and row_d_prime
-    row_d: Row | None
-    row_d_prime: Row
+    columns: tuple[str, ...]  # the CSV's columns, the order of each row of person_d and person_d_prime
+    person_d: Person | None
+    person_d_prime: Person
     noised: tuple[NoisedCell, ...]
     worst_event: str | None  # the event that gave epsilon_lower_bound
 
@@ -216,7 +271,7 @@ class StatisticAudit:
             "within_claim": self.within_claim,
             "pair_loss": format_exact(self.pair_loss),
             "claimed_loss": format_exact(self.claimed_loss),
-            "loss_unit": "epsilon" if self.loss_unit == "ε" else "rho",
+            "loss_unit": {"ε": "epsilon", "ρ": "rho", "δ": "delta"}[self.loss_unit],
             "pair_within_claim": self.pair_within_claim,
             "pairs_searched": self.pairs_searched,
             "trials": self.trials,
@@ -226,6 +281,11 @@ class StatisticAudit:
             "neighbour": self.neighbour,
             "row_d": None if self.row_d is None else dict(zip(self.columns, self.row_d, strict=True)),
             "row_d_prime": dict(zip(self.columns, self.row_d_prime, strict=True)),
+            # the whole person on each side (one row under unit: row)
+            "rows_d": None if self.person_d is None else [
+                dict(zip(self.columns, r, strict=True)) for r in self.person_d
+            ],
+            "rows_d_prime": [dict(zip(self.columns, r, strict=True)) for r in self.person_d_prime],
             "differing_cells": [
                 {
                     "statistic": c.statistic,
@@ -233,6 +293,8 @@ class StatisticAudit:
                     "cell": c.label,
                     "exact_d": format_exact(c.exact_d * c.unit),
                     "exact_d_prime": format_exact(c.exact_d_prime * c.unit),
+                    **({} if c.only_in is None else {"only_in": c.only_in, "threshold": c.threshold,
+                                                      "release_probability": c.release_probability}),
                 }
                 for c in self.noised
             ],
@@ -313,8 +375,18 @@ def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
             claim = (zcdp_to_epsilon(sp.rho, delta), delta, sp.rho, "ρ")
         else:
             eps = sp.reported_epsilon if sp.reported_epsilon is not None else sp.epsilon
-            claim = (eps, Fraction(0), eps, "ε")
+            # an open-key statistic is (ε, δ)-DP: δ is what its selection spends on keys one dataset lacks
+            sel_delta = sp.selection.delta if sp.selection is not None else Fraction(0)
+            claim = (eps, sel_delta, eps, "ε")
         out.append(Target(stat.name, "statistic", stat.kind, sp.mechanism, roles, *claim, columns))
+        if sp.selection is not None:
+            # the selection on its own: the pair whose keys held by one dataset only are likeliest to be released
+            out.append(
+                Target(
+                    f"{stat.name}/selection", "selection", f"{stat.kind} (key selection)", sp.mechanism, roles,
+                    claim[0], sp.selection.delta, sp.selection.delta, "δ", columns,
+                )
+            )
         if len(sp.components) > 1:
             # each part is charged its own share; the statistic's total has slack when no pair moves both parts at
             # their worst, which can hide a part whose own sensitivity is wrong
@@ -334,11 +406,13 @@ def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
     mechanism = mechanisms.pop() if len(mechanisms) == 1 else "mixed"
     columns = tuple(dict.fromkeys(c for t in out if t.scope == "statistic" for c in t.columns))
     parts = tuple((i, c.role) for i, sp in enumerate(plan.statistics) for c in sp.components)
+    selections = sum((sp.selection.delta for sp in plan.statistics if sp.selection is not None), Fraction(0))
     if spec.privacy.accounting == "pure":
-        claim = (plan.epsilon, Fraction(0), plan.epsilon, "ε")
+        claim = (plan.epsilon, selections, plan.epsilon, "ε")
     else:
+        # the selections' deltas come out of the release's delta; the zCDP conversion gets the rest (dpcli.plan)
         assert delta is not None
-        claim = (zcdp_to_epsilon(plan.rho, delta), delta, plan.rho, "ρ")
+        claim = (zcdp_to_epsilon(plan.rho, delta - selections), delta, plan.rho, "ρ")
     out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))
     return out
 
@@ -397,6 +471,14 @@ def _values(spec: Spec) -> dict[str, list[str]]:
             width = ghi - glo
             texts = [_grid_text(column, k) for k in ks]
             texts += [_grid_text(column, glo - width - 1), _grid_text(column, ghi + width + 1), "", UNPARSEABLE]
+        elif _is_open(column):
+            # the base rows' key, two keys only a candidate holds, one longer than max_length (cut by the engine),
+            # missing (empty) and a cell that was not valid UTF-8 (U+FFFD: missing too)
+            long_key = "long" + "x" * (column.max_length or 0)
+            texts = [
+                open_key(column, BASE_KEY), open_key(column, SHARED_KEYS, 1), open_key(column, CANDIDATE_KEYS, 1),
+                open_key(column, CANDIDATE_KEYS, 2), long_key, "", "\ufffd",
+            ]
         else:
             keys = column.keys
             undeclared = UNDECLARED
@@ -407,6 +489,20 @@ def _values(spec: Spec) -> dict[str, list[str]]:
     return out
 
 
+def _is_open(column: Column) -> bool:
+    return column.open
+
+
+def open_key(column: Column, kind: str, j: int = 0) -> str:
+    """A key of an open column that stays itself once cut to max_length, distinct for every (kind, j): "s1", "n12"
+    (kind letter and number), or one CJK character each when max_length is too short for that."""
+    text = f"{kind}{j}" if j else kind
+    if len(text) <= (column.max_length or 0):
+        return text
+    kinds = (BASE_KEY, SHARED_KEYS, NEW_KEYS, CANDIDATE_KEYS)
+    return chr(0x4E00 + kinds.index(kind) * (MAX_SPREAD + 1) + j)
+
+
 def _base_row(spec: Spec) -> Row:
     row = []
     for column in spec.columns.values():
@@ -414,7 +510,7 @@ def _base_row(spec: Spec) -> Row:
             glo, ghi = column.grid_bounds
             row.append(_grid_text(column, (glo + ghi) // 2))
         else:
-            row.append(column.keys[0])
+            row.append(open_key(column, BASE_KEY) if _is_open(column) else column.keys[0])
     return tuple(row)
 
 
@@ -431,6 +527,8 @@ def _reduced(spec: Spec, name: str) -> list[str]:
     if column.numeric:
         glo, ghi = column.grid_bounds
         return [_grid_text(column, glo), _grid_text(column, ghi)]
+    if _is_open(column):
+        return [open_key(column, BASE_KEY), open_key(column, SHARED_KEYS, 1), open_key(column, CANDIDATE_KEYS, 1)]
     return list(column.keys[:2])
 
 
@@ -438,55 +536,90 @@ def _reduced(spec: Spec, name: str) -> list[str]:
 # The real engine over candidate datasets
 
 
-Delta = tuple[dict[str, dict[int, int]], ...]  # per statistic, per component role: cell -> exact(D) - exact(base)
+# Per statistic, per component role: cell -> exact(D) - exact(base) for declared cells; for an open-key statistic
+# its entries as they are (key -> exact count: an entry exists or not, so it is kept whole, never as a difference)
+Delta = tuple[dict[str, dict[Cell, int]], ...]
 
 
 class _Engine:
-    """Candidate datasets (the base rows, plus at most one row) aggregated by the real engine, cached by row.
+    """Candidate datasets (the base rows, plus at most one person) aggregated by the real engine, cached by person.
 
     Each is kept as its exact difference from the base dataset, per statistic and component (cell -> value), so a
     million-cell histogram costs memory once, not once per candidate. A pair's difference is the difference of two
-    such differences: exact arithmetic, no assumption about how the engine adds rows up."""
+    such differences: exact arithmetic, no assumption about how the engine adds rows up. Open-key statistics keep
+    their (few) entries whole: which keys exist is what partition selection protects.
+
+    Under a person unit the CSV has the id field as one more column: the base rows are persons of one row each and
+    every candidate row carries PERSON_ID (or a missing id), and the engine keeps rows by the fixed AUDIT_SECRET."""
 
     def __init__(self, plan: Plan, folder: Path) -> None:
         self.plan = plan
         self.folder = folder
-        self.columns = list(plan.spec.columns)
+        spec = plan.spec
+        self.columns = list(spec.columns)
         self.index = {name: j for j, name in enumerate(self.columns)}
-        self.base_row = _base_row(plan.spec)
+        self.person = spec.privacy.person
+        self.id_column = spec.id_column or ""
+        self.header = self.columns + ([self.id_column] if self.person is not None else [])
+        base = _base_row(spec)
+        self.spread = _spread(spec)
+        # one row per shared key of each open column (its own person): entries a candidate can change in both datasets
+        shared = [
+            _set(base, self.index, {name: open_key(column, SHARED_KEYS, j)})
+            for name, column in spec.columns.items() if column.open for j in range(1, self.spread + 1)
+        ]
+        if self.person is None:
+            self.base_row = base
+            self.base_rows = [base] * BASE_ROWS + shared
+        else:
+            self.index[self.id_column] = len(self.columns)
+            self.base_row = (*base, PERSON_ID)
+            self.base_rows = [(*row, f"{BASE_ID}-{j}") for j, row in enumerate([base] * BASE_ROWS + shared)]
         self.files = 0
         self.base = self._run(None, self._name())
-        self.deltas: dict[Row, Delta] = {}
-        self.empty: Delta = tuple({c.role: {} for c in sp.components} for sp in plan.statistics)
+        self.deltas: dict[Person, Delta] = {}
+        self.open = [sp.selection is not None for sp in plan.statistics]
+        base_delta = self._delta(self.base)
+        self.empty: Delta = tuple(
+            base_delta[i] if self.open[i] else {c.role: {} for c in sp.components}
+            for i, sp in enumerate(plan.statistics)
+        )
 
     def _name(self) -> Path:
         self.files += 1
         return self.folder / f"{self.files}.csv"
 
-    def _run(self, row: Row | None, path: Path) -> list[ExactStatistic]:
+    def _run(self, person: Person | None, path: Path) -> list[ExactStatistic]:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(self.columns)
-            for _ in range(BASE_ROWS):
-                w.writerow(self.base_row)
-            if row is not None:
-                w.writerow(row)
-        return aggregate(self.plan, path)
+            w.writerow(self.header)
+            w.writerows(self.base_rows)
+            if person is not None:
+                w.writerows(person)
+        if self.person is None:
+            return aggregate(self.plan, path)
+        return aggregate(self.plan, path, secret=AUDIT_SECRET)
 
-    def load(self, rows: Iterable[Row]) -> None:
-        todo = [r for r in dict.fromkeys(rows) if r not in self.deltas]
+    def load(self, persons: Iterable[Person]) -> None:
+        todo = [p for p in dict.fromkeys(persons) if p not in self.deltas]
         if not todo:
             return
-        jobs = [(r, self._name()) for r in todo]
+        jobs = [(p, self._name()) for p in todo]
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             results = list(pool.map(lambda job: self._run(*job), jobs))
-        for row, exact in zip(todo, results, strict=True):
-            self.deltas[row] = self._delta(exact)
+        for person, exact in zip(todo, results, strict=True):
+            self.deltas[person] = self._delta(exact)
 
     def _delta(self, exact: list[ExactStatistic]) -> Delta:
         out = []
         for sp, e, b in zip(self.plan.statistics, exact, self.base, strict=True):
-            parts: dict[str, dict[int, int]] = {}
+            parts: dict[str, dict[Cell, int]] = {}
+            if sp.selection is not None:
+                assert e.keys is not None
+                parts["count"] = {(int(code), text): int(n) for (code, text), n in zip(e.keys, e.counts.tolist(),
+                                                                                     strict=True)}
+                out.append(parts)
+                continue
             for comp in sp.components:
                 now, base = (e.counts, b.counts) if comp.role == "count" else (e.sums, b.sums)
                 # a sum component exists only in a statistic whose exact values carry sums
@@ -496,16 +629,18 @@ class _Engine:
             out.append(parts)
         return tuple(out)
 
-    def delta(self, row: Row | None) -> Delta:
-        return self.empty if row is None else self.deltas[row]
+    def delta(self, person: Person | None) -> Delta:
+        return self.empty if person is None else self.deltas[person]
 
-    def exact(self, i: int, role: str, cell: int, row: Row | None) -> int:
+    def exact(self, i: int, role: str, cell: Cell, person: Person | None) -> int:
+        if self.open[i]:
+            return self.delta(person)[i][role].get(cell, 0)
         b = self.base[i]
         base = int(b.counts[cell]) if role == "count" else int(b.sums[cell])  # type: ignore[index]
-        return base + self.delta(row)[i][role].get(cell, 0)
+        return base + self.delta(person)[i][role].get(cell, 0)
 
 
-def _difference(d1: dict[int, int], d2: dict[int, int]) -> dict[int, int]:
+def _difference(d1: dict[Cell, int], d2: dict[Cell, int]) -> dict[Cell, int]:
     out = dict(d2)
     for cell, v in d1.items():
         w = out.get(cell, 0) - v
@@ -516,17 +651,30 @@ def _difference(d1: dict[int, int], d2: dict[int, int]) -> dict[int, int]:
     return out
 
 
+def _shared_difference(d1: dict[Cell, int], d2: dict[Cell, int]) -> dict[Cell, int]:
+    """Open keys: the count differences of the entries both datasets hold (the others are selection's business)."""
+    return {k: d2[k] - v for k, v in d1.items() if k in d2 and d2[k] != v}
+
+
 def _pair_loss(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction, int]:
-    """The target's privacy loss between two candidate datasets under the plan's noise, and the cells that differ."""
+    """The target's privacy loss between two candidate datasets under the plan's noise, and the cells that differ.
+    For an open-key statistic the loss is that of the entries both hold (``_selection_delta`` covers the rest)."""
+    if target.loss_unit == "δ":
+        return _selection_delta(plan, target, a, b)
     eps: dict[int, Fraction] = {}
     rho = Fraction(0)
     cells = 0
     for i, role in target.parts:
-        diff = _difference(a[i][role], b[i][role])
+        sp = plan.statistics[i]
+        if sp.selection is not None:
+            diff = _shared_difference(a[i][role], b[i][role])
+            cells += len(a[i][role].keys() ^ b[i][role].keys())
+        else:
+            diff = _difference(a[i][role], b[i][role])
         if not diff:
             continue
         cells += len(diff)
-        comp = plan.statistics[i].component(role)
+        comp = sp.component(role)
         if comp.mechanism == "discrete_gaussian":
             assert comp.variance is not None
             rho += Fraction(sum(v * v for v in diff.values())) / (2 * comp.variance)
@@ -539,6 +687,53 @@ def _pair_loss(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction
     return rho + sum((e * e / 2 for e in eps.values()), Fraction(0)), cells
 
 
+# 40 significant digits: the probability a selection releases a key is compared with the plan's δ (e.g. 1e-9)
+_PRECISION = decimal.Context(prec=40)
+
+
+def release_probability(count: int, threshold: int, scale: Fraction) -> decimal.Decimal:
+    """P[count + X >= threshold] for X ~ discrete Laplace(scale): P[X >= m] = q^m / (1 + q) for m >= 1, with
+    q = exp(-1/scale), and 1 - P[X >= 1 - m] for m <= 0. In 40-digit decimal arithmetic."""
+    ctx = _PRECISION
+    q = ctx.exp(ctx.divide(-decimal.Decimal(scale.denominator), decimal.Decimal(scale.numerator)))
+
+    def tail(m: int) -> decimal.Decimal:  # P[X >= m], m >= 1
+        return ctx.divide(ctx.power(q, m), ctx.add(1, q))
+
+    m = threshold - count
+    return tail(m) if m >= 1 else ctx.subtract(1, tail(1 - m))
+
+
+def _one_sided(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[decimal.Decimal, decimal.Decimal, int]:
+    """(P[D releases an entry D' lacks], P[D' releases one D lacks], how many such entries), over the target's
+    open-key statistics."""
+    ctx = _PRECISION
+    stay_d, stay_dp, n = decimal.Decimal(1), decimal.Decimal(1), 0
+    for i, role in target.parts:
+        sp = plan.statistics[i]
+        if sp.selection is None:
+            continue
+        scale = sp.component(role).scale
+        assert scale is not None
+        ea, eb = a[i][role], b[i][role]
+        for key in ea.keys() ^ eb.keys():
+            n += 1
+            if key in ea:
+                stay_d = ctx.multiply(stay_d, ctx.subtract(1, release_probability(ea[key], sp.selection.threshold,
+                                                                                  scale)))
+            else:
+                stay_dp = ctx.multiply(stay_dp, ctx.subtract(1, release_probability(eb[key], sp.selection.threshold,
+                                                                                    scale)))
+    return ctx.subtract(1, stay_d), ctx.subtract(1, stay_dp), n
+
+
+def _selection_delta(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction, int]:
+    """A selection target's pair loss: the larger of the chances that one dataset releases a key the other lacks
+    (exact to 40 digits, as a Fraction), and how many entries exist in one dataset only."""
+    p_d, p_dp, n = _one_sided(plan, target, a, b)
+    return Fraction(max(p_d, p_dp)), n
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The search
 
@@ -547,10 +742,10 @@ def _pair_loss(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction
 class _Best:
     loss: Fraction = Fraction(-1)
     cells: int = 0
-    pair: tuple[Row | None, Row] | None = None
+    pair: tuple[Person | None, Person] | None = None
     searched: int = 0
 
-    def offer(self, loss: Fraction, cells: int, pair: tuple[Row | None, Row]) -> bool:
+    def offer(self, loss: Fraction, cells: int, pair: tuple[Person | None, Person]) -> bool:
         self.searched += 1
         if loss > self.loss or (loss == self.loss and cells < self.cells):
             self.loss, self.cells, self.pair = loss, cells, pair
@@ -570,10 +765,91 @@ def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]],
     return list(dict.fromkeys(rows))
 
 
-def _pairs(rows: list[Row], replace: bool) -> Iterable[tuple[Row | None, Row]]:
+def _spread(spec: Spec) -> int:
+    """How many cells a candidate person spreads rows over: one past K and G (two under unit: row, for a row moving
+    between two entries both datasets hold), at most MAX_SPREAD."""
+    person = spec.privacy.person
+    if person is None:
+        return 2
+    return min(MAX_SPREAD, max(person.max_rows, person.max_groups or 0) + 1)
+
+
+def _candidates(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Person]:
+    """The candidate persons for one statistic: under unit: row each candidate row alone. Under a person unit, whole
+    persons built to break each bound: each candidate row alone and repeated past K and R; a person with one row in
+    each of many cells (past K and G), and the same with every row repeated past R; for an open key, a person adding
+    many keys only they hold (one row and R rows each); and a row with a missing id (empty or U+FFFD)."""
+    rows = _statistic_rows(spec, sp, values, eng)
+    if eng.person is None:
+        return [(r,) for r in rows]
+    k, r = eng.person.max_rows, eng.person.max_rows_per_group
+    many = max(k, r or 0) + 1
+    per_cell = (r or k) + 1  # rows of one person in each cell: one past R (or past K when R is not declared)
+    spread = eng.spread
+    idx = eng.index[eng.id_column]
+    # rows that differ in the statistic's own columns: the product comes first in _statistic_rows
+    own = list(dict.fromkeys((*sp.statistic.by, *([sp.statistic.column] if sp.statistic.column else []))))
+    distinct = list(dict.fromkeys(rows, None))
+    by_cell = list({tuple(row[eng.index[c]] for c in own): row for row in distinct}.values())[:spread]
+    persons: list[Person] = [(row,) for row in rows]
+    persons += [(row,) * many for row in rows]
+    persons.append(tuple(by_cell))
+    persons.append(tuple(row for row in by_cell for _ in range(per_cell)))
+    opened = [c for c in own if _is_open(spec.columns[c])]
+    for name in opened:
+        # new keys only this person holds, as many as the bounds could let through and one more; keys both datasets
+        # hold, as many; and both kinds at once
+        column = spec.columns[name]
+        new = [_set(eng.base_row, eng.index, {name: open_key(column, NEW_KEYS, j)}) for j in range(1, spread + 1)]
+        shared = [_set(eng.base_row, eng.index, {name: open_key(column, SHARED_KEYS, j)}) for j in range(1, spread + 1)]
+        for keys in (new, shared, shared[: len(shared) // 2] + new[: len(new) // 2 + 1]):
+            persons.append(tuple(keys))
+            persons.append(tuple(row for row in keys for _ in range(per_cell)))
+    persons += _filled(spec, sp, values, eng)
+    for missing in ("", "\ufffd"):
+        persons += [(_set(row, {"id": idx}, {"id": missing}),) for row in rows]
+    return list(dict.fromkeys(persons))
+
+
+def _filled(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Person]:
+    """Persons exactly at the bounds of a statistic with cells: min(R, K) rows in each of min(G, K) cells, at most
+    K rows in all (so the engine keeps every one), once per candidate value of the statistic's other columns; for
+    an open key, once over keys both datasets hold and once over keys only this person holds. Rows repeated past
+    the bounds leave the choice of the kept ones to the keyed hash, which may keep fewer cells than the bounds allow."""
+    assert eng.person is not None
+    dims = list(sp.statistic.dimensions)
+    if not dims:
+        return []
+    k = eng.person.max_rows
+    groups, per_cell = min(k, eng.person.max_groups or k), min(k, eng.person.max_rows_per_group or k)
+    own = (*dims, *([sp.statistic.column] if sp.statistic.column else []))
+    others = [c for c in dict.fromkeys(own) if c not in dims]
+    opened = any(spec.columns[d].open for d in dims)
+    out: list[Person] = []
+    for template in itertools.product(*(values[c] for c in others)):
+        for shared in (True, False) if opened else (True,):
+            # the open dimension varies fastest: the base holds its shared keys with the other columns' base values
+            order = sorted(dims, key=lambda d: spec.columns[d].open)
+            choices = []
+            for d in order:
+                if spec.columns[d].open:
+                    kind = SHARED_KEYS if shared else NEW_KEYS
+                    choices.append([open_key(spec.columns[d], kind, j) for j in range(1, eng.spread + 1)])
+                else:  # values that fall in a cell, the base row's first
+                    cell_values = [v for v in values[d] if v not in ("", UNPARSEABLE) and UNDECLARED not in v]
+                    base = eng.base_row[eng.index[d]]
+                    choices.append([v for v in cell_values if v == base] + [v for v in cell_values if v != base])
+            cells = list(itertools.islice(itertools.product(*choices), groups))
+            fixed = dict(zip(others, template, strict=True))
+            rows = [_set(eng.base_row, eng.index, {**fixed, **dict(zip(order, cell, strict=True))}) for cell in cells]
+            out.append(tuple(row for row in rows for _ in range(per_cell))[:k])
+    return out
+
+
+def _pairs(persons: list[Person], replace: bool) -> Iterable[tuple[Person | None, Person]]:
     if not replace:
-        return ((None, r) for r in rows)
-    return itertools.combinations(rows, 2)
+        return ((None, p) for p in persons)
+    return itertools.combinations(persons, 2)
 
 
 def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]:
@@ -585,54 +861,65 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
     for t in targets:
         if t.scope != "release":
             by_statistic.setdefault(t.parts[0][0], []).append(t)
-    row_sets = {i: _statistic_rows(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)}
-    eng.load(r for rows in row_sets.values() for r in rows)
-    for i, rows in row_sets.items():
-        for r1, r2 in _pairs(rows, replace):
-            a, b = eng.delta(r1), eng.delta(r2)
+    candidate_sets = {i: _candidates(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)}
+    eng.load(p for persons in candidate_sets.values() for p in persons)
+    for i, persons in candidate_sets.items():
+        for p1, p2 in _pairs(persons, replace):
+            a, b = eng.delta(p1), eng.delta(p2)
             for t in by_statistic[i]:
-                best[t.label].offer(*_pair_loss(plan, t, a, b), (r1, r2))
+                best[t.label].offer(*_pair_loss(plan, t, a, b), (p1, p2))
 
-    # the release: seeds are every target's worst pair and those pairs merged column by column (in target order; a
-    # column already set keeps its value); coordinate ascent over every column of both rows then starts from the
-    # best seed and from the merged one
+    # the release: seeds are every target's worst pair and those pairs merged (unit: row: column by column, in target
+    # order, a column already set keeping its value; a person unit: the persons' rows together); under unit: row,
+    # coordinate ascent over every column of both rows then starts from the best seed and from the merged one
     release = next(t for t in targets if t.scope == "release")
     found = best[release.label]
+    seeds: list[tuple[Person | None, Person]] = []
     merged: list[dict[str, str]] = [{}, {}]
-    seeds: list[tuple[Row | None, Row]] = []
+    together: list[list[Row]] = [[], []]
     for t in targets:
         pair = best[t.label].pair
-        if t.scope == "release" or pair is None or best[t.label].loss <= 0:
+        if t.scope in ("release", "selection") or pair is None or best[t.label].loss <= 0:
             continue
         seeds.append(pair)
-        for side, row in enumerate(pair):
-            if row is not None:
+        for side, person in enumerate(pair):
+            if person is not None:
+                together[side].extend(person)
                 for c in t.columns:
-                    merged[side].setdefault(c, row[eng.index[c]])
-    merged_pair = (
-        _set(eng.base_row, eng.index, merged[0]) if replace else None,
-        _set(eng.base_row, eng.index, merged[1]),
-    )
+                    merged[side].setdefault(c, person[0][eng.index[c]])
+    if eng.person is None:
+        merged_pair: tuple[Person | None, Person] = (
+            (_set(eng.base_row, eng.index, merged[0]),) if replace else None,
+            (_set(eng.base_row, eng.index, merged[1]),),
+        )
+    else:
+        merged_pair = (
+            tuple(dict.fromkeys(together[0])) or (eng.base_row,) if replace else None,
+            tuple(dict.fromkeys(together[1])) or (eng.base_row,),
+        )
     seeds = list(dict.fromkeys([merged_pair, *seeds]))
-    eng.load(r for pair in seeds for r in pair if r is not None)
+    eng.load(p for pair in seeds for p in pair if p is not None)
     for pair in seeds:
         found.offer(*_pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1])), pair)
     assert found.pair is not None
+    if eng.person is not None:
+        return best
     starts = list(dict.fromkeys([found.pair, merged_pair]))
     for start in starts:
         current = start
         current_loss, _ = _pair_loss(plan, release, eng.delta(current[0]), eng.delta(current[1]))
         for _ in range(MAX_SWEEPS):
-            moves: list[tuple[Row | None, Row]] = []
+            moves: list[tuple[Person | None, Person]] = []
             for side in ((0, 1) if replace else (1,)):
-                row = current[side]
-                assert row is not None
+                person = current[side]
+                assert person is not None
+                row = person[0]
                 for c in eng.columns:
                     for v in values[c]:
                         if v != row[eng.index[c]]:
-                            new = _set(row, eng.index, {c: v})
+                            new = (_set(row, eng.index, {c: v}),)
                             moves.append((new, current[1]) if side == 0 else (current[0], new))
-            eng.load(r for pair in moves for r in pair if r is not None)
+            eng.load(p for pair in moves for p in pair if p is not None)
             step, step_loss = None, current_loss
             for pair in moves:
                 loss, cells = _pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1]))
@@ -659,36 +946,61 @@ def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> 
     for t in targets:
         b = best[t.label]
         assert b.pair is not None
-        r1, r2 = b.pair
+        p1, p2 = b.pair
         noised: list[NoisedCell] = []
-        if b.loss > 0:
-            a, c = eng.delta(r1), eng.delta(r2)
+        if b.loss > 0 or b.cells > 0:
+            a, c = eng.delta(p1), eng.delta(p2)
             for i, role in t.parts:
-                sp = plan.statistics[i]
-                unit = sp.component(role).unit
-                noised.extend(
-                    NoisedCell(
-                        i, sp.statistic.name, role, cell, _cell_label(sp, cell),
-                        eng.exact(i, role, cell, r1), eng.exact(i, role, cell, r2), unit,
-                    )
-                    for cell in sorted(_difference(a[i][role], c[i][role]))
-                )
+                noised.extend(_noised_cells(eng, i, role, a[i][role], c[i][role], p1, p2))
         loss = max(b.loss, Fraction(0))
-        text = _describe(spec, t, eng, r1, r2, loss, b.searched)
-        out.append(Neighbours(t, r1, r2, loss, b.searched, tuple(noised), text))
+        text = _describe(spec, t, eng, p1, p2, loss, b.searched, noised)
+        out.append(Neighbours(t, p1, p2, loss, b.searched, tuple(noised), text))
     return out, eng.files
 
 
-def _cell_label(sp: StatisticPlan, cell: int) -> str:
+def _noised_cells(
+    eng: _Engine, i: int, role: str, a: dict[Cell, int], c: dict[Cell, int], p1: Person | None, p2: Person
+) -> list[NoisedCell]:
+    """The cells of one statistic's part whose exact values differ between D (``a``) and D' (``c``); open-key entries
+    one dataset lacks come with their threshold and the chance the other dataset releases them."""
+    sp = eng.plan.statistics[i]
+    comp = sp.component(role)
+    if sp.selection is None:
+        return [
+            NoisedCell(i, sp.statistic.name, role, cell, _cell_label(sp, cell), eng.exact(i, role, cell, p1),
+                       eng.exact(i, role, cell, p2), comp.unit)
+            for cell in sorted(_difference(a, c))
+        ]
+    assert comp.scale is not None
+    tau = sp.selection.threshold
+    out = []
+    for key in sorted(a.keys() | c.keys()):
+        if key in a and key in c and a[key] == c[key]:
+            continue
+        only = None if key in a and key in c else ("D" if key in a else "D'")
+        p = 0.0 if only is None else float(release_probability(a.get(key, 0) or c.get(key, 0), tau, comp.scale))
+        out.append(NoisedCell(i, sp.statistic.name, role, key, _cell_label(sp, key), a.get(key, 0), c.get(key, 0),
+                              comp.unit, only, tau if only else None, p))
+    return out
+
+
+def _cell_label(sp: StatisticPlan, cell: Cell) -> str:
     stat = sp.statistic
     if not stat.dimensions:
         return ""
-    sizes = [len(keys) if keys is not None else stat.bins.count for keys in sp.dimension_keys]  # type: ignore[union-attr]
+    open_dim = sp.selection.dimension if sp.selection is not None else -1
+    code, text = cell if isinstance(cell, tuple) else (cell, "")
+    sizes = [0 if j == open_dim else len(keys) if keys is not None else stat.bins.count  # type: ignore[union-attr]
+             for j, keys in enumerate(sp.dimension_keys)]
     parts = []
-    rest = cell
-    for size, keys in zip(reversed(sizes), reversed(sp.dimension_keys), strict=True):
-        rest, i = divmod(rest, size)
-        parts.append(keys[i] if keys is not None else bin_label(stat.bins, i))  # type: ignore[arg-type]
+    rest = code
+    for j in range(len(sizes) - 1, -1, -1):
+        keys = sp.dimension_keys[j]
+        if j == open_dim:
+            parts.append(text)
+            continue
+        rest, k = divmod(rest, sizes[j])
+        parts.append(keys[k] if keys is not None else bin_label(stat.bins, k))  # type: ignore[arg-type]
     return ", ".join(reversed(parts))
 
 
@@ -696,26 +1008,47 @@ def _show(row: Row, names: list[str], index: dict[str, int]) -> str:
     return ", ".join(f"{n}={row[index[n]] if row[index[n]] != '' else '(empty)'}" for n in names)
 
 
+def _show_person(eng: _Engine, person: Person, names: list[str]) -> str:
+    if len(person) == 1:
+        return _show(person[0], names, eng.index)
+    distinct = list(dict.fromkeys(person))
+    shown = "; ".join(f"{person.count(r)}× {_show(r, names, eng.index)}" for r in distinct[:4])
+    return shown + (f"; … {len(distinct) - 4} more distinct rows" if len(distinct) > 4 else "")
+
+
 def _describe(
-    spec: Spec, t: Target, eng: _Engine, r1: Row | None, r2: Row, loss: Fraction, searched: int
+    spec: Spec, t: Target, eng: _Engine, p1: Person | None, p2: Person, loss: Fraction, searched: int,
+    noised: list[NoisedCell],
 ) -> str:
-    if loss == 0:
+    if loss == 0 and not noised:
         return f"none of the {searched} neighbouring pairs searched changes its exact values: nothing to test"
-    other = r1 if r1 is not None else eng.base_row
-    names = [c for c in eng.columns if c in t.columns or other[eng.index[c]] != r2[eng.index[c]]]
-    if r1 is None:
-        added = f" ({_show(r2, names, eng.index)})" if names else ""
-        pair = f"D: {BASE_ROWS} rows; D' = D + 1 row{added}"
+    other = p1[0] if p1 is not None else eng.base_row
+    id_name = [eng.id_column] if eng.person is not None else []
+    names = [c for c in eng.columns if c in t.columns or any(other[eng.index[c]] != r[eng.index[c]] for r in p2)]
+    names += id_name
+    unit = "row" if eng.person is None else "person"
+    if p1 is None:
+        added = f" ({_show_person(eng, p2, names)})" if names else ""
+        size = f" of {len(p2)} row(s)" if eng.person is not None else ""
+        pair = f"D: {len(eng.base_rows)} {unit}s; D' = D + 1 {unit}{size}{added}"
     else:
         pair = (
-            f"D: {BASE_ROWS} rows + 1 row ({_show(r1, names, eng.index)}); "
-            f"D': that row replaced by ({_show(r2, names, eng.index)})"
+            f"D: {len(eng.base_rows)} {unit}s + 1 {unit} ({_show_person(eng, p1, names)}); "
+            f"D': that {unit} replaced by ({_show_person(eng, p2, names)})"
         )
-    unit = t.loss_unit
+    only = [c for c in noised if c.only_in is not None]
+    if only:
+        pair += f"; {len(only)} key(s) exist in one dataset only"
+    u = t.loss_unit
     verdict = "EXCEEDS the claim" if loss > t.claimed_loss else "within the claim"
+    if u == "δ":
+        return (
+            f"{pair}; the worst of {searched} pairs searched: P[a key one dataset lacks is released]="
+            f"{float(loss):.6g}, {verdict} (δ={float(t.claimed_loss):.6g})"
+        )
     return (
-        f"{pair}; the worst of {searched} pairs searched: {unit}={float(loss):.6g} under the plan's noise, {verdict} "
-        f"({unit}={float(t.claimed_loss):.6g})"
+        f"{pair}; the worst of {searched} pairs searched: {u}={float(loss):.6g} under the plan's noise, {verdict} "
+        f"({u}={float(t.claimed_loss):.6g})"
     )
 
 
@@ -743,8 +1076,14 @@ def _llr(offset: np.ndarray, shift: int, comp: NoiseComponent) -> np.ndarray:
 
 
 def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...]) -> list[float]:
+    """The events' thresholds on Z, fixed before any noise is drawn. With open-key entries that one dataset lacks, Z
+    is +inf when one only D' holds is released and -inf when one only D holds is (those outputs are impossible under
+    the other dataset), and the threshold inf adds the events "such a key is released"."""
     laplace, mu2 = 0.0, 0.0
+    one_sided = any(c.only_in is not None for c in noised)
     for c in noised:
+        if c.only_in is not None:
+            continue
         comp = plan.statistics[c.index].component(c.component)
         shift = c.exact_d_prime - c.exact_d
         if comp.mechanism == "discrete_gaussian":
@@ -756,6 +1095,8 @@ def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...]) -> list[float]:
     else:
         mu = math.sqrt(mu2)
         out = [tau * laplace + mu2 / 2 + k * mu for tau in (_MIXED_TAUS if laplace else (0.0,)) for k in _KS]
+    if one_sided:
+        out.append(math.inf)
     return list(dict.fromkeys(out))
 
 
@@ -771,10 +1112,20 @@ def _count_hits(
         z = np.zeros(m)
         for c in nb.noised:
             comp = plan.statistics[c.index].component(c.component)
+            if c.only_in is not None:
+                # an entry one dataset lacks: drawn and offered where it exists; released, it shows that dataset
+                if c.only_in == ("D" if on_d else "D'"):
+                    released = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m) >= c.threshold
+                    z[released] += -math.inf if on_d else math.inf
+                continue
             noisy = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m)
             z += _llr(noisy - c.exact_d, c.exact_d_prime - c.exact_d, comp)
         z.sort()
         for j, t in enumerate(thresholds):
+            if math.isinf(t):
+                up[j] += m - int(np.searchsorted(z, math.inf, side="left"))
+                down[j] += int(np.searchsorted(z, -math.inf, side="right"))
+                continue
             tol = Z_TOLERANCE * max(1.0, abs(t))
             up[j] += m - int(np.searchsorted(z, t - tol, side="left"))
             down[j] += int(np.searchsorted(z, -t + tol, side="right"))
@@ -824,6 +1175,18 @@ def audit(
         "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
         "numbers are a function of them), at thresholds fixed before any noise is drawn",
     ]
+    if the_spec.privacy.person is not None:
+        notes.append(
+            "person unit: neighbours differ by a whole person (many rows sharing an id): candidates hold more than K "
+            "rows, rows in more than G cells, more than R rows in a cell, extreme or missing values, or one row "
+            "without an id; the engine keeps rows by a fixed audit secret"
+        )
+    if plan.selection_delta:
+        notes.append(
+            "open keys: an entry only one dataset holds can be released there alone (when its noisy count reaches "
+            "the threshold); the events include 'a key only D' (or D) holds is released', and each selection is "
+            "also audited on its own: the chance of that against its δ"
+        )
 
     work = [(nb, _thresholds(plan, nb.noised) if nb.noised else []) for nb in found]
     total_bounds = sum(2 * 2 * len(th) for _, th in work)  # per threshold: up and down, each one lo and one hi
@@ -839,9 +1202,11 @@ def audit(
             up_dp, down_dp = _count_hits(plan, nb, False, thresholds, trials)
             dlt = float(t.delta)
             for j, c in enumerate(thresholds):
+                up_text = "a key only D' holds is released" if math.isinf(c) else f"Z ≥ {c:.6g}"
+                down_text = "a key only D holds is released" if math.isinf(c) else f"Z ≤ {-c:.6g}"
                 for direction, text, h_d, h_dp, fav, other, h_fav, h_oth in (
-                    ("up", f"Z ≥ {c:.6g}", up_d[j], up_dp[j], "D'", "D", up_dp[j], up_d[j]),
-                    ("down", f"Z ≤ {-c:.6g}", down_d[j], down_dp[j], "D", "D'", down_d[j], down_dp[j]),
+                    ("up", up_text, up_d[j], up_dp[j], "D'", "D", up_dp[j], up_d[j]),
+                    ("down", down_text, down_d[j], down_dp[j], "D", "D'", down_d[j], down_dp[j]),
                 ):
                     events.append(EventCount(direction, c, text, h_d, h_dp))
                     lo = clopper_pearson(h_fav, trials, alpha_bound)[0]
@@ -869,9 +1234,9 @@ def audit(
                 claimed_loss=t.claimed_loss,
                 loss_unit=t.loss_unit,
                 pairs_searched=nb.pairs_searched,
-                columns=tuple(the_spec.columns),
-                row_d=nb.row_d,
-                row_d_prime=nb.row_d_prime,
+                columns=tuple(the_spec.columns) + ((the_spec.id_column,) if the_spec.id_column is not None else ()),
+                person_d=nb.person_d,
+                person_d_prime=nb.person_d_prime,
                 noised=nb.noised,
                 worst_event=worst,
             )

@@ -6,17 +6,23 @@ arrays of Python ints (fixed-point sums, which may exceed 64 bits).
 
 ``draw_noise`` applies a plan's noise components to a release's exact aggregates (a new mechanism plugs in at
 ``add_noise``, which picks the sampler by the component's mechanism name).
+
+Open-key statistics (``StatisticPlan.selection`` set) go through private partition selection (``select_entries``):
+the engine hands one entry per *observed* cell, each entry's count gets the plan's discrete Laplace noise, and an
+entry is released, with that same noisy count, when the noisy count reaches the plan's threshold. Cells nobody falls
+in never appear, and nothing else about the data decides which keys are released.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpcli.plan import NoiseComponent, Plan
+from dpcli.plan import NoiseComponent, Plan, StatisticPlan
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
@@ -54,16 +60,76 @@ def add_noise(values: np.ndarray, comp: NoiseComponent) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Noisy:
-    """Noisy integers of one statistic (grid units), the input of post-processing."""
+    """Noisy integers of one statistic (grid units), the input of post-processing.
+
+    Declared cells: one value per declared cell, ``keys`` None. Open keys: one value per *released* entry, and
+    ``keys[i]`` = (code over the declared dimensions, open key text) of value i, in the output's order."""
 
     counts: np.ndarray | None
     sums: np.ndarray | None
+    keys: tuple[tuple[int, str], ...] | None = None
+
+
+Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
+
+
+def declared_sizes(sp: StatisticPlan) -> list[int]:
+    """Sizes of the statistic's dimensions (None for a numeric histogram's bins; the open one counted as 0)."""
+    stat = sp.statistic
+    open_dim = sp.selection.dimension if sp.selection is not None else -1
+    sizes = []
+    for j, keys in enumerate(sp.dimension_keys):
+        if j == open_dim:
+            sizes.append(0)
+        else:
+            sizes.append(len(keys) if keys is not None else stat.bins.count)  # type: ignore[union-attr]
+    return sizes
+
+
+def entry_order(sp: StatisticPlan, keys: Sequence[Entry]) -> list[int]:
+    """Indices of ``keys`` in the output's order: over the statistic's dimensions in turn, declared dimensions in
+    declared key order, the open one by its text (Python str order: code points)."""
+    assert sp.selection is not None
+    after = 1  # cells of the declared dimensions after the open one: code = before * after + rest
+    for size in declared_sizes(sp)[sp.selection.dimension + 1:]:
+        after *= size
+    return sorted(range(len(keys)), key=lambda i: (keys[i][0] // after, keys[i][1], keys[i][0] % after))
+
+
+def select_entries(sp: StatisticPlan, noisy_counts: np.ndarray, keys: Sequence[Entry]) -> Noisy:
+    """Partition selection's release step: the entries whose noisy count reaches the threshold, with that count, in
+    the output's order. ``noisy_counts[i]`` is entry ``keys[i]``'s count plus the plan's noise (or, on the no-noise
+    path of the tests, its exact count)."""
+    assert sp.selection is not None
+    if len(noisy_counts) != len(keys):
+        raise ValueError("open-key statistic: counts and keys of different lengths (an engine bug)")
+    kept = np.flatnonzero(np.asarray(noisy_counts) >= sp.selection.threshold)
+    chosen = [keys[i] for i in kept.tolist()]
+    order = entry_order(sp, chosen)
+    values = np.asarray(noisy_counts, dtype=np.int64)[kept[order]] if len(order) else np.zeros(0, dtype=np.int64)
+    return Noisy(values, None, tuple(chosen[i] for i in order))
+
+
+def _checked_keys(sp: StatisticPlan, ex: ExactStatistic) -> Sequence[Entry]:
+    """The engine's entries of an open-key statistic. A repeated entry would be noised and offered twice, and a key
+    longer than max_length was not cut as the spec says: either is an engine bug, refused rather than released."""
+    assert sp.selection is not None
+    keys = ex.keys
+    if keys is None:
+        raise ValueError(f"open-key statistic {sp.statistic.name!r}: the engine returned no keys (an engine bug)")
+    if len(set(keys)) != len(keys) or any(len(text) > sp.selection.max_length for _, text in keys):
+        raise ValueError(f"open-key statistic {sp.statistic.name!r}: repeated or uncut keys (an engine bug)")
+    return keys
 
 
 def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
     """Add the plan's exact discrete noise to every exact vector. Only called after the spend is durable."""
     out = []
     for sp, ex in zip(plan.statistics, exact, strict=True):
+        if sp.selection is not None:
+            keys = _checked_keys(sp, ex)
+            out.append(select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys))
+            continue
         has_count = any(c.role == "count" for c in sp.components)
         counts = add_noise(_narrowed(ex.counts), sp.component("count")) if has_count else None
         sums = add_noise(_narrowed(ex.sums), sp.component("sum")) if ex.sums is not None else None
@@ -79,10 +145,17 @@ def _narrowed(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def exact_noisy(exact: list[ExactStatistic]) -> list[Noisy]:
-    """Exact aggregates passed through as if they were noisy: the no-noise path of the exact-answer tests.
+def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[Noisy]:
+    """Exact aggregates passed through as if they were noisy: the no-noise path of the exact-answer tests. An
+    open-key statistic (the ``plan`` is needed then) keeps the entries whose exact count reaches the threshold.
 
     Nothing in the CLI or in ``release`` calls this; it exists so tests can check the whole post-processing and
     output path against plain polars without noise.
     """
-    return [Noisy(e.counts, e.sums) for e in exact]
+    if plan is None:
+        assert all(e.keys is None for e in exact), "open keys: pass the plan"
+        return [Noisy(e.counts, e.sums) for e in exact]
+    return [
+        select_entries(sp, e.counts, _checked_keys(sp, e)) if sp.selection is not None else Noisy(e.counts, e.sums)
+        for sp, e in zip(plan.statistics, exact, strict=True)
+    ]

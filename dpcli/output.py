@@ -33,7 +33,7 @@ from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
-from dpcli.spec import Column, EdgeBins, GridBins
+from dpcli.spec import Column, Count, EdgeBins, GridBins, Mean, Sum
 
 if TYPE_CHECKING:
     import polars as pl
@@ -268,10 +268,15 @@ def scaled_text(v: pl.Expr, digits: int) -> pl.Expr:
 
 
 def csv_field(text: str) -> str:
-    """``text`` as csv.writer writes it inside a row (quoted only where needed), by asking csv.writer itself."""
+    """``text`` as csv.writer writes it inside a row (quoted only where needed), by asking csv.writer itself.
+
+    A carriage return is quoted too: csv.writer quotes only the characters of its line terminator ('\n' here), and
+    an unquoted '\r' ends the row for csv.reader and for spreadsheets. Declared keys never held one, but open keys
+    are text from the data."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([text, ""])
-    return buf.getvalue()[:-2]  # drop the empty second field's ',' and the '\n'
+    quote_all = "\r" in text
+    csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL).writerow([text, ""])
+    return buf.getvalue()[: -(4 if quote_all else 2)]  # drop the empty second field and the '\n'
 
 
 def _as_column(x: LazyColumn | Sequence[str]) -> LazyColumn:
@@ -496,11 +501,15 @@ def label_columns(keys: Sequence[Sequence[str] | EdgeBins | GridBins]) -> list[L
     return out
 
 
-def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn]]:
-    """Per statistic of the plan, its label columns (dimension -> column): from the declared keys and bins alone."""
-    out = []
+def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn] | None]:
+    """Per statistic of the plan, its label columns (dimension -> column): from the declared keys and bins alone.
+    None for an open-key statistic: its rows are the released entries (``entry_labels``)."""
+    out: list[dict[str, LazyColumn] | None] = []
     for sp in plan.statistics:
         stat = sp.statistic
+        if sp.selection is not None:
+            out.append(None)
+            continue
         dims: list[Sequence[str] | EdgeBins | GridBins] = []
         for keys in sp.dimension_keys:
             bins = keys if keys is not None else stat.bins  # no declared keys: the histogram's own bins
@@ -510,10 +519,37 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn]]:
     return out
 
 
+def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str, LazyColumn]:
+    """The label columns of an open-key statistic's released entries (dimension -> one label per entry): the open
+    dimension's key text as it is, each declared dimension's key from the entry's code (first dimension slowest).
+    Texts columns: the writers quote and escape each one (commas, quotes, line breaks, any character)."""
+    from dpcli.mechanisms import declared_sizes  # the mechanisms' own reading of an entry's code
+
+    assert sp.selection is not None
+    stat = sp.statistic
+    sizes = declared_sizes(sp)
+    codes = np.fromiter((code for code, _ in keys), dtype=np.int64, count=len(keys))
+    out: dict[str, LazyColumn] = {}
+    inner = 1
+    for j in range(len(sizes) - 1, -1, -1):  # last dimension fastest
+        name = stat.dimensions[j]
+        if j == sp.selection.dimension:
+            out[name] = Texts([text for _, text in keys])
+            continue
+        declared = sp.dimension_keys[j]
+        names = list(declared) if declared is not None else bin_labels(stat.bins)  # type: ignore[arg-type]
+        index = (codes // inner) % sizes[j]
+        out[name] = Texts([names[i] for i in index.tolist()])
+        inner *= sizes[j]
+    return {name: out[name] for name in stat.dimensions}
+
+
 def check_labels(plan: Plan) -> None:
     """Build every label column of the plan and format its first and last rows both ways, before the spend: label
     code that can fail fails while nothing is paid. Cheap at any size (two rows per column)."""
-    for labels in statistic_labels(plan):
+    for sp, labels in zip(plan.statistics, statistic_labels(plan), strict=True):
+        if labels is None:  # open keys: the label code of one entry (code 0 is a declared cell of every statistic)
+            labels = entry_labels(sp, [(0, "k")])
         for column in labels.values():
             for i in {0, len(column) - 1}:
                 column.csv(i, i + 1), column.json(i, i + 1), column.text(i, i + 1)
@@ -531,6 +567,9 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
     blocks = []
     for sp, nz, labels in zip(plan.statistics, noisy, statistic_labels(plan), strict=True):
         stat = sp.statistic
+        if labels is None:
+            assert nz.keys is not None
+            labels = entry_labels(sp, nz.keys)
         bounds = spec.columns[stat.column].grid_bounds if stat.kind == "mean" else None  # type: ignore[index]
         value, low, high = number_columns(sp, nz.counts, nz.sums, bounds)
         rho = sp.rho if plan.rho else None
@@ -803,24 +842,61 @@ def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
         "rho": format_exact(plan.rho),
         "delta": None if plan.delta is None else format_exact(plan.delta),
         "confidence": CONFIDENCE,
+        **_person_meta(plan),
         "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
-        "statistics": [
-            {
-                "name": sp.statistic.name,
-                "kind": sp.statistic.kind,
-                "column": sp.statistic.column,
-                "by": list(sp.statistic.by),
-                "bins": _bins_meta(sp.statistic.bins),
-                "mechanism": sp.mechanism,
-                "epsilon": format_exact(sp.epsilon),
-                "rho": format_exact(sp.rho),
-                "cells": sp.cells,
-                "noise": [_component_meta(c) for c in sp.components],
-            }
-            for sp in plan.statistics
-        ],
+        "statistics": [_statistic_meta(sp) for sp in plan.statistics],
         "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
     }
+
+
+def _person_meta(plan: Plan) -> dict:
+    """A person-level release's unit: the id field's name (never an id), K, G, R and what a missing id means."""
+    person = plan.spec.privacy.person
+    if person is None:
+        return {}
+    return {
+        "person": {
+            "id": person.id,
+            "max_rows": person.max_rows,
+            "max_groups": person.max_groups,
+            "max_rows_per_group": person.max_rows_per_group,
+            "missing_id": person.missing_id,
+        }
+    }
+
+
+def _statistic_meta(sp: StatisticPlan) -> dict:
+    stat = sp.statistic
+    meta: dict = {
+        "name": stat.name,
+        "kind": stat.kind,
+        "column": stat.column,
+        "by": list(stat.by),
+        "bins": _bins_meta(stat.bins),
+        "mechanism": sp.mechanism,
+        "epsilon": format_exact(sp.epsilon),
+        "rho": format_exact(sp.rho),
+        "cells": sp.cells,
+        "noise": [_component_meta(c) for c in sp.components],
+    }
+    if sp.bounding is not None:  # person unit: what each person may contribute here
+        if isinstance(stat, Count):
+            meta["of"] = stat.of
+        if isinstance(stat, Sum | Mean):
+            meta["clamp"] = stat.clamp or "row"
+        b = sp.bounding
+        meta["bounding"] = {"max_rows": b.max_rows, "max_groups": b.groups, "max_rows_per_group": b.rows_per_group}
+    if sp.selection is not None:
+        sel = sp.selection
+        meta["selection"] = {
+            "keys": "data-selected",
+            "dimension": stat.dimensions[sel.dimension],
+            "threshold": sel.threshold,
+            "delta": format_exact(sel.delta),
+            "max_length": sel.max_length,
+            "rule": "an entry is released when its noisy count >= threshold; the released value is that noisy count",
+        }
+    return meta
 
 
 def _column_meta(column: Column) -> dict:
@@ -829,7 +905,10 @@ def _column_meta(column: Column) -> dict:
         meta["bounds"] = [format_exact(b) for b in column.bounds]
     if column.precision is not None and column.type == "float":
         meta["precision"] = format_exact(column.precision)
-    if column.type == "category":
+    if column.type == "category" and column.open:  # keys come from the data, through partition selection
+        meta["categories"] = "open"
+        meta["max_length"] = column.max_length
+    elif column.type == "category":
         meta["categories"] = list(column.keys)
     if column.other is not None:
         meta["other"] = column.other

@@ -136,8 +136,69 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
                 row.update(epsilon=format_exact(c.epsilon), scale=format_exact(c.scale))
                 budget = eps(c.epsilon) if plan.rho == 0 else f"ε={eps(c.epsilon)}"
             row.update(error95=format_exact(half * c.unit), _param=f"{c.parameter_text}{unit}", _budget=budget)
+            if sp.bounding is not None:
+                b = sp.bounding
+                row["bounding"] = {
+                    "max_rows": b.max_rows, "max_groups": b.groups, "max_rows_per_group": b.rows_per_group,
+                    "cells_reached": b.reach, "rows_per_cell": b.per_cell, "rows_reached": b.rows,
+                }
+            if sp.selection is not None:
+                sel = sp.selection
+                row["selection"] = {
+                    "dimension": sp.statistic.dimensions[sel.dimension], "threshold": sel.threshold,
+                    "delta": format_exact(sel.delta), "max_length": sel.max_length, "keys_per_person": sel.keys,
+                    "count_per_key": sel.per_key, "derivation": sel.derivation,
+                }
             rows.append(row)
     return rows
+
+
+def _unit_text(plan: Plan) -> str:
+    person = plan.spec.privacy.person
+    if person is None:
+        return "one person = one row"
+    return f"one person = the rows sharing a {person.id}, at most {person.max_rows} kept"
+
+
+def bounding_text(plan: Plan) -> list[str]:
+    """What one person may contribute (a person-level unit): per statistic K, G and R as the plan bounds it, and
+    what a missing id means."""
+    person = plan.spec.privacy.person
+    if person is None:
+        return []
+    lines = [
+        f"contribution bounding: a person is the rows sharing a {person.id}; the rows kept are chosen by a keyed "
+        "pseudo-random function of the id and the row's own cells under a secret drawn per release (never by file "
+        "order or value); "
+        + ("rows with a missing id are left out" if person.missing_id == "drop"
+           else "a row with a missing id is a person of its own"),
+    ]
+    for sp in plan.statistics:
+        b = sp.bounding
+        if b is None:
+            continue
+        text = f"  {sp.statistic.name} ({b.text()}): one person reaches at most {b.rows} of its rows"
+        if sp.statistic.dimensions:
+            text += f", in at most g={b.reach} cell(s), r={b.per_cell} in each"
+        lines.append(text)
+    return lines
+
+
+def selection_text(plan: Plan) -> list[str]:
+    """Per open-key statistic, the partition selection's threshold and what it costs."""
+    lines = []
+    for sp in plan.statistics:
+        sel = sp.selection
+        if sel is None:
+            continue
+        dim = sp.statistic.dimensions[sel.dimension]
+        lines.append(
+            f"  {sp.statistic.name}: keys are released when their noisy count >= {sel.threshold}; a key no other "
+            f"person holds is released with probability at most δ={format_decimal(sel.delta, 6)} (the selection's "
+            f"δ); keys of {dim} are cut to {sel.max_length} characters; the released value is that same noisy count"
+        )
+        lines.append(f"    why: {sel.derivation}")
+    return lines
 
 
 def _size(plan: Plan) -> dict[str, int]:
@@ -149,7 +210,7 @@ def _size(plan: Plan) -> dict[str, int]:
 def plan_json(plan: Plan) -> str:
     spec = plan.spec
     at = plan.epsilon_at_delta
-    doc = {
+    doc: dict[str, Any] = {
         "dataset": spec.dataset,
         "neighbours": spec.privacy.neighbours,
         "accounting": spec.privacy.accounting,
@@ -160,6 +221,12 @@ def plan_json(plan: Plan) -> str:
         "size": _size(plan),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
+    person = spec.privacy.person
+    if person is not None:
+        doc["person"] = {
+            "id": person.id, "max_rows": person.max_rows, "max_groups": person.max_groups,
+            "max_rows_per_group": person.max_rows_per_group, "missing_id": person.missing_id,
+        }
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -169,7 +236,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     say = _writer(stream)
     say(
         f"plan for dataset '{spec.dataset}': {plan.cost_text()} ({spec.privacy.neighbours} neighbours, "
-        f"one person = one row); no data read"
+        f"{_unit_text(plan)}); no data read"
     )
     table(
         ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
@@ -190,9 +257,16 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         stream,
     )
     say(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)")
+    for line in bounding_text(plan):
+        say(line, indent="    ")
     say("why each sensitivity:")
     for r in rows:
         say(f"  {r['statistic']} ({r['part']}): {r['derivation']}", indent="    ")
+    selection = selection_text(plan)
+    if selection:
+        say("open keys (private partition selection: only keys whose noisy count passes the threshold appear):")
+        for line in selection:
+            say(line, indent="    ")
     if any(r["kind"] == "mean" for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
 

@@ -829,3 +829,99 @@ def test_table_from_exact_values(adult):
     edu = block("edu_by_income")
     assert [r["income"] for r in edu] == INCOMES
     assert len(rows) == 1 + 2 + 10 + 6 + 10 + 2 + 1 + 2 + 8 + 2
+
+
+# -- issue 12: open keys at row level, and the typed rows of a chunk (dpcli.engine.persons reads them) ---------------
+
+
+OPEN_SPEC = """\
+version: 1
+dataset: people
+privacy: {epsilon: 1, delta: 1e-6}
+columns:
+  sex: {type: category, categories: [F, M]}
+  country: {type: category, categories: open, max_length: 3}
+  amount: {type: int, bounds: [0, 10]}
+statistics:
+  - {name: by_country, kind: count, by: [country]}
+  - {name: by_sex_country, kind: count, by: [sex, country]}
+  - {name: amounts, kind: histogram, column: country}
+"""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["F", "M", "X", ""]),
+            st.sampled_from(["France", "Fr", "Germany", "", "a,b", 'q"t', "\u00e9t\u00e9s", "It\ufffd"]),
+            st.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_open_keys_at_row_level(tmp_path: Path, rows: list[tuple[str, str, bool]]) -> None:
+    """Row level: one entry per observed (declared cell, key cut to max_length); missing keys are no entry."""
+    lines = ["sex,country,amount"]
+    for sex, country, quoted in rows:
+        field = '"' + country.replace('"', '""') + '"' if quoted or "," in country or '"' in country else country
+        lines.append(f"{sex},{field},1")
+    path = tmp_path / "open.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plan = make_plan(parse_spec(OPEN_SPEC))
+    exact = aggregate(plan, path)
+    expected: list[dict] = [{}, {}, {}]
+    for sex, country, _ in rows:
+        if country == "" or "\ufffd" in country:
+            continue
+        key = country[:3]
+        expected[0][(0, key)] = expected[0].get((0, key), 0) + 1
+        expected[2][(0, key)] = expected[2].get((0, key), 0) + 1
+        if sex in ("F", "M"):
+            cell = (["F", "M"].index(sex), key)
+            expected[1][cell] = expected[1].get(cell, 0) + 1
+    for e, want in zip(exact, expected, strict=True):
+        assert e.sums is None and e.keys is not None
+        assert dict(zip(e.keys, e.counts.tolist(), strict=True)) == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["p1", "p2", "", "x y"]),
+            st.sampled_from(["F", "M", "", "F,M", 'say "hi"']),
+            st.sampled_from(["1", "", "7", "x", "-3"]),
+            st.booleans(),
+        ),
+        max_size=30,
+    ),
+    st.sampled_from(["\n", "\r"]),
+)
+def test_line_aggregator_rows_are_the_typed_rows(rows: list[tuple[str, str, str, bool]], eol: str) -> None:
+    """``LineAggregator.rows``: the typed rows of a chunk, quoted lines read as the csv module reads them (as a
+    multiset: the engine may give them in another order)."""
+    from dpcli.engine.persons import ID_COLUMN
+    from dpcli.engine.polars_engine import CsvLayout, LineAggregator
+
+    spec = OPEN_SPEC.replace("privacy: {epsilon: 1, delta: 1e-6}",
+                             "privacy: {epsilon: 1, delta: 1e-6, unit: {id: pid, max_rows: 2, missing_id: drop}}")
+    spec = spec.replace("  - {name: amounts, kind: histogram, column: country}",
+                        "  - {name: total, kind: sum, column: amount, clamp: row}")
+    plan = make_plan(parse_spec(spec))
+    lines = []
+    for pid, sex, amount, quoted in rows:
+        field = '"' + sex.replace('"', '""') + '"' if quoted or "," in sex or '"' in sex else sex
+        lines.append(f"{pid},{field},Fr,{amount}")
+    data = "".join(line + eol for line in lines).encode()
+    aggregator = LineAggregator(plan, CsvLayout(("pid", "sex", "country", "amount"), eol.encode()))
+    got = aggregator.rows(data)
+    assert got.columns == ["country", "sex", "amount", ID_COLUMN]  # the used columns, in the statistics' order
+    expected = []
+    for fields in csv.reader(io.StringIO("\n".join(lines))):
+        pid, sex, country, amount = fields
+        number = int(amount) if re.fullmatch(r"[+-]?\d+", amount) else None
+        expected.append((country, sex or None, number, pid or None))
+    key = repr
+    got_rows = [(r[0], r[1] or None, r[2], r[3] or None) for r in got.iter_rows()]
+    assert sorted(got_rows, key=key) == sorted(expected, key=key)

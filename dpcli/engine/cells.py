@@ -31,6 +31,7 @@ into several groupings (evaluated together by ``collect_all``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -51,10 +52,13 @@ EDGE_COMPARISONS = 64
 
 @dataclass(frozen=True)
 class ExactStatistic:
-    """Exact aggregates of one statistic, one entry per declared cell (in declared order)."""
+    """Exact aggregates of one statistic: one entry per declared cell (in declared order), or, for a statistic with
+    an open dimension, one entry per OBSERVED cell, ``keys[i]`` = (code over the declared dimensions, open key text)
+    (in any order: the mechanism sorts)."""
 
-    counts: np.ndarray  # int64: rows per cell (for a mean: rows with a value)
+    counts: np.ndarray  # int64: rows per cell (for a mean: rows with a value; person level: see engine.persons)
     sums: np.ndarray | None  # object array of Python ints: fixed-point sums (centred for a mean), or None
+    keys: tuple[tuple[int, str], ...] | None = None  # open-key statistics only
 
 
 def column_types(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
@@ -88,6 +92,22 @@ def numeric_value(column: Column) -> pl.Expr:
         imp = Fraction(column.impute) / p
         value = value.fill_null(min(max(round(imp), lo), hi))
     return value
+
+
+def open_column(spec: Spec, sp: StatisticPlan) -> Column | None:
+    """The statistic's open dimension (``categories: open``), if it has one (at most one: the loader's rule)."""
+    for name in sp.statistic.dimensions:
+        if spec.columns[name].open:
+            return spec.columns[name]
+    return None
+
+
+def open_key(column: Column, raw: pl.Expr) -> pl.Expr:
+    """Raw text of an open column -> its key: the text cut to ``max_length`` characters; null when the cell is
+    missing (null, empty, or holding U+FFFD: not valid UTF-8, never a key of its own)."""
+    missing = raw.is_null() | (raw == "") | raw.str.contains("\ufffd", literal=True)
+    cut = raw if column.max_length is None else raw.str.slice(0, column.max_length)
+    return pl.when(~missing).then(cut)
 
 
 def key_index(column: Column, raw: pl.Expr) -> pl.Expr:
@@ -146,9 +166,11 @@ class Query:
     def __init__(self) -> None:
         self.keys: dict[str, pl.Expr] = {}
         self.sums: dict[str, pl.Expr] = {}
+        self.row_keys: dict[str, pl.Expr] = {}  # the keys as row expressions, unnamed (engine.persons)
 
     def key(self, name: str, expr: pl.Expr) -> str:
         self.keys.setdefault(name, expr.alias(name))
+        self.row_keys.setdefault(name, expr)
         return name
 
     def total(self, name: str, expr: pl.Expr) -> str:
@@ -163,30 +185,41 @@ class Recipe:
     dims: tuple[tuple[str, Column | None, int], ...]  # (key column, column to decode or None for a bin index, size)
     counted: str | None  # per-group count of rows with a value (sum/mean); else rows are counted with len()
     total: str | None  # summed column (sum/mean)
+    open_dim: tuple[str, Column] | None = None  # (key column, open column): its text is the cell's key, not a code
+
+    def cell(self, key: Callable[[str], pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
+        """The cell of a group (or a row): its code over the declared dimensions (null outside every declared cell)
+        and its open key (null when missing), ``key(name)`` giving each key column."""
+        code: pl.Expr = pl.lit(0, dtype=pl.Int64)
+        for name, column, size in self.dims:
+            index = key(name) if column is None else key_index(column, key(name))
+            code = code * size + index
+        text = None if self.open_dim is None else open_key(self.open_dim[1], key(self.open_dim[0]))
+        return code, text
 
 
 def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Recipe:
     stat = sp.statistic
     dims: list[tuple[str, Column | None, int]] = []
-    for d in stat.by:
+    opened: tuple[str, Column] | None = None
+    for d in stat.dimensions:
         column = spec.columns[d]
-        dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys)))
-    counted = total = None
-    if stat.kind == "histogram":
-        column = spec.columns[stat.column]  # type: ignore[index]
-        if column.numeric:
+        if column.numeric:  # a histogram's column
             idx = bin_index(spec, sp, numeric_value(column))
             dims.append((q.key(f"bin:{stat.name}", idx), None, stat.bins.count))  # type: ignore[union-attr]
+        elif column.open:
+            opened = (q.key(f"raw:{d}", pl.col(d)), column)
         else:
-            dims.append((q.key(f"raw:{column.name}", pl.col(column.name)), column, len(column.keys)))
-    elif stat.kind in ("sum", "mean"):
+            dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys)))
+    counted = total = None
+    if stat.kind in ("sum", "mean"):
         column = spec.columns[stat.column]  # type: ignore[index]
         value = numeric_value(column)
         offset = sp.component("sum").offset
         # counting values per group (rather than grouping by "has a value") keeps the key short: ~10% faster
         counted = q.total(f"count:{column.name}", value.count().cast(pl.Int64))
         total = q.total(f"sum:{column.name}:{offset}", (value - offset).cast(sum_type).sum())
-    return Recipe(tuple(dims), counted, total)
+    return Recipe(tuple(dims), counted, total, opened)
 
 
 def groupings(plan: Plan) -> list[list[int]]:
@@ -288,28 +321,47 @@ class CellTotals:
 
 
 def cell_codes(frame: pl.DataFrame, recipe: Recipe) -> pl.DataFrame:
-    """A grouped result as (declared cell code, count, sum) rows: category text decoded to declared keys (undeclared
-    text and values outside the bins drop out), one row per distinct group."""
-    code: pl.Expr = pl.lit(0, dtype=pl.Int64)
-    for key, column, size in recipe.dims:
-        index = pl.col(key) if column is None else key_index(column, pl.col(key))
-        code = code * size + index
-    columns = [code.alias("code"), pl.col(recipe.counted or "n").cast(pl.Int64).alias("n")]
+    """A grouped result as (declared cell code[, open key], count, sum) rows: category text decoded to declared keys
+    (undeclared text and values outside the bins drop out), one row per distinct group."""
+    code, key = recipe.cell(pl.col)
+    columns = [code.alias("code")]
+    present = pl.col("code").is_not_null()
+    if key is not None:
+        columns.append(key.alias("key"))
+        present = present & pl.col("key").is_not_null()
+    columns.append(pl.col(recipe.counted or "n").cast(pl.Int64).alias("n"))
     if recipe.total is not None:
         columns.append(pl.col(recipe.total).cast(pl.Int128).alias("s"))
-    return frame.lazy().select(columns).filter(pl.col("code").is_not_null()).collect()
+    return frame.lazy().select(columns).filter(present).collect()
+
+
+CELL = ("code", "key")  # the columns that name a cell in the per-cell totals (key: open-key statistics only)
 
 
 def compact(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """Per-cell totals added up: one row per cell."""
     if not parts:
         return pl.DataFrame({"code": [], "n": []}, schema={"code": pl.Int64, "n": pl.Int64})
     both = pl.concat(parts, how="vertical")
-    totals = [pl.col(c).sum() for c in both.columns if c != "code"]
-    return both.group_by("code").agg(totals)
+    cell = [c for c in CELL if c in both.columns]
+    totals = [pl.col(c).sum() for c in both.columns if c not in cell]
+    return both.group_by(cell).agg(totals)
 
 
 def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
-    """Per-cell totals as arrays over every declared cell (cells nobody falls in are zeros)."""
+    """Per-cell totals as arrays over every declared cell (cells nobody falls in are zeros); for an open-key
+    statistic, one entry per observed cell, in (code, key) order."""
+    if sp.selection is not None:  # an open-key statistic
+        if "key" not in cells.columns:  # nothing observed
+            cells = pl.DataFrame(schema={"code": pl.Int64, "key": pl.String, "n": pl.Int64})
+        # an entry the quote-blind read made and the quoted read took back adds up to nothing: not observed
+        cells = cells.filter(pl.col("n") != 0).sort("code", "key")
+        keys = tuple(zip(cells["code"].to_list(), cells["key"].to_list(), strict=True))
+        sums = None
+        if sp.statistic.kind in ("sum", "mean"):
+            sums = np.array([int(s) for s in cells["s"].to_list()] if "s" in cells.columns else [0] * cells.height,
+                            dtype=object)
+        return ExactStatistic(cells["n"].to_numpy().astype(np.int64), sums, keys)
     idx = cells["code"].to_numpy().astype(np.int64)
     counts = np.zeros(sp.cells, dtype=np.int64)
     counts[idx] = cells["n"].to_numpy().astype(np.int64)

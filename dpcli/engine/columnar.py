@@ -29,6 +29,7 @@ import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
+from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
 from dpcli.plan import Plan
 from dpcli.spec import Column, Spec
@@ -138,19 +139,25 @@ def typed_column(column: Column, dtype: pl.DataType) -> pl.Expr:
     return text.alias(name)
 
 
-def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str]) -> pl.LazyFrame:
-    """The ``used`` columns of a typed frame as the engine's expressions take them (see ``typed_column``)."""
-    if not used:
+def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str], id_field: str | None = None) -> pl.LazyFrame:
+    """The ``used`` columns of a typed frame as the engine's expressions take them (see ``typed_column``), and the
+    ``id_field``'s canonical text as ``persons.ID_COLUMN`` (a person-level release)."""
+    if not used and id_field is None:
         return frame  # a release of plain counts: selecting no column would leave no rows to count
     schema = frame.collect_schema()
     # with_columns, not select: a column without text is a null literal, which a select of literals alone would
     # broadcast to one row, where with_columns gives it the frame's height
-    return frame.with_columns(typed_column(spec.columns[name], schema[name]) for name in used).select(used)
+    columns = [typed_column(spec.columns[name], schema[name]) for name in used]
+    if id_field is not None:
+        text = cell_text(id_field, schema[id_field])
+        columns.append((pl.lit(None, dtype=pl.String()) if text is None else text).alias(ID_COLUMN))
+        used = [*used, ID_COLUMN]
+    return frame.with_columns(columns).select(used)
 
 
-def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str]) -> pl.DataFrame:
+def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str], id_field: str | None = None) -> pl.DataFrame:
     """``typed_frame`` on a batch in memory (a Spark partition, a chunk): the same rules."""
-    return typed_frame(batch.lazy(), spec, used).collect()
+    return typed_frame(batch.lazy(), spec, used, id_field).collect()
 
 
 # -- bounded memory: the streaming engine or nothing -----------------------------------------------------------------
@@ -191,6 +198,29 @@ def collect_columnar(
         return pl.collect_all(planned, engine="streaming")
     except BaseException as exc:  # noqa: BLE001 - polars' errors and pyo3 panics; the class name alone leaves here
         # a damaged page, or string data that is not UTF-8 (which the format forbids and polars refuses)
+        raise _failure(exc, path, f"input {path} could not be read as a {_FORMAT_NAMES[fmt]} file") from None
+
+
+# rows per batch handed to PersonRows (each batch is cut to K rows per person at once)
+PERSON_BATCH_ROWS = 1 << 19
+
+
+def person_rows(frame: pl.LazyFrame, persons: PersonRows) -> None:
+    """The typed rows of ``frame`` (the used columns and ``ID_COLUMN``) to ``persons``, in batches from polars'
+    streaming engine: memory is bounded by the batches and the persons' kept rows, not by the input."""
+    check_streaming([frame])
+    for batch in frame.collect_batches(chunk_size=PERSON_BATCH_ROWS):
+        persons.add(batch)
+
+
+def person_rows_columnar(path: Path, fmt: ColumnarFormat, spec: Spec, persons: PersonRows) -> None:
+    """A person-level release over a Parquet/Arrow IPC file: its rows, typed as every input's, to ``persons``."""
+    scan = scan_columnar(path, fmt, spec.columns.keys())
+    check_id_field(path, scan.collect_schema().names(), spec, "schema")
+    frame = typed_frame(scan, spec, used_columns(spec), spec.id_column)
+    try:
+        person_rows(frame, persons)
+    except BaseException as exc:  # noqa: BLE001 - polars' errors and pyo3 panics; the class name alone leaves here
         raise _failure(exc, path, f"input {path} could not be read as a {_FORMAT_NAMES[fmt]} file") from None
 
 

@@ -20,19 +20,29 @@ can raise, print or change the exit code; polars' warnings are silenced.
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, column_types, largest_term, used_columns
-from dpcli.engine.columnar import check_streaming, collect_columnar, parse_number, scan_columnar
+from dpcli.engine.columnar import (
+    check_streaming,
+    collect_columnar,
+    parse_number,
+    person_rows,
+    person_rows_columnar,
+    scan_columnar,
+)
 from dpcli.engine.csv_header import check_header
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
+from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, swap_rows
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
@@ -40,9 +50,10 @@ from dpcli.plan import Plan
 from dpcli.spec import Spec
 
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
+T = TypeVar("T")
 _BOM = b"\xef\xbb\xbf"
 
-__all__ = ["CsvLayout", "ExactStatistic", "LineAggregator", "aggregate", "check_input"]
+__all__ = ["CsvLayout", "ExactStatistic", "LineAggregator", "aggregate", "check_fields", "check_input"]
 
 
 @dataclass(frozen=True)
@@ -73,25 +84,33 @@ class _Reader:
         }
 
 
-def _reader(spec: Spec, header: list[str], used: list[str], eol: bytes, delimiter: str = ",") -> _Reader:
+def _reader(
+    spec: Spec, header: list[str], used: list[str], eol: bytes, delimiter: str = ",", id_field: str | None = None
+) -> _Reader:
+    """``id_field``: a person-level release's id field, read as text under the name ``persons.ID_COLUMN``."""
     typed = column_types(spec, used)
+    fields = [(name, name, typed[name]) for name in used]  # (field in the file, name in the frame, type)
+    if id_field is not None:
+        fields.append((id_field, ID_COLUMN, pl.String()))
     position = {name: i for i, name in enumerate(header)}  # unique: check_header refused duplicates
-    schema = {f"c{i}": typed.get(name, pl.String()) for i, name in enumerate(header)}
-    select = [pl.col(f"c{position[name]}").alias(name) for name in used]
+    schema: dict[str, pl.DataType] = {f"c{i}": pl.String() for i in range(len(header))}
+    for field, _, dtype in fields:
+        schema[f"c{position[field]}"] = dtype
+    select = [pl.col(f"c{position[field]}").alias(name) for field, name, _ in fields]
     select_lines = list(select)
-    first = next((k for k, name in enumerate(used) if position[name] == 0), None)
+    first = next((k for k, (field, _, _) in enumerate(fields) if position[field] == 0), None)
     if eol == b"\r" and first is not None:
         # A CR file's lines end at CR, an LF right after it belonging to that line end (CRLF files): polars,
         # splitting at CR, leaves that LF at the start of the first field, so the first column is read as text, the
         # LF taken off, and a number parsed by polars' string cast, which reads numbers exactly as its CSV parser
         # does once leading blanks are skipped (tests/test_records.py checks the two agree)
-        dtype = typed[used[first]]
+        _, name, dtype = fields[first]
         schema["c0"] = pl.String()
 
         def first_column(raw: pl.Expr) -> pl.Expr:
             if dtype == pl.String():
-                return raw.alias(used[first])
-            return parse_number(raw, dtype).alias(used[first])
+                return raw.alias(name)
+            return parse_number(raw, dtype).alias(name)
 
         select[first] = first_column(pl.col("c0").str.strip_prefix("\n"))
         select_lines[first] = first_column(pl.col("c0"))
@@ -104,6 +123,9 @@ class LineAggregator:
     ``data`` is whole lines of the file's UTF-8 text (no header line), each ended by ``layout.eol`` (the input's
     last line may lack it), in file order across calls (only the input's last two bytes matter across chunks).
     Every cell and line rule of the engine is applied here: the polars engine and Spark's executors both call it.
+
+    A person-level release reads rows instead (``rows(data)``, the typed rows of the used columns and the id text,
+    for ``dpcli.engine.persons.PersonRows``); its lines are read exactly as for the totals.
     """
 
     def __init__(self, plan: Plan, layout: CsvLayout):
@@ -112,8 +134,10 @@ class LineAggregator:
         self.used = used_columns(spec)
         self.eol = layout.eol
         position = {name: i for i, name in enumerate(layout.names)}
-        self.reader = _reader(spec, list(layout.names), self.used, layout.eol, layout.delimiter)
-        self.repair = LineRepair({position[name] for name in self.used}, layout.eol, layout.delimiter)
+        id_field = spec.id_column
+        self.reader = _reader(spec, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
+        fields = [*self.used, *([] if id_field is None else [id_field])]
+        self.repair = LineRepair({position[name] for name in fields}, layout.eol, layout.delimiter)
         self.biggest = largest_term(plan)
         self._queries: dict[bool, Queries] = {}
         self.totals = CellTotals(plan, self._queries_for(False))
@@ -134,32 +158,60 @@ class LineAggregator:
     def add_all(self, chunks: Iterable[bytes], workers: int = PIPELINE) -> None:
         """``add`` every chunk, polars working on up to ``workers`` chunks at once while the next is read (measured
         on 10M rows, 16 MB chunks: 1.26 s with one chunk in flight, 1.20 s with two, 1.36 s without overlap)."""
-        with ThreadPoolExecutor(workers, thread_name_prefix="dpcli-chunk") as pool:
-            pending: deque[Future[list[list[pl.DataFrame]]]] = deque()
-            for data in chunks:
-                job = self._job(data)
-                if job is not None:
-                    pending.append(pool.submit(self._collect, *job))
-                while len(pending) >= workers:
-                    self.totals.add(pending.popleft().result())
-            while pending:
-                self.totals.add(pending.popleft().result())
+        jobs = (partial(self._collect, *job) for job in map(self._job, chunks) if job is not None)
+        pipelined(jobs, self.totals.add, workers)
 
-    def _job(self, data: bytes) -> tuple[Queries, list[pl.LazyFrame], list[pl.LazyFrame]] | None:
-        """The queries of one chunk: its quote-blind read, plus what its quoted lines are and minus what the
+    def rows_all(self, chunks: Iterable[bytes], persons: PersonRows, workers: int = PIPELINE) -> None:
+        """A person-level release: the rows of every chunk to ``persons``, pipelined as ``add_all`` is."""
+        jobs = (partial(_prepared, persons, *reads) for reads in map(self._reads, chunks) if reads is not None)
+        pipelined(jobs, persons.take, workers)
+        tail = self.tail_rows()
+        if tail is not None:
+            persons.remove_missing(tail)
+
+    def rows(self, data: bytes) -> pl.DataFrame:
+        """The typed rows of a chunk of whole lines (as ``add`` takes them): the used columns, and the id text as
+        ``persons.ID_COLUMN`` in a person-level release. Lines holding quotes are read as the totals read them:
+        what the quote-blind read made of them is taken out of its rows (a multiset difference: identical rows are
+        interchangeable) and their quoted reading added."""
+        main, plus, minus = self._reads(data) or (_lines(b"", self.reader, False, self.reader.select), [], [])
+        try:
+            frames = pl.collect_all([main, *plus, *minus])
+            return swap_rows(frames[0], frames[1 : 1 + len(plus)], frames[1 + len(plus) :])
+        except pl.exceptions.PolarsError as exc:
+            raise InternalError(f"the CSV reader failed ({type(exc).__name__})") from None
+        except ValueError:  # the quote-blind read of a line is the same wherever it is read: a bug
+            raise InternalError("the CSV reader read a line two ways") from None
+
+    def tail_rows(self) -> pl.DataFrame | None:
+        """After the last chunk: the row to take back, if the read made one too many (see ``finish``)."""
+        if self.eol == b"\r" and self.tail == b"\r\n":
+            return _lines(b"\n", self.reader, False, self.reader.select).collect()
+        return None
+
+    def _reads(self, data: bytes) -> tuple[pl.LazyFrame, list[pl.LazyFrame], list[pl.LazyFrame]] | None:
+        """The reads of one chunk: its quote-blind read, plus what its quoted lines are and minus what the
         quote-blind read made of them."""
         if not data:
             return None
-        queries = self._queries_for((len(data) + 2) * self.biggest >= 2**63)
         reader = self.reader
-        plus = [_lines(data, reader, False, reader.select)]
+        main = _lines(data, reader, False, reader.select)
+        plus: list[pl.LazyFrame] = []
         minus: list[pl.LazyFrame] = []
         if b'"' in data:
             for chunk in quoted_chunks(data, 0, self.eol, self.repair):
                 plus.append(_quoted_frame(chunk, reader, self.repair, self.eol).lazy())
                 minus.append(_lines(chunk.raw, reader, False, reader.select))
         self.tail = (self.tail + data[-2:])[-2:]
-        return queries, plus, minus
+        return main, plus, minus
+
+    def _job(self, data: bytes) -> tuple[Queries, list[pl.LazyFrame], list[pl.LazyFrame]] | None:
+        """The queries of one chunk (its reads, see ``_reads``)."""
+        reads = self._reads(data)
+        if reads is None:
+            return None
+        main, plus, minus = reads
+        return self._queries_for((len(data) + 2) * self.biggest >= 2**63), [main, *plus], minus
 
     @staticmethod
     def _collect(queries: Queries, plus: list[pl.LazyFrame], minus: list[pl.LazyFrame]) -> list[list[pl.DataFrame]]:
@@ -179,17 +231,57 @@ class LineAggregator:
         return self.totals.result()
 
 
+def pipelined(jobs: Iterable[Callable[[], T]], take: Callable[[T], None], workers: int = PIPELINE) -> None:
+    """Run ``jobs`` on up to ``workers`` threads while the next is made, ``take``-ing their results in order."""
+    with ThreadPoolExecutor(workers, thread_name_prefix="dpcli-chunk") as pool:
+        pending: deque[Future[T]] = deque()
+        for job in jobs:
+            pending.append(pool.submit(job))
+            while len(pending) >= workers:
+                take(pending.popleft().result())
+        while pending:
+            take(pending.popleft().result())
+
+
+def _prepared(
+    persons: PersonRows, main: pl.LazyFrame, plus: list[pl.LazyFrame], minus: list[pl.LazyFrame]
+) -> tuple[pl.DataFrame, list[pl.DataFrame] | None]:
+    try:
+        return persons.prepare(main, plus, minus)
+    except pl.exceptions.PolarsError as exc:
+        # quoting is off and every cell error becomes a null: a data line cannot get here, so this is a bug
+        raise InternalError(f"the CSV reader failed ({type(exc).__name__})") from None
+    except ValueError:  # the quote-blind read of a line is the same wherever it is read: a bug
+        raise InternalError("the CSV reader read a line two ways") from None
+
+
 def aggregate(
-    plan: Plan, path: Path, *, input_format: str | None = None, on_bytes: OnBytes | None = None
+    plan: Plan,
+    path: Path,
+    *,
+    input_format: str | None = None,
+    on_bytes: OnBytes | None = None,
+    secret: bytes | None = None,
 ) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order: the input read once, in chunks.
 
     ``input_format``: csv, csv.gz, csv.zst, parquet or arrow (None: the spec's ``input_format:``, else from the
-    extension). ``on_bytes(read, total)`` hears the progress of the reading in bytes of the file."""
+    extension). ``on_bytes(read, total)`` hears the progress of the reading in bytes of the file. ``secret``: a
+    person-level release's 32-byte secret (``dpcli.engine.persons``); None draws a fresh one."""
     path = Path(path)
     spec = plan.spec
     fmt = input_format_of(path, input_format, spec.input_format)
+    persons = None
+    if spec.privacy.person is not None:
+        persons = PersonRows(plan, secrets.token_bytes(SECRET_BYTES) if secret is None else secret)
     if fmt in ("parquet", "arrow"):
+        if persons is not None:
+            with reading:
+                person_rows_columnar(path, fmt, spec, persons)  # type: ignore[arg-type]
+            if on_bytes is not None:
+                size = path.stat().st_size
+                on_bytes(size, size)
+            return persons.finish()
         # typed columns (dpcli.engine.columnar): the schema stands for the header; Int128 sums, as a compressed
         # file's row count is not bounded by its size
         queries = Queries(plan, pl.Int128())
@@ -204,10 +296,13 @@ def aggregate(
     try:
         with reading, CsvSource(path, spec, fmt, on_bytes) as source:
             # no warning, no panic text (polars may name or quote what it read): nothing about the data
-            check_header(path, source.header.names, spec.columns.keys())
+            check_fields(path, source.header.names, spec)
             if spec.quoted_line_breaks:
-                return _rfc_file(path, source, plan)
+                return _rfc_file(path, source, plan, persons)
             aggregator = LineAggregator(plan, source.layout)
+            if persons is not None:
+                aggregator.rows_all(source.chunks(), persons)
+                return persons.finish()
             aggregator.add_all(source.chunks())
             return aggregator.finish()
     except OSError as exc:
@@ -220,14 +315,22 @@ def aggregate(
 
 def check_input(spec: Spec, path: Path, input_format: str | None = None) -> list[str]:
     """The structural checks of the input, before anything is spent (``dpcli plan --input``): it can be read as
-    declared, and names every declared column. Returns the fields' names."""
+    declared, and names every declared column (and a person-level release's id field). Returns the fields' names."""
     path = Path(path)
     fmt = input_format_of(path, input_format, spec.input_format)
     if fmt in ("parquet", "arrow"):
-        return scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()  # type: ignore[arg-type]
+        names = scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()  # type: ignore[arg-type]
+        check_id_field(path, names, spec, "schema")
+        return names
     with CsvSource(path, spec, fmt) as source:
-        check_header(path, source.header.names, spec.columns.keys())
+        check_fields(path, source.header.names, spec)
         return list(source.header.names)
+
+
+def check_fields(path: Path, header: list[str], spec: Spec) -> None:
+    """The header names every declared column once, and a person-level release's id field (exit 3 otherwise)."""
+    check_header(path, header, spec.columns.keys())
+    check_id_field(path, header, spec, "header")
 
 
 def _panic(exc: BaseException, path: Path) -> InputError | InternalError:
@@ -242,7 +345,7 @@ def _project(frame: pl.LazyFrame, columns: list[pl.Expr]) -> pl.LazyFrame:
     return frame.select(columns) if columns else frame
 
 
-def _rfc_file(path: Path, source: CsvSource, plan: Plan) -> list[ExactStatistic]:
+def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | None) -> list[ExactStatistic]:
     """``csv.quoted_line_breaks``: polars' RFC 4180 reader over the whole file (the spec vouches for its writer),
     on its streaming engine. A record may span any number of lines, so the file cannot be cut into chunks of lines:
     only a plain UTF-8 file is read this way."""
@@ -255,12 +358,23 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan) -> list[ExactStatistic]
     layout = source.header
     spec = plan.spec
     used = used_columns(spec)
-    reader = _reader(spec, layout.names, used, layout.eol, spec.csv.delimiter)
+    reader = _reader(spec, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
     queries = Queries(plan, pl.Int128())
     skip = 1 if spec.csv.header else 0
     frame = _project(
         pl.scan_csv(path, skip_rows=skip, glob=False, **reader.options(quoting=True)), reader.select
     )
+    if persons is not None:
+        try:
+            person_rows(frame, persons)
+        except pl.exceptions.PolarsError as exc:
+            raise InputError(
+                f"input {path} could not be read as an RFC 4180 CSV, as csv.quoted_line_breaks declares "
+                f"({type(exc).__name__})"
+            ) from None
+        if source.on_bytes is not None:
+            source.on_bytes(source.total, source.total)
+        return persons.finish()
     planned = queries.apply(frame)
     # A release of plain counts reads no column: polars would then count records with its FAST COUNT, which runs on
     # the in-memory engine; without projection pushdown it counts them in the stream like any other query

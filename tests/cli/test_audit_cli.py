@@ -2,7 +2,7 @@
 
 Each run's false-failure probability is below the command's default 1 - confidence = 1e-9 (a union bound over every
 Clopper-Pearson bound of the report, see dpcli/audit.py; the search's pair check is exact and never fails by
-chance); this file audits a correct spec twice (2e-9), and a broken one once, whose empirical bound it misses with
+chance); this file audits a correct spec four times (4e-9), and a broken one once, whose empirical bound it misses with
 probability below 2e-8 (derivation in test_a_violated_claim_exits_6).
 """
 
@@ -71,6 +71,53 @@ def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):
     # the nonexistent input was never needed, and no ledger (from the spec or $DPCLI_LEDGER) was created or read
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert not ledger.exists() and not (tmp_path / "no-ledger-here.jsonl").exists()
+
+
+PERSON_SPEC = """\
+version: 1
+dataset: panel
+input: does-not-exist/panel.csv
+privacy:
+  epsilon: 2
+  delta: 1e-6
+  unit: {id: person_id, max_rows: 2, max_groups: 2, missing_id: drop}
+columns:
+  amount:  {type: int, bounds: [0, 10]}
+  country: {type: category, categories: open, max_length: 4}
+statistics:
+  - {name: people, kind: count, of: persons}
+  - {name: by_country, kind: count, by: [country]}
+  - {name: spend, kind: sum, column: amount, clamp: person}
+"""
+
+
+def test_audit_of_a_person_unit_with_open_keys(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PERSON_SPEC)
+    result = dpcli("audit", str(spec), "--trials", "20000", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["data_read"] is False
+    stats = {s["statistic"]: s for s in report["statistics"]}
+    assert list(stats) == ["people", "by_country", "by_country/selection", "spend", "(release)"]
+    # neighbours are whole persons: every row of D' carries the candidate's id, one person of several rows
+    for s in report["statistics"]:
+        assert s["rows_d"] is None and s["row_d"] is None
+        assert {r["person_id"] for r in s["rows_d_prime"]} == {"dpcli-audit-person"}
+        assert s["row_d_prime"] == s["rows_d_prime"][0]
+    # the open-key statistic claims ε at its selection's δ; the selection's own target compares the chance that
+    # a key only the added person holds is released with that δ, and its events include "such a key is released"
+    sel = stats["by_country/selection"]
+    assert sel["loss_unit"] == "delta" and sel["delta"] == sel["claimed_loss"] == stats["by_country"]["delta"]
+    assert 0 < Fraction(sel["pair_loss"]) <= Fraction(sel["claimed_loss"])
+    one_sided = [c for c in sel["differing_cells"] if "only_in" in c]
+    assert one_sided and all(c["only_in"] == "D'" and 0 < c["release_probability"] < 1e-6 for c in one_sided)
+    assert len(sel["rows_d_prime"]) >= 2  # a person bringing several new keys
+    assert stats["(release)"]["delta"] == stats["by_country"]["delta"]  # pure ε, δ of the one selection
+    assert Fraction(stats["by_country"]["pair_loss"]) == Fraction(stats["by_country"]["claimed_loss"])
+    text = dpcli("audit", str(spec), "--trials", "5000", cwd=tmp_path).stdout.decode()
+    assert "by_country/selection" in text and "D' = D + 1 person of" in text
+    assert "P[a key one dataset lacks is released]" in text
 
 
 def test_audit_text_report_and_usage_errors(tmp_path):
