@@ -884,7 +884,7 @@ SUM_WITH_EMPTY_LINES = Case(
 
 # Person-level units (issue 12): a whole person (up to 16 rows of any bytes, anywhere in the file, with hostile or
 # missing ids) added, removed or replaced changes each statistic by at most the plan's sensitivity from K, G and R.
-@settings(max_examples=_examples(60), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(50), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(EVERYTHING))
 @example(case=MISSING_IDS_ONLY)
 @example(case=SUM_WITH_EMPTY_LINES)
@@ -893,7 +893,7 @@ def test_one_person_changes_each_statistic_by_at_most_its_sensitivity(case: Case
 
 
 # The same with well-formed rows and Gaussian noise (L2 under both relations): more rows land in declared cells.
-@settings(max_examples=_examples(40), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(Flags(junk=False), forms=("rho", "epsilon_delta")))
 def test_one_person_within_the_gaussian_l2_sensitivity(case: Case) -> None:
     check_sensitivity(case)
@@ -901,13 +901,13 @@ def test_one_person_within_the_gaussian_l2_sensitivity(case: Case) -> None:
 
 # Open keys: one row (unit: row) or one person (a person unit, many rows, each of them a new key) brings at most the
 # plan's g entries, and moves the counts by at most the sensitivity, the new entries' counts included.
-@settings(max_examples=_examples(40), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=cases(EVERYTHING, open_key=True))
 def test_one_row_brings_at_most_one_open_key(case: Case) -> None:
     check_sensitivity(case)
 
 
-@settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(25), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(Flags(quotes=True, bad_utf8=True), open_key=True))
 def test_one_person_brings_at_most_g_open_keys(case: Case) -> None:
     check_sensitivity(case)
