@@ -89,11 +89,18 @@ def declared_sizes(sp: StatisticPlan) -> list[int]:
 def entry_order(sp: StatisticPlan, keys: Sequence[Entry]) -> list[int]:
     """Indices of ``keys`` in the output's order: over the statistic's dimensions in turn, declared dimensions in
     declared key order, the open one by its text (Python str order: code points)."""
+    import polars as pl  # loaded with the release's engine anyway; `dpcli budget` never comes here
+
     assert sp.selection is not None
     after = 1  # cells of the declared dimensions after the open one: code = before * after + rest
     for size in declared_sizes(sp)[sp.selection.dimension + 1:]:
         after *= size
-    return sorted(range(len(keys)), key=lambda i: (keys[i][0] // after, keys[i][1], keys[i][0] % after))
+    codes = np.fromiter((code for code, _ in keys), dtype=np.int64, count=len(keys))
+    # polars sorts text by its UTF-8 bytes, which is code point order (Python's): a million entries in ~0.2 s, where
+    # sorted() with a key function took ~1.5 s
+    texts = pl.Series([text for _, text in keys], dtype=pl.String)
+    frame = pl.DataFrame({"before": codes // after, "text": texts, "rest": codes % after})
+    return frame.with_row_index().sort(["before", "text", "rest"])["index"].to_list()
 
 
 def select_entries(sp: StatisticPlan, noisy_counts: np.ndarray, keys: Sequence[Entry]) -> Noisy:

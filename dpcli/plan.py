@@ -419,7 +419,10 @@ def _person_sum_component(
         bounds += f", centred on {format_exact(offset * p)}"
     span = f"[{format_exact(lo * p)}, {format_exact(hi * p)}]"
     times, squares = (b.reach, b.reach) if per_person else (b.rows, b.squares)
-    what = f"g={b.reach} person total(s)" if per_person else _reach_text(b)
+    if per_person:
+        what = f"g={b.reach} totals of the person (one per cell)" if stat.dimensions else "the person's one total"
+    else:
+        what = _reach_text(b)
     if not stat.dimensions:
         many = 1 if per_person else b.max_rows
         if neighbours == "add_remove":
@@ -531,8 +534,8 @@ def _selection(
     spent = selection_delta(count.scale, keys, per_key, tau)
     who = "one row" if b is None else f"one person ({b.text()})"
     why = (
-        f"an entry only {who} holds has a count of at most r={per_key}, and that person holds at most g={keys} such "
-        f"entries; with discrete Laplace noise of t={format_decimal(count.scale, 6)} an entry is released when its "
+        f"an entry only {who} holds has a count of at most r={per_key}, and "
+        f"{'a row is in' if b is None else 'that person holds'} at most g={keys} such entries; with discrete Laplace noise of t={format_decimal(count.scale, 6)} an entry is released when its "
         f"noisy count is at least τ={tau}: g·P(Z ≥ τ - r) = g·q^(τ-r)/(1+q) ≤ {float(spent):.3g} ≤ "
         f"δ={format_decimal(delta, 6)}, q = e^(-1/t)"
     )

@@ -15,11 +15,13 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
 from dpcli.mechanisms import Noisy, select_entries
-from dpcli.output import build_table, release_metadata, write_csv, write_json
+from dpcli.output import build_table, csv_field, csv_texts, json_texts, release_metadata, write_csv, write_json
 from dpcli.plan import Plan, make_plan
 from dpcli.render import plan_json, print_plan
 from dpcli.spec import parse_spec
@@ -402,3 +404,17 @@ def test_release_of_open_keys_end_to_end(tmp_path):
     assert meta["statistics"][0]["selection"]["threshold"] == tau and meta["person"]["id"] == "pid"
     for secret in ("Atlantis", "Lemuria", "Mu", "lonely"):  # nothing of the data outside the released keys
         assert secret not in (tmp_path / "out.csv").read_text() + json.dumps(meta) + r.stderr.decode()
+
+
+TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+
+
+@given(st.lists(TEXT, max_size=20))
+def test_column_escaping_is_csv_writer_and_json_dumps(texts):
+    """The writers escape a column of texts at once (polars); each text must come out as csv.writer (quoting a
+    carriage return too: csv_field) and json.dumps write it alone."""
+    series = pl.Series(texts + HOSTILE_KEYS + ["", "\x1f\x7f\u2028", '\\"\\'], dtype=pl.String)
+    assert csv_texts(series).to_list() == [csv_field(t) for t in series.to_list()]
+    assert json_texts(series).to_list() == [json.dumps(t, ensure_ascii=False) for t in series.to_list()]
+    for t in series.to_list():
+        assert next(csv.reader(io.StringIO(csv_field(t) + "\n", newline=""))) == [t] or t == ""

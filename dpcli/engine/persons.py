@@ -141,17 +141,22 @@ def _cut(frame: pl.DataFrame, cells: list[str], k: int) -> pl.DataFrame:
     person (a window over both hashes of the id) instead of per run. Rows equal in every cell are interchangeable.
     A frame made of sorted parts sorts fast (polars' sort finds the runs): chunks are sorted as they arrive."""
     s = frame.sort(_KEY)
-    same = pl.col(_PID) == pl.col(_PID).shift()
+    same = _pid() == _pid().shift()
     differ = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift()) for c in cells]) if cells else pl.lit(False)
     ambiguous = same & ((pl.col(_PID2) != pl.col(_PID2).shift()) | ((pl.col(_KEY) == pl.col(_KEY).shift()) & differ))
     if not s.select(ambiguous.any()).item():
         return s.filter(_place() < k)
     s = frame.sort([_KEY, _PID2, *cells], nulls_last=True)
-    return s.filter(pl.int_range(pl.len()).over(_PID, _PID2) < k)
+    return s.filter(pl.int_range(pl.len()).over(_pid(), _PID2) < k)
+
+
+def _pid() -> pl.Expr:
+    """The id's first hash: the key's upper 64 bits (not held apart: 8 bytes less per row to sort)."""
+    return (pl.col(_KEY) // (1 << 64)).cast(pl.UInt64)
 
 
 def _new_person() -> pl.Expr:
-    return ((pl.col(_PID) != pl.col(_PID).shift()) | (pl.col(_PID2) != pl.col(_PID2).shift())).fill_null(True)
+    return ((_pid() != _pid().shift()) | (pl.col(_PID2) != pl.col(_PID2).shift())).fill_null(True)
 
 
 def _place() -> pl.Expr:
@@ -184,8 +189,9 @@ class PersonRows:
         self.cells: dict[str, pl.Expr] = {}
         self.statistics = [_StatisticRule(plan.spec, sp, unit, self.seeds, self.cells) for sp in plan.statistics]
         self.schema = pl.DataFrame(schema={ID_COLUMN: pl.String(), **typed}).lazy().select(
-            pl.lit(0, dtype=pl.UInt64).alias(_PID), pl.lit(0, dtype=pl.UInt64).alias(_PID2),
-            pl.lit(0, dtype=pl.UInt128).alias(_KEY), *(e.alias(n) for n, e in self.cells.items()),
+            pl.lit(0, dtype=pl.UInt64).alias(_PID2),
+            pl.lit(0, dtype=pl.UInt128).alias(_KEY),
+            *(e.alias(n) for n, e in self.cells.items()),
         ).collect().clear()
         self.parts: list[pl.DataFrame] = []
         self.held = 0  # rows in parts
@@ -216,7 +222,6 @@ class PersonRows:
         h = pl.struct(ID_COLUMN, *self.used).hash(self.seeds.row)
         queries = [
             read.filter(~missing).select(
-                pid.alias(_PID),
                 pl.col(ID_COLUMN).hash(self.seeds.person2).alias(_PID2),
                 (pid.cast(pl.UInt128) * (1 << 64) + h.cast(pl.UInt128)).alias(_KEY),
                 *cells,
@@ -272,7 +277,8 @@ class PersonRows:
 
     def _cut_all(self) -> None:
         if len(self.parts) > 1 or self.held > self.after_cut:
-            both = pl.concat(self.parts, how="vertical") if self.parts else self.schema
+            # not rechunked: the sort makes the one copy
+            both = pl.concat(self.parts, how="vertical", rechunk=False) if self.parts else self.schema
             self.parts = [_cut(both, list(self.cells), self.unit.max_rows)]
         self.held = self.after_cut = sum(p.height for p in self.parts)
 
@@ -284,13 +290,14 @@ class PersonRows:
         self._cut_all()
         kept = self.parts[0] if self.parts else self.schema
         # sorted by key: a person's rows form a run, except where two persons share the id's first hash
-        shared = (pl.col(_PID) == pl.col(_PID).shift()) & (pl.col(_PID2) != pl.col(_PID2).shift())
+        shared = (_pid() == _pid().shift()) & (pl.col(_PID2) != pl.col(_PID2).shift())
         if kept.select(shared.any()).item():
-            person, rank = pl.struct(_PID, _PID2).rank("dense"), pl.int_range(pl.len()).over(_PID, _PID2)
+            person = pl.struct(_pid(), _PID2).rank("dense")
+            rank = pl.int_range(pl.len()).over(_pid(), _PID2)
         else:
             person, rank = _new_person().cum_sum(), _place()
         return kept.select(
-            person.cast(pl.Int64).alias(_PERSON), pl.col(_PID), rank.cast(pl.Int64).alias(_RANK), *self.cells
+            person.cast(pl.Int64).alias(_PERSON), _pid().alias(_PID), rank.cast(pl.Int64).alias(_RANK), *self.cells
         )
 
     def cell_frames(self) -> list[pl.DataFrame]:

@@ -364,24 +364,17 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     frame = _project(
         pl.scan_csv(path, skip_rows=skip, glob=False, **reader.options(quoting=True)), reader.select
     )
-    if persons is not None:
-        try:
-            person_rows(frame, persons)
-        except pl.exceptions.PolarsError as exc:
-            raise InputError(
-                f"input {path} could not be read as an RFC 4180 CSV, as csv.quoted_line_breaks declares "
-                f"({type(exc).__name__})"
-            ) from None
-        if source.on_bytes is not None:
-            source.on_bytes(source.total, source.total)
-        return persons.finish()
-    planned = queries.apply(frame)
     # A release of plain counts reads no column: polars would then count records with its FAST COUNT, which runs on
     # the in-memory engine; without projection pushdown it counts them in the stream like any other query
     flags = pl.QueryOptFlags(projection_pushdown=False) if not used else pl.QueryOptFlags()
-    check_streaming(planned, flags)  # bounded memory, or exit 1 before anything is read
+    planned = queries.apply(frame)
+    if persons is None:
+        check_streaming(planned, flags)  # bounded memory, or exit 1 before anything is read
     try:
-        grouped = pl.collect_all(planned, engine="streaming", optimizations=flags)
+        if persons is not None:
+            person_rows(frame, persons)  # the rows in batches from the streaming engine (checked there)
+        else:
+            grouped = pl.collect_all(planned, engine="streaming", optimizations=flags)
     except pl.exceptions.PolarsError as exc:
         # polars' message may quote a cell: only its class name leaves this function
         raise InputError(
@@ -390,6 +383,8 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
         ) from None
     if source.on_bytes is not None:
         source.on_bytes(source.total, source.total)
+    if persons is not None:
+        return persons.finish()
     totals = CellTotals(plan, queries)
     totals.add([[frame] for frame in grouped])
     return totals.result()
