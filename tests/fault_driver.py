@@ -28,6 +28,12 @@ STEPS = (
     "rename-after",  # right after that rename (before the sidecar)
     "sidecar",  # before the sidecar is renamed into place
 )
+# A person-level release with open keys has two steps more (tests/test_faults.py runs them on a file with a person
+# of many rows and a person who brings many keys):
+PERSON_STEPS = (
+    "persons",  # as the engine finishes choosing each person's rows (before the spend)
+    "select",  # while the open keys' noisy counts are compared with the threshold (after the spend)
+)
 ACTIONS = ("kill", "oserror", "memory", "sigint", "sigterm", "sighup")
 
 
@@ -79,13 +85,20 @@ def inject(step: str, action: str, output: str) -> None:
         wrap(os, "replace", action, after=step == "rename-after", when=renames(os.path.basename(output)))
     elif step == "sidecar":
         wrap(os, "replace", action, after=False, when=renames(".meta.json"))
+    elif step == "persons":
+        from dpcli.engine.persons import PersonRows
+
+        wrap(PersonRows, "finish", action, after=False)
+    elif step == "select":
+        # draw_noise calls it by its module's name
+        wrap(dpcli.mechanisms, "select_entries", action, after=False)
     else:
         raise SystemExit(f"unknown step {step}")
 
 
 if __name__ == "__main__":
     step, action, sep, *argv = sys.argv[1:]
-    assert sep == "--" and step in STEPS and action in ACTIONS
+    assert sep == "--" and step in STEPS + PERSON_STEPS and action in ACTIONS
     output = argv[argv.index("-o") + 1]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     inject(step, action, output)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import clean_env
+from tests.helpers import clean_env, run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -236,3 +236,24 @@ def test_the_readme_spec_uses_the_quick_starts_ledger(tmp_path: Path) -> None:
     run(Example("README.md", 0, "dpcli release configs/readme.yaml --quiet"), cwd)
     assert sorted(p.name for p in cwd.glob("**/*.jsonl")) == ["ledger.jsonl"]
     assert (cwd / "configs" / "out.csv").read_text(encoding="utf-8").startswith("statistic,")
+
+
+@pytest.mark.parametrize("config", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_config_checks_plans_and_releases(config: Path, tmp_path: Path) -> None:
+    """Each example in configs/ works as shipped, on the data it names (copied as the documents' examples are):
+    `check` with its input, `plan`, and a real release against a cap with room for its ε and δ. In process (the
+    documents' examples run the command itself)."""
+    cwd = scratch_copy(tmp_path)
+    spec = cwd / "configs" / config.name
+    dataset = next(line.split(":", 1)[1].strip() for line in config.read_text(encoding="utf-8").splitlines()
+                   if line.startswith("dataset:"))
+    for args in (
+        ["check", spec],
+        ["plan", spec],
+        ["budget", "set", dataset, "--epsilon", "10", "--delta", "1e-5", "--ledger", cwd / "ledger.jsonl"],
+        ["release", spec, "--ledger", cwd / "ledger.jsonl", "--output", cwd / "out.csv", "--quiet"],
+    ):
+        r = run_in_process(*args, cwd=cwd)
+        assert r.returncode == 0, (args[0], r.stderr.decode())
+    table = (cwd / "out.csv").read_text(encoding="utf-8").splitlines()
+    assert table[0].startswith("statistic,") and len(table) > 1, table[:3]
