@@ -149,7 +149,9 @@ def release(
     check_labels(plan)  # the table's labels are made from the spec: any failure there comes before the spend
     say(
         f"spec valid and planned: {len(plan.statistics)} statistic(s), "
-        f"{sum(sp.cells for sp in plan.statistics)} declared cell(s), {plan.cost_text()}"
+        f"{sum(sp.cells for sp in plan.statistics if sp.selection is None)} declared cell(s)"
+        + (", plus open keys chosen by partition selection" if any(sp.selection for sp in plan.statistics) else "")
+        + f", {plan.cost_text()}"
     )
     named = release_id is not None
     release_id = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
