@@ -28,6 +28,12 @@ demo: venv sample-data
 	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --release-id demo-1 --output -
 	# the same release id again: the paid table is written again, nothing is spent
 	$(BIN)/dpcli release configs/example.yaml --ledger .demo/ledger.jsonl --release-id demo-1 --output .demo/again.csv
+	# a person-level release on the panel (many rows per person), and open keys (countries nobody listed) on Adult
+	$(BIN)/dpcli budget set panel --epsilon 10 --ledger .demo/ledger.jsonl
+	$(BIN)/dpcli plan configs/panel.yaml
+	$(BIN)/dpcli release configs/panel.yaml --ledger .demo/ledger.jsonl --output -
+	$(BIN)/dpcli budget set adult --epsilon 10 --delta 1e-5 --ledger .demo/ledger.jsonl
+	$(BIN)/dpcli release configs/adult_countries.yaml --ledger .demo/ledger.jsonl --output .demo/countries.csv
 	$(BIN)/dpcli budget show --ledger .demo/ledger.jsonl
 
 # The default suite (under 5 minutes on 2 cores); the slow statistical and soak tests run in `make test-slow`,
@@ -68,6 +74,7 @@ bench: venv
 	$(BIN)/python bench/bench_cells.py
 	$(BIN)/python bench/bench_plan.py
 	$(BIN)/python bench/bench_opendp.py
+	$(BIN)/python bench/bench_persons.py
 	$(BIN)/python bench/bench_bigfile.py $(if $(BIGFILE_CSV),--csv $(BIGFILE_CSV))
 
 clean:
