@@ -427,7 +427,8 @@ def _person_sum_component(
         many = 1 if per_person else b.max_rows
         if neighbours == "add_remove":
             l1 = many * biggest
-            why = f"add/remove one person ({b.text()}): {what} of at most max(|L|, |U|) each, of {span}; {bounds}"
+            each = "" if per_person else " each"
+            why = f"add/remove one person ({b.text()}): {what}, of at most max(|L|, |U|){each}, of {span}; {bounds}"
         else:
             l1 = many * max(width, biggest)
             why = (
