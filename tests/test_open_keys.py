@@ -330,31 +330,22 @@ def test_exact_tail_of_a_released_single_person_key_is_at_most_the_plans_delta()
         sel, t = sp.selection, sp.component("count").scale
         m = sel.threshold - sel.per_key
         assert m >= 1
-        q_hi = _exp_neg_upper(Fraction(1) / t)
+        q_hi = _exp_neg_bound(Fraction(1) / t, upper=True)
         assert sel.keys * q_hi**m / (1 + q_hi) <= sel.delta  # (1 + q) >= 1 + q_lo: a lower q_lo makes it larger
-        q_lo = _exp_neg_lower(Fraction(1) / t)
+        q_lo = _exp_neg_bound(Fraction(1) / t, upper=False)
         # and tau is the smallest such threshold: one less would spend more than delta
         assert sel.keys * q_lo ** (m - 1) / (1 + q_hi) > sel.delta or m == 1
 
 
-def _exp_neg_upper(x: Fraction) -> Fraction:
-    """An upper bound on e^-x (0 < x <= 1): the alternating series cut after a positive term."""
+def _exp_neg_bound(x: Fraction, upper: bool) -> Fraction:
+    """A bound on e^-x (0 < x <= 1): the alternating series cut after a positive term (upper) or a negative one
+    (lower), once the next term is below 1e-30."""
     term, total, k = Fraction(1), Fraction(1), 0
     while True:
         k += 1
         term = term * -x / k
         total += term
-        if term > 0 and abs(term * x / (k + 1)) < Fraction(1, 10**30):
-            return total
-
-
-def _exp_neg_lower(x: Fraction) -> Fraction:
-    term, total, k = Fraction(1), Fraction(1), 0
-    while True:
-        k += 1
-        term = term * -x / k
-        total += term
-        if term < 0 and abs(term * x / (k + 1)) < Fraction(1, 10**30):
+        if (term > 0) == upper and abs(term * x / (k + 1)) < Fraction(1, 10**30):
             return total
 
 
