@@ -102,12 +102,15 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def measure(engine: str, path: Path, master: str) -> dict:
-    with tempfile.TemporaryDirectory(prefix="dpcli-bench-spark-") as tmp:
+def run_sampled(cmd: list[str], what: str, prefix: str) -> tuple[float, int, dict]:
+    """Run ``cmd`` + ``--out FILE`` as a child, sampling its process tree's RSS every 0.2 s.
+
+    Returns (wall seconds, peak tree RSS in bytes, the JSON the child wrote to FILE); shared with bench_spark_persons.
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         out = Path(tmp) / "out.json"
-        cmd = [sys.executable, __file__, "--child", engine, str(path), "--master", master, "--out", str(out)]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen([*cmd, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         peak = 0
         done = threading.Event()
 
@@ -123,8 +126,13 @@ def measure(engine: str, path: Path, master: str) -> dict:
         done.set()
         sampler.join()
         if proc.returncode != 0:
-            raise SystemExit(f"{engine} on {path} failed ({proc.returncode}):\n{stderr.decode(errors='replace')}")
-        data = json.loads(out.read_text())
+            raise SystemExit(f"{what} failed ({proc.returncode}):\n{stderr.decode(errors='replace')}")
+        return wall, peak, json.loads(out.read_text())
+
+
+def measure(engine: str, path: Path, master: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", engine, str(path), "--master", master]
+    wall, peak, data = run_sampled(cmd, f"{engine} on {path}", "dpcli-bench-spark-")
     largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
     return {"wall": wall, "phase": data["phase"], "tree_peak": peak, "largest": largest, "result": data["result"]}
 

@@ -22,17 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_spark import _tree_rss  # noqa: E402 - the same process-tree RSS sampling as the row-level bench
+from bench_spark import run_sampled  # noqa: E402 - the same child run and process-tree RSS sampling as the row-level bench
 
 DATA_DIR = ROOT / "bench" / "data"
 SECRET = bytes(range(32))
@@ -125,28 +122,8 @@ def child(engine: str, unit: str, path: str, master: str, out: str) -> None:
 
 
 def measure(engine: str, unit: str, path: Path, master: str) -> dict:
-    with tempfile.TemporaryDirectory(prefix="dpcli-bench-spark-persons-") as tmp:
-        out = Path(tmp) / "out.json"
-        cmd = [sys.executable, __file__, "--child", engine, unit, str(path), "--master", master, "--out", str(out)]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        peak = 0
-        done = threading.Event()
-
-        def sample() -> None:
-            nonlocal peak
-            while not done.wait(0.2):
-                peak = max(peak, _tree_rss(proc.pid))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        _, stderr = proc.communicate()
-        wall = time.perf_counter() - t0
-        done.set()
-        sampler.join()
-        if proc.returncode != 0:
-            raise SystemExit(f"{engine}/{unit} failed ({proc.returncode}):\n{stderr.decode(errors='replace')}")
-        data = json.loads(out.read_text())
+    cmd = [sys.executable, __file__, "--child", engine, unit, str(path), "--master", master]
+    wall, peak, data = run_sampled(cmd, f"{engine}/{unit}", "dpcli-bench-spark-persons-")
     return {"wall": wall, "phase": data["phase"], "warm": data["warm"], "tree_peak": peak, "result": data["result"]}
 
 
