@@ -535,7 +535,8 @@ def _selection(
     who = "one row" if b is None else f"one person ({b.text()})"
     why = (
         f"an entry only {who} holds has a count of at most r={per_key}, and "
-        f"{'a row is in' if b is None else 'that person holds'} at most g={keys} such entries; with discrete Laplace noise of t={format_decimal(count.scale, 6)} an entry is released when its "
+        f"{'a row is in' if b is None else 'that person holds'} at most g={keys} such entries; with discrete "
+        f"Laplace noise of t={format_decimal(count.scale, 6)} an entry is released when its "
         f"noisy count is at least τ={tau}: g·P(Z ≥ τ - r) = g·q^(τ-r)/(1+q) ≤ {float(spent):.3g} ≤ "
         f"δ={format_decimal(delta, 6)}, q = e^(-1/t)"
     )
