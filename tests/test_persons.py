@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dpcli.engine.persons as persons
 from dpcli.engine import aggregate, check_input
 from dpcli.engine.cells import used_columns
 from dpcli.engine.persons import ID_COLUMN, PersonRows, Seeds, exact_from_frames
@@ -266,15 +267,13 @@ def test_engine_matches_the_reference(tmp_path: Path, rows, k, g, r, missing, cl
     assert got == reference(text, k, g, r, missing, clamp)
 
 
-@pytest.mark.parametrize("seed", range(24))
-def test_random_panels_match_the_reference(tmp_path: Path, seed: int) -> None:
-    """Plain random panels beside the Hypothesis search (which favours small, uniform examples): a few persons with
-    dozens of rows each, every parameter drawn."""
-    rng = random.Random(seed)
+def check_random_panel(tmp_path: Path, rng: random.Random, fewest: int, most: int) -> None:
+    """A random panel of ``fewest`` to ``most`` rows of a few persons, every parameter drawn: the engine's cells
+    are the reference's."""
     rows = [
         (rng.choice(IDS), rng.choice([*SEXES, "X", ""]), rng.choice(COUNTRIES),
          rng.choice([str(rng.randint(-4, 14)), *AMOUNTS]), rng.random() < 0.3)
-        for _ in range(rng.randrange(30, 120))
+        for _ in range(rng.randrange(fewest, most))
     ]
     k, g, r = rng.randint(1, 5), rng.choice([None, 1, 2]), rng.choice([None, 1, 2, 3])
     missing, clamp = rng.choice(["drop", "person"]), rng.choice(["row", "person"])
@@ -282,6 +281,13 @@ def test_random_panels_match_the_reference(tmp_path: Path, seed: int) -> None:
     assert engine_cells(run(tmp_path, text, person_unit(k, g, r, missing), clamp)) == reference(
         text, k, g, r, missing, clamp
     )
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_panels_match_the_reference(tmp_path: Path, seed: int) -> None:
+    """Plain random panels beside the Hypothesis search (which favours small, uniform examples): a few persons with
+    dozens of rows each, every parameter drawn."""
+    check_random_panel(tmp_path, random.Random(seed), 30, 120)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -421,3 +427,15 @@ def test_a_missing_id_field_is_exit_3_before_anything(tmp_path: Path, suffix: st
         where = "header" if suffix == "csv" else "schema"
         assert str(info.value) == f"input {path}: the person id field pid (privacy.unit.id) is missing from the {where}"
         assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize(("prefix_mask", "row_bits"), [(0, 60), ((1 << 64) - 2, 1)])
+@pytest.mark.parametrize("seed", range(6))
+def test_shared_key_prefixes_and_key_ties_keep_the_rules_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix_mask: int, row_bits: int, seed: int
+) -> None:
+    """The sort key's rare cases, made common: every person under one key prefix (mask 0), or rows of one person
+    tying on the key (one bit of h). The exact path must keep the rows the rules keep."""
+    monkeypatch.setattr(persons, "_PREFIX_MASK", prefix_mask)
+    monkeypatch.setattr(persons, "_ROW_BITS", row_bits)
+    check_random_panel(tmp_path, random.Random(1000 + seed), 60, 160)
