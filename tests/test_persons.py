@@ -368,7 +368,7 @@ def test_another_secret_keeps_other_rows(tmp_path: Path) -> None:
 
 
 def test_memory_is_bounded_by_persons(tmp_path: Path) -> None:
-    """Many rows of few persons, added in chunks: the rows held stay within about twice persons x K."""
+    """Many rows of few persons, added in chunks: the rows held stay within a few times persons x K."""
     k, persons = 2, 500
     plan = make_plan(parse_spec(spec_text(person_unit(k, None, None, "drop"), "row")))
     held = PersonRows(plan, SECRET)
@@ -386,8 +386,8 @@ def test_memory_is_bounded_by_persons(tmp_path: Path) -> None:
             schema={ID_COLUMN: pl.String, "sex": pl.String, "country": pl.String, "amount": pl.Int64},
         )
         held.add(chunk)
-        # each chunk is cut to K per person at once, the whole when it doubles past COMPACT_ROWS
-        assert held.held_rows <= 2 * persons * k + held.COMPACT_ROWS + persons * k
+        # the rows held are cut to K per person once they pass GROWTH times their size after the last cut
+        assert held.held_rows <= held.GROWTH * persons * k + held.COMPACT_ROWS
     assert held.kept_rows().height == persons * k
     assert held.finish()[0].counts.tolist() == [persons * k]
 
