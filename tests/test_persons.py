@@ -439,3 +439,21 @@ def test_shared_key_prefixes_and_key_ties_keep_the_rules_rows(
     monkeypatch.setattr(persons, "_PREFIX_MASK", prefix_mask)
     monkeypatch.setattr(persons, "_ROW_BITS", row_bits)
     check_random_panel(tmp_path, random.Random(1000 + seed), 60, 160)
+
+
+def test_persons_under_a_shared_key_prefix_are_numbered_apart_from_the_others() -> None:
+    """Four persons of one row each, sorted A, B, C, D, where B and C share the key's prefix: each keeps a number of
+    its own (the persons' runs and the exact path's numbers never meet)."""
+    prefix = 1 << persons._ROW_BITS
+    frame = pl.DataFrame(
+        {
+            persons._KEY: [1 * prefix, 2 * prefix, 2 * prefix + 1, 3 * prefix],
+            persons._PID: [1 * prefix, 2 * prefix, 2 * prefix + 5, 3 * prefix],
+            persons._PID2: [11, 12, 13, 14],
+            persons._H: [0, 0, 1 << 40, 0],
+        },
+        schema=dict.fromkeys([persons._KEY, persons._PID, persons._PID2, persons._H], pl.UInt64),
+    )
+    numbered = persons._cut(frame, [], 4, numbered=True)
+    assert numbered.height == 4 and numbered[persons._PERSON].n_unique() == 4
+    assert numbered[persons._RANK].to_list() == [0, 0, 0, 0]
