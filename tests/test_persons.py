@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dpcli.engine.persons as persons
 from dpcli.engine import aggregate, check_input
 from dpcli.engine.cells import used_columns
 from dpcli.engine.persons import ID_COLUMN, PersonRows, Seeds, exact_from_frames
@@ -266,15 +267,13 @@ def test_engine_matches_the_reference(tmp_path: Path, rows, k, g, r, missing, cl
     assert got == reference(text, k, g, r, missing, clamp)
 
 
-@pytest.mark.parametrize("seed", range(24))
-def test_random_panels_match_the_reference(tmp_path: Path, seed: int) -> None:
-    """Plain random panels beside the Hypothesis search (which favours small, uniform examples): a few persons with
-    dozens of rows each, every parameter drawn."""
-    rng = random.Random(seed)
+def check_random_panel(tmp_path: Path, rng: random.Random, fewest: int, most: int) -> None:
+    """A random panel of ``fewest`` to ``most`` rows of a few persons, every parameter drawn: the engine's cells
+    are the reference's."""
     rows = [
         (rng.choice(IDS), rng.choice([*SEXES, "X", ""]), rng.choice(COUNTRIES),
          rng.choice([str(rng.randint(-4, 14)), *AMOUNTS]), rng.random() < 0.3)
-        for _ in range(rng.randrange(30, 120))
+        for _ in range(rng.randrange(fewest, most))
     ]
     k, g, r = rng.randint(1, 5), rng.choice([None, 1, 2]), rng.choice([None, 1, 2, 3])
     missing, clamp = rng.choice(["drop", "person"]), rng.choice(["row", "person"])
@@ -282,6 +281,13 @@ def test_random_panels_match_the_reference(tmp_path: Path, seed: int) -> None:
     assert engine_cells(run(tmp_path, text, person_unit(k, g, r, missing), clamp)) == reference(
         text, k, g, r, missing, clamp
     )
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_panels_match_the_reference(tmp_path: Path, seed: int) -> None:
+    """Plain random panels beside the Hypothesis search (which favours small, uniform examples): a few persons with
+    dozens of rows each, every parameter drawn."""
+    check_random_panel(tmp_path, random.Random(seed), 30, 120)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -362,7 +368,7 @@ def test_another_secret_keeps_other_rows(tmp_path: Path) -> None:
 
 
 def test_memory_is_bounded_by_persons(tmp_path: Path) -> None:
-    """Many rows of few persons, added in chunks: the rows held stay within about twice persons x K."""
+    """Many rows of few persons, added in chunks: the rows held stay within a few times persons x K."""
     k, persons = 2, 500
     plan = make_plan(parse_spec(spec_text(person_unit(k, None, None, "drop"), "row")))
     held = PersonRows(plan, SECRET)
@@ -380,8 +386,8 @@ def test_memory_is_bounded_by_persons(tmp_path: Path) -> None:
             schema={ID_COLUMN: pl.String, "sex": pl.String, "country": pl.String, "amount": pl.Int64},
         )
         held.add(chunk)
-        # each chunk is cut to K per person at once, the whole when it doubles past COMPACT_ROWS
-        assert held.held_rows <= 2 * persons * k + held.COMPACT_ROWS + persons * k
+        # the rows held are cut to K per person once they pass GROWTH times their size after the last cut
+        assert held.held_rows <= held.GROWTH * persons * k + held.COMPACT_ROWS
     assert held.kept_rows().height == persons * k
     assert held.finish()[0].counts.tolist() == [persons * k]
 
@@ -421,3 +427,33 @@ def test_a_missing_id_field_is_exit_3_before_anything(tmp_path: Path, suffix: st
         where = "header" if suffix == "csv" else "schema"
         assert str(info.value) == f"input {path}: the person id field pid (privacy.unit.id) is missing from the {where}"
         assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize(("prefix_mask", "row_bits"), [(0, 60), ((1 << 64) - 2, 1)])
+@pytest.mark.parametrize("seed", range(6))
+def test_shared_key_prefixes_and_key_ties_keep_the_rules_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix_mask: int, row_bits: int, seed: int
+) -> None:
+    """The sort key's rare cases, made common: every person under one key prefix (mask 0), or rows of one person
+    tying on the key (one bit of h). The exact path must keep the rows the rules keep."""
+    monkeypatch.setattr(persons, "_PREFIX_MASK", prefix_mask)
+    monkeypatch.setattr(persons, "_ROW_BITS", row_bits)
+    check_random_panel(tmp_path, random.Random(1000 + seed), 60, 160)
+
+
+def test_persons_under_a_shared_key_prefix_are_numbered_apart_from_the_others() -> None:
+    """Four persons of one row each, sorted A, B, C, D, where B and C share the key's prefix: each keeps a number of
+    its own (the persons' runs and the exact path's numbers never meet)."""
+    prefix = 1 << persons._ROW_BITS
+    frame = pl.DataFrame(
+        {
+            persons._KEY: [1 * prefix, 2 * prefix, 2 * prefix + 1, 3 * prefix],
+            persons._PID: [1 * prefix, 2 * prefix, 2 * prefix + 5, 3 * prefix],
+            persons._PID2: [11, 12, 13, 14],
+            persons._H: [0, 0, 1 << 40, 0],
+        },
+        schema=dict.fromkeys([persons._KEY, persons._PID, persons._PID2, persons._H], pl.UInt64),
+    )
+    numbered = persons._cut(frame, [], 4, numbered=True)
+    assert numbered.height == 4 and numbered[persons._PERSON].n_unique() == 4
+    assert numbered[persons._RANK].to_list() == [0, 0, 0, 0]

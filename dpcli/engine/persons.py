@@ -35,13 +35,14 @@ How it is done, and where that is finer than the rules above:
   carry the text: two ids are one person only if both hashes agree, about n^2 / 2^129 for n persons (1e-27 for a
   million). Such a merge could only lower what the two contribute.
 - A row is held as what the statistics read of it (its cell codes, open keys and grid values, one column per
-  distinct expression), under the key (the id's first hash, h). Rows tying on h are ordered by those columns, not by
-  their text: rows that differ only in what no statistic reads are interchangeable. Either way the order depends on
-  the row alone, never on the file's order.
-- Memory is bounded by the persons, not the rows: each chunk is sorted and cut to its K first rows per person as
-  it arrives (in the polars engine's worker threads), and the rows kept so far are cut again to K per person
-  whenever they have doubled since the last cut (sorted parts sort fast); rows with a missing id that are persons
-  of their own are counted at once and never held.
+  distinct expression), with the id's two hashes, h, and a 64-bit sort key (the id's first hash's upper 40 bits,
+  then h's upper 24: see ``_cut``, which orders the rare rows where that key is not enough the exact way). Rows
+  tying on h are ordered by those columns, not by their text: rows that differ only in what no statistic reads are
+  interchangeable. Either way the order depends on the row alone, never on the file's order.
+- Memory is bounded by the persons, not the rows: each chunk is sorted on the key as it arrives (in the polars
+  engine's worker threads), and the rows held are cut to K per person whenever they have grown past ``GROWTH`` (4)
+  times their size after the last cut (plus ``COMPACT_ROWS``); rows with a missing id that are persons of their
+  own are counted at once and never held.
 
 The keyed hash is polars' seeded ``hash`` (its seeds drawn from the 32-byte secret by keyed BLAKE2b; polars 2.1
 takes one 64-bit seed per hash), the same in every process of one polars version. Measured on 500,000 rows (an id
@@ -78,7 +79,10 @@ ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column
 SECRET_BYTES = 32
 _PID = "#pid"  # keyed hash of the id
 _PID2 = "#pid2"  # a second keyed hash of the id: with _PID, the person (see _cut)
-_KEY = "#key"  # (_PID, h) as one 128-bit number, h the keyed hash of the row: its place among the person's rows
+_H = "#h"  # h, the keyed hash of the row: its place among the person's rows
+_KEY = "#key"  # the upper 40 bits of _PID, then the upper _ROW_BITS of h: what the rows are sorted on (see _cut)
+_ROW_BITS = 24
+_PREFIX_MASK = ((1 << 64) - 1) ^ ((1 << _ROW_BITS) - 1)
 _PERSON = "#person"  # the person's number among the rows kept (after the final cut)
 _RANK = "#rank"  # the row's place among its person's kept rows: (h, cells) order
 _G = "#g"  # keyed hash of (person, cell): the cell's place among the person's cells
@@ -131,32 +135,52 @@ def swap_rows(rows: pl.DataFrame, added: Sequence[pl.DataFrame], taken: Sequence
     return pl.concat([indexed.filter(~pl.col("#i").is_in(drop.implode())).drop("#i"), *added], how="vertical")
 
 
-def _cut(frame: pl.DataFrame, cells: list[str], k: int) -> pl.DataFrame:
-    """Each person's first ``k`` rows in (h, cells) order, sorted by (the id's hash, h) (``_KEY``).
+def _cut(frame: pl.DataFrame, cells: list[str], k: int, *, numbered: bool = False) -> pl.DataFrame:
+    """Each person's first ``k`` rows in (h, cells) order; ``numbered``: with each row's person number
+    (``_PERSON``) and place among its person's rows (``_RANK``).
 
-    The rows are sorted on one 128-bit key, (the id's first hash, h): every person's rows in a run, in h order,
-    unless two persons share the id's first hash or two different rows of one person share h. Both show on
-    neighbouring rows once sorted (the id's second hash differs, or the key ties where the cells differ); the rare
-    frame where either happens is ordered by (key, the id's second hash, cells) and each row's place counted per
-    person (a window over both hashes of the id) instead of per run. Rows equal in every cell are interchangeable.
-    A frame made of sorted parts sorts fast (polars' sort finds the runs): chunks are sorted as they arrive."""
-    s = frame.sort(_KEY)
-    same = _pid() == _pid().shift()
-    differ = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift()) for c in cells]) if cells else pl.lit(False)
-    ambiguous = same & ((pl.col(_PID2) != pl.col(_PID2).shift()) | ((pl.col(_KEY) == pl.col(_KEY).shift()) & differ))
-    if not s.select(ambiguous.any()).item():
-        return s.filter(_place() < k)
-    s = frame.sort([_KEY, _PID2, *cells], nulls_last=True)
-    return s.filter(pl.int_range(pl.len()).over(_pid(), _PID2) < k)
+    The rows are ordered by ``_KEY`` (the id's hash's upper 40 bits, then h's upper 24 bits): a 64-bit key sorts
+    about twice as fast as the 128-bit (id hash, h) it replaced (4M rows on the shared 2-core machine: 0.48 s
+    against 1.0 s), and only the key and the person's hashes are moved to find the rows kept; the kept rows alone
+    are then gathered. So ordered, every person's rows form a run in h order, except where two persons share the
+    key's 40 bits of the id's hash, or two rows tie on the key. Both show on neighbouring rows; only the rows under
+    such a 40-bit prefix are then ordered the exact way, by (key, the person's hashes, h, cells), and each row's
+    place counted per person (a window over the id's hashes), so that a tie or a shared prefix never lets one
+    person's rows change another's choice. Rows equal in every held column are interchangeable."""
+    order = frame.select(pl.col(_KEY).arg_sort()).to_series().alias("#i")
+    s = frame.select(_KEY, _PID, _PID2)[order]
+    same = _prefix() == _prefix().shift()
+    ambiguous = same & ((pl.col(_KEY) == pl.col(_KEY).shift()) | _other_person())
+    shared = s.filter(ambiguous).select(_prefix()).to_series().implode()
+    runs = s.select(order, _place().alias(_RANK), _new_person().alias(_PERSON))
+    if shared.list.len().item():
+        runs = runs.filter(~s.select(_prefix().is_in(shared)).to_series())
+    runs = runs.filter(pl.col(_RANK) < k)
+    kept = frame[runs["#i"]]
+    if numbered:
+        kept = kept.with_columns(runs[_RANK], runs[_PERSON].cum_sum().cast(pl.Int64))
+    if not shared.list.len().item():
+        return kept
+    exact = frame.filter(_prefix().is_in(shared)).sort([_KEY, _PID, _PID2, _H, *cells], nulls_last=True)
+    place = pl.int_range(pl.len(), dtype=pl.Int64).over(_PID, _PID2)
+    exact = exact.with_columns(place.alias(_RANK)).filter(pl.col(_RANK) < k)
+    if not numbered:
+        return pl.concat([kept, exact.drop(_RANK)], how="vertical")
+    person = pl.struct(_PID, _PID2).rank("dense").cast(pl.Int64) + kept.height + 1
+    return pl.concat([kept, exact.with_columns(person.alias(_PERSON))], how="vertical")
 
 
-def _pid() -> pl.Expr:
-    """The id's first hash: the key's upper 64 bits (not held apart: 8 bytes less per row to sort)."""
-    return (pl.col(_KEY) // (1 << 64)).cast(pl.UInt64)
+def _other_person() -> pl.Expr:
+    return (pl.col(_PID) != pl.col(_PID).shift()) | (pl.col(_PID2) != pl.col(_PID2).shift())
+
+
+def _prefix() -> pl.Expr:
+    """The key's upper 40 bits: of the id's first hash."""
+    return pl.col(_KEY) // (1 << _ROW_BITS)
 
 
 def _new_person() -> pl.Expr:
-    return ((_pid() != _pid().shift()) | (pl.col(_PID2) != pl.col(_PID2).shift())).fill_null(True)
+    return _other_person().fill_null(True)
 
 
 def _place() -> pl.Expr:
@@ -168,9 +192,12 @@ def _place() -> pl.Expr:
 class PersonRows:
     """The rows of a person-level release, bounded as the rules say; see the module docstring."""
 
-    # the kept rows are cut to K per person once they pass twice their size after the last cut plus this (each chunk
-    # is cut to K per person, and sorted, as it arrives)
+    # the rows held are cut to K per person once they pass GROWTH times their size after the last cut plus
+    # COMPACT_ROWS (each chunk is sorted as it arrives). 4 rather than 2: fewer cuts at the same peak (10M rows, 1M
+    # persons, K=4, best of 2, twice each: 5.71 s and 1.18 GB with 2, 4.88-5.13 s and 1.15 GB with 4; 8 was faster
+    # still but held more)
     COMPACT_ROWS = 1 << 20
+    GROWTH = 4
 
     def __init__(self, plan: Plan, secret: bytes):
         unit = plan.spec.privacy.person
@@ -189,8 +216,10 @@ class PersonRows:
         self.cells: dict[str, pl.Expr] = {}
         self.statistics = [_StatisticRule(plan.spec, sp, unit, self.seeds, self.cells) for sp in plan.statistics]
         self.schema = pl.DataFrame(schema={ID_COLUMN: pl.String(), **typed}).lazy().select(
+            pl.lit(0, dtype=pl.UInt64).alias(_KEY),
+            pl.lit(0, dtype=pl.UInt64).alias(_PID),
             pl.lit(0, dtype=pl.UInt64).alias(_PID2),
-            pl.lit(0, dtype=pl.UInt128).alias(_KEY),
+            pl.lit(0, dtype=pl.UInt64).alias(_H),
             *(e.alias(n) for n, e in self.cells.items()),
         ).collect().clear()
         self.parts: list[pl.DataFrame] = []
@@ -222,9 +251,12 @@ class PersonRows:
         h = pl.struct(ID_COLUMN, *self.used).hash(self.seeds.row)
         queries = [
             read.filter(~missing).select(
+                pid.alias(_PID),
                 pl.col(ID_COLUMN).hash(self.seeds.person2).alias(_PID2),
-                (pid.cast(pl.UInt128) * (1 << 64) + h.cast(pl.UInt128)).alias(_KEY),
+                h.alias(_H),
                 *cells,
+            ).with_columns(
+                ((pl.col(_PID) & _PREFIX_MASK) | (pl.col(_H) // (1 << (64 - _ROW_BITS)))).alias(_KEY)
             )
             for read in reads
         ]
@@ -247,7 +279,10 @@ class PersonRows:
             for j in range(plus, n):
                 totals[j] = [f.with_columns(pl.col(c) * -1 for c in f.columns if c in ("n", "s")) for f in totals[j]]
             singles = [compact([t[i] for t in totals]) for i in range(m)]
-        return _cut(keyed, list(self.cells), self.unit.max_rows), singles
+        # sorted, not cut: a chunk holds ~0.4 rows of each of a million persons, so its own cut removes almost nothing
+        # and cost more than it saved (10M rows, 1M persons, K=4: 5.1 s with a cut per chunk, 3.9 s with a sort
+        # alone, 6.2 s with neither); sorted parts make the held rows' cuts faster, and this runs in the workers
+        return keyed.sort(_KEY), singles
 
     def take(self, prepared: tuple[pl.DataFrame, list[pl.DataFrame] | None]) -> None:
         kept, singles = prepared
@@ -260,7 +295,7 @@ class PersonRows:
         if kept.height:
             self.parts.append(kept)
             self.held += kept.height
-        if self.held > 2 * self.after_cut + self.COMPACT_ROWS:
+        if self.held > self.GROWTH * self.after_cut + self.COMPACT_ROWS:
             self._cut_all()
 
     def remove_missing(self, rows: pl.DataFrame) -> None:
@@ -272,12 +307,13 @@ class PersonRows:
 
     @property
     def held_rows(self) -> int:
-        """Rows held now (at most twice the persons times K, plus COMPACT_ROWS and the last chunk's)."""
+        """Rows held now (at most GROWTH times the persons times K, plus COMPACT_ROWS)."""
         return self.held
 
     def _cut_all(self) -> None:
         if len(self.parts) > 1 or self.held > self.after_cut:
-            # not rechunked: the sort makes the one copy
+            # not rechunked: _cut gathers the rows kept from the parts (8 sorted parts of 700k rows: 0.47-0.55 s CPU
+            # against 0.64-0.71 s rechunked; not told apart in a whole release at load 15-23)
             both = pl.concat(self.parts, how="vertical", rechunk=False) if self.parts else self.schema
             self.parts = [_cut(both, list(self.cells), self.unit.max_rows)]
         self.held = self.after_cut = sum(p.height for p in self.parts)
@@ -287,18 +323,9 @@ class PersonRows:
     def kept_rows(self) -> pl.DataFrame:
         """The rows kept (at most K per person), as the statistics read them, with each row's person number and
         rank: the final cut."""
-        self._cut_all()
-        kept = self.parts[0] if self.parts else self.schema
-        # sorted by key: a person's rows form a run, except where two persons share the id's first hash
-        shared = (_pid() == _pid().shift()) & (pl.col(_PID2) != pl.col(_PID2).shift())
-        if kept.select(shared.any()).item():
-            person = pl.struct(_pid(), _PID2).rank("dense")
-            rank = pl.int_range(pl.len()).over(_pid(), _PID2)
-        else:
-            person, rank = _new_person().cum_sum(), _place()
-        return kept.select(
-            person.cast(pl.Int64).alias(_PERSON), _pid().alias(_PID), rank.cast(pl.Int64).alias(_RANK), *self.cells
-        )
+        held = pl.concat(self.parts, how="vertical", rechunk=False) if self.parts else self.schema
+        kept = _cut(held, list(self.cells), self.unit.max_rows, numbered=True)
+        return kept.select(_PERSON, _PID, _RANK, *self.cells)
 
     def cell_frames(self) -> list[pl.DataFrame]:
         """Per statistic, in plan order, the per-cell totals of these rows (see the module docstring)."""
