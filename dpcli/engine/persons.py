@@ -113,6 +113,17 @@ def check_id_field(path: Path, fields: Iterable[str], spec: Spec, where: str) ->
         raise InputError(f"input {path}: the person id field {field} (privacy.unit.id) is missing from the {where}")
 
 
+def hash_probe() -> tuple[int, ...]:
+    """polars' seeded hash of a few fixed rows of each typed kind (text, integer, float, missing), as ``PersonRows``
+    hashes ids and rows: equal on two machines when their hashes agree. The version check alone would miss a
+    hash that depends on the processor (e.g. an executor on another architecture)."""
+    frame = pl.DataFrame(
+        {"t": ["dpcli", "", None, "\u00e9"], "i": [1, -(2**62), None, 0], "f": [0.5, float("nan"), None, -0.0]}
+    )
+    hashed = frame.select(pl.col("t").hash(7).alias("t"), pl.struct("t", "i", "f").hash(11).alias("row"))
+    return (*hashed["t"].to_list(), *hashed["row"].to_list())
+
+
 def missing_id(id_text: pl.Expr) -> pl.Expr:
     """A missing id: null, empty, or holding U+FFFD (the field was not valid UTF-8)."""
     return id_text.is_null() | (id_text == "") | id_text.str.contains("\ufffd", literal=True)

@@ -47,7 +47,14 @@ import polars as pl
 from dpcli.engine.cells import used_columns
 from dpcli.engine.columnar import FrameAggregator, typed_frame
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
-from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, exact_from_frames
+from dpcli.engine.persons import (
+    ID_COLUMN,
+    SECRET_BYTES,
+    PersonRows,
+    check_id_field,
+    exact_from_frames,
+    hash_probe,
+)
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.locations import is_url
@@ -486,17 +493,6 @@ def _rows_schema(empty: pl.DataFrame) -> tuple[Any, Any]:
 def expected_polars() -> tuple[str, tuple[int, ...]]:
     """What every executor's polars must match (run on the driver only): its version and its ``hash_probe``."""
     return pl.__version__, hash_probe()
-
-
-def hash_probe() -> tuple[int, ...]:
-    """polars' seeded hash of a few fixed rows of each typed kind (text, integer, float, missing), as the persons'
-    rules hash ids and rows: equal on two machines when their hashes agree. The version check alone would miss a
-    hash that depends on the processor (e.g. an executor on another architecture)."""
-    frame = pl.DataFrame(
-        {"t": ["dpcli", "", None, "\u00e9"], "i": [1, -(2**62), None, 0], "f": [0.5, float("nan"), None, -0.0]}
-    )
-    hashed = frame.select(pl.col("t").hash(7).alias("t"), pl.struct("t", "i", "f").hash(11).alias("row"))
-    return (*hashed["t"].to_list(), *hashed["row"].to_list())
 
 
 # An executor's refusal reaches the driver inside Spark's exception text, next to whatever else that text holds: it
