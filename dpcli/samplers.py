@@ -742,3 +742,113 @@ def discrete_gaussian(sigma_squared: Fraction | int, size: int, source: RandomSo
     a, b = _rational_param(sigma_squared, "sigma_squared")
     n = _as_count(size, "size")
     return _chunked(lambda k: _gaussian(src, a, b, k), n)
+
+
+# --------------------------------------------------------------------------------------------------
+# the exponential mechanism
+# --------------------------------------------------------------------------------------------------
+
+# Acceptance exponents num*gap at or above this are drawn as Bernoulli(exp(-_EXPONENT_CAP/den)) AND the rest
+# (exact: the product of the two probabilities); the first factor is so small that the rest, drawn by the
+# Python-int fallback, is practically never reached.
+_EXPONENT_CAP = 1 << 62
+_FIRST_BATCH = 64
+_LAST_BATCH = 1 << 16
+
+
+def _accept(src: RandomSource, gaps: np.ndarray, num: int, den: int) -> np.ndarray:
+    """Bernoulli(exp(-num * gap / den)) per lane, exactly; ``gaps`` int64 (when num * gap stays below the cap for
+    every gap) or an object array of Python ints >= 0."""
+    if gaps.dtype != object:
+        return _bern_exp_vec(src, gaps * num, den)
+    exponents = gaps * num
+    capped = exponents >= _EXPONENT_CAP
+    small = np.where(capped, _EXPONENT_CAP, exponents).astype(np.int64)
+    accepted = _bern_exp_vec(src, small, den)
+    for lane in np.flatnonzero(accepted & capped):
+        accepted[lane] = _bern_exp_scalar(src, int(exponents[lane]) - _EXPONENT_CAP, den)
+    return accepted
+
+
+def _gaps(values: list[int], num: int) -> np.ndarray:
+    """best - value per score: int64 where num times the largest gap stays below the cap, else Python ints."""
+    if num == 0:  # every weight is 1
+        return np.zeros(len(values), dtype=np.int64)
+    best = max(values)
+    gaps = [best - v for v in values]
+    if max(gaps) * num < _EXPONENT_CAP:
+        return np.array(gaps, dtype=np.int64)
+    return np.array(gaps, dtype=object)
+
+
+def _draws(src: RandomSource, gaps: np.ndarray, num: int, den: int, size: int) -> np.ndarray:
+    """``size`` independent indices of ``gaps``, each i with probability proportional to exp(-num * gaps[i] / den),
+    by rejection: every lane proposes indices uniformly and accepts each with probability exp(-num * gap / den);
+    a lane's draw is its first accepted proposal (at least one gap is 0, so the acceptance rate is at least
+    1/len(gaps)). Lanes still waiting propose several at a time (their proposals are i.i.d., taken in order)."""
+    out = np.empty(size, dtype=np.int64)
+    waiting = np.arange(size, dtype=np.int64)
+    tries = 1
+    while waiting.size:
+        proposals = src.integers_below(len(gaps), (waiting.size, tries))
+        accepted = _accept(src, gaps[proposals.reshape(-1)], num, den).reshape(proposals.shape)
+        done = accepted.any(axis=1)
+        first = accepted.argmax(axis=1)
+        out[waiting[done]] = proposals[done, first[done]]
+        waiting = waiting[~done]
+        tries = max(1, min(2 * tries, _LAST_BATCH // max(waiting.size, 1)))
+    return out
+
+
+def _check_ints(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, Integral):
+            raise TypeError(f"{name} must be an int")
+
+
+def _scores(scores: npt.ArrayLike, num: int, den: int) -> list[int]:
+    if num < 0 or den < 1 or den > _I64_MAX:
+        raise ValueError("num must be >= 0 and den in [1, 2**63)")
+    values = [int(v) for v in np.asarray(scores, dtype=object).reshape(-1)]
+    if not values:
+        raise ValueError("no scores to choose from")
+    return values
+
+
+def exponential_choice(
+    scores: npt.ArrayLike, num: int, den: int, k: int = 1, source: RandomSource | None = None
+) -> np.ndarray:
+    """``k`` distinct indices of ``scores`` (integers: int64 or Python ints), drawn one after another without
+    replacement (peeling): each draw picks index i among those left with probability proportional to
+    exp(-(num/den) * (best - scores[i])), best the largest score left. Exact: uniform proposals accepted by exact
+    Bernoulli(exp(-x)) draws, the gaps in integer arithmetic; no float. Returns int64 indices in draw order.
+
+    So the exponential mechanism with utility ``u`` of sensitivity ``D`` at budget ``eps`` (a Fraction) is
+    ``exponential_choice(u, eps.numerator, 2 * D * eps.denominator)`` (``D * eps.denominator`` for a monotone
+    utility); peeling ``k`` times at ``eps`` each equals one-shot Gumbel top-k in distribution (Durfee & Rogers
+    2019)."""
+    src = source if source is not None else default_source()
+    _check_ints(num=num, den=den, k=k)
+    values = _scores(scores, num, den)
+    if not 0 <= k <= len(values):
+        raise ValueError("k must be between 0 and the number of scores")
+    left = list(range(len(values)))
+    chosen: list[int] = []
+    for _ in range(k):
+        pick = int(_draws(src, _gaps(values, int(num)), int(num), int(den), 1)[0])
+        chosen.append(left.pop(pick))
+        values.pop(pick)
+    return np.array(chosen, dtype=np.int64)
+
+
+def exponential_sample(
+    scores: npt.ArrayLike, num: int, den: int, size: int, source: RandomSource | None = None
+) -> np.ndarray:
+    """``size`` independent indices of ``scores`` (with replacement), each i with probability proportional to
+    exp(-(num/den) * (best - scores[i])): ``exponential_choice``'s single draw, vectorised. k-ary randomized
+    response is this with scores [1, 0, ..., 0] (the true key first) and num/den = eps, the draw an offset from the
+    true key."""
+    src = source if source is not None else default_source()
+    _check_ints(num=num, den=den)
+    values = _scores(scores, num, den)
+    return _draws(src, _gaps(values, int(num)), int(num), int(den), _as_count(size, "size"))

@@ -491,3 +491,46 @@ def test_discrete_gaussian_quick_fit():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# --- the exponential mechanism (distribution: tests/statistical/test_exponential_mechanism.py) ----------------
+
+
+def test_exponential_choice_peels_distinct_indices_in_draw_order() -> None:
+    from dpcli.samplers import exponential_choice
+
+    picks = exponential_choice([5, 1, 9, 3], 1, 1, k=4)
+    assert picks.dtype == np.int64 and sorted(picks.tolist()) == [0, 1, 2, 3]
+    assert exponential_choice([5, 1], 1, 1, k=0).size == 0
+
+
+def test_exponential_choice_takes_a_far_best_score_first() -> None:
+    from dpcli.samplers import exponential_choice
+
+    # any other first draw has probability below exp(-10**6): never, in any run
+    assert exponential_choice([0, -(10**6), 10**6, -(10**30)], 1, 1, k=2).tolist()[0] == 2
+    assert exponential_choice(np.array([-(10**6), 0]), 1, 1).tolist() == [1]
+
+
+def test_exponential_sample_at_rate_zero_is_uniform_support() -> None:
+    from dpcli.samplers import exponential_sample
+
+    draws = exponential_sample([0, -(10**40), 7], 0, 1, 3000)
+    assert set(draws.tolist()) == {0, 1, 2}  # each index has probability 1/3: all three appear (miss: 3 * (2/3)**3000)
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda f: f([1, 2], 1, 0), ValueError),
+        (lambda f: f([1, 2], -1, 1), ValueError),
+        (lambda f: f([], 1, 1), ValueError),
+        (lambda f: f([1, 2], 1.0, 1), TypeError),
+        (lambda f: f([1, 2], 1, 1, k=3), ValueError),
+    ],
+)
+def test_exponential_choice_refuses_bad_arguments(call, error) -> None:
+    from dpcli.samplers import exponential_choice
+
+    with pytest.raises(error):
+        call(exponential_choice)
