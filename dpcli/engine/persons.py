@@ -255,26 +255,13 @@ class PersonRows:
         changes nothing here (worker threads run it in parallel). The polars engine hands the chunk's reads as lazy
         frames, so that the id's text is hashed as it is parsed, never held."""
         frames = (rows, *added, *taken)
-        reads = [frame.lazy().select(ID_COLUMN, *self.used).with_columns(self.normal) for frame in frames]
-        missing = missing_id(pl.col(ID_COLUMN))
-        cells = [e.alias(n) for n, e in self.cells.items()]
-        pid = pl.col(ID_COLUMN).hash(self.seeds.person)
-        h = pl.struct(ID_COLUMN, *self.used).hash(self.seeds.row)
-        queries = [
-            read.filter(~missing).select(
-                pid.alias(_PID),
-                pl.col(ID_COLUMN).hash(self.seeds.person2).alias(_PID2),
-                h.alias(_H),
-                *cells,
-            ).with_columns(
-                ((pl.col(_PID) & _PREFIX_MASK) | (pl.col(_H) // (1 << (64 - _ROW_BITS)))).alias(_KEY)
-            )
-            for read in reads
-        ]
+        reads = [self._normal(frame) for frame in frames]
+        queries = [self._keyed(read) for read in reads]
         alone = self.unit.missing_id == "person"
         if alone:
+            cells = [e.alias(n) for n, e in self.cells.items()]
             for read in reads:
-                frame = read.filter(missing).select(cells).with_columns(
+                frame = read.filter(missing_id(pl.col(ID_COLUMN))).select(cells).with_columns(
                     pl.int_range(pl.len(), dtype=pl.Int64).alias(_PERSON),
                     pl.lit(0, dtype=pl.UInt64).alias(_PID),
                     pl.lit(0, dtype=pl.Int64).alias(_RANK),
@@ -294,6 +281,25 @@ class PersonRows:
         # and cost more than it saved (10M rows, 1M persons, K=4: 5.1 s with a cut per chunk, 3.9 s with a sort
         # alone, 6.2 s with neither); sorted parts make the held rows' cuts faster, and this runs in the workers
         return keyed.sort(_KEY), singles
+
+    def _normal(self, rows: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+        return rows.lazy().select(ID_COLUMN, *self.used).with_columns(self.normal)
+
+    def _keyed(self, read: pl.LazyFrame) -> pl.LazyFrame:
+        """The rows of ``read`` (normalised) with an id: the id's hashes, h, the sort key and the cells held."""
+        pid = pl.col(ID_COLUMN).hash(self.seeds.person)
+        h = pl.struct(ID_COLUMN, *self.used).hash(self.seeds.row)
+        return read.filter(~missing_id(pl.col(ID_COLUMN))).select(
+            pid.alias(_PID),
+            pl.col(ID_COLUMN).hash(self.seeds.person2).alias(_PID2),
+            h.alias(_H),
+            *(e.alias(n) for n, e in self.cells.items()),
+        ).with_columns(((pl.col(_PID) & _PREFIX_MASK) | (pl.col(_H) // (1 << (64 - _ROW_BITS)))).alias(_KEY))
+
+    def keyed(self, rows: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+        """What ``prepare`` computes of a chunk's rows before its sort, unsorted and uncut: the per-row work of a
+        person-level release, which ``bench/bench_person_floor.py`` measures on its own."""
+        return self._keyed(self._normal(rows))
 
     def take(self, prepared: tuple[pl.DataFrame, list[pl.DataFrame] | None]) -> None:
         kept, singles = prepared
