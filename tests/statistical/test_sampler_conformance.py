@@ -26,6 +26,9 @@ from scipy import stats
 
 from dpcli.samplers import RandomSource, bernoulli_exp, discrete_gaussian, discrete_laplace, geometric_exp
 
+# 10**7 draws per check: a statistical suite, run by `make test-slow` (and .ci/run), not `make test`
+pytestmark = pytest.mark.slow
+
 N = 10_000_000
 ALPHA = 1e-8
 MIN_EXPECTED = 20
