@@ -173,7 +173,7 @@ class Absent(LazyColumn):
         self.rows = rows
 
     def texts(self, i: int, j: int) -> list[str]:
-        return [""] * (min(j, self.rows) - i)
+        return [None] * (min(j, self.rows) - i)  # type: ignore[list-item] # as a dimension that does not apply
 
     def store(self) -> list[str]:  # never stored as such: _block_doc writes null
         return []
