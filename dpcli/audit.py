@@ -56,6 +56,10 @@ summed, or for zCDP the total ρ converted at δ).
    each one-sided bound is at level (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP target has
    ε_lb <= ε. So a report with ε_lb > claimed ε is, up to that probability, proof of a bug.
 
+**Quantiles** (the exponential mechanism): a level's exact values are the engine's bins, from which its utilities
+under D and D' follow (dpcli.quantiles); a pair's loss is 2 max_c |Δu(c)| / t per cell of by: (the mechanism's
+pure-ε bound; ε²/8 in zCDP), and Z is the exact log-likelihood ratio of the candidate the release's sampler draws.
+
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
