@@ -86,10 +86,10 @@ from typing import Any
 
 import numpy as np
 
+from dpcli import quantiles
 from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
-from dpcli import quantiles
 from dpcli.mechanisms import add_noise
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.samplers import exponential_sample
@@ -682,13 +682,14 @@ def _quantile_cells(
     width = quantile_bins(stat, column)
     level = stat.levels[[c.role for c in sp.components].index(role)]
     out = []
-    for k in sorted({int(cell) // width for cell in _difference(d1, d2)}):  # type: ignore[call-overload]
+    changed = [cell for cell in _difference(d1, d2) if isinstance(cell, int)]  # declared cells: bin indices
+    for k in sorted({cell // width for cell in changed}):
         sides = []
         for d in (d1, d2):
             counts = np.asarray(base[i].counts[k * width:(k + 1) * width], dtype=np.int64).copy()
             for cell, v in d.items():
-                if k * width <= int(cell) < (k + 1) * width:  # type: ignore[call-overload]
-                    counts[int(cell) - k * width] += v  # type: ignore[call-overload]
+                if isinstance(cell, int) and k * width <= cell < (k + 1) * width:
+                    counts[cell - k * width] += v
             lt, _, gt = quantiles.rank_counts(counts.reshape(1, -1), spacing, m)
             sides.append(quantiles.utilities(lt[0], gt[0], level))
         out.append((k, sides[0], sides[1]))
@@ -1070,7 +1071,7 @@ def _quantile_noised(eng: _Engine, i: int, role: str, a: dict[Cell, int], c: dic
         llr = log_probs(u2) - log_probs(u1)
         best_d, best_dp = (first + int(np.argmax(u)) * spacing for u in (u1, u2))
         out.append(NoisedCell(
-            i, stat.name, role, k, _cell_label(sp, k), best_d, best_dp, column.precision or Fraction(1),  # type: ignore[arg-type]
+            i, stat.name, role, k, _cell_label(sp, k), best_d, best_dp, column.precision or Fraction(1),
             utilities=(tuple(int(v) for v in u1), tuple(int(v) for v in u2)), llr=tuple(float(v) for v in llr),
         ))
     return out

@@ -596,12 +596,14 @@ def _quantile(path: str, kind: str, f: dict, column: Column, by: tuple[str, ...]
     step = f.get("step")
     units = Fraction(1) if step is None else step / column.precision
     if units.denominator != 1:
-        raise RuleError(
-            f"{path}.step", f"must be a whole number of the column's grid steps (precision {format_exact(column.precision)})"
-        )
+        precision = format_exact(column.precision)
+        raise RuleError(f"{path}.step", f"must be a whole number of the column's grid steps (precision {precision})")
     _, _, candidates = candidate_grid(column, step)
     if candidates > MAX_CANDIDATES:
-        given = f"step {format_exact(step)}" if step is not None else f"the column's precision {format_exact(column.precision)}"
+        given = (
+            f"step {format_exact(step)}" if step is not None
+            else f"the column's precision {format_exact(column.precision)}"
+        )
         raise RuleError(
             f"{path}.step" if step is not None else path,
             f"{candidates} candidates at {given} is over the limit of {MAX_CANDIDATES}: give a coarser step",

@@ -804,7 +804,8 @@ def _utility_change(
         ua, ub = _utility(ca[start:start + width], spacing, q), _utility(cb[start:start + width], spacing, q)
         moved += max(abs(x - y) for x, y in zip(ua, ub, strict=True))
     if moved > comp.sensitivity:
-        return f"{stat.name} ({stat.kind}) {comp.role}: the utilities moved by {moved} vs sensitivity {comp.sensitivity}", moved
+        text = f"{stat.name} ({stat.kind}) {comp.role}: the utilities moved by {moved} vs {comp.sensitivity}"
+        return text, moved
     return None, moved
 
 
@@ -867,7 +868,9 @@ GAUSSIAN_SAME_CELL = Case(
 # Anchors: a row moving between two cells of by: (both cells' utilities move), and a value going from L to U
 # across a candidate whose lt(c) - gt(c) it takes from 2 to 0 (u moves by b).
 QUANTILE_MOVES_CELL = Case(
-    _spec(_XC, "  - {name: q, kind: quantile, column: x, q: [0.5, 0.25], by: [c]}\n", "neighbours: replace, epsilon: 1"),
+    _spec(
+        _XC, "  - {name: q, kind: quantile, column: x, q: [0.5, 0.25], by: [c]}\n", "neighbours: replace, epsilon: 1"
+    ),
     b"x,c\n0,a\n1,b\n",
     b"x,c\n0,a\n1,a\n",
     "line 2 replaced",

@@ -43,7 +43,11 @@ def chi2_fit(counts: np.ndarray, probs: np.ndarray) -> tuple[float, float]:
     n = counts.sum()
     order = np.argsort(probs)
     merged = 0  # bins order[:merged] form one bin
-    while probs[order[merged:]].min(initial=math.inf) * n < MIN_EXPECTED or 0 < probs[order[:merged]].sum() * n < MIN_EXPECTED:
+    def short(k: int) -> bool:  # a bin left, or the merged one, expects too few
+        left, merged_bin = probs[order[k:]].min(initial=math.inf) * n, probs[order[:k]].sum() * n
+        return left < MIN_EXPECTED or 0 < merged_bin < MIN_EXPECTED
+
+    while short(merged):
         merged += 1
     if merged:
         low, rest = order[:merged], order[merged:]
