@@ -56,6 +56,10 @@ summed, or for zCDP the total ρ converted at δ).
    each one-sided bound is at level (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP target has
    ε_lb <= ε. So a report with ε_lb > claimed ε is, up to that probability, proof of a bug.
 
+**Quantiles** (the exponential mechanism): a level's exact values are the engine's bins, from which its utilities
+under D and D' follow (dpcli.quantiles); a pair's loss is 2 max_c |Δu(c)| / t per cell of by: (the mechanism's
+pure-ε bound; ε²/8 in zCDP), and Z is the exact log-likelihood ratio of the candidate the release's sampler draws.
+
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
@@ -82,12 +86,14 @@ from typing import Any
 
 import numpy as np
 
+from dpcli import quantiles
 from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
 from dpcli.mechanisms import add_noise
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
-from dpcli.spec import Column, GridBins, Spec, load_spec
+from dpcli.samplers import exponential_sample
+from dpcli.spec import Column, GridBins, Quantile, Spec, candidate_grid, load_spec, quantile_bins
 
 DEFAULT_TRIALS = 200_000
 MIN_TRIALS = 1_000
@@ -177,6 +183,10 @@ class NoisedCell:
     only_in: str | None = None  # open keys: "D" | "D'" when the entry exists in that dataset only
     threshold: int | None = None
     release_probability: float = 0.0
+    # a quantile level's cell (exact_d, exact_d_prime: the candidates of the best utility): the utilities under D
+    # and D', and log P[c | D'] / P[c | D] per candidate c
+    utilities: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    llr: tuple[float, ...] = ()
 
 
 class _PersonPair:
@@ -621,7 +631,9 @@ class _Engine:
                 out.append(parts)
                 continue
             for comp in sp.components:
-                now, base = (e.counts, b.counts) if comp.role == "count" else (e.sums, b.sums)
+                # a quantile's levels all read the engine's bins (counts); their utilities follow (_quantile_cells)
+                counted = comp.role == "count" or comp.mechanism == "exponential"
+                now, base = (e.counts, b.counts) if counted else (e.sums, b.sums)
                 # a sum component exists only in a statistic whose exact values carry sums
                 assert now is not None and base is not None
                 changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
@@ -637,6 +649,7 @@ class _Engine:
             return self.delta(person)[i][role].get(cell, 0)
         b = self.base[i]
         base = int(b.counts[cell]) if role == "count" else int(b.sums[cell])  # type: ignore[index]
+        assert self.plan.statistics[i].component(role).mechanism != "exponential"
         return base + self.delta(person)[i][role].get(cell, 0)
 
 
@@ -656,9 +669,51 @@ def _shared_difference(d1: dict[Cell, int], d2: dict[Cell, int]) -> dict[Cell, i
     return {k: d2[k] - v for k, v in d1.items() if k in d2 and d2[k] != v}
 
 
-def _pair_loss(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction, int]:
+def _quantile_cells(
+    plan: Plan, base: list[ExactStatistic], i: int, role: str, d1: dict[Cell, int], d2: dict[Cell, int]
+) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """(cell of by:, utilities under D, under D') of a quantile level, for the cells whose bins differ: the counts
+    are the base dataset's plus each side's exact difference (dpcli.quantiles reads the bins as a release does)."""
+    sp = plan.statistics[i]
+    stat = sp.statistic
+    assert isinstance(stat, Quantile)
+    column = plan.spec.columns[stat.column]
+    _, spacing, m = candidate_grid(column, stat.step)
+    width = quantile_bins(stat, column)
+    level = stat.levels[[c.role for c in sp.components].index(role)]
+    out = []
+    changed = [cell for cell in _difference(d1, d2) if isinstance(cell, int)]  # declared cells: bin indices
+    for k in sorted({cell // width for cell in changed}):
+        sides = []
+        for d in (d1, d2):
+            counts = np.asarray(base[i].counts[k * width:(k + 1) * width], dtype=np.int64).copy()
+            for cell, v in d.items():
+                if isinstance(cell, int) and k * width <= cell < (k + 1) * width:
+                    counts[cell - k * width] += v
+            lt, _, gt = quantiles.rank_counts(counts.reshape(1, -1), spacing, m)
+            sides.append(quantiles.utilities(lt[0], gt[0], level))
+        out.append((k, sides[0], sides[1]))
+    return out
+
+
+def _quantile_loss(plan: Plan, base: list[ExactStatistic], i: int, role: str, d1: dict[Cell, int],
+                   d2: dict[Cell, int]) -> tuple[Fraction, int]:
+    """A quantile level's pure-ε loss between two datasets: the exponential mechanism's 2 max_c |Δu(c)| / t, summed
+    over the cells of by: that differ (a row leaving one cell and joining another moves both); and those cells."""
+    scale = plan.statistics[i].component(role).scale
+    assert scale is not None
+    cells = _quantile_cells(plan, base, i, role, d1, d2)
+    moved = sum(int(np.abs(u1 - u2).max(initial=0)) for _, u1, u2 in cells)
+    return Fraction(2 * moved) / scale, len(cells)
+
+
+def _pair_loss(
+    plan: Plan, target: Target, a: Delta, b: Delta, base: list[ExactStatistic] | None = None
+) -> tuple[Fraction, int]:
     """The target's privacy loss between two candidate datasets under the plan's noise, and the cells that differ.
-    For an open-key statistic the loss is that of the entries both hold (``_selection_delta`` covers the rest)."""
+    For an open-key statistic the loss is that of the entries both hold (``_selection_delta`` covers the rest).
+    A quantile level (``base``: the base dataset's exact values, needed for its utilities) counts its pure ε, which
+    in zCDP is ε²/8 (the exponential mechanism is ε-bounded-range)."""
     if target.loss_unit == "δ":
         return _selection_delta(plan, target, a, b)
     eps: dict[int, Fraction] = {}
@@ -666,6 +721,15 @@ def _pair_loss(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[Fraction
     cells = 0
     for i, role in target.parts:
         sp = plan.statistics[i]
+        if sp.component(role).mechanism == "exponential":
+            assert base is not None
+            level_eps, level_cells = _quantile_loss(plan, base, i, role, a[i][role], b[i][role])
+            cells += level_cells
+            if target.loss_unit == "ε":
+                eps[i] = eps.get(i, Fraction(0)) + level_eps
+            else:
+                rho += level_eps * level_eps / 8
+            continue
         if sp.selection is not None:
             diff = _shared_difference(a[i][role], b[i][role])
             cells += len(a[i][role].keys() ^ b[i][role].keys())
@@ -867,7 +931,7 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
         for p1, p2 in _pairs(persons, replace):
             a, b = eng.delta(p1), eng.delta(p2)
             for t in by_statistic[i]:
-                best[t.label].offer(*_pair_loss(plan, t, a, b), (p1, p2))
+                best[t.label].offer(*_pair_loss(plan, t, a, b, eng.base), (p1, p2))
 
     # the release: seeds are every target's worst pair and those pairs merged (unit: row: column by column, in target
     # order, a column already set keeping its value; a person unit: the persons' rows together); under unit: row,
@@ -900,14 +964,14 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
     seeds = list(dict.fromkeys([merged_pair, *seeds]))
     eng.load(p for pair in seeds for p in pair if p is not None)
     for pair in seeds:
-        found.offer(*_pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1])), pair)
+        found.offer(*_pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1]), eng.base), pair)
     assert found.pair is not None
     if eng.person is not None:
         return best
     starts = list(dict.fromkeys([found.pair, merged_pair]))
     for start in starts:
         current = start
-        current_loss, _ = _pair_loss(plan, release, eng.delta(current[0]), eng.delta(current[1]))
+        current_loss, _ = _pair_loss(plan, release, eng.delta(current[0]), eng.delta(current[1]), eng.base)
         for _ in range(MAX_SWEEPS):
             moves: list[tuple[Person | None, Person]] = []
             for side in ((0, 1) if replace else (1,)):
@@ -922,7 +986,7 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
             eng.load(p for pair in moves for p in pair if p is not None)
             step, step_loss = None, current_loss
             for pair in moves:
-                loss, cells = _pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1]))
+                loss, cells = _pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1]), eng.base)
                 found.offer(loss, cells, pair)
                 if loss > step_loss:
                     step, step_loss = pair, loss
@@ -965,6 +1029,8 @@ def _noised_cells(
     one dataset lacks come with their threshold and the chance the other dataset releases them."""
     sp = eng.plan.statistics[i]
     comp = sp.component(role)
+    if comp.mechanism == "exponential":
+        return _quantile_noised(eng, i, role, a, c)
     if sp.selection is None:
         return [
             NoisedCell(i, sp.statistic.name, role, cell, _cell_label(sp, cell), eng.exact(i, role, cell, p1),
@@ -981,6 +1047,33 @@ def _noised_cells(
         p = 0.0 if only is None else float(release_probability(a.get(key, 0) or c.get(key, 0), tau, comp.scale))
         out.append(NoisedCell(i, sp.statistic.name, role, key, _cell_label(sp, key), a.get(key, 0), c.get(key, 0),
                               comp.unit, only, tau if only else None, p))
+    return out
+
+
+def _quantile_noised(eng: _Engine, i: int, role: str, a: dict[Cell, int], c: dict[Cell, int]) -> list[NoisedCell]:
+    """A quantile level's cells of by: whose utilities differ, with the exact log-likelihood ratio of each candidate
+    (float64: log P[c | D'] - log P[c | D], both normalised exactly as the sampler's weights exp(-(best - u) / t))."""
+    plan = eng.plan
+    sp = plan.statistics[i]
+    stat = sp.statistic
+    comp = sp.component(role)
+    assert isinstance(stat, Quantile) and comp.scale is not None
+    column = plan.spec.columns[stat.column]
+    first, spacing, _ = candidate_grid(column, stat.step)
+    t = float(comp.scale)
+
+    def log_probs(u: np.ndarray) -> np.ndarray:
+        x = -(float(u.max()) - u.astype(float)) / t
+        return x - (math.log(np.exp(x).sum()))
+
+    out = []
+    for k, u1, u2 in _quantile_cells(plan, eng.base, i, role, a, c):
+        llr = log_probs(u2) - log_probs(u1)
+        best_d, best_dp = (first + int(np.argmax(u)) * spacing for u in (u1, u2))
+        out.append(NoisedCell(
+            i, stat.name, role, k, _cell_label(sp, k), best_d, best_dp, column.precision or Fraction(1),
+            utilities=(tuple(int(v) for v in u1), tuple(int(v) for v in u2)), llr=tuple(float(v) for v in llr),
+        ))
     return out
 
 
@@ -1086,6 +1179,9 @@ def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...]) -> list[float]:
             continue
         comp = plan.statistics[c.index].component(c.component)
         shift = c.exact_d_prime - c.exact_d
+        if c.utilities is not None:  # a quantile level: Z takes one of the candidates' ratios
+            laplace += max(abs(v) for v in c.llr)
+            continue
         if comp.mechanism == "discrete_gaussian":
             mu2 += float(shift) ** 2 / float(comp.variance)  # type: ignore[arg-type]
         else:
@@ -1117,6 +1213,12 @@ def _count_hits(
                 if c.only_in == ("D" if on_d else "D'"):
                     released = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m) >= c.threshold
                     z[released] += -math.inf if on_d else math.inf
+                continue
+            if c.utilities is not None:  # a quantile level: the release's exact draw of a candidate, then its ratio
+                assert comp.scale is not None
+                drawn = exponential_sample(list(c.utilities[0 if on_d else 1]), comp.scale.denominator,
+                                           comp.scale.numerator, m)
+                z += np.asarray(c.llr)[drawn]
                 continue
             noisy = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m)
             z += _llr(noisy - c.exact_d, c.exact_d_prime - c.exact_d, comp)
@@ -1180,6 +1282,11 @@ def audit(
             "person unit: neighbours differ by a whole person (many rows sharing an id): candidates hold more than K "
             "rows, rows in more than G cells, more than R rows in a cell, extreme or missing values, or one row "
             "without an id; the engine keeps rows by a fixed audit secret"
+        )
+    if any(sp.mechanism == "exponential" for sp in plan.statistics):
+        notes.append(
+            "quantiles: each level's pair loss is 2 max|Δu|/t per cell of by: (the exponential mechanism's bound), "
+            "and its events are on the exact log-likelihood ratio of the drawn candidate under D' and D"
         )
     if plan.selection_delta:
         notes.append(

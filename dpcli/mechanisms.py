@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcli import quantiles
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
+from dpcli.spec import Column, Quantile, candidate_grid, quantile_bins
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic
@@ -68,6 +70,8 @@ class Noisy:
     counts: np.ndarray | None
     sums: np.ndarray | None
     keys: tuple[tuple[int, str], ...] | None = None
+    # a quantile: per declared cell and level (increasing), the index of the released candidate (cells x levels)
+    choices: np.ndarray | None = None
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
@@ -129,10 +133,32 @@ def _checked_keys(sp: StatisticPlan, ex: ExactStatistic) -> Sequence[Entry]:
     return keys
 
 
+def _quantile_counts(column: Column, sp: StatisticPlan, ex: ExactStatistic) -> tuple[np.ndarray, int, int]:
+    """A quantile's exact counts as (declared cells x engine bins), its candidate spacing and count."""
+    stat = sp.statistic
+    assert isinstance(stat, Quantile)
+    _, spacing, candidates = candidate_grid(column, stat.step)
+    bins = quantile_bins(stat, column)
+    return np.asarray(ex.counts, dtype=np.int64).reshape(-1, bins), spacing, candidates
+
+
+def draw_quantiles(
+    column: Column, sp: StatisticPlan, ex: ExactStatistic, source: RandomSource | None = None
+) -> Noisy:
+    """A quantile's release: one exact exponential-mechanism draw per declared cell and level (dpcli.quantiles)."""
+    counts, spacing, candidates = _quantile_counts(column, sp, ex)
+    levels = sp.statistic.levels  # type: ignore[union-attr]
+    scales = tuple(c.scale for c in sp.components)
+    return Noisy(None, None, choices=quantiles.choose(counts, levels, scales, spacing, candidates, source))  # type: ignore[arg-type]
+
+
 def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
     """Add the plan's exact discrete noise to every exact vector. Only called after the spend is durable."""
     out = []
     for sp, ex in zip(plan.statistics, exact, strict=True):
+        if isinstance(sp.statistic, Quantile):
+            out.append(draw_quantiles(plan.spec.columns[sp.statistic.column], sp, ex))
+            continue
         if sp.selection is not None:
             keys = _checked_keys(sp, ex)
             out.append(select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys))
@@ -162,7 +188,14 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     if plan is None:
         assert all(e.keys is None for e in exact), "open keys: pass the plan"
         return [Noisy(e.counts, e.sums) for e in exact]
-    return [
-        select_entries(sp, e.counts, _checked_keys(sp, e)) if sp.selection is not None else Noisy(e.counts, e.sums)
-        for sp, e in zip(plan.statistics, exact, strict=True)
-    ]
+    out = []
+    for sp, e in zip(plan.statistics, exact, strict=True):
+        if sp.selection is not None:
+            out.append(select_entries(sp, e.counts, _checked_keys(sp, e)))
+        elif isinstance(sp.statistic, Quantile):  # the candidate of the largest utility
+            counts, spacing, candidates = _quantile_counts(plan.spec.columns[sp.statistic.column], sp, e)
+            levels = sp.statistic.levels
+            out.append(Noisy(None, None, choices=quantiles.best(counts, levels, spacing, candidates)))
+        else:
+            out.append(Noisy(e.counts, e.sums))
+    return out

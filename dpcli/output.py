@@ -33,7 +33,7 @@ from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
-from dpcli.spec import Column, Count, EdgeBins, GridBins, Mean, Sum
+from dpcli.spec import QUANTILE_COLUMN, Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, candidate_grid
 
 if TYPE_CHECKING:
     import polars as pl
@@ -163,6 +163,20 @@ class Ints(LazyColumn):
 
     def same_array(self, other: Ints) -> bool:
         return self.values is other.values and (self.mult, self.digits) == (other.mult, other.digits)
+
+
+class Absent(LazyColumn):
+    """A number column a statistic does not have (a quantile's ci_low and ci_high: its accuracy is a rank bound,
+    in the plan and the sidecar): empty in CSV, null in JSON."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+
+    def texts(self, i: int, j: int) -> list[str]:
+        return [None] * (min(j, self.rows) - i)  # type: ignore[list-item] # as a dimension that does not apply
+
+    def store(self) -> list[str]:  # never stored as such: _block_doc writes null
+        return []
 
 
 class KeyLabels(LazyColumn):
@@ -415,6 +429,9 @@ def _block_doc(b: Block) -> dict:
         "labels": {k: v.store() for k, v in b.labels.items()},
     }
     v, lo, hi = b.value, b.ci_low, b.ci_high
+    if isinstance(lo, Absent) and isinstance(hi, Absent):  # a quantile: values only
+        doc["value"], doc["ci_low"], doc["ci_high"] = list(v), None, None
+        return doc
     if isinstance(v, Ints) and isinstance(lo, Ints) and isinstance(hi, Ints):
         if v.offset == 0 and v.same_array(lo) and v.same_array(hi) and lo.offset == -hi.offset:
             # value -/+ a half-width (counts, sums): one array
@@ -439,7 +456,9 @@ def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | 
     value: LazyColumn
     low: LazyColumn
     high: LazyColumn
-    if numbers is None:
+    if numbers is None and b["ci_low"] is None:  # a quantile: values only
+        value, low, high = Texts(b["value"]), Absent(rows), Absent(rows)
+    elif numbers is None:
         value, low, high = Texts(b["value"]), Texts(b["ci_low"]), Texts(b["ci_high"])
     else:
         dtype, mult, digits, k = numbers["dtype"], numbers["mult"], numbers["digits"], numbers["halfwidth"]
@@ -542,7 +561,11 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn] | None]:
             bins = keys if keys is not None else stat.bins  # no declared keys: the histogram's own bins
             assert bins is not None
             dims.append(bins)
-        out.append(dict(zip(stat.dimensions, label_columns(dims), strict=True)))
+        names = stat.dimensions
+        if isinstance(stat, Quantile):  # one row per level, after the by: cells
+            dims.append([format_exact(q) for q in stat.levels])
+            names = (*names, QUANTILE_COLUMN)
+        out.append(dict(zip(names, label_columns(dims), strict=True)))
     return out
 
 
@@ -598,10 +621,27 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
             assert nz.keys is not None
             labels = entry_labels(sp, nz.keys)
         bounds = spec.columns[stat.column].grid_bounds if stat.kind == "mean" else None  # type: ignore[index]
-        value, low, high = number_columns(sp, nz.counts, nz.sums, bounds)
+        if isinstance(stat, Quantile):
+            value, low, high = quantile_columns(spec.columns[stat.column], stat, nz)
+        else:
+            value, low, high = number_columns(sp, nz.counts, nz.sums, bounds)
         rho = sp.rho if plan.rho else None
         blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
     return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
+
+
+def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyColumn, LazyColumn, LazyColumn]:
+    """A quantile's values (the chosen candidates, on the column's decimal grid) and no interval columns."""
+    assert nz.choices is not None and column.precision is not None
+    lo, spacing, _ = candidate_grid(column, stat.step)
+    grid = postprocess.quantile_values(lo, spacing, nz.choices)
+    step = postprocess.decimal_step(column.precision)
+    value: LazyColumn
+    if step is not None and int(np.abs(grid).max(initial=0)) * step[0] < 2**62:
+        value = Ints(grid, 0, *step)
+    else:
+        value = Texts(decimal_text([int(g) * column.precision for g in grid.tolist()]))
+    return value, Absent(len(grid)), Absent(len(grid))
 
 
 def number_columns(
@@ -735,7 +775,8 @@ def _column_of(table: Table, block: Block, name: str, position: int) -> LazyColu
     n_dims = len(table.dimensions)
     if 1 <= position <= n_dims:
         return block.labels.get(name)
-    return {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high}[name]
+    column = {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high}[name]
+    return None if isinstance(column, Absent) else column
 
 
 def write_json(table: Table, sink: _HashingWriter) -> None:
@@ -913,6 +954,9 @@ def _statistic_meta(sp: StatisticPlan) -> dict:
             meta["clamp"] = stat.clamp or "row"
         b = sp.bounding
         meta["bounding"] = {"max_rows": b.max_rows, "max_groups": b.groups, "max_rows_per_group": b.rows_per_group}
+    if isinstance(stat, Quantile):
+        meta["q"] = [format_exact(q) for q in stat.levels]
+        meta["step"] = None if stat.step is None else format_exact(stat.step)
     if sp.selection is not None:
         sel = sp.selection
         meta["selection"] = {
@@ -957,6 +1001,12 @@ def _component_meta(c: NoiseComponent) -> dict:
     if c.mechanism == "discrete_gaussian":
         assert c.variance is not None
         meta.update(l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance), rho=format_exact(c.rho))
+    elif c.mechanism == "exponential":  # a quantile level: its accuracy as a rank bound (public quantities only)
+        assert c.scale is not None
+        meta.update(
+            scale=format_exact(c.scale), epsilon=format_exact(c.epsilon), candidates=c.candidates,
+            rank_error95=format_exact(c.halfwidth(CONFIDENCE) * c.unit),
+        )
     else:
         assert c.scale is not None
         meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))

@@ -38,7 +38,22 @@ from dpcli.accounting import (
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
-from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, PersonUnit, Spec, Statistic, Sum, open_dimensions
+from dpcli.quantiles import rank_bound, utility_sensitivity
+from dpcli.spec import (
+    Column,
+    Count,
+    EdgeBins,
+    GridBins,
+    Histogram,
+    PersonUnit,
+    Quantile,
+    Spec,
+    Statistic,
+    Sum,
+    candidate_grid,
+    open_dimensions,
+    quantile_bins,
+)
 from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
@@ -69,9 +84,14 @@ class NoiseComponent:
     rho: Fraction = Fraction(0)  # Gaussian: the rho this part uses
     variance: Fraction | None = None  # Gaussian: sigma^2 in grid units, >= l2_squared / (2 rho)
     l2_squared: int = 0  # Gaussian: the squared L2 sensitivity
+    candidates: int = 0  # exponential (a quantile level): the candidates it chooses among
 
     def halfwidth(self, confidence: float) -> int:
-        """Smallest k with P(|noise| <= k) >= confidence (grid units)."""
+        """Smallest k with P(|noise| <= k) >= confidence (grid units). For the exponential mechanism: how far below
+        the best utility the released candidate's may fall (utility units: ``unit`` rows each)."""
+        if self.mechanism == "exponential":
+            assert self.scale is not None
+            return rank_bound(self.scale, self.candidates, confidence)
         if self.mechanism == "discrete_gaussian":
             assert self.variance is not None
             return gaussian_halfwidth(self.variance, confidence)
@@ -138,6 +158,8 @@ class StatisticPlan:
 
     @property
     def mechanism(self) -> str:
+        if isinstance(self.statistic, Quantile):
+            return "exponential"
         return "discrete_gaussian" if self.statistic.mechanism == "gaussian" else "discrete_laplace"
 
     def component(self, role: str) -> NoiseComponent:
@@ -595,6 +617,15 @@ def _make_plan(spec: Spec) -> Plan:
         if isinstance(stat, Histogram):
             cells *= bin_count(spec, stat)
             _check_bins_on_grid(path, spec, stat)
+        if isinstance(stat, Quantile):
+            cells *= quantile_bins(stat, spec.columns[stat.column])
+            comps = _quantile_components(path, spec, stat, neighbours, share, zcdp)
+            pure = sum((c.epsilon for c in comps), Fraction(0))  # the draws' pure epsilon, also in a zCDP release
+            plans.append(StatisticPlan(
+                stat, Fraction(0) if zcdp else share, comps, cells, _dimension_keys(spec, stat),
+                share if zcdp else Fraction(0), pure if zcdp else share,
+            ))
+            continue
         opened = bool(open_dimensions(stat, spec.columns))
         person = spec.privacy.person
         b = None if person is None else bounding(person, stat, None if opened else cells)
@@ -615,6 +646,38 @@ def _make_plan(spec: Spec) -> Plan:
                 stat, share, comps, cells, _dimension_keys(spec, stat), Fraction(0), share, b, selection
             ))
     return Plan(spec, tuple(plans))
+
+
+def _quantile_components(
+    path: str, spec: Spec, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool
+) -> tuple[NoiseComponent, ...]:
+    """One exponential-mechanism draw per level, each with an even share of the statistic's budget: epsilon / k in a
+    pure release; in a zCDP release rho / k, whose draw is eps0-DP with eps0 = sqrt(8 rho / k) rounded down (an
+    eps0-DP exponential mechanism is eps0-bounded-range, hence eps0^2/8-zCDP: Cesar & Rogers 2021)."""
+    column = spec.columns[stat.column]
+    _, spacing, candidates = candidate_grid(column, stat.step)
+    p = column.precision
+    assert p is not None
+    k = len(stat.levels)
+    each = share / k
+    eps0 = 2 * rho_to_pure_epsilon(each) if zcdp else each
+    if eps0 <= 0:
+        raise SpecError(path, "its share of the budget is too small to plan (it rounds to 0): raise it")
+    grid = f"{candidates} candidates {format_exact(column.grid_bounds[0] * p)}, "
+    grid += f"{format_exact((column.grid_bounds[0] + spacing) * p)}, ... (step {format_exact(spacing * p)})"
+    out = []
+    for q in stat.levels:
+        sensitivity, why = utility_sensitivity(q, neighbours, bool(stat.by))
+        scale = conservative_scale(2 * sensitivity, eps0)
+        if scale > MAX_SCALE:
+            raise SpecError(path, f"its exponential mechanism's scale {format_decimal(scale, 6)} is too large: "
+                                  "raise its epsilon")
+        why += f"; {grid}; weights exp(-(best - u(c))/t), t = 2×{sensitivity}/ε"
+        out.append(NoiseComponent(
+            f"q={format_exact(q)}", sensitivity, why, eps0, scale, Fraction(1, q.denominator),
+            mechanism="exponential", rho=each if zcdp else Fraction(0), candidates=candidates,
+        ))
+    return tuple(out)
 
 
 def _split_selection_deltas(spec: Spec) -> dict[int, Fraction]:
@@ -676,7 +739,7 @@ MAX_RELEASE_MEMORY_MB = 1024
 # rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
 # mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
 MEMORY_BASE_MB = 200
-MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144}
+MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144, "quantile": 48, "median": 48}
 
 
 @dataclass(frozen=True)

@@ -199,3 +199,10 @@ def mean_grids(
     low = np.where(ok, np.clip(low, lo * f, hi * f), lo * f)
     high = np.where(ok, np.clip(high, lo * f, hi * f), hi * f)
     return value, low.astype(np.int64), high.astype(np.int64), *step
+
+
+def quantile_values(lo: int, spacing: int, choices: np.ndarray) -> np.ndarray:
+    """A quantile's released values in grid units, row by row (declared cells slowest, levels in increasing order):
+    the chosen candidates lo + index * spacing. The draws are already sorted within each cell (post-processing:
+    dpcli.quantiles.choose), so a cell's quantiles never cross."""
+    return (lo + np.asarray(choices, dtype=np.int64) * spacing).reshape(-1)

@@ -250,7 +250,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
                 str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
                 r["_budget"],
                 r["_param"],
-                format_decimal(Fraction(r["error95"]), 6),
+                format_decimal(Fraction(r["error95"]), 6) + (" rank" if r["mechanism"] == "exponential" else ""),
             ]
             for r in rows
         ],
@@ -259,6 +259,12 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     say(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)")
     for line in bounding_text(plan):
         say(line, indent="    ")
+    if any(r["mechanism"] == "exponential" for r in rows):
+        say(
+            "a quantile's ±error is a rank bound: with 95% probability the released value's rank error (rows off "
+            "the q split) exceeds the best candidate's by at most that many rows; its table rows have no interval",
+            indent="    ",
+        )
     say("why each sensitivity:")
     for r in rows:
         say(f"  {r['statistic']} ({r['part']}): {r['derivation']}", indent="    ")

@@ -40,6 +40,7 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     DATASET_NAME,
     DEFAULT_KEY_LENGTH,
     MAX_ABS_BOUND,
+    MAX_CANDIDATES,
     MAX_CELLS,
     MAX_DELTA,
     MAX_NUMBER,
@@ -197,9 +198,29 @@ class Mean(_StatisticFields):
     clamp: str | None = None  # "person": the mean over persons of each person's (clamped) total (None: row)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Quantile(_StatisticFields):
+    """Quantiles of a numeric column by the exponential mechanism over the candidate grid lo, lo + step, ... <= hi
+    (dpcli.quantiles). ``levels`` are in increasing order; each takes an even share of the statistic's budget."""
+
+    kind: ClassVar[str] = "quantile"
+    column: str
+    bins: ClassVar[None] = None
+    levels: tuple[Fraction, ...]
+    step: Fraction | None = None  # candidate spacing, a whole number of the column's grid steps (None: its precision)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Median(Quantile):
+    kind: ClassVar[str] = "median"
+    levels: tuple[Fraction, ...] = (Fraction(1, 2),)
+
+
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
-Statistic = Count | Histogram | Sum | Mean
-ColumnStatistic = Histogram | Sum | Mean
+Statistic = Count | Histogram | Sum | Mean | Quantile
+ColumnStatistic = Histogram | Sum | Mean | Quantile
+# The output column that names a quantile's level (a column of the table only when the spec has a quantile)
+QUANTILE_COLUMN = "quantile"
 
 
 @dataclass(frozen=True)
@@ -279,11 +300,13 @@ class Spec:
 
     @property
     def dimensions(self) -> tuple[str, ...]:
-        """All output dimension columns, in order of first appearance."""
+        """All output dimension columns, in order of first appearance (a quantile's level is one, after its by:)."""
         seen: dict[str, None] = {}
         for s in self.statistics:
             for d in s.dimensions:
                 seen.setdefault(d, None)
+            if isinstance(s, Quantile):
+                seen.setdefault(QUANTILE_COLUMN, None)
         return tuple(seen)
 
 
@@ -509,7 +532,7 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             raise SpecError(f"{path}.by[{j}]", _reserved(b))
         by.append(b)
     bins = None
-    if column is not None and kind in ("sum", "mean") and not column.numeric:
+    if column is not None and kind in ("sum", "mean", "quantile", "median") and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
     if column is not None and kind == "histogram":
         if column.name in OUTPUT_COLUMNS:
@@ -532,8 +555,11 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
     elif kind == "sum":
         stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
-    else:
+    elif kind == "mean":
         stat = Mean(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
+    else:
+        assert column is not None
+        stat = _quantile(path, kind, f, column, tuple(by), common)
     _open_keys(path, stat, columns)
     cells = 1
     for d in stat.dimensions:
@@ -541,9 +567,52 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         if dim.open:
             continue  # observed keys, selected privately: not known before the release
         cells *= bins.count if (d == column_name and bins is not None) else len(dim.keys)
+    if isinstance(stat, Quantile):
+        cells *= quantile_bins(stat, columns[stat.column])
     if cells > MAX_CELLS:
         raise RuleError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
     return stat
+
+
+def candidate_grid(column: Column, step: Fraction | None) -> tuple[int, int, int]:
+    """A quantile's candidates on the column's grid: (first, spacing, how many), in grid units: first + j * spacing
+    for j < how many, from the lower bound up to the upper one (the last one may stop short of it)."""
+    assert column.precision is not None
+    lo, hi = column.grid_bounds
+    units = 1 if step is None else max(1, int(step / column.precision))
+    return lo, units, (hi - lo) // units + 1
+
+
+def quantile_bins(stat: Quantile, column: Column) -> int:
+    """The engine's bins of a quantile per cell: one per candidate when candidates are the column's grid; else two
+    per candidate, the values equal to it and those above it up to the next (exactly, on the integer grid)."""
+    _, units, candidates = candidate_grid(column, stat.step)
+    return candidates if units == 1 else 2 * candidates
+
+
+def _quantile(path: str, kind: str, f: dict, column: Column, by: tuple[str, ...], common: dict) -> Quantile:
+    """A quantile's candidate grid: ``step`` a whole number of the column's grid steps, at most MAX_CANDIDATES."""
+    assert column.precision is not None
+    step = f.get("step")
+    units = Fraction(1) if step is None else step / column.precision
+    if units.denominator != 1:
+        precision = format_exact(column.precision)
+        raise RuleError(f"{path}.step", f"must be a whole number of the column's grid steps (precision {precision})")
+    _, _, candidates = candidate_grid(column, step)
+    if candidates > MAX_CANDIDATES:
+        given = (
+            f"step {format_exact(step)}" if step is not None
+            else f"the column's precision {format_exact(column.precision)}"
+        )
+        raise RuleError(
+            f"{path}.step" if step is not None else path,
+            f"{candidates} candidates at {given} is over the limit of {MAX_CANDIDATES}: give a coarser step",
+        )
+    if candidates < 2:
+        raise RuleError(f"{path}.step", "leaves fewer than two candidates within the column's bounds")
+    if kind == "median":
+        return Median(column=column.name, by=by, step=step, **common)
+    return Quantile(column=column.name, by=by, levels=tuple(sorted(f["q"])), step=step, **common)
 
 
 def open_dimensions(stat: Statistic, columns: Mapping[str, Column]) -> list[str]:
@@ -667,6 +736,12 @@ def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column
             "privacy.unit.id", f"'{unit.id[:60]}' is a declared column: person ids are not public, leave it undeclared"
         )
     for i, s in enumerate(stats):
+        if isinstance(s, Quantile):
+            raise RuleError(
+                f"statistics[{i}].kind",
+                f"a {s.kind} is not available under a person unit (its utility's sensitivity is derived for one row "
+                "per person): use privacy.unit: row",
+            )
         if s.kind in ("sum", "mean") and getattr(s, "clamp", None) is None:
             raise RuleError(
                 f"statistics[{i}].clamp",
@@ -770,6 +845,15 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
             out.attempt(_raise, RuleError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'"))
         names.add(st.name)
         stats.append(st)
+    if any(isinstance(st, Quantile) for st in stats):
+        for i, st in enumerate(stats):
+            if QUANTILE_COLUMN in st.dimensions:
+                where = "by" if QUANTILE_COLUMN in st.by else "column"
+                out.attempt(_raise, RuleError(
+                    f"statistics[{i}].{where}",
+                    f"'{QUANTILE_COLUMN}' cannot be an output dimension in a release with a quantile: the table has "
+                    "a column of that name (the level)",
+                ))
     header = csv.get("header", True) if csv is not None else True
     if isinstance(header, tuple):
         undeclared = [name for name in columns if name not in header]

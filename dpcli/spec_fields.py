@@ -44,9 +44,10 @@ MIN_RHO, MAX_RHO = Fraction(1, 10**12), Fraction(100)
 MAX_DELTA = Fraction(1, 100)  # a delta larger than this is not a meaningful guarantee
 MAX_ABS_BOUND = Fraction(10**15)
 MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billion would exhaust memory)
+MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "quantile", "median")
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
 COUNT_OF = ("rows", "persons")
@@ -479,6 +480,32 @@ class Columns:
 
 
 @dataclass(eq=False, repr=False)
+class Levels:
+    """A quantile's levels ``q``: distinct numbers in (0, 1)."""
+
+    def load(self, path: str, raw: Any) -> tuple[Fraction, ...]:
+        items = list_value(path, raw, min_len=1)
+        levels: list[Fraction] = []
+        for i, v in enumerate(items):
+            x = parse_number(f"{path}[{i}]", v)
+            if not 0 < x < 1:
+                raise RuleError(f"{path}[{i}]", f"a quantile level must be in (0, 1), got {short(x)}",
+                                rule="text range")
+            check_limits(f"{path}[{i}]", v, x)
+            if x in levels:
+                raise RuleError(f"{path}[{i}]", f"level {format_exact(x)} is listed twice")
+            levels.append(x)
+        return tuple(levels)
+
+    def schema(self) -> dict:
+        return {
+            "type": "array", "minItems": 1,
+            "items": {"anyOf": [{"type": "number", "minimum": TINY, "exclusiveMaximum": 1}, NUMBER_TEXT]},
+            "description": "quantile levels in (0, 1), e.g. [0.25, 0.5, 0.9]",
+        }
+
+
+@dataclass(eq=False, repr=False)
 class GridSpec:
     start: Fraction
     stop: Fraction
@@ -691,6 +718,10 @@ GRID = Section(
 )
 
 _BUDGET_FIELDS = ("weight", "epsilon", "rho", "mechanism", "delta")
+_QUANTILE_FORBIDDEN = {
+    "mechanism": "a quantile is chosen by the exponential mechanism: there is no noise mechanism to choose",
+    "bins": "a quantile's candidates are its column's grid: use step",
+}
 STATISTIC = Union(
     Section(
         {
@@ -709,6 +740,8 @@ STATISTIC = Union(
                             description="row: clamp each row's value; person: clamp each person's total in a cell "
                                         "(required under a person unit)"),
             "delta": Number(Fraction(0), MAX_DELTA, low_open=True, range_name="delta"),
+            "q": Levels(),
+            "step": Number(positive=True),
         },
         required=("name", "kind"),
         exclusive=(
@@ -731,6 +764,13 @@ STATISTIC = Union(
         Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
                 {"column": "required for a {tag}"}),
+        # the exponential mechanism over a candidate grid: no noise mechanism to choose, no open keys (no delta)
+        Variant("quantile", ("name", "kind", "column", "by", "q", "step", "weight", "epsilon", "rho"),
+                {"column": "required for a {tag}", "q": "required for a {tag}: the levels, e.g. [0.25, 0.5, 0.9]"},
+                forbidden=_QUANTILE_FORBIDDEN),
+        Variant("median", ("name", "kind", "column", "by", "step", "weight", "epsilon", "rho"),
+                {"column": "required for a {tag}"},
+                forbidden={**_QUANTILE_FORBIDDEN, "q": "a median is the quantile q = 0.5 (use kind: quantile)"}),
     ),
     lambda tag: f"not allowed for a {tag}",
 )

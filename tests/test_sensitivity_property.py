@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate, check_header, read_header
 from dpcli.engine.cells import ExactStatistic
 from dpcli.errors import SpecError
-from dpcli.plan import Plan, StatisticPlan, make_plan
+from dpcli.plan import NoiseComponent, Plan, StatisticPlan, make_plan
 from dpcli.spec import parse_spec
 
 
@@ -137,6 +137,8 @@ def key_column(draw: st.DrawFn, name: str) -> tuple[Col, str]:
 ALL_KINDS = ("count", "count_by", "hist_edges", "hist_grid", "hist_keys", "sum", "sum_by", "mean", "mean_by")
 # under a person unit: counts of persons too (and every sum and mean says how it clamps)
 PERSON_KINDS = (*ALL_KINDS, "persons", "persons_by")
+QUANTILE_KINDS = ("quantile", "quantile_by")
+QUANTILE_LEVELS = ("0.5", "0.25", "0.9", "1/3", "0.01")
 
 
 @st.composite
@@ -180,6 +182,12 @@ def statistic(
             step = draw(st.integers(1, 4)) * u
             stop = start + draw(st.integers(1, 8)) * step
             parts.append(f"bins: {{start: {dec(start)}, stop: {dec(stop)}, step: {dec(step)}}}")
+    elif kind.startswith("quantile"):
+        column = draw(st.sampled_from(numerics))
+        levels = draw(st.lists(st.sampled_from(QUANTILE_LEVELS), min_size=1, max_size=3, unique=True))
+        parts += ["kind: quantile", f"column: {column.name}", f"q: [{', '.join(levels)}]"]
+        if draw(st.booleans()):  # candidates every few grid steps (values between two candidates too)
+            parts.append(f"step: {dec(draw(st.integers(2, 5)) * column.step)}")
     else:
         column = draw(st.sampled_from(numerics))
         parts += [f"kind: {kind.split('_')[0]}", f"column: {column.name}"]
@@ -194,7 +202,7 @@ def statistic(
             if open_first and column is None and opened[0].name not in by:
                 by = draw(st.permutations([opened[0].name, *by[:1]]))
             parts.append("by: [" + ", ".join(by) + "]")
-    if gaussian:
+    if gaussian and not kind.startswith("quantile"):  # a quantile has no noise mechanism to choose
         parts.append("mechanism: gaussian")
     if draw(st.integers(0, 3)) == 0:
         parts.append(f"weight: {draw(st.integers(1, 3))}")
@@ -733,6 +741,11 @@ def check_sensitivity(case: Case) -> None:
     ratio = 0.0
     for sp, ea, eb in zip(plan.statistics, a, b, strict=True):
         for comp in sp.components:
+            if comp.mechanism == "exponential":
+                problem, moved = _utility_change(plan, sp, ea, eb, comp)
+                ratio = max(ratio, moved / comp.sensitivity)
+                problems.extend([problem] if problem else [])
+                continue
             va, vb = _entries(sp, ea, comp.role), _entries(sp, eb, comp.role)
             diff = [va.get(k, 0) - vb.get(k, 0) for k in va.keys() | vb.keys()]
             l1, l2 = sum(abs(d) for d in diff), sum(d * d for d in diff)
@@ -757,6 +770,43 @@ def check_sensitivity(case: Case) -> None:
                     )
     target(ratio, label="distance / sensitivity")  # steer the search toward the worst neighbours
     assert not problems, "one record moved a statistic past its sensitivity:\n  " + "\n  ".join(problems) + where
+
+
+def _utility(bins: list[int], spacing: int, q: Fraction) -> list[int]:
+    """A quantile's utility per candidate from one cell's engine bins, written out plainly: -|(b - a) lt - a gt|,
+    lt/gt the rows below/above the candidate (bins: one per candidate, or equal-to and between pairs)."""
+    a, b = q.numerator, q.denominator
+    eq = bins if spacing == 1 else bins[0::2]
+    above = [0] * len(bins) if spacing == 1 else bins[1::2]
+    n = sum(bins)
+    out, below = [], 0
+    for e, x in zip(eq, above, strict=False):
+        out.append(-abs((b - a) * below - a * (n - below - e)))
+        below += e + x
+    return out
+
+
+def _utility_change(
+    plan: Plan, sp: StatisticPlan, ea: ExactStatistic, eb: ExactStatistic, comp: NoiseComponent
+) -> tuple[str | None, int]:
+    """How far one neighbour moves a quantile level's utilities: per declared cell the largest change over the
+    candidates, summed over the cells (the privacy loss adds up over the cells a row leaves and joins)."""
+    from dpcli.spec import candidate_grid, quantile_bins
+
+    stat = sp.statistic
+    q = stat.levels[sp.components.index(comp)]  # type: ignore[union-attr]
+    column = plan.spec.columns[stat.column]  # type: ignore[index]
+    _, spacing, _ = candidate_grid(column, stat.step)  # type: ignore[union-attr]
+    width = quantile_bins(stat, column)  # type: ignore[arg-type]
+    ca, cb = ea.counts.tolist(), eb.counts.tolist()
+    moved = 0
+    for start in range(0, len(ca), width):
+        ua, ub = _utility(ca[start:start + width], spacing, q), _utility(cb[start:start + width], spacing, q)
+        moved += max(abs(x - y) for x, y in zip(ua, ub, strict=True))
+    if moved > comp.sensitivity:
+        text = f"{stat.name} ({stat.kind}) {comp.role}: the utilities moved by {moved} vs {comp.sensitivity}"
+        return text, moved
+    return None, moved
 
 
 def _shown(values: dict[object, int]) -> str:
@@ -811,6 +861,34 @@ GAUSSIAN_SAME_CELL = Case(
     b"x,c\n2,a\n",
     "line 1 replaced",
 )
+
+
+# Quantiles (issue 13): one record moves each level's utilities (summed over the cells of by:) by at most the
+# plan's sensitivity, for every level q = a/b, add_remove and replace, with and without a step between candidates.
+# Anchors: a row moving between two cells of by: (both cells' utilities move), and a value going from L to U
+# across a candidate whose lt(c) - gt(c) it takes from 2 to 0 (u moves by b).
+QUANTILE_MOVES_CELL = Case(
+    _spec(
+        _XC, "  - {name: q, kind: quantile, column: x, q: [0.5, 0.25], by: [c]}\n", "neighbours: replace, epsilon: 1"
+    ),
+    b"x,c\n0,a\n1,b\n",
+    b"x,c\n0,a\n1,a\n",
+    "line 2 replaced",
+)
+QUANTILE_CROSSES = Case(
+    _spec(_XC, "  - {name: q, kind: quantile, column: x, q: [0.5]}\n", "neighbours: replace, epsilon: 1"),
+    b"x,c\n0,a\n0,b\n",
+    b"x,c\n0,a\n2,b\n",
+    "line 2 replaced",
+)
+
+
+@settings(max_examples=_examples(100), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@given(case=cases(EVERYTHING, forms=("epsilon", "rho"), kinds=QUANTILE_KINDS))
+@example(case=QUANTILE_MOVES_CELL)
+@example(case=QUANTILE_CROSSES)
+def test_one_record_moves_quantile_utilities_by_at_most_their_sensitivity(case: Case) -> None:
+    check_sensitivity(case)
 
 
 # Focused on quotes (valid UTF-8 only, Laplace): an unescaped quote must stay in its own record, not swallow the

@@ -58,6 +58,8 @@ statistics:
   - {name: gain, kind: sum, column: capital_gain, by: [sex]}
   - {name: mean_hours, kind: mean, column: hours_per_week, by: [sex, income]}
   - {name: mean_edu, kind: mean, column: education_num}
+  - {name: age_quartiles, kind: quantile, column: age, q: [0.25, 0.5, 0.75], by: [sex]}
+  - {name: hours_median, kind: median, column: hours_per_week, step: 2}
 """
 
 # every column type, impute and other:, on a header with extra columns and a quoted name

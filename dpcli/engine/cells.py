@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 
 from dpcli.plan import Plan, StatisticPlan
-from dpcli.spec import Column, GridBins, Spec
+from dpcli.spec import Column, GridBins, Quantile, Spec, candidate_grid, quantile_bins
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.
@@ -160,6 +160,17 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     return pl.when(value.is_not_null() & (idx >= 0) & (idx < n)).then(idx)
 
 
+def candidate_bin(column: Column, stat: Quantile) -> pl.Expr:
+    """A quantile's bin of a value on the integer grid (dpcli.quantiles.rank_counts reads them): with candidates on
+    every grid point, the candidate's index; else 2j for a value equal to candidate j and 2j + 1 for one between it
+    and the next. Exact integer arithmetic; null when the value is missing."""
+    lo, spacing, _ = candidate_grid(column, stat.step)
+    offset = numeric_value(column) - lo
+    if spacing == 1:
+        return offset
+    return 2 * (offset // spacing) + (offset % spacing != 0).cast(pl.Int64)
+
+
 class Query:
     """The group-by keys and sums one query needs, shared between statistics (named once each)."""
 
@@ -211,6 +222,9 @@ def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Re
             opened = (q.key(f"raw:{d}", pl.col(d)), column)
         else:
             dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys)))
+    if isinstance(stat, Quantile):
+        column = spec.columns[stat.column]
+        dims.append((q.key(f"quantile:{stat.name}", candidate_bin(column, stat)), None, quantile_bins(stat, column)))
     counted = total = None
     if stat.kind in ("sum", "mean"):
         column = spec.columns[stat.column]  # type: ignore[index]

@@ -603,3 +603,50 @@ def test_clopper_pearson_bounds_are_the_exact_binomial_tails():
     assert stats.binom.sf(k - 1, n, lo) == pytest.approx(alpha, rel=1e-6)  # P[K >= k | p = lo] = alpha
     assert stats.binom.cdf(k, n, hi) == pytest.approx(alpha, rel=1e-6)  # P[K <= k | p = hi] = alpha
     assert clopper_pearson(0, n, alpha)[0] == 0 and clopper_pearson(n, n, alpha)[1] == 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# quantiles (issue 13): the exponential mechanism, audited on the exact log-likelihood ratio of the drawn candidate
+
+QUANTILE_STATISTICS = """\
+statistics:
+  - {name: median_hours,  kind: median, column: hours,                        epsilon: 1}
+  - {name: age_levels,    kind: quantile, column: age, q: [0.25, 0.9], by: [sex], step: 5, epsilon: 1}
+  - {name: n,             kind: count,                                        epsilon: 1}
+"""
+
+
+def quantile_plan(neighbours: str) -> Plan:
+    return make_plan(parse_spec(spec_text(neighbours, "epsilon: 3", QUANTILE_STATISTICS)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_quantiles_within_claim(neighbours):
+    plan = quantile_plan(neighbours)
+    report = run(plan)
+    assert_within(report)
+    stats_ = by_name(report)
+    for label in ("median_hours", "age_levels", "age_levels/q=0.25", "age_levels/q=0.9"):
+        s = stats_[label]
+        assert s.mechanism == "exponential" and s.cells >= 1 and s.events, label
+        # the search reaches each level's sensitivity: the pair loss is the claim (2 Δ / t = ε per level)
+        assert s.pair_loss == s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+    if neighbours == "replace":
+        assert stats_["age_levels/q=0.9"].cells == 2  # a row moves between the cells of by: sex
+    assert stats_["(release)"].claimed_epsilon == 3
+
+
+def test_halved_quantile_scales_are_flagged():
+    names = ("median_hours", "age_levels")
+    broken = scaled_laplace(only(quantile_plan("add_remove"), names), names, Fraction(1, 2))
+    report = run(broken)
+    stats_ = by_name(report)
+    for label in ("median_hours", "age_levels", "age_levels/q=0.25", "age_levels/q=0.9"):
+        s = stats_[label]
+        # twice the claimed loss, found by the search without noise
+        assert s.pair_loss == 2 * s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+        assert not s.within_claim, label
+    # and shown by the noise: a candidate far from the quantile is drawn more often under one dataset than e^ε allows
+    assert stats_["median_hours"].epsilon_lower_bound > stats_["median_hours"].claimed_epsilon
+    assert not report.ok

@@ -1,0 +1,218 @@
+"""Quantiles and the median (issue 13): the loader's rules, the plan's numbers, the exact answer through the engine
+on the internal no-noise path (mechanisms.exact_noisy, which the CLI never reaches), and the table's rows.
+
+The reference answer is computed here in plain Python from the rows themselves (sorted values, no bins): the
+candidate of the largest utility -|(b - a) #{x < c} - a #{x > c}|, the first of equals."""
+
+from __future__ import annotations
+
+import json
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dpcli.engine import aggregate
+from dpcli.errors import SpecError
+from dpcli.mechanisms import exact_noisy
+from dpcli.output import build_table
+from dpcli.plan import make_plan
+from dpcli.spec import parse_spec
+from tests.helpers import run_dpcli
+
+HEAD = """version: 1
+dataset: d
+privacy: {{unit: row, neighbours: {neighbours}, {budget}}}
+columns:
+  x: {{type: {xtype}, bounds: [{lo}, {hi}]{precision}}}
+  c: {{type: category, categories: [a, b]}}
+statistics:
+"""
+
+
+def spec_text(stats: str, *, xtype: str = "int", lo: str = "0", hi: str = "20", precision: str = "",
+              neighbours: str = "add_remove", budget: str = "epsilon: 1") -> str:
+    prec = f", precision: {precision}" if precision else ""
+    return HEAD.format(xtype=xtype, lo=lo, hi=hi, precision=prec, neighbours=neighbours, budget=budget) + stats
+
+
+def reference(values: list[Fraction], candidates: list[Fraction], q: Fraction) -> Fraction:
+    a, b = q.numerator, q.denominator
+    best, chosen = None, candidates[0]
+    for c in candidates:
+        lt = sum(1 for v in values if v < c)
+        gt = sum(1 for v in values if v > c)
+        u = -abs((b - a) * lt - a * gt)
+        if best is None or u > best:
+            best, chosen = u, c
+    return chosen
+
+
+def released(text: str, csv: Path) -> list[dict]:
+    plan = make_plan(parse_spec(text))
+    table = build_table(plan, exact_noisy(aggregate(plan, csv), plan))
+    return [dict(zip(table.columns, row, strict=True)) for row in table.rows()]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_quantiles_match_a_plain_reference(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    step = rng.choice([None, 1, 3])
+    float_column = seed % 2 == 1
+    p = Fraction(1, 2) if float_column else Fraction(1)
+    levels = sorted(rng.sample([Fraction(1, 2), Fraction(1, 4), Fraction(9, 10), Fraction(1, 3), Fraction(1, 100)], 3))
+    rows = []
+    for _ in range(rng.randint(1, 60)):
+        value = Fraction(rng.randint(-4, 48), 2) if float_column else Fraction(rng.randint(-3, 24))
+        rows.append((value, rng.choice(["a", "b", "zz", ""])))
+    lines = ["x,c"] + [f"{float(v) if float_column else int(v)},{k}" for v, k in rows] + ["oops,a", ",b"]
+    csv = tmp_path / "d.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    step_field = f", step: {step * p}" if step else ""
+    q_text = ", ".join(str(q) for q in levels)
+    text = spec_text(
+        f"  - {{name: qs, kind: quantile, column: x, q: [{q_text}], by: [c]{step_field}}}\n"
+        f"  - {{name: med, kind: median, column: x{step_field}}}\n",
+        xtype="float" if float_column else "int", precision="0.5" if float_column else "",
+    )
+    out = released(text, csv)
+    spacing = (step or 1) * p
+    candidates = [Fraction(0) + j * spacing for j in range(int(20 / spacing) + 1)]
+    clamped = [(min(max(v, Fraction(0)), Fraction(20)), k) for v, k in rows]
+    expected = []
+    for key in ("a", "b"):
+        cell = [v for v, k in clamped if k == key]
+        expected += [("qs", key, q, reference(cell, candidates, q)) for q in levels]
+    expected.append(("med", None, Fraction(1, 2), reference([v for v, _ in clamped], candidates, Fraction(1, 2))))
+    got = [(r["statistic"], r["c"], Fraction(r["quantile"]), Fraction(r["value"])) for r in out]
+    # the exact path sorts a cell's levels' answers too: the reference's are increasing already (u is unimodal)
+    assert got == expected
+    assert all(r["ci_low"] is None and r["ci_high"] is None for r in out)
+
+
+def test_the_parquet_engine_gives_the_same_bins(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    frame = pl.DataFrame({"x": [rng.randint(0, 25) for _ in range(500)], "c": [rng.choice("ab") for _ in range(500)]})
+    frame.write_csv(tmp_path / "d.csv")
+    frame.write_parquet(tmp_path / "d.parquet")
+    stat = "  - {name: q, kind: quantile, column: x, q: [0.1, 0.5], by: [c], step: 2}\n"
+    plan = make_plan(parse_spec(spec_text(stat)))
+    a = aggregate(plan, tmp_path / "d.csv")[0].counts.tolist()
+    b = aggregate(plan, tmp_path / "d.parquet", input_format="parquet")[0].counts.tolist()
+    assert a == b and sum(a) == 500
+
+
+@pytest.mark.parametrize(
+    ("stat", "extra", "message"),
+    [
+        ("{name: q, kind: quantile, column: x}", {},
+         "statistics[0].q: required for a quantile: the levels, e.g. [0.25, 0.5, 0.9]"),
+        ("{name: q, kind: quantile, column: x, q: [1]}", {},
+         "statistics[0].q[0]: a quantile level must be in (0, 1), got 1"),
+        ("{name: q, kind: quantile, column: x, q: [0.5, 1/2]}", {}, "statistics[0].q[1]: level 0.5 is listed twice"),
+        ("{name: q, kind: median, column: x, q: [0.5]}", {},
+         "statistics[0].q: a median is the quantile q = 0.5 (use kind: quantile)"),
+        ("{name: q, kind: median, column: c}", {},
+         "statistics[0].column: a median needs a numeric column; 'c' is category"),
+        ("{name: q, kind: median, column: x, mechanism: gaussian}", {},
+         "statistics[0].mechanism: a quantile is chosen by the exponential mechanism: there is no noise mechanism to "
+         "choose"),
+        ("{name: q, kind: median, column: x, step: 0.3}", {"xtype": "float", "precision": "0.1"}, None),
+        ("{name: q, kind: median, column: x, step: 0.25}", {"xtype": "float", "precision": "0.1"},
+         "statistics[0].step: must be a whole number of the column's grid steps (precision 0.1)"),
+        ("{name: q, kind: median, column: x}", {"xtype": "float", "hi": "1000"},
+         "statistics[0]: 1000001 candidates at the column's precision 0.001 is over the limit of 1000000: give a "
+         "coarser step"),
+        ("{name: q, kind: median, column: x, step: 30}", {},
+         "statistics[0].step: leaves fewer than two candidates within the column's bounds"),
+    ],
+)
+def test_loader_rules(stat: str, extra: dict, message: str | None) -> None:
+    text = spec_text(f"  - {stat}\n", **extra)
+    if message is None:
+        parse_spec(text)
+        return
+    with pytest.raises(SpecError) as err:
+        parse_spec(text)
+    assert str(err.value) == message
+
+
+def test_refused_under_a_person_unit_and_beside_a_dimension_named_quantile() -> None:
+    text = spec_text("  - {name: q, kind: median, column: x}\n").replace(
+        "unit: row", "unit: {id: pid, max_rows: 2, missing_id: drop}"
+    )
+    with pytest.raises(SpecError, match=r"statistics\[0\].kind: a median is not available under a person unit"):
+        parse_spec(text)
+    clash = spec_text("  - {name: q, kind: median, column: x}\n  - {name: n, kind: count, by: [quantile]}\n").replace(
+        "  c: {type", "  quantile: {type: bool}\n  c: {type"
+    )
+    with pytest.raises(SpecError, match=r"statistics\[1\].by: 'quantile' cannot be an output dimension"):
+        parse_spec(clash)
+
+
+@pytest.mark.parametrize(
+    ("neighbours", "by", "level", "sensitivity"),
+    [
+        ("add_remove", "", "0.5", 1), ("add_remove", "", "0.9", 9), ("add_remove", ", by: [c]", "0.25", 3),
+        ("replace", "", "0.5", 2), ("replace", "", "0.9", 10), ("replace", ", by: [c]", "0.9", 18),
+        ("replace", ", by: [c]", "0.5", 2),
+    ],
+)
+def test_plan_sensitivity_and_rank_bound(neighbours: str, by: str, level: str, sensitivity: int) -> None:
+    plan = make_plan(parse_spec(spec_text(
+        f"  - {{name: q, kind: quantile, column: x, q: [{level}, 0.01]{by}}}\n", neighbours=neighbours,
+    )))
+    sp = plan.statistics[0]
+    comp = sp.components[1]  # levels in increasing order: 0.01 first
+    q = Fraction(level)
+    assert (comp.role, comp.sensitivity, comp.mechanism) == (f"q={level}", sensitivity, "exponential")
+    assert comp.candidates == 21
+    assert comp.epsilon == Fraction(1, 2) and comp.scale == 2 * sensitivity / Fraction(1, 2)
+    # the bound: m e^(-x/t) <= 5% at x = the rank bound in utility units (ceil(t ln(20 m)), plus one for floats)
+    import math
+
+    x = comp.halfwidth(0.95)
+    assert 21 * math.exp(-x / float(comp.scale)) <= 0.05 < 21 * math.exp(-(x - 2) / float(comp.scale))
+    assert comp.unit == Fraction(1, q.denominator)
+    assert sp.cells == (2 if by else 1) * 21
+
+
+def test_zcdp_each_level_is_sqrt_8_rho_over_k_rounded_down() -> None:
+    plan = make_plan(parse_spec(spec_text(
+        "  - {name: q, kind: quantile, column: x, q: [0.5, 0.9]}\n", budget="rho: 0.5",
+    )))
+    sp = plan.statistics[0]
+    each = Fraction(1, 4)  # rho 0.5 over two levels
+    for comp in sp.components:
+        assert comp.rho == each
+        assert comp.epsilon**2 / 8 <= each and (comp.epsilon + Fraction(1, 10**9)) ** 2 / 8 > each
+    assert sp.rho == Fraction(1, 2) and sp.epsilon == 0
+    assert sp.reported_epsilon == sum(c.epsilon for c in sp.components)
+
+
+def test_release_writes_levels_without_intervals_and_reuse_gives_the_same_bytes(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    csv.write_text("x,c\n" + "".join(f"{i % 21},{'ab'[i % 2]}\n" for i in range(300)))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text(
+        "  - {name: qs, kind: quantile, column: x, q: [0.9, 0.1], by: [c]}\n  - {name: n, kind: count}\n"
+    ).replace("dataset: d\n", "dataset: d\ninput: d.csv\n"))
+    ledger = tmp_path / "ledger.jsonl"
+    assert run_dpcli("budget", "set", "d", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    first = run_dpcli("release", spec, "--ledger", ledger, "--release-id", "r1", "-o", tmp_path / "a.json")
+    assert first.returncode == 0, first.stderr
+    again = run_dpcli("release", spec, "--ledger", ledger, "--release-id", "r1", "-o", tmp_path / "b.json")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    rows = json.loads((tmp_path / "a.json").read_text())
+    assert [(r["statistic"], r["c"], r["quantile"]) for r in rows] == [
+        ("qs", "a", "0.1"), ("qs", "a", "0.9"), ("qs", "b", "0.1"), ("qs", "b", "0.9"), ("n", None, None)
+    ]
+    for r in rows[:4]:
+        assert r["ci_low"] is None and r["ci_high"] is None and 0 <= r["value"] <= 20
+    assert rows[0]["value"] <= rows[1]["value"] and rows[2]["value"] <= rows[3]["value"]  # sorted per cell
+    meta = json.loads((tmp_path / "a.json.meta.json").read_text())
+    noise = meta["statistics"][0]["noise"]
+    assert [n["part"] for n in noise] == ["q=0.1", "q=0.9"] and all("rank_error95" in n for n in noise)
