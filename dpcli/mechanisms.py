@@ -24,6 +24,9 @@ import numpy as np
 
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
+from dpcli.topk import choose, ranked
+
+TOP_K_KINDS = ("top_k", "mode")
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic
@@ -68,6 +71,9 @@ class Noisy:
     counts: np.ndarray | None
     sums: np.ndarray | None
     keys: tuple[tuple[int, str], ...] | None = None
+    # top_k / mode over declared keys: the chosen keys' indices, in rank order (dpcli.topk); open keys: ``keys`` in
+    # rank order, with their noisy counts
+    chosen: np.ndarray | None = None
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
@@ -133,6 +139,13 @@ def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
     """Add the plan's exact discrete noise to every exact vector. Only called after the spend is durable."""
     out = []
     for sp, ex in zip(plan.statistics, exact, strict=True):
+        if sp.statistic.kind in TOP_K_KINDS:
+            if sp.selection is None:
+                out.append(Noisy(None, None, chosen=choose(sp, ex.counts)))
+            else:
+                selected = select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), _checked_keys(sp, ex))
+                out.append(rank_entries(sp, selected))
+            continue
         if sp.selection is not None:
             keys = _checked_keys(sp, ex)
             out.append(select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys))
@@ -162,7 +175,22 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     if plan is None:
         assert all(e.keys is None for e in exact), "open keys: pass the plan"
         return [Noisy(e.counts, e.sums) for e in exact]
-    return [
-        select_entries(sp, e.counts, _checked_keys(sp, e)) if sp.selection is not None else Noisy(e.counts, e.sums)
-        for sp, e in zip(plan.statistics, exact, strict=True)
-    ]
+    out = []
+    for sp, e in zip(plan.statistics, exact, strict=True):
+        if sp.selection is not None:
+            selected = select_entries(sp, e.counts, _checked_keys(sp, e))
+            out.append(rank_entries(sp, selected) if sp.statistic.kind in TOP_K_KINDS else selected)
+        elif sp.statistic.kind in TOP_K_KINDS:  # the k largest exact counts (ties: the first declared key)
+            out.append(Noisy(None, None, chosen=ranked(e.counts, sp.statistic.k)))  # type: ignore[union-attr]
+        else:
+            out.append(Noisy(e.counts, e.sums))
+    return out
+
+
+def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
+    """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
+    first k of them (fewer when fewer keys pass)."""
+    assert selected.counts is not None and selected.keys is not None
+    order = ranked(selected.counts, sp.statistic.k).tolist()  # type: ignore[union-attr]
+    keys = tuple(selected.keys[i] for i in order)
+    return Noisy(np.asarray(selected.counts, dtype=np.int64)[order], None, keys, np.arange(len(order), dtype=np.int64))

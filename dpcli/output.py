@@ -33,7 +33,7 @@ from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
-from dpcli.spec import Column, Count, EdgeBins, GridBins, Mean, Sum
+from dpcli.spec import Column, Count, EdgeBins, GridBins, Mean, Sum, TopK
 
 if TYPE_CHECKING:
     import polars as pl
@@ -113,7 +113,11 @@ class LazyColumn(Sequence[str]):
     def json(self, i: int, j: int) -> pl.Series:
         return self.text(i, j)
 
-    def store(self) -> list[str] | dict[str, Any]:  # a JSON value for the release store
+    def number_json(self, i: int, j: int) -> pl.Series:
+        """A number column's rows as JSON values (their decimal text)."""
+        return self.text(i, j)
+
+    def store(self) -> list[str] | dict[str, Any] | None:  # a JSON value for the release store
         raise NotImplementedError
 
 
@@ -163,6 +167,25 @@ class Ints(LazyColumn):
 
     def same_array(self, other: Ints) -> bool:
         return self.values is other.values and (self.mult, self.digits) == (other.mult, other.digits)
+
+
+class Blank(LazyColumn):
+    """A number column with nothing in it: a top_k's or mode's rows have no interval. CSV: an empty field; JSON:
+    null; stored as null."""
+
+    def __init__(self, rows: int):
+        self.rows = int(rows)
+
+    def text(self, i: int, j: int) -> pl.Series:
+        pl = _pl()
+        return pl.repeat("", j - i, dtype=pl.String, eager=True)
+
+    def number_json(self, i: int, j: int) -> pl.Series:
+        pl = _pl()
+        return pl.repeat("null", j - i, dtype=pl.String, eager=True)
+
+    def store(self) -> None:
+        return None
 
 
 class KeyLabels(LazyColumn):
@@ -428,7 +451,7 @@ def _block_doc(b: Block) -> dict:
             doc["numbers"] = {"dtype": dtype, "mult": v.mult, "digits": v.digits, "halfwidth": None}
             doc["value"], doc["ci_low"], doc["ci_high"] = packed
             return doc
-    doc["value"], doc["ci_low"], doc["ci_high"] = list(v), list(lo), list(hi)
+    doc["value"], doc["ci_low"], doc["ci_high"] = (None if isinstance(c, Blank) else list(c) for c in (v, lo, hi))
     return doc
 
 
@@ -440,7 +463,7 @@ def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | 
     low: LazyColumn
     high: LazyColumn
     if numbers is None:
-        value, low, high = Texts(b["value"]), Texts(b["ci_low"]), Texts(b["ci_high"])
+        value, low, high = (Blank(rows) if b[c] is None else Texts(b[c]) for c in ("value", "ci_low", "ci_high"))
     else:
         dtype, mult, digits, k = numbers["dtype"], numbers["mult"], numbers["digits"], numbers["halfwidth"]
         values = _unpack(b["value"], dtype, rows)
@@ -534,7 +557,7 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn] | None]:
     out: list[dict[str, LazyColumn] | None] = []
     for sp in plan.statistics:
         stat = sp.statistic
-        if sp.selection is not None:
+        if sp.selection is not None or stat.kind in ("top_k", "mode"):  # rows: released entries, or chosen keys
             out.append(None)
             continue
         dims: list[Sequence[str] | EdgeBins | GridBins] = []
@@ -575,6 +598,8 @@ def check_labels(plan: Plan) -> None:
     """Build every label column of the plan and format its first and last rows both ways, before the spend: label
     code that can fail fails while nothing is paid. Cheap at any size (two rows per column)."""
     for sp, labels in zip(plan.statistics, statistic_labels(plan), strict=True):
+        if labels is None and sp.selection is None:  # a top_k's labels: some of its column's declared keys
+            continue
         if labels is None:  # open keys: the label code of one entry (code 0 is a declared cell of every statistic)
             labels = entry_labels(sp, [(0, "k")])
         for column in labels.values():
@@ -594,6 +619,9 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
     blocks = []
     for sp, nz, labels in zip(plan.statistics, noisy, statistic_labels(plan), strict=True):
         stat = sp.statistic
+        if stat.kind in ("top_k", "mode"):
+            blocks.append(_ranking_block(plan, sp, nz))
+            continue
         if labels is None:
             assert nz.keys is not None
             labels = entry_labels(sp, nz.keys)
@@ -602,6 +630,23 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
         rho = sp.rho if plan.rho else None
         blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
     return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
+
+
+def _ranking_block(plan: Plan, sp: StatisticPlan, nz: Noisy) -> Block:
+    """A top_k's or mode's rows: one per rank, its key in the column's dimension, value = the rank (1: the largest
+    count), no interval (docs/spec.md, "Top-k and mode")."""
+    stat = sp.statistic
+    assert nz.chosen is not None
+    if nz.keys is not None:  # open keys: the selected entries in rank order
+        labels = entry_labels(sp, nz.keys)
+    else:
+        keys = sp.dimension_keys[-1]
+        assert keys is not None
+        labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}  # type: ignore[dict-item]
+    n = len(nz.chosen)
+    rho = sp.rho if plan.rho else None
+    ranks = Ints(np.arange(1, n + 1, dtype=np.int64))
+    return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho)
 
 
 def number_columns(
@@ -765,7 +810,7 @@ def write_json(table: Table, sink: _HashingWriter) -> None:
                 if column is None:
                     literal += "null"
                     continue
-                series = column.text(i, j) if name in NUMERIC_COLUMNS else column.json(i, j)
+                series = column.number_json(i, j) if name in NUMERIC_COLUMNS else column.json(i, j)
                 pieces += [pl.lit(literal), pl.lit(series.cast(pl.String))]
                 literal = ""
             pieces.append(pl.lit(literal + "}"))
@@ -913,6 +958,9 @@ def _statistic_meta(sp: StatisticPlan) -> dict:
             meta["clamp"] = stat.clamp or "row"
         b = sp.bounding
         meta["bounding"] = {"max_rows": b.max_rows, "max_groups": b.groups, "max_rows_per_group": b.rows_per_group}
+    if isinstance(stat, TopK):
+        meta["k"] = stat.k
+        meta["released"] = "the keys ranked by their counts: value = rank (1 = the largest); no interval"
     if sp.selection is not None:
         sel = sp.selection
         meta["selection"] = {
@@ -960,4 +1008,6 @@ def _component_meta(c: NoiseComponent) -> dict:
     else:
         assert c.scale is not None
         meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))
+    if c.mechanism == "exponential":  # scale: the temperature; epsilon: each of the draws'
+        meta.update(draws=c.draws, choices=c.choices)
     return meta

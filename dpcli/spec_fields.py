@@ -46,7 +46,8 @@ MAX_ABS_BOUND = Fraction(10**15)
 MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billion would exhaust memory)
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "top_k", "mode")
+MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
 COUNT_OF = ("rows", "persons")
@@ -691,6 +692,14 @@ GRID = Section(
 )
 
 _BUDGET_FIELDS = ("weight", "epsilon", "rho", "mechanism", "delta")
+# top_k / mode: the exponential mechanism (no mechanism: choice); delta only with open keys
+_TOP_K_FIELDS = ("weight", "epsilon", "rho", "delta")
+_TOP_K_FORBIDDEN = {
+    "by": "not allowed for a top_k or mode: one ranking per statistic (write one statistic per group)",
+    "mechanism": "a top_k or mode uses the exponential mechanism (report-noisy-max): no mechanism to choose",
+}
+_KEY_COLUMN = {"column": Name("column name", not_output_column=True, description="a declared category or bool column",
+                              reference=True)}
 STATISTIC = Union(
     Section(
         {
@@ -709,6 +718,7 @@ STATISTIC = Union(
                             description="row: clamp each row's value; person: clamp each person's total in a cell "
                                         "(required under a person unit)"),
             "delta": Number(Fraction(0), MAX_DELTA, low_open=True, range_name="delta"),
+            "k": Whole(1, MAX_TOP_K, "top_k: how many keys to rank (the k largest counts, by report-noisy-max)"),
         },
         required=("name", "kind"),
         exclusive=(
@@ -731,6 +741,12 @@ STATISTIC = Union(
         Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
                 {"column": "required for a {tag}"}),
+        # top_k / mode: report-noisy-max over a category or bool column's keys (docs/spec.md, "Top-k and mode")
+        Variant("top_k", ("name", "kind", "column", "k", *_TOP_K_FIELDS), {"column": "required for a {tag}",
+                "k": "required for a top_k: how many keys to rank"}, forbidden=_TOP_K_FORBIDDEN, overrides=_KEY_COLUMN),
+        Variant("mode", ("name", "kind", "column", *_TOP_K_FIELDS), {"column": "required for a {tag}"},
+                forbidden={**_TOP_K_FORBIDDEN, "k": "a mode is a top_k with k: 1 (use kind: top_k for more)"},
+                overrides=_KEY_COLUMN),
     ),
     lambda tag: f"not allowed for a {tag}",
 )
