@@ -158,6 +158,8 @@ class StatisticPlan:
 
     @property
     def mechanism(self) -> str:
+        if self.components and self.components[0].mechanism == "exponential":  # top_k over declared keys
+            return "exponential"
         return "discrete_gaussian" if self.statistic.mechanism == "gaussian" else "discrete_laplace"
 
     def component(self, role: str) -> NoiseComponent:
