@@ -714,7 +714,8 @@ def _choice_component(
         cost = f"k={k} draws of ε0={format_decimal(per_draw, 6)} each: k·ε0²/8 ≤ ρ={format_decimal(share, 6)}"
     else:
         per_draw = share / k
-        cost = f"k={k} draws of ε0 = ε/k = {format_decimal(per_draw, 6)} each"
+        each = format_decimal(per_draw, 6)
+        cost = f"k={k} draws of ε0 = ε/k = {each} each" if k > 1 else f"one draw of ε0 = ε = {each}"
     sensitivity = 1 if b is None else b.per_cell
     who = "one row" if b is None else f"one person ({b.text()}): at most r={b.per_cell} rows in a key"
     if neighbours == "add_remove":
