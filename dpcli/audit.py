@@ -82,10 +82,10 @@ from typing import Any
 
 import numpy as np
 
+from dpcli import topk
 from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
-from dpcli import topk
 from dpcli.mechanisms import add_noise
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.spec import Column, GridBins, Spec, load_spec

@@ -143,8 +143,8 @@ def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
             if sp.selection is None:
                 out.append(Noisy(None, None, chosen=choose(sp, ex.counts)))
             else:
-                selected = select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), _checked_keys(sp, ex))
-                out.append(rank_entries(sp, selected))
+                noisy = add_noise(_narrowed(ex.counts), sp.component("count"))
+                out.append(rank_entries(sp, select_entries(sp, noisy, _checked_keys(sp, ex))))
             continue
         if sp.selection is not None:
             keys = _checked_keys(sp, ex)

@@ -626,10 +626,9 @@ def _make_plan(spec: Spec) -> Plan:
             # report-noisy-max: k draws of the exponential mechanism, pure epsilon-DP on their own (share / k
             # each, or the largest epsilon0 with k epsilon0^2 / 8 <= rho in a zCDP release)
             comp = _choice_component(path, stat, neighbours, cells, share, zcdp, b)
-            reported = comp.epsilon * stat.k
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, (comp,), cells, _dimension_keys(spec, stat),
-                share if zcdp else Fraction(0), reported, b,
+                share if zcdp else Fraction(0), comp.epsilon * stat.k, b,
             ))
             continue
         comps = _components(path, spec, stat, neighbours, budget, b)

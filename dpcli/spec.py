@@ -530,7 +530,8 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
     if column is not None and kind in ("top_k", "mode"):
         if column.numeric:
             raise RuleError(
-                f"{path}.column", f"a {kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}"
+                f"{path}.column",
+                f"a {kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
             )
         if column.name in OUTPUT_COLUMNS:
             raise SpecError(f"{path}.column", _reserved(column.name))

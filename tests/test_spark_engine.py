@@ -58,6 +58,7 @@ statistics:
   - {name: gain, kind: sum, column: capital_gain, by: [sex]}
   - {name: mean_hours, kind: mean, column: hours_per_week, by: [sex, income]}
   - {name: mean_edu, kind: mean, column: education_num}
+  - {name: top_races, kind: top_k, column: race, k: 2}
 """
 
 # every column type, impute and other:, on a header with extra columns and a quoted name
@@ -84,6 +85,7 @@ statistics:
   - {name: wide_mean, kind: mean, column: wide}
   - {name: flags, kind: histogram, column: flag, by: [grp]}
   - {name: grps, kind: histogram, column: grp}
+  - {name: commonest_sex, kind: mode, column: sex}
 """
 HOSTILE_HEADER = b'age,big,income,"wi""de",wide,sex,grp,flag,note'
 

@@ -206,7 +206,7 @@ def test_the_exact_ranking_is_the_largest_counts_on_every_local_engine(tmp_path:
         "  - {name: both, kind: top_k, column: sex, k: 2}\n"
     )
     table = build_table(plan, exact_noisy(aggregate(plan, path), plan))
-    rows = [r for r in table.rows()]
+    rows = list(table.rows())
     assert [r[1] for r in rows[:5]] == expected_ranking("occupation", 5, frame, OCCUPATIONS)
     assert [r[2] for r in rows[5:]] == ["Male", "Male", "Female"]
     assert [r[3] for r in rows] == ["1", "2", "3", "4", "5", "1", "1", "2"]  # value: the rank
@@ -230,9 +230,9 @@ def test_under_a_person_unit_the_counts_are_the_histograms_of_the_same_bounding(
     """A top_k reads its column's per-key counts exactly as a histogram of that column does (the same recipe, the
     same K/G/R bounding, tested against a brute-force reading in tests/test_persons.py)."""
     path = tmp_path / "p.csv"
-    lines = ["pid,occupation,sex,rich,age"]
-    for i in range(200):
-        lines.append(f"p{i % 23},{OCCUPATIONS[(i * 7) % 5]},{'Male' if i % 3 else 'Female'},true,{i % 90}")
+    lines = ["pid,occupation,sex,rich,age"] + [
+        f"p{i % 23},{OCCUPATIONS[(i * 7) % 5]},{'Male' if i % 3 else 'Female'},true,{i % 90}" for i in range(200)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     plan = plan_of(
         "  - {name: top, kind: top_k, column: occupation, k: 2}\n"
