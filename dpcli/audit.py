@@ -87,6 +87,7 @@ from typing import Any
 import numpy as np
 
 from dpcli import quantiles
+from dpcli import topk
 from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
@@ -215,6 +216,9 @@ class Neighbours(_PersonPair):
     pairs_searched: int
     noised: tuple[NoisedCell, ...]
     description: str
+    # top_k parts whose counts differ: (statistic index, D's counts, D''s counts), drawn whole (their law depends on
+    # every count)
+    choices: tuple[tuple[int, dict[Cell, int], dict[Cell, int]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -591,7 +595,8 @@ class _Engine:
         self.open = [sp.selection is not None for sp in plan.statistics]
         base_delta = self._delta(self.base)
         self.empty: Delta = tuple(
-            base_delta[i] if self.open[i] else {c.role: {} for c in sp.components}
+            base_delta[i] if self.open[i] else {c.role: base_delta[i][c.role] if c.role == "choice" else {}
+                                                for c in sp.components}
             for i, sp in enumerate(plan.statistics)
         )
 
@@ -631,6 +636,9 @@ class _Engine:
                 out.append(parts)
                 continue
             for comp in sp.components:
+                if comp.role == "choice":  # a top_k: the whole count vector (its law depends on every count)
+                    parts["choice"] = dict(enumerate(int(v) for v in e.counts.tolist()))
+                    continue
                 # a quantile's levels all read the engine's bins (counts); their utilities follow (_quantile_cells)
                 counted = comp.role == "count" or comp.mechanism == "exponential"
                 now, base = (e.counts, b.counts) if counted else (e.sums, b.sums)
@@ -645,7 +653,7 @@ class _Engine:
         return self.empty if person is None else self.deltas[person]
 
     def exact(self, i: int, role: str, cell: Cell, person: Person | None) -> int:
-        if self.open[i]:
+        if self.open[i] or role == "choice":  # held whole
             return self.delta(person)[i][role].get(cell, 0)
         b = self.base[i]
         base = int(b.counts[cell]) if role == "count" else int(b.sums[cell])  # type: ignore[index]
@@ -739,6 +747,12 @@ def _pair_loss(
             continue
         cells += len(diff)
         comp = sp.component(role)
+        if comp.mechanism == "exponential":
+            # a top_k's loss: the largest |log P_D'(o) - log P_D(o)| over its scored outcomes (a pure-ε loss; in a
+            # zCDP release's total it counts 0: the draws' ρ follows from bounded range, not from this pair's ε)
+            if target.loss_unit == "ε":
+                eps[i] = eps.get(i, Fraction(0)) + Fraction(_choice_loss(sp, a[i][role], b[i][role]))
+            continue
         if comp.mechanism == "discrete_gaussian":
             assert comp.variance is not None
             rho += Fraction(sum(v * v for v in diff.values())) / (2 * comp.variance)
@@ -749,6 +763,22 @@ def _pair_loss(
         return sum(eps.values(), Fraction(0)), cells
     # zCDP: an eps-DP (Laplace) statistic is eps^2/2-zCDP
     return rho + sum((e * e / 2 for e in eps.values()), Fraction(0)), cells
+
+
+def _vector(values: dict[Cell, int]) -> np.ndarray:
+    return np.array([values[c] for c in range(len(values))], dtype=np.int64)
+
+
+def _choice_z(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int], outcomes: np.ndarray) -> np.ndarray:
+    """Z = log P[o | D'] - log P[o | D] of a top_k's outcomes (rows of ordered keys)."""
+    a, b = _vector(d), _vector(d_prime)
+    return topk.log_probabilities(sp, b, outcomes) - topk.log_probabilities(sp, a, outcomes)
+
+
+def _choice_loss(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int]) -> float:
+    """A top_k pair's pure-ε loss: the largest |Z| over the outcomes ``topk.outcomes_between`` scores."""
+    outcomes = topk.outcomes_between(sp, _vector(d), _vector(d_prime))
+    return float(np.abs(_choice_z(sp, d, d_prime, outcomes)).max(initial=0.0))
 
 
 # 40 significant digits: the probability a selection releases a key is compared with the plan's δ (e.g. 1e-9)
@@ -1012,13 +1042,16 @@ def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> 
         assert b.pair is not None
         p1, p2 = b.pair
         noised: list[NoisedCell] = []
+        choices = []
         if b.loss > 0 or b.cells > 0:
             a, c = eng.delta(p1), eng.delta(p2)
             for i, role in t.parts:
                 noised.extend(_noised_cells(eng, i, role, a[i][role], c[i][role], p1, p2))
+                if role == "choice" and a[i][role] != c[i][role]:
+                    choices.append((i, a[i][role], c[i][role]))
         loss = max(b.loss, Fraction(0))
         text = _describe(spec, t, eng, p1, p2, loss, b.searched, noised)
-        out.append(Neighbours(t, p1, p2, loss, b.searched, tuple(noised), text))
+        out.append(Neighbours(t, p1, p2, loss, b.searched, tuple(noised), text, tuple(choices)))
     return out, eng.files
 
 
@@ -1168,14 +1201,14 @@ def _llr(offset: np.ndarray, shift: int, comp: NoiseComponent) -> np.ndarray:
     return sign * (2.0 * clipped.astype(float) - float(shift)) / float(comp.scale)
 
 
-def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...]) -> list[float]:
+def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...], choice_loss: float = 0.0) -> list[float]:
     """The events' thresholds on Z, fixed before any noise is drawn. With open-key entries that one dataset lacks, Z
     is +inf when one only D' holds is released and -inf when one only D holds is (those outputs are impossible under
     the other dataset), and the threshold inf adds the events "such a key is released"."""
-    laplace, mu2 = 0.0, 0.0
+    laplace, mu2 = choice_loss, 0.0  # a top_k's largest |Z| counts as a Laplace part's
     one_sided = any(c.only_in is not None for c in noised)
     for c in noised:
-        if c.only_in is not None:
+        if c.only_in is not None or c.component == "choice":
             continue
         comp = plan.statistics[c.index].component(c.component)
         shift = c.exact_d_prime - c.exact_d
@@ -1206,8 +1239,14 @@ def _count_hits(
     while done < trials:
         m = min(CHUNK, trials - done)
         z = np.zeros(m)
+        for i, counts_d, counts_d_prime in nb.choices:  # a top_k: its whole draw, by the release's own sampler
+            sp = plan.statistics[i]
+            outcomes = topk.peeled_sample(sp, _vector(counts_d if on_d else counts_d_prime), m)
+            z += _choice_z(sp, counts_d, counts_d_prime, outcomes)
         for c in nb.noised:
             comp = plan.statistics[c.index].component(c.component)
+            if c.component == "choice":
+                continue
             if c.only_in is not None:
                 # an entry one dataset lacks: drawn and offered where it exists; released, it shows that dataset
                 if c.only_in == ("D" if on_d else "D'"):
@@ -1295,7 +1334,11 @@ def audit(
             "also audited on its own: the chance of that against its δ"
         )
 
-    work = [(nb, _thresholds(plan, nb.noised) if nb.noised else []) for nb in found]
+    work = [
+        (nb, _thresholds(plan, nb.noised, sum(_choice_loss(plan.statistics[i], d, dp) for i, d, dp in nb.choices))
+         if nb.noised else [])
+        for nb in found
+    ]
     total_bounds = sum(2 * 2 * len(th) for _, th in work)  # per threshold: up and down, each one lo and one hi
     alpha_bound = alpha / max(total_bounds, 1)
 

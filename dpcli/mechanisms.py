@@ -26,6 +26,9 @@ from dpcli import quantiles
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
 from dpcli.spec import Column, Quantile, candidate_grid, quantile_bins
+from dpcli.topk import choose, ranked
+
+TOP_K_KINDS = ("top_k", "mode")
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic
@@ -72,6 +75,9 @@ class Noisy:
     keys: tuple[tuple[int, str], ...] | None = None
     # a quantile: per declared cell and level (increasing), the index of the released candidate (cells x levels)
     choices: np.ndarray | None = None
+    # top_k / mode over declared keys: the chosen keys' indices, in rank order (dpcli.topk); open keys: ``keys`` in
+    # rank order, with their noisy counts
+    chosen: np.ndarray | None = None
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
@@ -159,6 +165,13 @@ def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
         if isinstance(sp.statistic, Quantile):
             out.append(draw_quantiles(plan.spec.columns[sp.statistic.column], sp, ex))
             continue
+        if sp.statistic.kind in TOP_K_KINDS:
+            if sp.selection is None:
+                out.append(Noisy(None, None, chosen=choose(sp, ex.counts)))
+            else:
+                noisy = add_noise(_narrowed(ex.counts), sp.component("count"))
+                out.append(rank_entries(sp, select_entries(sp, noisy, _checked_keys(sp, ex))))
+            continue
         if sp.selection is not None:
             keys = _checked_keys(sp, ex)
             out.append(select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys))
@@ -191,11 +204,24 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     out = []
     for sp, e in zip(plan.statistics, exact, strict=True):
         if sp.selection is not None:
-            out.append(select_entries(sp, e.counts, _checked_keys(sp, e)))
+            selected = select_entries(sp, e.counts, _checked_keys(sp, e))
+            out.append(rank_entries(sp, selected) if sp.statistic.kind in TOP_K_KINDS else selected)
         elif isinstance(sp.statistic, Quantile):  # the candidate of the largest utility
             counts, spacing, candidates = _quantile_counts(plan.spec.columns[sp.statistic.column], sp, e)
             levels = sp.statistic.levels
             out.append(Noisy(None, None, choices=quantiles.best(counts, levels, spacing, candidates)))
+        elif sp.statistic.kind in TOP_K_KINDS:  # the k largest exact counts (ties: the first declared key)
+            out.append(Noisy(None, None, chosen=ranked(e.counts, sp.statistic.k)))  # type: ignore[union-attr]
         else:
             out.append(Noisy(e.counts, e.sums))
     return out
+
+
+def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
+    """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
+    first k of them (fewer when fewer keys pass)."""
+    assert selected.counts is not None and selected.keys is not None
+    order = ranked(selected.counts, sp.statistic.k).tolist()  # type: ignore[union-attr]
+    keys = tuple(selected.keys[i] for i in order)
+    ranks = np.arange(len(order), dtype=np.int64)
+    return Noisy(np.asarray(selected.counts, dtype=np.int64)[order], None, keys, chosen=ranks)

@@ -33,7 +33,7 @@ from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
-from dpcli.spec import QUANTILE_COLUMN, Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, candidate_grid
+from dpcli.spec import QUANTILE_COLUMN, Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK, candidate_grid
 
 if TYPE_CHECKING:
     import polars as pl
@@ -113,7 +113,11 @@ class LazyColumn(Sequence[str]):
     def json(self, i: int, j: int) -> pl.Series:
         return self.text(i, j)
 
-    def store(self) -> list[str] | dict[str, Any]:  # a JSON value for the release store
+    def number_json(self, i: int, j: int) -> pl.Series:
+        """A number column's rows as JSON values (their decimal text)."""
+        return self.text(i, j)
+
+    def store(self) -> list[str] | dict[str, Any] | None:  # a JSON value for the release store
         raise NotImplementedError
 
 
@@ -165,18 +169,23 @@ class Ints(LazyColumn):
         return self.values is other.values and (self.mult, self.digits) == (other.mult, other.digits)
 
 
-class Absent(LazyColumn):
-    """A number column a statistic does not have (a quantile's ci_low and ci_high: its accuracy is a rank bound,
-    in the plan and the sidecar): empty in CSV, null in JSON."""
+class Blank(LazyColumn):
+    """A number column with nothing in it: a top_k's or mode's rows have no interval, nor a quantile's (its accuracy
+    is a rank bound, in the plan and the sidecar). CSV: an empty field; JSON: null; stored as null."""
 
     def __init__(self, rows: int):
-        self.rows = rows
+        self.rows = int(rows)
 
-    def texts(self, i: int, j: int) -> list[str]:
-        return [None] * (min(j, self.rows) - i)  # type: ignore[list-item] # as a dimension that does not apply
+    def text(self, i: int, j: int) -> pl.Series:
+        pl = _pl()
+        return pl.repeat("", j - i, dtype=pl.String, eager=True)
 
-    def store(self) -> list[str]:  # never stored as such: _block_doc writes null
-        return []
+    def number_json(self, i: int, j: int) -> pl.Series:
+        pl = _pl()
+        return pl.repeat("null", j - i, dtype=pl.String, eager=True)
+
+    def store(self) -> None:
+        return None
 
 
 class KeyLabels(LazyColumn):
@@ -429,9 +438,6 @@ def _block_doc(b: Block) -> dict:
         "labels": {k: v.store() for k, v in b.labels.items()},
     }
     v, lo, hi = b.value, b.ci_low, b.ci_high
-    if isinstance(lo, Absent) and isinstance(hi, Absent):  # a quantile: values only
-        doc["value"], doc["ci_low"], doc["ci_high"] = list(v), None, None
-        return doc
     if isinstance(v, Ints) and isinstance(lo, Ints) and isinstance(hi, Ints):
         if v.offset == 0 and v.same_array(lo) and v.same_array(hi) and lo.offset == -hi.offset:
             # value -/+ a half-width (counts, sums): one array
@@ -445,7 +451,7 @@ def _block_doc(b: Block) -> dict:
             doc["numbers"] = {"dtype": dtype, "mult": v.mult, "digits": v.digits, "halfwidth": None}
             doc["value"], doc["ci_low"], doc["ci_high"] = packed
             return doc
-    doc["value"], doc["ci_low"], doc["ci_high"] = list(v), list(lo), list(hi)
+    doc["value"], doc["ci_low"], doc["ci_high"] = (None if isinstance(c, Blank) else list(c) for c in (v, lo, hi))
     return doc
 
 
@@ -456,10 +462,8 @@ def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | 
     value: LazyColumn
     low: LazyColumn
     high: LazyColumn
-    if numbers is None and b["ci_low"] is None:  # a quantile: values only
-        value, low, high = Texts(b["value"]), Absent(rows), Absent(rows)
-    elif numbers is None:
-        value, low, high = Texts(b["value"]), Texts(b["ci_low"]), Texts(b["ci_high"])
+    if numbers is None:
+        value, low, high = (Blank(rows) if b[c] is None else Texts(b[c]) for c in ("value", "ci_low", "ci_high"))
     else:
         dtype, mult, digits, k = numbers["dtype"], numbers["mult"], numbers["digits"], numbers["halfwidth"]
         values = _unpack(b["value"], dtype, rows)
@@ -553,7 +557,7 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn] | None]:
     out: list[dict[str, LazyColumn] | None] = []
     for sp in plan.statistics:
         stat = sp.statistic
-        if sp.selection is not None:
+        if sp.selection is not None or stat.kind in ("top_k", "mode"):  # rows: released entries, or chosen keys
             out.append(None)
             continue
         dims: list[Sequence[str] | EdgeBins | GridBins] = []
@@ -598,6 +602,8 @@ def check_labels(plan: Plan) -> None:
     """Build every label column of the plan and format its first and last rows both ways, before the spend: label
     code that can fail fails while nothing is paid. Cheap at any size (two rows per column)."""
     for sp, labels in zip(plan.statistics, statistic_labels(plan), strict=True):
+        if labels is None and sp.selection is None:  # a top_k's labels: some of its column's declared keys
+            continue
         if labels is None:  # open keys: the label code of one entry (code 0 is a declared cell of every statistic)
             labels = entry_labels(sp, [(0, "k")])
         for column in labels.values():
@@ -617,6 +623,9 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
     blocks = []
     for sp, nz, labels in zip(plan.statistics, noisy, statistic_labels(plan), strict=True):
         stat = sp.statistic
+        if stat.kind in ("top_k", "mode"):
+            blocks.append(_ranking_block(plan, sp, nz))
+            continue
         if labels is None:
             assert nz.keys is not None
             labels = entry_labels(sp, nz.keys)
@@ -641,7 +650,22 @@ def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyCol
         value = Ints(grid, 0, *step)
     else:
         value = Texts(decimal_text([int(g) * column.precision for g in grid.tolist()]))
-    return value, Absent(len(grid)), Absent(len(grid))
+    return value, Blank(len(grid)), Blank(len(grid))
+def _ranking_block(plan: Plan, sp: StatisticPlan, nz: Noisy) -> Block:
+    """A top_k's or mode's rows: one per rank, its key in the column's dimension, value = the rank (1: the largest
+    count), no interval (docs/spec.md, "Top-k and mode")."""
+    stat = sp.statistic
+    assert nz.chosen is not None
+    if nz.keys is not None:  # open keys: the selected entries in rank order
+        labels = entry_labels(sp, nz.keys)
+    else:
+        keys = sp.dimension_keys[-1]
+        assert keys is not None
+        labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}  # type: ignore[dict-item]
+    n = len(nz.chosen)
+    rho = sp.rho if plan.rho else None
+    ranks = Ints(np.arange(1, n + 1, dtype=np.int64))
+    return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho)
 
 
 def number_columns(
@@ -775,8 +799,7 @@ def _column_of(table: Table, block: Block, name: str, position: int) -> LazyColu
     n_dims = len(table.dimensions)
     if 1 <= position <= n_dims:
         return block.labels.get(name)
-    column = {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high}[name]
-    return None if isinstance(column, Absent) else column
+    return {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high}[name]
 
 
 def write_json(table: Table, sink: _HashingWriter) -> None:
@@ -806,7 +829,7 @@ def write_json(table: Table, sink: _HashingWriter) -> None:
                 if column is None:
                     literal += "null"
                     continue
-                series = column.text(i, j) if name in NUMERIC_COLUMNS else column.json(i, j)
+                series = column.number_json(i, j) if name in NUMERIC_COLUMNS else column.json(i, j)
                 pieces += [pl.lit(literal), pl.lit(series.cast(pl.String))]
                 literal = ""
             pieces.append(pl.lit(literal + "}"))
@@ -957,6 +980,9 @@ def _statistic_meta(sp: StatisticPlan) -> dict:
     if isinstance(stat, Quantile):
         meta["q"] = [format_exact(q) for q in stat.levels]
         meta["step"] = None if stat.step is None else format_exact(stat.step)
+    if isinstance(stat, TopK):
+        meta["k"] = stat.k
+        meta["released"] = "the keys ranked by their counts: value = rank (1 = the largest); no interval"
     if sp.selection is not None:
         sel = sp.selection
         meta["selection"] = {
@@ -1010,4 +1036,6 @@ def _component_meta(c: NoiseComponent) -> dict:
     else:
         assert c.scale is not None
         meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))
+    if c.mechanism == "exponential":  # scale: the temperature; epsilon: each of the draws'
+        meta.update(draws=c.draws, choices=c.choices)
     return meta

@@ -22,6 +22,7 @@ Sensitivities (L1, in grid units of the column's precision p; L', U' are the bou
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -50,6 +51,7 @@ from dpcli.spec import (
     Spec,
     Statistic,
     Sum,
+    TopK,
     candidate_grid,
     open_dimensions,
     quantile_bins,
@@ -85,12 +87,18 @@ class NoiseComponent:
     variance: Fraction | None = None  # Gaussian: sigma^2 in grid units, >= l2_squared / (2 rho)
     l2_squared: int = 0  # Gaussian: the squared L2 sensitivity
     candidates: int = 0  # exponential (a quantile level): the candidates it chooses among
+    choices: int = 0  # exponential (top_k): the keys it chooses among
+    draws: int = 0  # exponential (top_k): the keys it chooses (k), one draw of ``epsilon`` each
 
     def halfwidth(self, confidence: float) -> int:
-        """Smallest k with P(|noise| <= k) >= confidence (grid units). For the exponential mechanism: how far below
-        the best utility the released candidate's may fall (utility units: ``unit`` rows each)."""
+        """Smallest k with P(|noise| <= k) >= confidence (grid units). For the exponential mechanism (``scale`` its
+        temperature): of a quantile level, how far below the best utility the released candidate's may fall
+        (utility units: ``unit`` rows each); of a top_k, the count gap: with that probability every draw's key has a
+        count within k of the largest count left at that draw."""
         if self.mechanism == "exponential":
             assert self.scale is not None
+            if self.draws:
+                return choice_gap(self.scale, self.choices, self.draws, confidence)
             return rank_bound(self.scale, self.candidates, confidence)
         if self.mechanism == "discrete_gaussian":
             assert self.variance is not None
@@ -158,7 +166,7 @@ class StatisticPlan:
 
     @property
     def mechanism(self) -> str:
-        if isinstance(self.statistic, Quantile):
+        if self.components and self.components[0].mechanism == "exponential":  # top_k over declared keys
             return "exponential"
         return "discrete_gaussian" if self.statistic.mechanism == "gaussian" else "discrete_laplace"
 
@@ -529,7 +537,7 @@ def _sum_component(
 
 def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None, ...]:
     keys: list[tuple[str, ...] | None] = [None if spec.columns[d].open else spec.columns[d].keys for d in stat.by]
-    if isinstance(stat, Histogram):
+    if isinstance(stat, Histogram | TopK):
         column = spec.columns[stat.column]
         keys.append(None if column.numeric or column.open else column.keys)
     return tuple(keys)
@@ -626,9 +634,20 @@ def _make_plan(spec: Spec) -> Plan:
                 share if zcdp else Fraction(0), pure if zcdp else share,
             ))
             continue
+        if isinstance(stat, TopK):
+            cells *= 1 if spec.columns[stat.column].open else len(spec.columns[stat.column].keys)
         opened = bool(open_dimensions(stat, spec.columns))
         person = spec.privacy.person
         b = None if person is None else bounding(person, stat, None if opened else cells)
+        if isinstance(stat, TopK) and not opened:
+            # report-noisy-max: k draws of the exponential mechanism, pure epsilon-DP on their own (share / k
+            # each, or the largest epsilon0 with k epsilon0^2 / 8 <= rho in a zCDP release)
+            comp = _choice_component(path, stat, neighbours, cells, share, zcdp, b)
+            plans.append(StatisticPlan(
+                stat, Fraction(0) if zcdp else share, (comp,), cells, _dimension_keys(spec, stat),
+                share if zcdp else Fraction(0), comp.epsilon * stat.k, b,
+            ))
+            continue
         comps = _components(path, spec, stat, neighbours, budget, b)
         selection = None
         if opened:
@@ -699,8 +718,10 @@ def _components(
 ) -> tuple[NoiseComponent, ...]:
     """A statistic's noise components (a mean: half its share to the centred sum, half to its count)."""
     persons = getattr(stat, "of", "rows") == "persons" or getattr(stat, "clamp", None) == "person"
-    if isinstance(stat, (Count, Histogram)):
-        what = "the count" if isinstance(stat, Count) else "the histogram"
+    if isinstance(stat, (Count, Histogram, TopK)):  # a top_k here has open keys: ranked after their selection
+        what = "the count" if isinstance(stat, Count) else "the histogram" if isinstance(stat, Histogram) else (
+            "the counts of the keys (ranked after their partition selection)"
+        )
         if b is not None:
             return (_person_count_component(path, stat, neighbours, budget, what, b, persons),)
         return (_count_component(path, stat, neighbours, budget, what),)
@@ -722,6 +743,58 @@ def _components(
     )
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# top_k and mode over declared keys: report-noisy-max (docs/spec.md, "Top-k and mode"; drawn in dpcli/topk.py)
+
+
+def _choice_component(
+    path: str, stat: TopK, neighbours: str, keys: int, share: Fraction, zcdp: bool, b: Bounding | None
+) -> NoiseComponent:
+    """The exponential mechanism on the keys' counts, peeled k times. Utility: a key's count; its sensitivity D is
+    what one neighbour changes one count by (1 row, or r = min(K, R) rows of a person). Under add_remove the counts
+    only grow (or only shrink) together, a monotone utility: each draw with weights exp(-eps0 (best - u) / D) is
+    eps0-DP; under replace one count may grow while another shrinks: exp(-eps0 (best - u) / (2 D)). Either draw is
+    eps0-bounded-range, hence eps0^2 / 8-zCDP (Cesar & Rogers 2021). The temperature t (the component's scale) is
+    factor D / eps0, rounded up."""
+    k = stat.k
+    if zcdp:
+        per_draw = rho_to_pure_epsilon(4 * share / k)  # the largest eps0 with k eps0^2 / 8 <= rho, rounded down
+        cost = f"k={k} draws of ε0={format_decimal(per_draw, 6)} each: k·ε0²/8 ≤ ρ={format_decimal(share, 6)}"
+    else:
+        per_draw = share / k
+        each = format_decimal(per_draw, 6)
+        cost = f"k={k} draws of ε0 = ε/k = {each} each" if k > 1 else f"one draw of ε0 = ε = {each}"
+    sensitivity = 1 if b is None else b.per_cell
+    who = "one row" if b is None else f"one person ({b.text()}): at most r={b.per_cell} rows in a key"
+    if neighbours == "add_remove":
+        factor = 1
+        why = (
+            f"add/remove {who} changes a key's count by at most D={sensitivity}, every count in the same direction "
+            f"(a monotone utility): weights exp(-ε0·(best - count) / D)"
+        )
+    else:
+        factor = 2
+        why = (
+            f"replace {who} can lower one key's count by D={sensitivity} and raise another's (not monotone): "
+            f"weights exp(-ε0·(best - count) / (2D))"
+        )
+    comp = _component(path, "choice", factor * sensitivity, f"{why}; {cost}", _Budget("laplace", per_draw),
+                      Fraction(1))
+    return dataclasses.replace(comp, sensitivity=sensitivity, mechanism="exponential", choices=keys, draws=k)
+
+
+def choice_gap(temperature: Fraction, keys: int, draws: int, confidence: float = CONFIDENCE) -> int:
+    """The smallest h such that, with probability >= confidence, each of ``draws`` draws picks a key whose count is
+    within h of the largest count left at that draw. A key whose count is g below that largest is picked with
+    probability at most exp(-g / t) (the largest has weight 1), so draw j (m - j keys left) misses by more than h
+    with probability at most (m - j - 1) exp(-(h + 1) / t); a union bound over the draws. Public: t, m, k only."""
+    others = sum(keys - j - 1 for j in range(draws))
+    if others <= 0:
+        return 0
+    # the relative nudge keeps float rounding from giving one less than the exact ceiling (never fewer: safe side)
+    return max(0, math.ceil(float(temperature) * math.log(others / (1 - confidence)) * (1 + 1e-12)) - 1)
+
+
 def bin_label(bins: EdgeBins | GridBins, i: int) -> str:
     """A histogram bin written as its interval, e.g. '[17, 25)'."""
     return f"[{format_exact(bins.edge(i))}, {format_exact(bins.edge(i + 1))})"
@@ -739,7 +812,9 @@ MAX_RELEASE_MEMORY_MB = 1024
 # rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
 # mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
 MEMORY_BASE_MB = 200
-MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144, "quantile": 48, "median": 48}
+MEMORY_BYTES_PER_CELL = {
+    "count": 48, "histogram": 48, "sum": 80, "mean": 144, "quantile": 48, "median": 48, "top_k": 48, "mode": 48,
+}
 
 
 @dataclass(frozen=True)

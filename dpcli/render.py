@@ -135,6 +135,9 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
                 assert c.scale is not None
                 row.update(epsilon=format_exact(c.epsilon), scale=format_exact(c.scale))
                 budget = eps(c.epsilon) if plan.rho == 0 else f"ε={eps(c.epsilon)}"
+                if c.mechanism == "exponential":  # top_k: k draws of epsilon each
+                    row.update(draws=c.draws, choices=c.choices)
+                    budget = f"{c.draws}×{budget}" if c.draws > 1 else budget
             row.update(error95=format_exact(half * c.unit), _param=f"{c.parameter_text}{unit}", _budget=budget)
             if sp.bounding is not None:
                 b = sp.bounding
@@ -275,6 +278,9 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
             say(line, indent="    ")
     if any(r["kind"] == "mean" for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
+    if any(r["mechanism"] == "exponential" for r in rows):
+        say("a top_k's or mode's ±error is a count gap: with 95% probability each chosen key's count is within it of "
+            "the largest count among the keys not chosen before it (noise: the exponential mechanism's temperature)")
 
 
 # -- budget and ledger -------------------------------------------------------------------------------------------

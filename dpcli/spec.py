@@ -216,9 +216,25 @@ class Median(Quantile):
     levels: tuple[Fraction, ...] = (Fraction(1, 2),)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TopK(_StatisticFields):
+    """``top_k`` (and ``mode``, k = 1): the k keys of a category or bool column with the largest counts, ranked, by
+    report-noisy-max (the exponential mechanism on the counts, peeled k times). Its cells are the column's keys, so
+    the engines count it as they count a histogram of that column (dpcli/topk.py)."""
+
+    kind: str = "top_k"  # "top_k" | "mode" (the spec's own word, kept for the output and the sidecar)
+    column: str
+    bins: ClassVar[None] = None
+    k: int = 1
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return (*self.by, self.column)
+
+
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
-Statistic = Count | Histogram | Sum | Mean | Quantile
-ColumnStatistic = Histogram | Sum | Mean | Quantile
+Statistic = Count | Histogram | Sum | Mean | Quantile | TopK
+ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK
 # The output column that names a quantile's level (a column of the table only when the spec has a quantile)
 QUANTILE_COLUMN = "quantile"
 
@@ -534,6 +550,16 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
     bins = None
     if column is not None and kind in ("sum", "mean", "quantile", "median") and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
+    if column is not None and kind in ("top_k", "mode"):
+        if column.numeric:
+            raise RuleError(
+                f"{path}.column",
+                f"a {kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
+            )
+        if column.name in OUTPUT_COLUMNS:
+            raise SpecError(f"{path}.column", _reserved(column.name))
+        if not column.open and f.get("k", 1) > len(column.keys):
+            raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
     if column is not None and kind == "histogram":
         if column.name in OUTPUT_COLUMNS:
             raise SpecError(f"{path}.column", _reserved(column.name))
@@ -553,6 +579,8 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         raise SpecError(f"{path}.column", f"required for a {kind}")
     elif kind == "histogram":
         stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
+    elif kind in ("top_k", "mode"):
+        stat = TopK(kind=kind, column=column_name, k=f.get("k", 1), **common)
     elif kind == "sum":
         stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
     elif kind == "mean":
@@ -627,7 +655,7 @@ def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> Non
         if stat.delta is not None:
             raise RuleError(f"{path}.delta", "only for a statistic with open keys (its partition selection's delta)")
         return
-    if stat.kind not in ("count", "histogram"):
+    if stat.kind not in ("count", "histogram", "top_k", "mode"):
         raise RuleError(
             f"{path}.by" if stat.kind != "histogram" else f"{path}.column",
             f"open keys ('{opened[0]}') are released only by counts and histograms (a key is released with its "

@@ -47,7 +47,8 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "quantile", "median")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "quantile", "median", "top_k", "mode")
+MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
 COUNT_OF = ("rows", "persons")
@@ -722,6 +723,14 @@ _QUANTILE_FORBIDDEN = {
     "mechanism": "a quantile is chosen by the exponential mechanism: there is no noise mechanism to choose",
     "bins": "a quantile's candidates are its column's grid: use step",
 }
+# top_k / mode: the exponential mechanism (no mechanism: choice); delta only with open keys
+_TOP_K_FIELDS = ("weight", "epsilon", "rho", "delta")
+_TOP_K_FORBIDDEN = {
+    "by": "not allowed for a top_k or mode: one ranking per statistic (write one statistic per group)",
+    "mechanism": "a top_k or mode uses the exponential mechanism (report-noisy-max): no mechanism to choose",
+}
+_KEY_COLUMN = {"column": Name("column name", not_output_column=True, description="a declared category or bool column",
+                              reference=True)}
 STATISTIC = Union(
     Section(
         {
@@ -742,6 +751,7 @@ STATISTIC = Union(
             "delta": Number(Fraction(0), MAX_DELTA, low_open=True, range_name="delta"),
             "q": Levels(),
             "step": Number(positive=True),
+            "k": Whole(1, MAX_TOP_K, "top_k: how many keys to rank (the k largest counts, by report-noisy-max)"),
         },
         required=("name", "kind"),
         exclusive=(
@@ -771,6 +781,12 @@ STATISTIC = Union(
         Variant("median", ("name", "kind", "column", "by", "step", "weight", "epsilon", "rho"),
                 {"column": "required for a {tag}"},
                 forbidden={**_QUANTILE_FORBIDDEN, "q": "a median is the quantile q = 0.5 (use kind: quantile)"}),
+        # top_k / mode: report-noisy-max over a category or bool column's keys (docs/spec.md, "Top-k and mode")
+        Variant("top_k", ("name", "kind", "column", "k", *_TOP_K_FIELDS), {"column": "required for a {tag}",
+                "k": "required for a top_k: how many keys to rank"}, forbidden=_TOP_K_FORBIDDEN, overrides=_KEY_COLUMN),
+        Variant("mode", ("name", "kind", "column", *_TOP_K_FIELDS), {"column": "required for a {tag}"},
+                forbidden={**_TOP_K_FORBIDDEN, "k": "a mode is a top_k with k: 1 (use kind: top_k for more)"},
+                overrides=_KEY_COLUMN),
     ),
     lambda tag: f"not allowed for a {tag}",
 )

@@ -134,7 +134,9 @@ def key_column(draw: st.DrawFn, name: str) -> tuple[Col, str]:
     return Col(name, ctype, keys=keys), "{" + ", ".join(parts) + "}"
 
 
-ALL_KINDS = ("count", "count_by", "hist_edges", "hist_grid", "hist_keys", "sum", "sum_by", "mean", "mean_by")
+ALL_KINDS = (
+    "count", "count_by", "hist_edges", "hist_grid", "hist_keys", "sum", "sum_by", "mean", "mean_by", "top_k",
+)
 # under a person unit: counts of persons too (and every sum and mean says how it clamps)
 PERSON_KINDS = (*ALL_KINDS, "persons", "persons_by")
 QUANTILE_KINDS = ("quantile", "quantile_by")
@@ -155,13 +157,15 @@ def statistic(
     """One statistic's YAML. An open column (in ``keyed``) only where the loader allows it: in a Laplace count's
     ``by:`` or as a Laplace histogram's column, at most one per statistic; ``open_first``: this one uses it."""
     if open_first:
-        kinds = ("count_by", "hist_keys", *(("persons_by",) if person else ()))
+        kinds = ("count_by", "hist_keys", "top_k", *(("persons_by",) if person else ()))
+    if gaussian and kinds != ("top_k",):  # a top_k is the exponential mechanism: no mechanism to choose
+        kinds = tuple(k for k in kinds if k != "top_k")
     kind = draw(st.sampled_from(kinds))
     parts = [f"name: s{i}"]
     column: Col | None = None
     opened = [c for c in keyed if c.open]
     declared = [c for c in keyed if not c.open]
-    may_open = not gaussian and kind in ("count_by", "persons_by", "hist_keys", "hist_edges", "hist_grid")
+    may_open = not gaussian and kind in ("count_by", "persons_by", "hist_keys", "hist_edges", "hist_grid", "top_k")
     if kind.startswith("count"):
         parts.append("kind: count")
     elif kind.startswith("persons"):
@@ -169,6 +173,10 @@ def statistic(
     elif kind == "hist_keys":
         column = opened[0] if open_first else draw(st.sampled_from(keyed if may_open else declared))
         parts += ["kind: histogram", f"column: {column.name}"]
+    elif kind == "top_k":
+        column = opened[0] if open_first else draw(st.sampled_from(keyed if may_open else declared))
+        k = draw(st.integers(1, 3 if column.open else len(column.keys)))
+        parts += ["kind: top_k", f"column: {column.name}", f"k: {k}"]
     elif kind.startswith("hist"):
         column = draw(st.sampled_from(numerics))
         parts += ["kind: histogram", f"column: {column.name}"]
@@ -202,7 +210,7 @@ def statistic(
             if open_first and column is None and opened[0].name not in by:
                 by = draw(st.permutations([opened[0].name, *by[:1]]))
             parts.append("by: [" + ", ".join(by) + "]")
-    if gaussian and not kind.startswith("quantile"):  # a quantile has no noise mechanism to choose
+    if gaussian and not kind.startswith("quantile") and kind != "top_k":  # no noise mechanism to choose
         parts.append("mechanism: gaussian")
     if draw(st.integers(0, 3)) == 0:
         parts.append(f"weight: {draw(st.integers(1, 3))}")
@@ -741,7 +749,9 @@ def check_sensitivity(case: Case) -> None:
     ratio = 0.0
     for sp, ea, eb in zip(plan.statistics, a, b, strict=True):
         for comp in sp.components:
-            if comp.mechanism == "exponential":
+            if comp.mechanism == "exponential" and comp.role == "choice":  # a top_k's utility: its keys' counts
+                ratio = max(ratio, _utility_problems(plan, sp, comp, ea, eb, case, problems))
+            elif comp.mechanism == "exponential":  # a quantile level's utility
                 problem, moved = _utility_change(plan, sp, ea, eb, comp)
                 ratio = max(ratio, moved / comp.sensitivity)
                 problems.extend([problem] if problem else [])
@@ -807,6 +817,24 @@ def _utility_change(
         text = f"{stat.name} ({stat.kind}) {comp.role}: the utilities moved by {moved} vs {comp.sensitivity}"
         return text, moved
     return None, moved
+def _utility_problems(
+    plan: Plan, sp: StatisticPlan, comp, ea: ExactStatistic, eb: ExactStatistic, case: Case, problems: list[str]
+) -> float:
+    """The exponential mechanism's claims about its utility (the keys' counts): one record moves each count by at
+    most the sensitivity D (L-infinity), and under add_remove all of them the same way (monotone, which is what
+    lets the plan drop the factor 2). Returns the distance over D."""
+    va, vb = _entries(sp, ea, "count"), _entries(sp, eb, "count")
+    diff = [va[k] - vb[k] for k in va]
+    shown = f"\n    D  {_shown(va)}\n    D' {_shown(vb)}"
+    largest = max((abs(d) for d in diff), default=0)
+    if case.unchanged and largest:
+        problems.append(f"{sp.statistic.name} utility: moved by {largest}, but D' holds no other person{shown}")
+    if largest > comp.sensitivity:
+        problems.append(f"{sp.statistic.name} (top_k) utility: a count moved by {largest} vs D={comp.sensitivity}"
+                        + shown)
+    if plan.spec.privacy.neighbours == "add_remove" and min(diff) < 0 < max(diff):
+        problems.append(f"{sp.statistic.name} (top_k) utility: counts moved both ways under add_remove{shown}")
+    return largest / comp.sensitivity
 
 
 def _shown(values: dict[object, int]) -> str:
@@ -988,4 +1016,19 @@ def test_one_row_brings_at_most_one_open_key(case: Case) -> None:
 @settings(max_examples=_examples(25), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(Flags(quotes=True, bad_utf8=True), open_key=True))
 def test_one_person_brings_at_most_g_open_keys(case: Case) -> None:
+    check_sensitivity(case)
+
+
+# top_k (report-noisy-max): its utility, the keys' counts, moves by at most D per key, and under add_remove every key
+# the same way (the monotone utility that lets the plan drop the exponential mechanism's factor 2); well-formed rows,
+# so most land in declared keys. One row, then one whole person.
+@settings(max_examples=_examples(40), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@given(case=cases(Flags(junk=False), forms=("epsilon", "rho"), kinds=("top_k",)))
+def test_one_row_moves_a_top_k_utility_within_its_claims(case: Case) -> None:
+    check_sensitivity(case)
+
+
+@settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@given(case=person_cases(Flags(junk=False), forms=("epsilon", "rho"), kinds=("top_k",)))
+def test_one_person_moves_a_top_k_utility_within_its_claims(case: Case) -> None:
     check_sensitivity(case)

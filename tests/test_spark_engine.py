@@ -60,6 +60,7 @@ statistics:
   - {name: mean_edu, kind: mean, column: education_num}
   - {name: age_quartiles, kind: quantile, column: age, q: [0.25, 0.5, 0.75], by: [sex]}
   - {name: hours_median, kind: median, column: hours_per_week, step: 2}
+  - {name: top_races, kind: top_k, column: race, k: 2}
 """
 
 # every column type, impute and other:, on a header with extra columns and a quoted name
@@ -86,6 +87,7 @@ statistics:
   - {name: wide_mean, kind: mean, column: wide}
   - {name: flags, kind: histogram, column: flag, by: [grp]}
   - {name: grps, kind: histogram, column: grp}
+  - {name: commonest_sex, kind: mode, column: sex}
 """
 HOSTILE_HEADER = b'age,big,income,"wi""de",wide,sex,grp,flag,note'
 
