@@ -86,8 +86,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcli import quantiles
-from dpcli import topk
+from dpcli import quantiles, topk
 from dpcli.accounting import format_exact, zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
