@@ -168,7 +168,7 @@ class NoisedCell:
 
     index: int  # statistic index in the plan
     statistic: str
-    component: str  # "count" | "sum"
+    component: str  # "count" | "sum" | "squares"
     cell: Cell
     label: str  # the cell's keys and bins ("" for a statistic without cells)
     exact_d: int
@@ -621,7 +621,7 @@ class _Engine:
                 out.append(parts)
                 continue
             for comp in sp.components:
-                now, base = (e.counts, b.counts) if comp.role == "count" else (e.sums, b.sums)
+                now, base = e.part(comp.role), b.part(comp.role)
                 # a sum component exists only in a statistic whose exact values carry sums
                 assert now is not None and base is not None
                 changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
@@ -636,7 +636,7 @@ class _Engine:
         if self.open[i]:
             return self.delta(person)[i][role].get(cell, 0)
         b = self.base[i]
-        base = int(b.counts[cell]) if role == "count" else int(b.sums[cell])  # type: ignore[index]
+        base = int(b.part(role)[cell])  # type: ignore[index]
         return base + self.delta(person)[i][role].get(cell, 0)
 
 

@@ -68,6 +68,7 @@ class Noisy:
     counts: np.ndarray | None
     sums: np.ndarray | None
     keys: tuple[tuple[int, str], ...] | None = None
+    squares: np.ndarray | None = None  # variance/std: the noisy centred sums of squares (their own grid)
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
@@ -140,7 +141,8 @@ def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
         has_count = any(c.role == "count" for c in sp.components)
         counts = add_noise(_narrowed(ex.counts), sp.component("count")) if has_count else None
         sums = add_noise(_narrowed(ex.sums), sp.component("sum")) if ex.sums is not None else None
-        out.append(Noisy(counts, sums))
+        squares = add_noise(_narrowed(ex.squares), sp.component("squares")) if ex.squares is not None else None
+        out.append(Noisy(counts, sums, squares=squares))
     return out
 
 
@@ -161,8 +163,9 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     """
     if plan is None:
         assert all(e.keys is None for e in exact), "open keys: pass the plan"
-        return [Noisy(e.counts, e.sums) for e in exact]
+        return [Noisy(e.counts, e.sums, squares=e.squares) for e in exact]
     return [
-        select_entries(sp, e.counts, _checked_keys(sp, e)) if sp.selection is not None else Noisy(e.counts, e.sums)
+        select_entries(sp, e.counts, _checked_keys(sp, e)) if sp.selection is not None
+        else Noisy(e.counts, e.sums, squares=e.squares)
         for sp, e in zip(plan.statistics, exact, strict=True)
     ]

@@ -38,7 +38,19 @@ from dpcli.accounting import (
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
-from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, PersonUnit, Spec, Statistic, Sum, open_dimensions
+from dpcli.spec import (
+    Column,
+    Count,
+    EdgeBins,
+    GridBins,
+    Histogram,
+    PersonUnit,
+    Spec,
+    Statistic,
+    Sum,
+    Variance,
+    open_dimensions,
+)
 from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
@@ -642,6 +654,8 @@ def _components(
             return (_person_count_component(path, stat, neighbours, budget, what, b, persons),)
         return (_count_component(path, stat, neighbours, budget, what),)
     column = spec.columns[stat.column]
+    if isinstance(stat, Variance):  # a person unit is refused by the loader
+        return _variance_components(path, stat, column, neighbours, budget)
     if isinstance(stat, Sum):
         if b is not None:
             return (_person_sum_component(path, stat, column, neighbours, budget, False, b),)
@@ -656,6 +670,71 @@ def _components(
     return (
         _sum_component(path, stat, column, neighbours, half, centred=True),
         _count_component(path, stat, neighbours, half, f"the count of rows with a {column.name}"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Variance and std: a count, a centred sum and a centred sum of squares on the squares' own grid
+
+# The squares' grid has at most this many steps between 0 and the largest centred square, like a float column's
+# default grid (10^6-10^7 steps across its bounds). On the column's grid squared, a float column's default precision
+# gives up to ~2.5e13 steps, whose noise scale at a small epsilon runs past MAX_SCALE (2^40).
+MAX_SQUARE_STEPS = 10**7
+
+
+def square_step(column: Column) -> int:
+    """D: the squares' grid step in units of precision², the smallest power of ten that puts the largest centred
+    square within MAX_SQUARE_STEPS steps (1 for any column whose centred values are at most 3162 steps)."""
+    lo, hi = column.grid_bounds
+    offset = (lo + hi) // 2
+    biggest = max(abs(lo - offset), abs(hi - offset))
+    step = 1
+    while -(-biggest * biggest // step) > MAX_SQUARE_STEPS:
+        step *= 10
+    return step
+
+
+def rounded_square(value: int, step: int) -> int:
+    """A centred value's square on the squares' grid (units of precision² × step), rounded half up: the engine's
+    rule (dpcli.engine.cells), in exact integer arithmetic."""
+    return (value * value + step // 2) // step
+
+
+def _variance_components(
+    path: str, stat: Variance, column: Column, neighbours: str, budget: _Budget
+) -> tuple[NoiseComponent, ...]:
+    """Thirds of the statistic's share: the centred sum (as a mean's), the centred sum of squares and the count of
+    rows with a value. Squares are non-negative and at most Q = the largest rounded centred square, so one row
+    changes their sum by at most Q (added, removed, or replaced within one cell, a missing value included) and a
+    row moving between cells changes two cells by Q each (L1 2Q, L2² 2Q²)."""
+    third = _Budget(budget.mechanism, budget.amount / 3)
+    p = column.precision
+    assert p is not None
+    glo, ghi = column.grid_bounds
+    offset = (glo + ghi) // 2
+    step = square_step(column)
+    q = rounded_square(max(offset - glo, ghi - offset), step)
+    unit = p * p * step
+    grid = f"squares of values centred on {format_exact(offset * p)}, on a grid of {format_exact(unit)}"
+    if neighbours == "add_remove":
+        why = f"add/remove one row changes the sum of squares by at most the largest square Q = {q}; {grid}"
+        squares = _component(path, "squares", q, why, third, unit, offset)
+    elif stat.by:
+        why = (
+            f"replace one row: it can leave one cell and join another, changing each by at most the largest square "
+            f"Q = {q} (L1 2Q, L2² 2Q²); {grid}"
+        )
+        squares = _component(path, "squares", 2 * q, why, third, unit, offset, l2_squared=2 * q * q)
+    else:
+        why = (
+            f"replace one row: squares lie in [0, Q], Q = {q}, so the sum changes by at most Q (a missing value "
+            f"becoming one included); {grid}"
+        )
+        squares = _component(path, "squares", q, why, third, unit, offset)
+    return (
+        _sum_component(path, stat, column, neighbours, third, centred=True),
+        squares,
+        _count_component(path, stat, neighbours, third, f"the count of rows with a {column.name}"),
     )
 
 
@@ -676,7 +755,7 @@ MAX_RELEASE_MEMORY_MB = 1024
 # rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
 # mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
 MEMORY_BASE_MB = 200
-MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144}
+MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144, "variance": 208, "std": 208}
 
 
 @dataclass(frozen=True)

@@ -269,6 +269,11 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
             say(line, indent="    ")
     if any(r["kind"] == "mean" for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
+    if any(r["kind"] in ("variance", "std") for r in rows):
+        say(
+            "a variance's error is about (squares error + 2 |mean - centre| × sum error + variance × count error) / n "
+            "for n rows with a value, a std's that / (2 std); their intervals take each part at 98.33% (union bound)"
+        )
 
 
 # -- budget and ledger -------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ MAX_ABS_BOUND = Fraction(10**15)
 MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billion would exhaust memory)
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "variance", "std")
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
 COUNT_OF = ("rows", "persons")
@@ -731,6 +731,10 @@ STATISTIC = Union(
         Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
                 {"column": "required for a {tag}"}),
+        # variance/std: a noisy count, centred sum and sum of squares (dpcli.variance); no clamp: under a person unit
+        # they are refused by a cross-field rule (dpcli.spec), so clamp is not one of their fields
+        Variant("variance", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
+        Variant("std", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
     ),
     lambda tag: f"not allowed for a {tag}",
 )
