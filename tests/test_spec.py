@@ -700,7 +700,7 @@ def test_statistics_accepted():
         ),
         (
             ["{name: a, kind: median, column: age}"],
-            "statistics[0].kind: 'median' is not a statistic kind (one of: count, histogram, sum, mean)",
+            "statistics[0].kind: 'median' is not a statistic kind (one of: count, histogram, sum, mean, variance, std)",
         ),
         (["{name: a, kind: count, column: age}"], "statistics[0].column: a count counts rows: use by: to split it"),
         (["{name: a, kind: sum}"], "statistics[0].column: required for a sum"),
