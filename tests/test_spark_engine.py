@@ -58,6 +58,8 @@ statistics:
   - {name: gain, kind: sum, column: capital_gain, by: [sex]}
   - {name: mean_hours, kind: mean, column: hours_per_week, by: [sex, income]}
   - {name: mean_edu, kind: mean, column: education_num}
+  - {name: age_var, kind: variance, column: age, by: [sex]}
+  - {name: hours_std, kind: std, column: hours_per_week}
 """
 
 # every column type, impute and other:, on a header with extra columns and a quoted name
@@ -84,6 +86,8 @@ statistics:
   - {name: wide_mean, kind: mean, column: wide}
   - {name: flags, kind: histogram, column: flag, by: [grp]}
   - {name: grps, kind: histogram, column: grp}
+  - {name: income_var, kind: variance, column: income, by: [sex]}
+  - {name: wide_std, kind: std, column: wide}
 """
 HOSTILE_HEADER = b'age,big,income,"wi""de",wide,sex,grp,flag,note'
 
@@ -132,7 +136,8 @@ def exacts(stats) -> list:
     for e in stats:
         sums = [None] * len(e.counts) if e.sums is None else [int(s) for s in e.sums]
         if e.keys is None:
-            out.append((e.counts.tolist(), None if e.sums is None else sums))
+            squares = None if e.squares is None else [int(s) for s in e.squares]  # variance and std
+            out.append((e.counts.tolist(), None if e.sums is None else sums, squares))
         else:
             out.append(sorted(zip(e.keys, e.counts.tolist(), sums, strict=True)))
     return out
@@ -359,7 +364,7 @@ def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan)
         spark_engine.aggregate(hostile_plan, str(path), input_format="csv.gz")
     with pytest.raises(UsageError, match="not arrow"):  # Arrow IPC: the polars engine reads it
         spark_engine.aggregate(hostile_plan, str(path), input_format="arrow")
-    assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None)
+    assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None, None)
 
 
 def _engine_in_child(env: dict[str, str], prelude: str, path: Path) -> subprocess.CompletedProcess:
