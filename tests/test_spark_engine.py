@@ -341,11 +341,13 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
         stats = []
         for sp in hostile_plan.statistics:
             counts = np.array([rng.choice([0, 1, 2**40]) for _ in range(sp.cells)], dtype=np.int64)
-            sums = None
-            if sp.statistic.kind in ("sum", "mean"):
+            sums = squares = None
+            if sp.statistic.kind in ("sum", "mean", "variance", "std"):
                 sums = np.array([rng.choice([0, -1, 2**63, -(2**100) - 7, 2**120 + 3]) for _ in range(sp.cells)],
                                 dtype=object)
-            stats.append(ExactStatistic(counts, sums))
+            if sp.statistic.kind in ("variance", "std"):  # sums of squares: rows of their own, the same limbs
+                squares = np.array([rng.choice([0, 1, 2**64 + 5, 2**121 + 9]) for _ in range(sp.cells)], dtype=object)
+            stats.append(ExactStatistic(counts, sums, squares=squares))
         parts.append(stats)
     batches = [batch for p in parts for batch in spark_engine.cell_rows(p)]
     frame = spark.createDataFrame(pa.Table.from_batches(batches), schema=spark_engine._cell_schema())
@@ -355,6 +357,10 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
         assert counts.tolist() == [sum(int(p[i].counts[j]) for p in parts) for j in range(len(counts))]
         if sums is not None:
             assert sums.tolist() == [sum(int(p[i].sums[j]) for p in parts) for j in range(len(sums))]
+        if got[i].squares is not None:
+            squares = got[i].squares
+            assert squares.tolist() == [sum(int(p[i].squares[j]) for p in parts) for j in range(len(squares))]
+    assert sum(got[i].squares is not None for i in range(len(got))) == 2
 
 
 def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan):
@@ -457,7 +463,7 @@ def test_a_directory_of_parquet_parts_reads_as_the_polars_engine_reads_the_file(
     assert want[0][0] == [n]
     columns_only = HOSTILE_SPEC.split("statistics:")[0]
     count_only = make_plan(parse_spec(columns_only + "statistics:\n  - {name: n, kind: count}\n"))
-    assert exacts(spark_engine.aggregate(count_only, str(whole)))[0] == ([n], None)
+    assert exacts(spark_engine.aggregate(count_only, str(whole)))[0] == ([n], None, None)
 
 
 def test_dpcli_release_with_the_spark_engine_end_to_end(spark, tmp_path):

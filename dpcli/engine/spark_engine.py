@@ -357,11 +357,13 @@ def statistic_frames(stats: list[ExactStatistic]) -> list[pl.DataFrame]:
             picked = np.arange(len(e.keys))
         else:
             nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
+            if e.squares is not None:
+                nonzero |= e.squares != 0
             picked = np.flatnonzero(nonzero)
             columns = {"code": pl.Series(picked, dtype=pl.Int64), "n": pl.Series(e.counts[picked], dtype=pl.Int64)}
         if e.sums is not None:
             columns["s"] = pl.Series([int(s) for s in e.sums[picked]], dtype=pl.Int128)
-        if e.squares is not None:  # variance/std (a nonzero square is in a cell with a nonzero count)
+        if e.squares is not None:  # variance/std
             columns["s2"] = pl.Series([int(s) for s in e.squares[picked]], dtype=pl.Int128)
         frames.append(pl.DataFrame(columns))
     return frames
