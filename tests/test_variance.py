@@ -310,19 +310,19 @@ def brute(n: int, s: int, q: int, hn: int, hs: int, hq: int, width: int) -> tupl
     ],
 )
 def test_the_box_holds_every_variance_of_its_points(n, s, q, hn, hs, hq):
-    low, high = _box(n, s, q, hn, hs, hq, 1, 20)
+    low, high = (Fraction(*end) for end in _box(n, s, q, hn, hs, hq, 1, 20))
     b_low, b_high = brute(n, s, q, hn, hs, hq, 20)
     assert low <= b_low and b_high <= high
 
 
 def test_the_box_counts_the_squares_rounding_when_their_grid_is_coarser():
     # D = 10: each row's square may be 5 off; with n up to 12 rows the sum of squares may be 60 off
-    low, high = _box(10, 0, 40, 2, 0, 0, 10, 100)
+    low, high = (Fraction(*end) for end in _box(10, 0, 40, 2, 0, 0, 10, 100))
     assert (low, high) == (Fraction(400 - 12 * 5, 11), Fraction(400 + 12 * 5, 7))
 
 
 def test_a_box_reaching_below_two_rows_is_the_whole_range():
-    assert _box(3, 0, 10, 2, 0, 0, 1, 20) == (0, 200)
+    assert _box(3, 0, 10, 2, 0, 0, 1, 20) == ((0, 1), (400, 2))
 
 
 def test_part_confidence_is_a_union_bound():
