@@ -624,16 +624,15 @@ def number_columns(
     assert noisy_sums is not None
     if kind in SQUARED_KINDS:
         assert noisy_counts is not None and noisy_squares is not None and bounds is not None
-        grids = variance.variance_grids(
+        *released, unit = variance.variance_grids(
             sp, np.asarray(noisy_counts), np.asarray(noisy_sums), np.asarray(noisy_squares), bounds
         )
-        step = postprocess.decimal_step(grids[3])
-        largest = max((abs(g) for column in grids[:3] for g in column), default=0)
+        step = postprocess.decimal_step(unit)
+        largest = max((abs(g) for column in released for g in column), default=0)
         if step is not None and (largest + 1) * step[0] < 2**62:  # int64 with room, as postprocess's grids
-            value, low, high = (np.asarray(column, dtype=np.int64) for column in grids[:3])
+            value, low, high = (np.asarray(column, dtype=np.int64) for column in released)
             return Ints(value, 0, *step), Ints(low, 0, *step), Ints(high, 0, *step)
-        unit = grids[3]
-        r = postprocess.Released(*([g * unit for g in column] for column in grids[:3]))
+        r = postprocess.Released(*([g * unit for g in column] for column in released))
     elif kind == "sum":
         grid = postprocess.sum_grid(sp, noisy_sums)
         if grid is not None:

@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpcli.plan import CONFIDENCE, StatisticPlan
-from dpcli.postprocess import MEAN_DIGITS_BELOW_PRECISION, Released
+from dpcli.postprocess import MEAN_DIGITS_BELOW_PRECISION
 
 
 def part_confidence(confidence: float = CONFIDENCE) -> float:
@@ -128,16 +128,3 @@ def variance_grids(
         lows.append(low[0] * f // (low[1] * d))
         highs.append(-(-high[0] * f // (high[1] * d)))
     return values, lows, highs, p * p * d / f
-
-
-def variances(
-    sp: StatisticPlan,
-    noisy_counts: np.ndarray,
-    noisy_sums: np.ndarray,
-    noisy_squares: np.ndarray,
-    bounds: tuple[int, int],
-    confidence: float = CONFIDENCE,
-) -> Released:
-    """The released variances (or stds) and their intervals in the output's units, as exact rationals."""
-    values, lows, highs, unit = variance_grids(sp, noisy_counts, noisy_sums, noisy_squares, bounds, confidence)
-    return Released([g * unit for g in values], [g * unit for g in lows], [g * unit for g in highs])

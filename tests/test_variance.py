@@ -18,8 +18,9 @@ from dpcli.errors import SpecError
 from dpcli.mechanisms import exact_noisy
 from dpcli.output import build_table
 from dpcli.plan import MAX_SQUARE_STEPS, make_plan, rounded_square, square_step
+from dpcli.postprocess import Released
 from dpcli.spec import parse_spec
-from dpcli.variance import _box, part_confidence, variances
+from dpcli.variance import _box, part_confidence, variance_grids
 
 ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
 
@@ -261,6 +262,12 @@ def test_exact_values_by_hand(tmp_path):
     assert values == ["17.2", "2.646", "7.071"]
 
 
+def variances(*args):
+    """The released numbers as exact rationals in the output's units."""
+    *grids, unit = variance_grids(*args)
+    return Released(*([g * unit for g in column] for column in grids))
+
+
 def test_a_noisy_count_below_two_falls_back_to_the_whole_range():
     text = spec("  - {name: v, kind: variance, column: age}\n  - {name: s, kind: std, column: age}\n")
     plan = make_plan(parse_spec(text))
@@ -327,3 +334,15 @@ def test_a_box_reaching_below_two_rows_is_the_whole_range():
 
 def test_part_confidence_is_a_union_bound():
     assert part_confidence(0.95) == pytest.approx(1 - 0.05 / 3)
+
+
+def test_a_grid_without_a_decimal_step_is_written_as_exact_fractions(tmp_path):
+    """precision 1/3: the std's grid (1/3000) has no terminating decimal, so the table holds exact fractions."""
+    columns = "columns:\n  x: {type: float, bounds: [0, 2], precision: 1/3}\n"
+    plan = make_plan(parse_spec(spec("  - {name: s, kind: std, column: x}\n", columns=columns)))
+    path = tmp_path / "d.csv"
+    path.write_text("x\n0\n1\n2\n", encoding="utf-8")  # grid points 0, 3/3, 6/3: variance 1, std 1
+    table = build_table(plan, exact_noisy(aggregate(plan, path)))
+    (row,) = list(table.rows())
+    # 3 rows: the box reaches below 2 rows, so the interval is the whole range [0, sqrt(2² / 2)] rounded up
+    assert row[1:4] == ("1", "0", "4243/3000")
