@@ -18,6 +18,8 @@ Sensitivities (L1, in grid units of the column's precision p; L', U' are the bou
   centred on the grid midpoint c so the sum's sensitivity is about half the width: max(|L'-c|, |U'-c|) under
   add_remove (and the sum-by rules above, centred, under replace); the count part is a count over the rows with a
   value (sensitivity 1, or 2 by cells under replace).
+- variance / std: a mean's two parts and the sum of centred squares on their own grid (``square_step``), a third of
+  the share each; squares lie in [0, Q], so Q (2Q by cells under replace, L2² 2Q²) (``_variance_components``).
 """
 
 from __future__ import annotations
