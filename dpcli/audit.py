@@ -1169,7 +1169,7 @@ def audit(
         "target keeps the pair whose exact difference has the largest privacy loss under the plan's noise (Laplace "
         "Σ|Δ|/t as ε, Gaussian Σ Δ²/(2σ²) as ρ), the release the pair with the largest total",
         "a pair whose loss exceeds the claim is a violation without any noise drawn",
-        "each part of a mean is also audited against its own share of the statistic's budget",
+        "each part of a mean, variance or std is also audited against its own share of the statistic's budget",
         "only the cells whose exact values differ between D and D' are noised: the others get independent noise "
         "of the same law under both, which no test can use",
         "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
