@@ -174,7 +174,7 @@ class NoisedCell:
 
     index: int  # statistic index in the plan
     statistic: str
-    component: str  # "count" | "sum"
+    component: str  # "count" | "sum" | "squares"
     cell: Cell
     label: str  # the cell's keys and bins ("" for a statistic without cells)
     exact_d: int
@@ -639,8 +639,8 @@ class _Engine:
                     parts["choice"] = dict(enumerate(int(v) for v in e.counts.tolist()))
                     continue
                 # a quantile's levels all read the engine's bins (counts); their utilities follow (_quantile_cells)
-                counted = comp.role == "count" or comp.mechanism == "exponential"
-                now, base = (e.counts, b.counts) if counted else (e.sums, b.sums)
+                part = "count" if comp.mechanism == "exponential" else comp.role
+                now, base = e.part(part), b.part(part)
                 # a sum component exists only in a statistic whose exact values carry sums
                 assert now is not None and base is not None
                 changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
@@ -655,8 +655,8 @@ class _Engine:
         if self.open[i] or role == "choice":  # held whole
             return self.delta(person)[i][role].get(cell, 0)
         b = self.base[i]
-        base = int(b.counts[cell]) if role == "count" else int(b.sums[cell])  # type: ignore[index]
         assert self.plan.statistics[i].component(role).mechanism != "exponential"
+        base = int(b.part(role)[cell])  # type: ignore[index]
         return base + self.delta(person)[i][role].get(cell, 0)
 
 
@@ -1309,7 +1309,7 @@ def audit(
         "target keeps the pair whose exact difference has the largest privacy loss under the plan's noise (Laplace "
         "Σ|Δ|/t as ε, Gaussian Σ Δ²/(2σ²) as ρ), the release the pair with the largest total",
         "a pair whose loss exceeds the claim is a violation without any noise drawn",
-        "each part of a mean is also audited against its own share of the statistic's budget",
+        "each part of a mean, variance or std is also audited against its own share of the statistic's budget",
         "only the cells whose exact values differ between D and D' are noised: the others get independent noise "
         "of the same law under both, which no test can use",
         "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "

@@ -78,6 +78,7 @@ class Noisy:
     # top_k / mode over declared keys: the chosen keys' indices, in rank order (dpcli.topk); open keys: ``keys`` in
     # rank order, with their noisy counts
     chosen: np.ndarray | None = None
+    squares: np.ndarray | None = None  # variance/std: the noisy centred sums of squares (their own grid)
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
@@ -179,7 +180,8 @@ def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
         has_count = any(c.role == "count" for c in sp.components)
         counts = add_noise(_narrowed(ex.counts), sp.component("count")) if has_count else None
         sums = add_noise(_narrowed(ex.sums), sp.component("sum")) if ex.sums is not None else None
-        out.append(Noisy(counts, sums))
+        squares = add_noise(_narrowed(ex.squares), sp.component("squares")) if ex.squares is not None else None
+        out.append(Noisy(counts, sums, squares=squares))
     return out
 
 
@@ -200,7 +202,7 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     """
     if plan is None:
         assert all(e.keys is None for e in exact), "open keys: pass the plan"
-        return [Noisy(e.counts, e.sums) for e in exact]
+        return [Noisy(e.counts, e.sums, squares=e.squares) for e in exact]
     out = []
     for sp, e in zip(plan.statistics, exact, strict=True):
         if sp.selection is not None:
@@ -213,7 +215,7 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
         elif sp.statistic.kind in TOP_K_KINDS:  # the k largest exact counts (ties: the first declared key)
             out.append(Noisy(None, None, chosen=ranked(e.counts, sp.statistic.k)))  # type: ignore[union-attr]
         else:
-            out.append(Noisy(e.counts, e.sums))
+            out.append(Noisy(e.counts, e.sums, squares=e.squares))
     return out
 
 

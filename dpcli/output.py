@@ -28,12 +28,24 @@ from typing import IO, TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from dpcli import __version__, postprocess
+from dpcli import __version__, postprocess, variance
 from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
-from dpcli.spec import QUANTILE_COLUMN, Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK, candidate_grid
+from dpcli.spec import (
+    QUANTILE_COLUMN,
+    SQUARED_KINDS,
+    Column,
+    Count,
+    EdgeBins,
+    GridBins,
+    Mean,
+    Quantile,
+    Sum,
+    TopK,
+    candidate_grid,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -629,11 +641,11 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
         if labels is None:
             assert nz.keys is not None
             labels = entry_labels(sp, nz.keys)
-        bounds = spec.columns[stat.column].grid_bounds if stat.kind == "mean" else None  # type: ignore[index]
+        bounds = spec.columns[stat.column].grid_bounds if stat.kind in BOUNDED_KINDS else None  # type: ignore[index]
         if isinstance(stat, Quantile):
             value, low, high = quantile_columns(spec.columns[stat.column], stat, nz)
         else:
-            value, low, high = number_columns(sp, nz.counts, nz.sums, bounds)
+            value, low, high = number_columns(sp, nz.counts, nz.sums, bounds, nz.squares)
         rho = sp.rho if plan.rho else None
         blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
     return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
@@ -666,10 +678,13 @@ def _ranking_block(plan: Plan, sp: StatisticPlan, nz: Noisy) -> Block:
     rho = sp.rho if plan.rho else None
     ranks = Ints(np.arange(1, n + 1, dtype=np.int64))
     return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho)
+# the kinds whose released numbers depend on their column's bounds (clipping, fallbacks)
+BOUNDED_KINDS = ("mean", *SQUARED_KINDS)
 
 
 def number_columns(
-    sp: StatisticPlan, noisy_counts: np.ndarray | None, noisy_sums: np.ndarray | None, bounds: tuple[int, int] | None
+    sp: StatisticPlan, noisy_counts: np.ndarray | None, noisy_sums: np.ndarray | None, bounds: tuple[int, int] | None,
+    noisy_squares: np.ndarray | None = None,
 ) -> tuple[LazyColumn, LazyColumn, LazyColumn]:
     """The released numbers of one statistic (dpcli.postprocess) as the table's value, ci_low and ci_high columns:
     int64 arrays on their decimal grid where they fit (always for counts), else the exact Fractions' text (the same
@@ -681,7 +696,18 @@ def number_columns(
         values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
         return Ints(values), Ints(values, -k), Ints(values, k)
     assert noisy_sums is not None
-    if kind == "sum":
+    if kind in SQUARED_KINDS:
+        assert noisy_counts is not None and noisy_squares is not None and bounds is not None
+        *released, unit = variance.variance_grids(
+            sp, np.asarray(noisy_counts), np.asarray(noisy_sums), np.asarray(noisy_squares), bounds
+        )
+        step = postprocess.decimal_step(unit)
+        largest = max((abs(g) for column in released for g in column), default=0)
+        if step is not None and (largest + 1) * step[0] < 2**62:  # int64 with room, as postprocess's grids
+            value, low, high = (np.asarray(column, dtype=np.int64) for column in released)
+            return Ints(value, 0, *step), Ints(low, 0, *step), Ints(high, 0, *step)
+        r = postprocess.Released(*([g * unit for g in column] for column in released))
+    elif kind == "sum":
         grid = postprocess.sum_grid(sp, noisy_sums)
         if grid is not None:
             values, k, mult, digits = grid

@@ -281,6 +281,11 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     if any(r["mechanism"] == "exponential" for r in rows):
         say("a top_k's or mode's ±error is a count gap: with 95% probability each chosen key's count is within it of "
             "the largest count among the keys not chosen before it (noise: the exponential mechanism's temperature)")
+    if any(r["kind"] in ("variance", "std") for r in rows):
+        say(
+            "a variance's error is about (squares error + 2 |mean - centre| × sum error + variance × count error) / n "
+            "for n rows with a value, a std's that / (2 std); their intervals take each part at 98.33% (union bound)"
+        )
 
 
 # -- budget and ledger -------------------------------------------------------------------------------------------

@@ -232,11 +232,31 @@ class TopK(_StatisticFields):
         return (*self.by, self.column)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Variance(_StatisticFields):
+    """The sample variance (denominator n - 1) of a bounded numeric column per cell, from a noisy count, a noisy
+    centred sum and a noisy centred sum of squares (dpcli.variance)."""
+
+    kind: ClassVar[str] = "variance"
+    column: str
+    bins: ClassVar[None] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Std(Variance):
+    """The square root of the released variance (post-processing): the same three noisy parts."""
+
+    kind: ClassVar[str] = "std"
+
+
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
-Statistic = Count | Histogram | Sum | Mean | Quantile | TopK
-ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK
+Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance
+ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
 # The output column that names a quantile's level (a column of the table only when the spec has a quantile)
 QUANTILE_COLUMN = "quantile"
+# the kinds whose column is summed (the numeric kinds); variance and std also sum its squares
+NUMERIC_KINDS = ("sum", "mean", "variance", "std")
+SQUARED_KINDS = ("variance", "std")
 
 
 @dataclass(frozen=True)
@@ -548,7 +568,7 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             raise SpecError(f"{path}.by[{j}]", _reserved(b))
         by.append(b)
     bins = None
-    if column is not None and kind in ("sum", "mean", "quantile", "median") and not column.numeric:
+    if column is not None and kind in (*NUMERIC_KINDS, "quantile", "median") and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
     if column is not None and kind in ("top_k", "mode"):
         if column.numeric:
@@ -585,9 +605,11 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
     elif kind == "mean":
         stat = Mean(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
-    else:
+    elif kind in ("quantile", "median"):
         assert column is not None
         stat = _quantile(path, kind, f, column, tuple(by), common)
+    else:
+        stat = (Std if kind == "std" else Variance)(column=column_name, by=tuple(by), **common)
     _open_keys(path, stat, columns)
     cells = 1
     for d in stat.dimensions:
@@ -769,6 +791,12 @@ def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column
                 f"statistics[{i}].kind",
                 f"a {s.kind} is not available under a person unit (its utility's sensitivity is derived for one row "
                 "per person): use privacy.unit: row",
+            )
+        if s.kind in SQUARED_KINDS:
+            # the person engine (dpcli.engine.persons) sums no squares yet: refused before anything is read or spent
+            raise RuleError(
+                f"statistics[{i}].kind",
+                f"a {s.kind} is not available under a person unit yet: use a mean, or unit: row",
             )
         if s.kind in ("sum", "mean") and getattr(s, "clamp", None) is None:
             raise RuleError(

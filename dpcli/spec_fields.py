@@ -47,7 +47,7 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "quantile", "median", "top_k", "mode")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "quantile", "median", "top_k", "mode", "variance", "std")
 MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
@@ -787,6 +787,10 @@ STATISTIC = Union(
         Variant("mode", ("name", "kind", "column", *_TOP_K_FIELDS), {"column": "required for a {tag}"},
                 forbidden={**_TOP_K_FORBIDDEN, "k": "a mode is a top_k with k: 1 (use kind: top_k for more)"},
                 overrides=_KEY_COLUMN),
+        # variance/std: a noisy count, centred sum and sum of squares (dpcli.variance); no clamp: under a person unit
+        # they are refused by a cross-field rule (dpcli.spec), so clamp is not one of their fields
+        Variant("variance", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
+        Variant("std", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
     ),
     lambda tag: f"not allowed for a {tag}",
 )

@@ -134,11 +134,13 @@ def key_column(draw: st.DrawFn, name: str) -> tuple[Col, str]:
     return Col(name, ctype, keys=keys), "{" + ", ".join(parts) + "}"
 
 
-ALL_KINDS = (
+ROW_AND_PERSON_KINDS = (
     "count", "count_by", "hist_edges", "hist_grid", "hist_keys", "sum", "sum_by", "mean", "mean_by", "top_k",
 )
+# variance and std: unit row only (the loader refuses them under a person unit)
+ALL_KINDS = (*ROW_AND_PERSON_KINDS, "variance", "variance_by", "std", "std_by")
 # under a person unit: counts of persons too (and every sum and mean says how it clamps)
-PERSON_KINDS = (*ALL_KINDS, "persons", "persons_by")
+PERSON_KINDS = (*ROW_AND_PERSON_KINDS, "persons", "persons_by")
 QUANTILE_KINDS = ("quantile", "quantile_by")
 QUANTILE_LEVELS = ("0.5", "0.25", "0.9", "1/3", "0.01")
 
@@ -715,7 +717,7 @@ def _exact(plan: Plan, path: Path) -> list | BaseException:
 def _entries(sp: StatisticPlan, exact: ExactStatistic, role: str) -> dict[object, int]:
     """One component's exact values by entry: the declared cells by index, an open-key statistic's observed entries
     by their key (an entry absent from one file counts 0 there)."""
-    values = exact.counts if role == "count" else exact.sums
+    values = exact.part(role)
     assert values is not None, (sp.statistic.name, role)
     if sp.selection is None:
         assert exact.keys is None and len(values) == sp.cells, (sp.statistic.name, role, len(values), sp.cells)
@@ -890,6 +892,29 @@ GAUSSIAN_SAME_CELL = Case(
     "line 1 replaced",
 )
 
+# variance by, replace, Gaussian: a row at the largest square moving between cells changes two cells' sums of
+# squares by Q each (L2² 2Q²)
+GAUSSIAN_SQUARES_MOVE = Case(
+    _spec(_XC, "  - {name: v, kind: variance, column: x, by: [c], mechanism: gaussian}\n",
+          "neighbours: replace, rho: 1"),
+    b"x,c\n2,a\n",
+    b"x,c\n2,b\n",
+    "line 1 replaced",
+)
+# variance on a squares grid coarser than precision² (D = 10: centred values up to 10^4 steps), each extreme
+SQUARES_GRID = [
+    Case(
+        _spec("  x: {type: float, bounds: [-1, 1], precision: 0.0001}\n  c: {type: bool}\n",
+              f"  - {{name: v, kind: {kind}, column: x, by: [c]}}\n", f"neighbours: {relation}, epsilon: 1"),
+        b"x,c\n0.5,true\n",
+        b"x,c\n0.5,true\n" + line if relation == "add_remove" else b"x,c\n" + line,
+        f"{relation}: {line!r}",
+    )
+    for kind in ("variance", "std")
+    for relation in ("add_remove", "replace")
+    for line in (b"-1,true\n", b"1,false\n", b"0.99995,true\n", b"-5,true\n")
+]
+
 
 # Quantiles (issue 13): one record moves each level's utilities (summed over the cells of by:) by at most the
 # plan's sensitivity, for every level q = a/b, add_remove and replace, with and without a step between candidates.
@@ -945,14 +970,30 @@ def test_invalid_utf8_stays_in_its_cell(case: Case) -> None:
         Flags(junk=False),
         neighbours=("replace",),
         forms=("rho", "epsilon_delta"),
-        kinds=("mean_by", "mean_by", "sum_by", "sum_by", "sum", "mean", "count_by", "hist_grid", "hist_keys"),
+        kinds=(
+            "mean_by", "mean_by", "sum_by", "sum_by", "sum", "mean", "count_by", "hist_grid", "hist_keys",
+            "variance_by", "std",
+        ),
         gaussian_only=True,
         terminators=LF_CRLF,
     )
 )
 @example(case=GAUSSIAN_SAME_CELL)
+@example(case=GAUSSIAN_SQUARES_MOVE)
 def test_gaussian_l2_under_replace(case: Case) -> None:
     check_sensitivity(case)
+
+
+# Variance and std whose squares have a grid coarser than precision² (each extreme, both relations): rounded squares
+# stay within the plan's Q.
+@settings(max_examples=1, deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@given(case=st.sampled_from(SQUARES_GRID))
+def test_variance_on_its_squares_grid(case: Case) -> None:
+    check_sensitivity(case)
+
+
+for _case in SQUARES_GRID:
+    test_variance_on_its_squares_grid = example(case=_case)(test_variance_on_its_squares_grid)
 
 
 # With `csv: {quoted_line_breaks: true}`, one record (of a correct RFC 4180 writer) may span lines: it still changes

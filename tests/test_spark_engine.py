@@ -61,6 +61,8 @@ statistics:
   - {name: age_quartiles, kind: quantile, column: age, q: [0.25, 0.5, 0.75], by: [sex]}
   - {name: hours_median, kind: median, column: hours_per_week, step: 2}
   - {name: top_races, kind: top_k, column: race, k: 2}
+  - {name: age_var, kind: variance, column: age, by: [sex]}
+  - {name: hours_std, kind: std, column: hours_per_week}
 """
 
 # every column type, impute and other:, on a header with extra columns and a quoted name
@@ -88,6 +90,8 @@ statistics:
   - {name: flags, kind: histogram, column: flag, by: [grp]}
   - {name: grps, kind: histogram, column: grp}
   - {name: commonest_sex, kind: mode, column: sex}
+  - {name: income_var, kind: variance, column: income, by: [sex]}
+  - {name: wide_std, kind: std, column: wide}
 """
 HOSTILE_HEADER = b'age,big,income,"wi""de",wide,sex,grp,flag,note'
 
@@ -136,7 +140,8 @@ def exacts(stats) -> list:
     for e in stats:
         sums = [None] * len(e.counts) if e.sums is None else [int(s) for s in e.sums]
         if e.keys is None:
-            out.append((e.counts.tolist(), None if e.sums is None else sums))
+            squares = None if e.squares is None else [int(s) for s in e.squares]  # variance and std
+            out.append((e.counts.tolist(), None if e.sums is None else sums, squares))
         else:
             out.append(sorted(zip(e.keys, e.counts.tolist(), sums, strict=True)))
     return out
@@ -340,11 +345,13 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
         stats = []
         for sp in hostile_plan.statistics:
             counts = np.array([rng.choice([0, 1, 2**40]) for _ in range(sp.cells)], dtype=np.int64)
-            sums = None
-            if sp.statistic.kind in ("sum", "mean"):
+            sums = squares = None
+            if sp.statistic.kind in ("sum", "mean", "variance", "std"):
                 sums = np.array([rng.choice([0, -1, 2**63, -(2**100) - 7, 2**120 + 3]) for _ in range(sp.cells)],
                                 dtype=object)
-            stats.append(ExactStatistic(counts, sums))
+            if sp.statistic.kind in ("variance", "std"):  # sums of squares: rows of their own, the same limbs
+                squares = np.array([rng.choice([0, 1, 2**64 + 5, 2**121 + 9]) for _ in range(sp.cells)], dtype=object)
+            stats.append(ExactStatistic(counts, sums, squares=squares))
         parts.append(stats)
     batches = [batch for p in parts for batch in spark_engine.cell_rows(p)]
     frame = spark.createDataFrame(pa.Table.from_batches(batches), schema=spark_engine._cell_schema())
@@ -354,6 +361,10 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
         assert counts.tolist() == [sum(int(p[i].counts[j]) for p in parts) for j in range(len(counts))]
         if sums is not None:
             assert sums.tolist() == [sum(int(p[i].sums[j]) for p in parts) for j in range(len(sums))]
+        if got[i].squares is not None:
+            squares = got[i].squares
+            assert squares.tolist() == [sum(int(p[i].squares[j]) for p in parts) for j in range(len(squares))]
+    assert sum(got[i].squares is not None for i in range(len(got))) == 2
 
 
 def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan):
@@ -363,7 +374,7 @@ def test_input_formats_it_cannot_read_are_refused(spark, tmp_path, hostile_plan)
         spark_engine.aggregate(hostile_plan, str(path), input_format="csv.gz")
     with pytest.raises(UsageError, match="not arrow"):  # Arrow IPC: the polars engine reads it
         spark_engine.aggregate(hostile_plan, str(path), input_format="arrow")
-    assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None)
+    assert exacts(spark_engine.aggregate(hostile_plan, str(path), input_format="csv"))[0] == ([1], None, None)
 
 
 def _engine_in_child(env: dict[str, str], prelude: str, path: Path) -> subprocess.CompletedProcess:
@@ -456,7 +467,7 @@ def test_a_directory_of_parquet_parts_reads_as_the_polars_engine_reads_the_file(
     assert want[0][0] == [n]
     columns_only = HOSTILE_SPEC.split("statistics:")[0]
     count_only = make_plan(parse_spec(columns_only + "statistics:\n  - {name: n, kind: count}\n"))
-    assert exacts(spark_engine.aggregate(count_only, str(whole)))[0] == ([n], None)
+    assert exacts(spark_engine.aggregate(count_only, str(whole)))[0] == ([n], None, None)
 
 
 def test_dpcli_release_with_the_spark_engine_end_to_end(spark, tmp_path):

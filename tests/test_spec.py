@@ -703,7 +703,7 @@ def test_statistics_accepted():
         (
             ["{name: a, kind: percentile, column: age}"],
             "statistics[0].kind: 'percentile' is not a statistic kind (one of: count, histogram, sum, mean, quantile, "
-            "median, top_k, mode)",
+            "median, top_k, mode, variance, std)",
         ),
         (["{name: a, kind: count, column: age}"], "statistics[0].column: a count counts rows: use by: to split it"),
         (["{name: a, kind: sum}"], "statistics[0].column: required for a sum"),

@@ -38,8 +38,8 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
-from dpcli.plan import Plan, StatisticPlan
-from dpcli.spec import Column, GridBins, Quantile, Spec, candidate_grid, quantile_bins
+from dpcli.plan import Plan, StatisticPlan, rounded_square, square_step
+from dpcli.spec import NUMERIC_KINDS, SQUARED_KINDS, Column, GridBins, Quantile, Spec, candidate_grid, quantile_bins
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.
@@ -59,6 +59,11 @@ class ExactStatistic:
     counts: np.ndarray  # int64: rows per cell (for a mean: rows with a value; person level: see engine.persons)
     sums: np.ndarray | None  # object array of Python ints: fixed-point sums (centred for a mean), or None
     keys: tuple[tuple[int, str], ...] | None = None  # open-key statistics only
+    squares: np.ndarray | None = None  # variance/std: object array of centred squares' sums (their own grid)
+
+    def part(self, role: str) -> np.ndarray | None:
+        """The exact vector a noise component of this role (``NoiseComponent.role``) is added to."""
+        return {"count": self.counts, "sum": self.sums, "squares": self.squares}[role]
 
 
 def column_types(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
@@ -197,6 +202,7 @@ class Recipe:
     counted: str | None  # per-group count of rows with a value (sum/mean); else rows are counted with len()
     total: str | None  # summed column (sum/mean)
     open_dim: tuple[str, Column] | None = None  # (key column, open column): its text is the cell's key, not a code
+    squares: str | None = None  # summed rounded centred squares (variance/std)
 
     def cell(self, key: Callable[[str], pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
         """The cell of a group (or a row): its code over the declared dimensions (null outside every declared cell)
@@ -225,15 +231,24 @@ def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Re
     if isinstance(stat, Quantile):
         column = spec.columns[stat.column]
         dims.append((q.key(f"quantile:{stat.name}", candidate_bin(column, stat)), None, quantile_bins(stat, column)))
-    counted = total = None
-    if stat.kind in ("sum", "mean"):
+    counted = total = squares = None
+    if stat.kind in NUMERIC_KINDS:
         column = spec.columns[stat.column]  # type: ignore[index]
         value = numeric_value(column)
         offset = sp.component("sum").offset
         # counting values per group (rather than grouping by "has a value") keeps the key short: ~10% faster
         counted = q.total(f"count:{column.name}", value.count().cast(pl.Int64))
         total = q.total(f"sum:{column.name}:{offset}", (value - offset).cast(sum_type).sum())
-    return Recipe(tuple(dims), counted, total, opened)
+        if stat.kind in SQUARED_KINDS:
+            squares = q.total(f"squares:{column.name}:{offset}", squared(value, offset, square_step(column), sum_type))
+    return Recipe(tuple(dims), counted, total, opened, squares)
+
+
+def squared(value: pl.Expr, offset: int, step: int, sum_type: pl.DataType) -> pl.Expr:
+    """The sum of the centred values' squares on the squares' grid (``plan.rounded_square``, exact: a square of
+    up to 2^53 grid steps is formed in 128 bits, and the rounded square is at most plan.MAX_SQUARE_STEPS)."""
+    centred = (value - offset).cast(pl.Int128)
+    return ((centred * centred + step // 2) // step).cast(sum_type).sum()
 
 
 def groupings(plan: Plan) -> list[list[int]]:
@@ -265,10 +280,13 @@ def largest_term(plan: Plan) -> int:
     """The largest |fixed-point value - offset| any sum of the plan adds up."""
     biggest = 1
     for sp in plan.statistics:
-        if sp.statistic.kind in ("sum", "mean"):
-            lo, hi = plan.spec.columns[sp.statistic.column].grid_bounds  # type: ignore[index]
+        if sp.statistic.kind in NUMERIC_KINDS:
+            column = plan.spec.columns[sp.statistic.column]  # type: ignore[index]
+            lo, hi = column.grid_bounds
             offset = sp.component("sum").offset
             biggest = max(biggest, abs(lo - offset), abs(hi - offset))
+            if sp.statistic.kind in SQUARED_KINDS:
+                biggest = max(biggest, rounded_square(max(offset - lo, hi - offset), square_step(column)))
     return biggest
 
 
@@ -346,6 +364,8 @@ def cell_codes(frame: pl.DataFrame, recipe: Recipe) -> pl.DataFrame:
     columns.append(pl.col(recipe.counted or "n").cast(pl.Int64).alias("n"))
     if recipe.total is not None:
         columns.append(pl.col(recipe.total).cast(pl.Int128).alias("s"))
+    if recipe.squares is not None:
+        columns.append(pl.col(recipe.squares).cast(pl.Int128).alias("s2"))
     return frame.lazy().select(columns).filter(present).collect()
 
 
@@ -372,18 +392,26 @@ def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
         cells = cells.filter(pl.col("n") != 0).sort("code", "key")
         keys = tuple(zip(cells["code"].to_list(), cells["key"].to_list(), strict=True))
         sums = None
-        if sp.statistic.kind in ("sum", "mean"):
+        if sp.statistic.kind in NUMERIC_KINDS:
             sums = np.array([int(s) for s in cells["s"].to_list()] if "s" in cells.columns else [0] * cells.height,
                             dtype=object)
         return ExactStatistic(cells["n"].to_numpy().astype(np.int64), sums, keys)
     idx = cells["code"].to_numpy().astype(np.int64)
     counts = np.zeros(sp.cells, dtype=np.int64)
     counts[idx] = cells["n"].to_numpy().astype(np.int64)
-    sums = None
-    if sp.statistic.kind in ("sum", "mean"):
-        sums = np.zeros(sp.cells, dtype=object)
-        sums[:] = 0
-        if "s" in cells.columns:
-            for j, s in zip(idx.tolist(), cells["s"].to_list(), strict=True):
-                sums[j] = int(s)
-    return ExactStatistic(counts, sums)
+    sums = squares = None
+    if sp.statistic.kind in NUMERIC_KINDS:
+        sums = _object_cells(sp, idx, cells, "s")
+    if sp.statistic.kind in SQUARED_KINDS:
+        squares = _object_cells(sp, idx, cells, "s2")
+    return ExactStatistic(counts, sums, squares=squares)
+
+
+def _object_cells(sp: StatisticPlan, idx: np.ndarray, cells: pl.DataFrame, name: str) -> np.ndarray:
+    """A summed column of the per-cell totals over every declared cell, as Python ints (0 where nobody fell)."""
+    out = np.zeros(sp.cells, dtype=object)
+    out[:] = 0
+    if name in cells.columns:
+        for j, s in zip(idx.tolist(), cells[name].to_list(), strict=True):
+            out[j] = int(s)
+    return out

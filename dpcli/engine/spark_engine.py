@@ -59,7 +59,7 @@ from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.locations import is_url
 from dpcli.plan import Plan
-from dpcli.spec import Spec
+from dpcli.spec import NUMERIC_KINDS, SQUARED_KINDS, Spec
 
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'dpcli[spark]'"
@@ -357,10 +357,14 @@ def statistic_frames(stats: list[ExactStatistic]) -> list[pl.DataFrame]:
             picked = np.arange(len(e.keys))
         else:
             nonzero = e.counts != 0 if e.sums is None else (e.counts != 0) | (e.sums != 0)
+            if e.squares is not None:
+                nonzero |= e.squares != 0
             picked = np.flatnonzero(nonzero)
             columns = {"code": pl.Series(picked, dtype=pl.Int64), "n": pl.Series(e.counts[picked], dtype=pl.Int64)}
         if e.sums is not None:
             columns["s"] = pl.Series([int(s) for s in e.sums[picked]], dtype=pl.Int128)
+        if e.squares is not None:  # variance/std
+            columns["s2"] = pl.Series([int(s) for s in e.squares[picked]], dtype=pl.Int128)
         frames.append(pl.DataFrame(columns))
     return frames
 
@@ -374,18 +378,21 @@ def cell_table(frames: list[pl.DataFrame], times: int = 1) -> Any:
     limb = pl.lit(_LIMB, dtype=pl.Int128())
     parts = []
     for i, frame in enumerate(frames):
-        total = pl.col("s").cast(pl.Int128()) if "s" in frame.columns else pl.lit(0, dtype=pl.Int128())
-        total = total * times
-        parts.append(
-            frame.lazy().select(
-                pl.lit(i, dtype=pl.Int32()).alias("stat"),
-                pl.col("code").cast(pl.Int64()).alias("cell"),
-                (pl.col("key") if "key" in frame.columns else pl.lit(None, dtype=pl.String())).alias("key"),
-                (pl.col("n").cast(pl.Int64()) * times).alias("n"),
-                total.floordiv(limb).cast(pl.Decimal(38, 0)).alias("hi"),
-                (total % limb).cast(pl.Decimal(38, 0)).alias("lo"),
+        # a variance's sums of squares travel as rows of their own, under statistic number len(frames) + i, count 0
+        summed = [(i, "s", pl.col("n"))] + ([(len(frames) + i, "s2", pl.lit(0))] if "s2" in frame.columns else [])
+        for stat, name, n in summed:
+            total = pl.col(name).cast(pl.Int128()) if name in frame.columns else pl.lit(0, dtype=pl.Int128())
+            total = total * times
+            parts.append(
+                frame.lazy().select(
+                    pl.lit(stat, dtype=pl.Int32()).alias("stat"),
+                    pl.col("code").cast(pl.Int64()).alias("cell"),
+                    (pl.col("key") if "key" in frame.columns else pl.lit(None, dtype=pl.String())).alias("key"),
+                    (n.cast(pl.Int64()) * times).alias("n"),
+                    total.floordiv(limb).cast(pl.Decimal(38, 0)).alias("hi"),
+                    (total % limb).cast(pl.Decimal(38, 0)).alias("lo"),
+                )
             )
-        )
     dec = pa.decimal128(38, 0)
     schema = pa.schema(
         [("stat", pa.int32()), ("cell", pa.int64()), ("key", pa.string()), ("n", pa.int64()), ("hi", dec),
@@ -669,11 +676,20 @@ def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
         (pl.col("hi").cast(pl.Int128()) * limb + pl.col("lo").cast(pl.Int128())).alias("s")
     )
     frames = []
+    count = len(plan.statistics)
     for i, sp in enumerate(plan.statistics):
         names = ["code", *(["key"] if sp.selection is not None else []), "n"]
-        if sp.statistic.kind in ("sum", "mean"):
+        if sp.statistic.kind in NUMERIC_KINDS:
             names.append("s")
-        frames.append(cells.filter(pl.col("stat") == i).rename({"cell": "code"}).select(names))
+        frame = cells.filter(pl.col("stat") == i).rename({"cell": "code"}).select(names)
+        if sp.statistic.kind in SQUARED_KINDS:  # the rows of statistic count + i hold its sums of squares
+            squares = cells.filter(pl.col("stat") == count + i).rename({"cell": "code", "s": "s2"})
+            frame = pl.concat(
+                [frame.with_columns(pl.lit(0, dtype=pl.Int128()).alias("s2")),
+                 squares.select("code", "n", pl.lit(0, dtype=pl.Int128()).alias("s"), "s2")],
+                how="vertical_relaxed",
+            )
+        frames.append(frame)
     return exact_from_frames(plan, [frames])
 
 

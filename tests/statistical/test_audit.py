@@ -7,7 +7,7 @@ Error budget of this file (no seeds, no retries: each audit draws once from the 
   dpcli.audit splits ALPHA evenly over all the one-sided Clopper-Pearson bounds of the report (a union bound), so
   with probability >= 1 - ALPHA every bound holds, and then every (ε, δ)-DP target has ε_lb <= ε. The pair check
   (the searched pair's loss against the claim) is exact arithmetic and never fails by chance. This file asserts
-  "within claim" on eleven audits: 1.1e-7.
+  "within claim" on thirteen audits: 1.3e-7.
 * Missed detection of a broken target. For each broken target we take events of the audit's own event set whose
   exact probabilities p_fav = P[E | favoured dataset] and p_oth = P[E | other dataset] we compute independently
   (closed forms for Laplace, exact sums over the discrete Gaussian's support). With K_fav ~ Bin(N, p_fav) and
@@ -18,9 +18,9 @@ Error budget of this file (no seeds, no retries: each audit draws once from the 
       g = log((CP_lo(k_fav) - δ) / CP_hi(k_oth))
   computed at the report's own per-bound level, and ε_lb (a maximum over events) is at least g. Each test picks the
   event with the largest g (a deterministic computation, done before looking at the audit's counts), asserts
-  g > claimed ε, then that the audit's ε_lb exceeds the claim: a miss has probability <= 2Q. With Q = 1e-8 and 21
-  such assertions, <= 4.2e-7.
-* In all, this file fails by chance with probability below 1.1e-7 + 4.2e-7 < 1e-6.
+  g > claimed ε, then that the audit's ε_lb exceeds the claim: a miss has probability <= 2Q. With Q = 1e-8 and 29
+  such assertions (8 of them on variance and std), <= 5.8e-7.
+* In all, this file fails by chance with probability below 1.3e-7 + 5.8e-7 < 1e-6.
 
 Worked numbers for the hardest case (the pre-fix L2 sensitivity of a centred mean by sex under replace, its sum
 part): x in [0, 10], centred span [-5, 5], the part's share ρ = 1 at δ = 0.01 claims ε = 4.34. The old formula gave
@@ -334,11 +334,16 @@ def only(plan: Plan, names: tuple[str, ...]) -> Plan:
 def test_halved_laplace_scales_are_flagged_add_remove():
     names = ("n", "total_income", "mean_hours")
     broken = scaled_laplace(only(pure("add_remove"), names), names, Fraction(1, 2))
+    # every statistic and each part of the mean really spends 2x its claim
+    assert_twice_flagged(broken, ("n", "total_income", "mean_hours", "mean_hours/sum", "mean_hours/count"))
+
+
+def assert_twice_flagged(broken: Plan, labels: tuple[str, ...]) -> None:
+    """Each labelled target spends twice its claim: found by the search without noise, and shown by the noise on the
+    event Z >= L."""
     report = run(broken)
     stats_ = by_name(report)
-    # every statistic and each part of the mean really spends 2x its claim: found by the search without noise,
-    # and shown by the noise on the event Z >= L
-    for label in ("n", "total_income", "mean_hours", "mean_hours/sum", "mean_hours/count"):
+    for label in labels:
         s = stats_[label]
         assert s.pair_loss == 2 * s.claimed_loss, label
         assert laplace_top_event(broken, s) > s.claimed_epsilon, label
@@ -358,6 +363,38 @@ def test_halved_laplace_scales_are_flagged_replace():
         assert laplace_top_event(broken, s) > s.claimed_epsilon
         assert s.epsilon_lower_bound > s.claimed_epsilon, (label, s.epsilon_lower_bound, s.claimed_epsilon)
     assert not report.ok
+
+
+VARIANCE_STATISTICS = """\
+statistics:
+  - {name: var_hours,      kind: variance, column: hours,          epsilon: 1}
+  - {name: std_age_by_sex, kind: std,      column: age, by: [sex], epsilon: 1}
+"""
+
+
+def variances(neighbours: str) -> Plan:
+    return make_plan(parse_spec(spec_text(neighbours, "epsilon: 2", VARIANCE_STATISTICS)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_variance_and_std_within_claim(neighbours):
+    report = run(variances(neighbours))
+    assert_within(report)
+    assert {s.kind for s in report.statistics if s.scope == "statistic"} == {"variance", "std"}
+    # each part is audited on its own too
+    assert {s.statistic for s in report.statistics if s.scope == "component"} >= {"var_hours/squares"}
+
+
+def test_halved_variance_scales_are_flagged():
+    """Every part of a variance and a std given half its noise scale: one added row at a bound moves the count, the
+    centred sum and the sum of squares at their worst together, so each part and each statistic spends 2x."""
+    plan = variances("add_remove")
+    broken = scaled_laplace(plan, ("var_hours", "std_age_by_sex"), Fraction(1, 2))
+    assert_twice_flagged(broken, (
+        "var_hours", "var_hours/sum", "var_hours/squares", "var_hours/count",
+        "std_age_by_sex", "std_age_by_sex/sum", "std_age_by_sex/squares", "std_age_by_sex/count",
+    ))
 
 
 def test_halved_l2_sensitivity_is_flagged():
