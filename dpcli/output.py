@@ -188,6 +188,9 @@ class Blank(LazyColumn):
     def __init__(self, rows: int):
         self.rows = int(rows)
 
+    def texts(self, i: int, j: int) -> list[str]:
+        return [None] * (min(j, self.rows) - i)  # type: ignore[list-item] # as a dimension that does not apply
+
     def text(self, i: int, j: int) -> pl.Series:
         pl = _pl()
         return pl.repeat("", j - i, dtype=pl.String, eager=True)

@@ -210,7 +210,7 @@ def test_the_exact_ranking_is_the_largest_counts_on_every_local_engine(tmp_path:
     assert [r[1] for r in rows[:5]] == expected_ranking("occupation", 5, frame, OCCUPATIONS)
     assert [r[2] for r in rows[5:]] == ["Male", "Male", "Female"]
     assert [r[3] for r in rows] == ["1", "2", "3", "4", "5", "1", "1", "2"]  # value: the rank
-    assert {r[4] for r in rows} == {""} and {r[5] for r in rows} == {""}  # no interval
+    assert {r[4] for r in rows} == {None} and {r[5] for r in rows} == {None}  # no interval
 
 
 def test_ties_go_to_the_first_declared_key_on_the_no_noise_path(tmp_path: Path) -> None:
