@@ -38,7 +38,19 @@ from dpcli.accounting import (
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
-from dpcli.spec import Column, Count, EdgeBins, GridBins, Histogram, PersonUnit, Spec, Statistic, Sum, open_dimensions
+from dpcli.spec import (
+    Column,
+    Count,
+    EdgeBins,
+    Frequency,
+    GridBins,
+    Histogram,
+    PersonUnit,
+    Spec,
+    Statistic,
+    Sum,
+    open_dimensions,
+)
 from dpcli.spec_fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
@@ -189,7 +201,14 @@ class Plan:
             return None
         return zcdp_to_epsilon(self.rho, self.conversion_delta)
 
+    @property
+    def frequency_only(self) -> bool:
+        """Estimates from a randomized file only (``kind: frequency``): nothing is spent, no noise is drawn."""
+        return bool(self.statistics) and all(sp.statistic.kind == "frequency" for sp in self.statistics)
+
     def cost_text(self) -> str:
+        if self.frequency_only:
+            return "nothing (estimates from a randomized file)"
         if self.rho == 0:
             sel = f", δ={format_decimal(self.selection_delta, 6)}" if self.selection_delta else ""
             return f"ε={format_decimal(self.epsilon, 10)}{sel}"
@@ -273,6 +292,9 @@ def split_budget(spec: Spec) -> Budget:
     more; otherwise the budget is split by weight (default 1), exactly.
     """
     p = spec.privacy
+    if spec.statistics and all(st.kind == "frequency" for st in spec.statistics):
+        # estimates from a randomized file: post-processing of published data (the loader allows nothing else)
+        return Budget("epsilon", Fraction(0), tuple(Fraction(0) for _ in spec.statistics))
     if p.accounting == "zcdp":
         budget = p.rho
         if budget is None and p.epsilon is not None and p.delta is not None:
@@ -510,6 +532,8 @@ def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None
     if isinstance(stat, Histogram):
         column = spec.columns[stat.column]
         keys.append(None if column.numeric or column.open else column.keys)
+    if isinstance(stat, Frequency):
+        keys.append(spec.columns[stat.column].keys)
     return tuple(keys)
 
 
@@ -595,6 +619,8 @@ def _make_plan(spec: Spec) -> Plan:
         if isinstance(stat, Histogram):
             cells *= bin_count(spec, stat)
             _check_bins_on_grid(path, spec, stat)
+        if isinstance(stat, Frequency):
+            cells *= len(spec.columns[stat.column].keys)
         opened = bool(open_dimensions(stat, spec.columns))
         person = spec.privacy.person
         b = None if person is None else bounding(person, stat, None if opened else cells)
@@ -636,6 +662,8 @@ def _components(
 ) -> tuple[NoiseComponent, ...]:
     """A statistic's noise components (a mean: half its share to the centred sum, half to its count)."""
     persons = getattr(stat, "of", "rows") == "persons" or getattr(stat, "clamp", None) == "person"
+    if isinstance(stat, Frequency):
+        return ()  # no noise: the randomized file was paid for by `dpcli randomize` (dpcli.randomized_response)
     if isinstance(stat, (Count, Histogram)):
         what = "the count" if isinstance(stat, Count) else "the histogram"
         if b is not None:
@@ -676,7 +704,8 @@ MAX_RELEASE_MEMORY_MB = 1024
 # rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
 # mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
 MEMORY_BASE_MB = 200
-MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144}
+# a frequency is a histogram of its column to the engine
+MEMORY_BYTES_PER_CELL = {"count": 48, "histogram": 48, "sum": 80, "mean": 144, "frequency": 48}
 
 
 @dataclass(frozen=True)

@@ -199,3 +199,16 @@ def mean_grids(
     low = np.where(ok, np.clip(low, lo * f, hi * f), lo * f)
     high = np.where(ok, np.clip(high, lo * f, hi * f), hi * f)
     return value, low.astype(np.int64), high.astype(np.int64), *step
+
+
+def frequencies(sp: StatisticPlan, counts: np.ndarray) -> tuple[list[str], list[str], list[str]]:
+    """A frequency statistic's released numbers from the exact key counts of a randomized file (no noise: the file
+    was randomized by ``dpcli randomize``): the unbiased count estimates and their 95% intervals
+    (dpcli.randomized_response.estimate_counts), as decimal text to two places."""
+    from dpcli.randomized_response import estimate_counts
+
+    epsilon = sp.statistic.randomized_epsilon  # type: ignore[union-attr]
+    values, half = estimate_counts(counts, epsilon)
+    return (
+        [f"{v:.2f}" for v in values], [f"{v - half:.2f}" for v in values], [f"{v + half:.2f}" for v in values]
+    )

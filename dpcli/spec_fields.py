@@ -46,7 +46,7 @@ MAX_ABS_BOUND = Fraction(10**15)
 MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billion would exhaust memory)
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean")
+STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "frequency")
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
 COUNT_OF = ("rows", "persons")
@@ -691,6 +691,12 @@ GRID = Section(
 )
 
 _BUDGET_FIELDS = ("weight", "epsilon", "rho", "mechanism", "delta")
+# `kind: frequency`: estimated from a `dpcli randomize` output, whose per-column epsilon this states (it spends none)
+RANDOMIZED = Section(
+    {"epsilon": Number(MIN_EPSILON, MAX_RELEASE_EPSILON, range_name="epsilon")},
+    required=("epsilon",),
+    description="the input is a `dpcli randomize` output: the epsilon its column was randomized at",
+)
 STATISTIC = Union(
     Section(
         {
@@ -709,6 +715,7 @@ STATISTIC = Union(
                             description="row: clamp each row's value; person: clamp each person's total in a cell "
                                         "(required under a person unit)"),
             "delta": Number(Fraction(0), MAX_DELTA, low_open=True, range_name="delta"),
+            "randomized": RANDOMIZED,
         },
         required=("name", "kind"),
         exclusive=(
@@ -731,6 +738,15 @@ STATISTIC = Union(
         Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
                 {"column": "required for a {tag}"}),
+        # estimated from a randomized file (dpcli randomize): no budget of its own, no by:
+        Variant(
+            "frequency", ("name", "kind", "column", "randomized"),
+            {"column": "required for a {tag}",
+             "randomized": "required for a {tag}: {{epsilon: E}}, the ε its column was randomized at"},
+            overrides={
+                "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
+            },
+        ),
     ),
     lambda tag: f"not allowed for a {tag}",
 )

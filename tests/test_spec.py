@@ -109,7 +109,7 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 TOP_ALLOWED = (
     "(allowed: version, dataset, input, output, ledger, input_format, engine, csv, privacy, columns, statistics)"
 )
-STAT_ALLOWED = "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta)"
+STAT_ALLOWED = "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, randomized)"
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
 COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, max_length)"
 
@@ -700,7 +700,7 @@ def test_statistics_accepted():
         ),
         (
             ["{name: a, kind: median, column: age}"],
-            "statistics[0].kind: 'median' is not a statistic kind (one of: count, histogram, sum, mean)",
+            "statistics[0].kind: 'median' is not a statistic kind (one of: count, histogram, sum, mean, frequency)",
         ),
         (["{name: a, kind: count, column: age}"], "statistics[0].column: a count counts rows: use by: to split it"),
         (["{name: a, kind: sum}"], "statistics[0].column: required for a sum"),
