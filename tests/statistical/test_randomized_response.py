@@ -45,7 +45,8 @@ def chi2(samples: np.ndarray, law: np.ndarray) -> tuple[float, float]:
 
 @pytest.mark.parametrize(
     ("k", "epsilon", "true_key"),
-    [(2, Fraction(1, 2), 0), (5, Fraction(1), 3), (42, Fraction(3), 0), (7, Fraction(1, 10), 6), (4, Fraction(2), None)],
+    [(2, Fraction(1, 2), 0), (5, Fraction(1), 3), (42, Fraction(3), 0), (7, Fraction(1, 10), 6),
+     (4, Fraction(2), None)],
 )
 def test_randomize_keys_has_its_exact_distribution(k: int, epsilon: Fraction, true_key: int | None) -> None:
     truth = np.full(N, -1 if true_key is None else true_key, dtype=np.int64)
