@@ -390,8 +390,16 @@ def plan(
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.plan import check_cost, make_plan
+    from dpcli.randomize_spec import is_randomize_spec
     from dpcli.spec import load_spec
 
+    if is_randomize_spec(spec):
+        from dpcli.randomize_spec import load_randomize_spec
+
+        randomize_plan = render.randomize_plan(load_randomize_spec(spec))
+        text = render.randomize_plan_text(randomize_plan)
+        sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
+        return
     the_plan = make_plan(load_spec(spec))
     check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
     if as_json:
@@ -412,7 +420,18 @@ def audit_command(
     """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
     nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
     from dpcli.audit import audit as run
+    from dpcli.randomize_spec import is_randomize_spec
 
+    if is_randomize_spec(spec):
+        from dpcli.randomize_audit import audit_randomize
+
+        rr = audit_randomize(spec, trials=trials)
+        sys.stdout.write(json.dumps(rr.as_dict(), indent=2, ensure_ascii=False) + "\n" if as_json else rr.text())
+        if not rr.ok:
+            names = ", ".join(t.name for t in rr.violations)
+            raise AuditFailed(f"audit: {names} of the randomized response does not deliver its claim: the "
+                              f"empirical ε lower bound exceeds it (confidence {rr.confidence})")
+        return
     report = run(spec, trials=trials)
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -443,8 +462,14 @@ def check(
     Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line each (exit 2)."""
     from dpcli.engine import check_input
     from dpcli.plan import check_cost, make_plan
+    from dpcli.randomize_spec import is_randomize_spec
     from dpcli.spec import load_spec, spec_errors
 
+    if is_randomize_spec(spec):
+        from dpcli.randomize import check_randomize
+
+        render.info(check_randomize(spec, input))
+        return
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
         for error in errors[:-1]:

@@ -180,20 +180,9 @@ def read_keys(spec: RandomizeSpec, path: Path) -> list[np.ndarray]:
     order. A cell is read by the engine's key rules (dpcli.engine.cells.key_index: exact declared keys, ``other:``,
     ``impute:``, bool spellings). Errors name the file and declared columns only."""
     names = [c.name for c in spec.columns]
-    options = {
-        "separator": spec.csv.delimiter, "has_header": spec.csv.header, "infer_schema": False,
-        "encoding": "utf8-lossy", "truncate_ragged_lines": True, "raise_if_empty": False,
-    }
     try:
-        if spec.csv.header:
-            fields = pl.read_csv(path, n_rows=0, **options).columns  # type: ignore[arg-type]
-        else:
-            assert spec.csv.names is not None
-            fields = list(spec.csv.names)
-        missing = [n for n in names if n not in fields]
-        if missing:
-            raise InputError(f"input {_shown(spec, path)} lacks the chosen column(s): {', '.join(missing)}")
-        frame = pl.read_csv(path, columns=[fields.index(n) for n in names], **options)  # type: ignore[arg-type]
+        fields = _fields(spec, path)
+        frame = pl.read_csv(path, columns=[fields.index(n) for n in names], **_options(spec))  # type: ignore[arg-type]
     except OSError as exc:
         raise InputError(f"cannot read input {_shown(spec, path)}: {exc.strerror or 'unreadable'}") from None
     except pl.exceptions.PolarsError as exc:
@@ -204,6 +193,45 @@ def read_keys(spec: RandomizeSpec, path: Path) -> list[np.ndarray]:
         frame.select(key_index(c, pl.col(c.name).cast(pl.String)).fill_null(-1)).to_series().to_numpy()
         for c in spec.columns
     ]
+
+
+def _options(spec: RandomizeSpec) -> dict[str, object]:
+    return {
+        "separator": spec.csv.delimiter, "has_header": spec.csv.header, "infer_schema": False,
+        "encoding": "utf8-lossy", "truncate_ragged_lines": True, "raise_if_empty": False,
+    }
+
+
+def _fields(spec: RandomizeSpec, path: Path) -> list[str]:
+    """The input's fields (its header, or the spec's csv.header names); InputError when a chosen column is not
+    among them."""
+    if spec.csv.header:
+        fields = pl.read_csv(path, n_rows=0, **_options(spec)).columns  # type: ignore[arg-type]
+    else:
+        assert spec.csv.names is not None
+        fields = list(spec.csv.names)
+    missing = [c.name for c in spec.columns if c.name not in fields]
+    if missing:
+        raise InputError(f"input {_shown(spec, path)} lacks the chosen column(s): {', '.join(missing)}")
+    return fields
+
+
+def check_randomize(spec_path: str | Path, input: str | None = None) -> str:  # noqa: A002 - the CLI's name
+    """``dpcli check`` of a randomize spec: valid, and its input (``input``, else the spec's; not standard input)
+    has every chosen column. Returns the one-line verdict."""
+    spec = load_randomize_spec(spec_path)
+    source = input_path(input, spec.input)
+    checked = ""
+    if source is not None:
+        try:
+            _fields(spec, source)
+        except OSError as exc:
+            raise InputError(f"cannot read input {source}: {exc.strerror or 'unreadable'}") from None
+        except pl.exceptions.PolarsError as exc:
+            raise InputError(f"input {source} could not be read as CSV ({type(exc).__name__})") from None
+        checked = f"; {source} has every chosen column"
+    return (f"dpcli: {spec_path} is valid: randomize {len(spec.columns)} column(s) at ε={format_exact(spec.epsilon)} "
+            f"per record{checked}")
 
 
 def _shown(spec: RandomizeSpec, path: Path) -> str:

@@ -178,3 +178,15 @@ def load_randomize_spec(path: str | Path) -> RandomizeSpec:
         return parse_randomize_spec(text, source=str(p), base_dir=p.parent, digest=hashlib.sha256(data).hexdigest())
     except SpecError as exc:
         raise exc.in_file(printable(str(path))) from None
+
+
+def is_randomize_spec(path: str | Path) -> bool:
+    """Whether the file is a randomize spec (a top-level ``randomize:`` and no ``statistics:``), for the commands
+    that take either kind (plan, check, audit). A file that cannot be read or parsed is not: the release loader
+    then reports why."""
+    try:
+        _, text = _read_spec_text(path)
+        doc = _load_yaml(text)
+    except SpecError:
+        return False
+    return isinstance(doc, dict) and "randomize" in doc and "statistics" not in doc

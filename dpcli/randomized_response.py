@@ -82,5 +82,10 @@ def estimate_counts(counts: np.ndarray, epsilon: Fraction) -> tuple[np.ndarray, 
     k, n = c.shape[0], float(c.sum())
     e = math.exp(float(epsilon))
     values = ((e + k - 1) * c - n) / (e - 1)
-    t = math.sqrt(n * math.log(2 / (1 - CONFIDENCE)) / 2)
-    return values, t * (e + k - 1) / (e - 1)
+    return values, error_factor(k, epsilon) * math.sqrt(n)
+
+
+def error_factor(k: int, epsilon: Fraction) -> float:
+    """The 95% half-width of a frequency estimate over k keys at ε, per √n (estimate_counts)."""
+    e = math.exp(float(epsilon))
+    return math.sqrt(math.log(2 / (1 - CONFIDENCE)) / 2) * (e + k - 1) / (e - 1)

@@ -300,3 +300,60 @@ def test_the_shipped_configs_randomize_then_estimate(tmp_path: Path) -> None:
     table = pl.read_csv(tmp_path / "out.csv", infer_schema=False)
     assert table["statistic"].to_list() == ["race"] * 5 + ["sex"] * 2 + ["income"] * 2
     assert (cfg / "adult_randomized.csv").read_bytes().count(b"\n") == 48843  # the header and one row per input row
+
+
+# -- plan, check and audit of a randomize spec ------------------------------------------------------------------
+
+
+def test_plan_and_check_of_a_randomize_spec(tmp_path: Path) -> None:
+    spec = setup(tmp_path, epsilon="2")
+    r = run_in_process("plan", spec, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    plan = json.loads(r.stdout)
+    assert plan["epsilon_per_record"] == "2" and plan["neighbours"] == "replace"
+    colour = plan["columns"][0]
+    assert (colour["column"], colour["keys"], colour["epsilon"]) == ("colour", 3, "1")
+    assert colour["keep_probability"] == pytest.approx(math.e / (math.e + 2))
+    code, err = dpcli(tmp_path, "check", spec)
+    assert code == 0 and "people.csv has every chosen column" in err, err
+    (tmp_path / "other.csv").write_text("colour\nred\n", encoding="utf-8")
+    code, err = dpcli(tmp_path, "check", spec, "--input", tmp_path / "other.csv")
+    assert code == 3 and "lacks the chosen column(s): smoker" in err, err
+
+
+def test_the_audit_finds_the_real_sampler_within_its_claim_and_flags_a_broken_one() -> None:
+    """At joint confidence 1 − 1e-9 a correct sampler is within its claim (a false failure has probability ≤ 1e-9).
+    A sampler drawing at 2ε_c (half the privacy claimed) has ratio e^2 on the event 'the true key is published'
+    (k = 2, ε_c = 1: 0.881 against 0.119); with 200,000 draws each side its Clopper-Pearson bounds at level
+    1e-9 / 68 stay within ~5% of those, so the bound is about 1.9 > 1 but for a chance below 1e-9. A sampler that
+    publishes a missing cell as the first key, always, is caught on 'the second key is published': P = 0 (the
+    upper bound ~1.2e-4) against 0.269 or more."""
+    from dpcli.randomize_audit import audit_randomize
+
+    spec = parse_randomize_spec(SPEC.format(epsilon="2"))
+    report = audit_randomize(spec, trials=200_000)
+    assert report.ok, report.text()
+    assert [t.name for t in report.targets] == ["column colour", "column smoker", "record"]
+
+    def doubled(truth: np.ndarray, k: int, epsilon: Fraction, source: object = None) -> np.ndarray:
+        return randomize_keys(truth, k, 2 * epsilon)
+
+    broken = audit_randomize(spec, trials=200_000, sampler=doubled)
+    assert {t.name for t in broken.violations} == {"column colour", "column smoker", "record"}, broken.text()
+
+    def missing_is_first(truth: np.ndarray, k: int, epsilon: Fraction, source: object = None) -> np.ndarray:
+        published = randomize_keys(truth, k, epsilon)
+        published[truth < 0] = 0  # the missing-cell rule broken: a missing cell always reads as the first key
+        return published
+
+    leaky = audit_randomize(spec, trials=200_000, sampler=missing_is_first)
+    assert {t.name for t in leaky.violations} == {"column colour", "column smoker"}, leaky.text()
+    assert all("(missing)" in t.neighbour for t in leaky.violations)
+
+
+def test_dpcli_audit_of_a_randomize_spec_and_of_a_frequency_spec(tmp_path: Path) -> None:
+    spec = setup(tmp_path, epsilon="2")
+    r = run_in_process("audit", spec, "--trials", "20000", cwd=tmp_path)
+    assert r.returncode == 0 and "record: claimed ε=2" in r.stdout.decode(), r.stderr.decode()
+    code, err = dpcli(tmp_path, "audit", frequency_spec(tmp_path, "1"))
+    assert code == 2 and "audit the randomize spec" in err, err
