@@ -14,12 +14,15 @@ import hashlib
 import json
 import math
 import shutil
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpcli.errors import SpecError
 from dpcli.randomize_spec import parse_randomize_spec
@@ -357,3 +360,53 @@ def test_dpcli_audit_of_a_randomize_spec_and_of_a_frequency_spec(tmp_path: Path)
     assert r.returncode == 0 and "record: claimed ε=2" in r.stdout.decode(), r.stderr.decode()
     code, err = dpcli(tmp_path, "audit", frequency_spec(tmp_path, "1"))
     assert code == 2 and "audit the randomize spec" in err, err
+
+
+# -- one row in, one row out: a changed row changes one position of each column, whatever its bytes -------------
+
+_CELLS = st.one_of(
+    st.sampled_from(["red", "green", "blue", "true", "false", "TRUE", "0", "1", "", "purple", " red", "red "]),
+    st.text(alphabet=st.sampled_from(list('ab,"\n\r;é')), max_size=6),
+)
+
+
+def _csv_field(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n\r') else text
+
+
+@given(rows=st.lists(st.tuples(_CELLS, _CELLS), min_size=1, max_size=12), row=st.tuples(_CELLS, _CELLS),
+       where=st.integers(min_value=0, max_value=11))
+@settings(max_examples=60, deadline=None)
+def test_replacing_one_row_changes_one_position_of_each_column(rows: list, row: tuple, where: int) -> None:
+    """The replace neighbour through the real reader: two files that differ in one row (any cell text, quoted
+    commas and line breaks included) give key arrays that differ at that row's position only, in every chosen
+    column, and have one entry per row. So one record's ε_c per column is all a change can cost (sequential
+    composition over the columns: ε per record), and row i of the output is row i of the input."""
+    from dpcli.randomize import read_keys
+
+    spec = parse_randomize_spec(SPEC.format(epsilon="2"))
+    where = where % len(rows)
+    other = [*rows[:where], row, *rows[where + 1:]]
+    with tempfile.TemporaryDirectory() as tmp:
+        arrays = []
+        for version in (rows, other):
+            path = Path(tmp) / "in.csv"
+            path.write_text("colour,smoker\n" + "".join(f"{_csv_field(c)},{_csv_field(s)}\n" for c, s in version),
+                            encoding="utf-8")
+            arrays.append(read_keys(spec, path))
+    for before, after in zip(*arrays, strict=True):
+        assert len(before) == len(after) == len(rows)
+        differing = np.flatnonzero(before != after)
+        assert set(differing) <= {where}
+
+
+def test_an_empty_cell_of_a_one_column_file_keeps_its_row(tmp_path: Path) -> None:
+    """A one-column file's empty cell is an empty line: it is still a row (a missing cell), so the output's length
+    never depends on a cell's value."""
+    from dpcli.randomize import read_keys
+
+    spec = parse_randomize_spec(SPEC.format(epsilon="2").replace("columns: [colour, smoker]", "columns: [colour]"))
+    path = tmp_path / "one.csv"
+    path.write_text("colour\nred\n\nblue\n\n", encoding="utf-8")
+    (colour,) = read_keys(spec, path)
+    assert colour.tolist() == [0, -1, 2, -1]
