@@ -14,6 +14,7 @@ input is a randomize output of this ledger (``find_randomized``).
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import json
 import sys
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -30,7 +32,10 @@ from dpcli import signals
 from dpcli.accounting import format_exact
 from dpcli.engine import input_format as format_of
 from dpcli.engine.cells import key_index
-from dpcli.errors import InputError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, UsageError
+from dpcli.engine.lines import _RESTORE, _SENTINELS, reading
+from dpcli.engine.polars_engine import _lines, _Reader, _reader
+from dpcli.engine.source import CsvSource
+from dpcli.errors import InputError, InternalError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, UsageError
 from dpcli.files import atomic_write
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
@@ -175,45 +180,73 @@ def randomize(
     return Randomized(spec, spend, status, output_path, digest, book.name, release_id, rows)
 
 
-def read_keys(spec: RandomizeSpec, path: Path) -> list[np.ndarray]:
-    """Each chosen column's declared-key index per row (−1: missing, or undeclared with no rule for it), in input
-    order. A cell is read by the engine's key rules (dpcli.engine.cells.key_index: exact declared keys, ``other:``,
-    ``impute:``, bool spellings). Errors name the file and declared columns only."""
-    names = [c.name for c in spec.columns]
-    try:
-        fields = _fields(spec, path)
-        frame = pl.read_csv(path, columns=[fields.index(n) for n in names], **_options(spec))  # type: ignore[arg-type]
-    except OSError as exc:
-        raise InputError(f"cannot read input {_shown(spec, path)}: {exc.strerror or 'unreadable'}") from None
-    except pl.exceptions.PolarsError as exc:
-        # polars' message may quote the file: its class alone
-        raise InputError(f"input {_shown(spec, path)} could not be read as CSV ({type(exc).__name__})") from None
-    frame.columns = names
-    return [
-        frame.select(key_index(c, pl.col(c.name).cast(pl.String)).fill_null(-1)).to_series().to_numpy()
-        for c in spec.columns
-    ]
+def read_keys(spec: RandomizeSpec, path: Path, fmt: str = "csv") -> list[np.ndarray]:
+    """Each chosen column's declared-key index per record (−1: missing, or undeclared with no rule for it), in input
+    order. Records are read by the release's line rules (docs/spec.md, "How lines are read": one physical line is one
+    record whatever its bytes, quotes honoured within a line, ragged lines, the header's line ends, encodings and
+    compression through ``CsvSource``), so a changed record never changes how another is read or how many records
+    there are. A cell is read by the engine's key rules (dpcli.engine.cells.key_index: exact declared keys,
+    ``other:``, ``impute:``, bool spellings). Errors name the file and declared columns only.
+
+    The records are split here, in order, rather than by the engine's reader, which adds up per-cell totals and
+    reads quoted lines apart from the others (order is lost); a Python loop over 299,000 lines takes ~0.3 s
+    (bench/bench_randomize.py)."""
+    # CsvSource reads .csv, .quoted_line_breaks and .field_names, which a RandomizeSpec has as a Spec does
+    with reading, CsvSource(path, spec, fmt) as source:  # type: ignore[arg-type]
+        layout = source.layout
+        names = list(layout.names)
+        positions = _positions(spec, path, names)
+        # the engine's quote-blind line reader (one row per line, in order); its typing asks for spec.columns by name
+        typed = SimpleNamespace(columns={c.name: c for c in spec.columns})
+        reader = _reader(typed, names, [c.name for c in spec.columns], layout.eol, layout.delimiter)  # type: ignore[arg-type]
+        parts = [_chunk_texts(chunk, reader, layout.eol, positions) for chunk in source.chunks()]
+    frame = pl.concat(parts) if parts else pl.DataFrame({c.name: pl.Series([], dtype=pl.String) for c in spec.columns})
+    return [frame.select(key_index(c, pl.col(c.name)).fill_null(-1)).to_series().to_numpy() for c in spec.columns]
 
 
-def _options(spec: RandomizeSpec) -> dict[str, object]:
-    return {
-        "separator": spec.csv.delimiter, "has_header": spec.csv.header, "infer_schema": False,
-        "encoding": "utf8-lossy", "truncate_ragged_lines": True, "raise_if_empty": False,
-    }
+def _chunk_texts(chunk: bytes, reader: _Reader, eol: bytes, positions: list[int]) -> pl.DataFrame:
+    """The chosen cells' texts of a chunk of whole lines, one row per line in order: polars reads every line with
+    quoting off; a line holding a quote is split again by the csv module (as the engine reads it) in its place."""
+    frame = _lines(chunk, reader, False, reader.select).collect()
+    lines = chunk.split(eol)
+    if lines[-1] in (b"", b"\n"):  # the chunk's last line end (with a CR file's final LF, part of it)
+        lines.pop()
+    if frame.height == len(lines) + 1 and eol == b"\r" and chunk.endswith(b"\r\n"):
+        frame = frame.head(len(lines))  # polars made the final LF of a CR file a line of its own
+    if frame.height != len(lines):
+        raise InternalError("the CSV reader read a line two ways")
+    quoted = [i for i, line in enumerate(lines) if b'"' in line]
+    if not quoted:
+        return frame
+    texts: list[list[str | None]] = [[] for _ in positions]
+    for i in quoted:
+        _split_record(lines[i].decode("utf-8", "replace"), eol.decode(), reader.delimiter, positions, texts)
+    rows = pl.Series("row", quoted, dtype=pl.UInt32)
+    fixed = pl.DataFrame({name: pl.Series(t, dtype=pl.String) for name, t in zip(frame.columns, texts, strict=True)})
+    return frame.with_row_index("row").update(fixed.with_columns(rows), on="row", include_nulls=True).drop("row")
 
 
-def _fields(spec: RandomizeSpec, path: Path) -> list[str]:
-    """The input's fields (its header, or the spec's csv.header names); InputError when a chosen column is not
-    among them."""
-    if spec.csv.header:
-        fields = pl.read_csv(path, n_rows=0, **_options(spec)).columns  # type: ignore[arg-type]
+def _split_record(line: str, eol: str, sep: str, positions: list[int], texts: list[list[str | None]]) -> None:
+    if eol == "\r" and line.startswith("\n"):  # CRLF in a CR file: the LF belongs to the line end before it
+        line = line[1:]
+    if '"' in line:  # the csv module, as the engine reads a quoted line (CR and LF as data: dpcli.engine.lines)
+        fields = [f.translate(_RESTORE) for f in next(csv.reader([line.translate(_SENTINELS)], strict=False,
+                                                                 delimiter=sep), [])]
     else:
-        assert spec.csv.names is not None
-        fields = list(spec.csv.names)
+        fields = line.split(sep)
+    for out, i in zip(texts, positions, strict=True):
+        value = fields[i] if i < len(fields) else None
+        if value is not None and eol == "\n" and value.endswith("\r"):  # one CR at a field's end is dropped
+            value = value[:-1]
+        out.append(value)
+
+
+def _positions(spec: RandomizeSpec, path: Path, fields: list[str]) -> list[int]:
+    """Where each chosen column is among the input's fields; InputError (exit 3) when one is not there."""
     missing = [c.name for c in spec.columns if c.name not in fields]
     if missing:
         raise InputError(f"input {_shown(spec, path)} lacks the chosen column(s): {', '.join(missing)}")
-    return fields
+    return [fields.index(c.name) for c in spec.columns]
 
 
 def check_randomize(spec_path: str | Path, input: str | None = None) -> str:  # noqa: A002 - the CLI's name
@@ -223,12 +256,8 @@ def check_randomize(spec_path: str | Path, input: str | None = None) -> str:  # 
     source = input_path(input, spec.input)
     checked = ""
     if source is not None:
-        try:
-            _fields(spec, source)
-        except OSError as exc:
-            raise InputError(f"cannot read input {source}: {exc.strerror or 'unreadable'}") from None
-        except pl.exceptions.PolarsError as exc:
-            raise InputError(f"input {source} could not be read as CSV ({type(exc).__name__})") from None
+        with CsvSource(source, spec, format_of(source, None, spec.input_format)) as csv_source:  # type: ignore[arg-type]
+            _positions(spec, source, list(csv_source.layout.names))
         checked = f"; {source} has every chosen column"
     return (f"dpcli: {spec_path} is valid: randomize {len(spec.columns)} column(s) at ε={format_exact(spec.epsilon)} "
             f"per record{checked}")

@@ -30,7 +30,7 @@ from dpcli.spec import (
 )
 from dpcli.spec_fields import CSV, PRIVACY, TOP, Columns, RuleError, Section
 
-# the input formats randomize reads (rows in file order: a CSV, plain or compressed)
+# the input formats randomize reads (records in file order: a CSV, plain or compressed, by the release's line rules)
 RANDOMIZE_FORMATS = ("csv", "csv.gz", "csv.zst")
 # The exact sampler takes epsilon's numerator and denominator below 2**62 (dpcli.randomized_response)
 _SAMPLER_LIMIT = 2**62
@@ -65,6 +65,12 @@ class RandomizeSpec:
     input_format: str | None = None
     neighbours: str = "replace"
     unit: str = "row"
+    quoted_line_breaks: bool = False  # one physical line is one record (the reader, dpcli.engine.source, asks)
+
+    @property
+    def field_names(self) -> tuple[str, ...] | None:
+        """The fields of a CSV without a header line, in file order (None: the file's header names them)."""
+        return None if self.csv.header else self.csv.names
 
     @property
     def column_epsilon(self) -> Fraction:
@@ -104,11 +110,9 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
     if fmt is not None and fmt not in RANDOMIZE_FORMATS:
         raise RuleError("input_format", f"randomize reads {', '.join(RANDOMIZE_FORMATS)} (rows in file order)")
     header = csv.get("header", True)
-    if csv.get("encoding", "utf-8") != "utf-8":
-        raise RuleError("csv.encoding", "randomize reads UTF-8 input only (its output is UTF-8)")
-    if csv.get("quoted_line_breaks") == "true" or csv.get("line_end") == "cr":
-        raise RuleError("csv", "randomize reads RFC 4180 CSV with LF or CRLF line ends (quoted line breaks are "
-                               "always read): leave out quoted_line_breaks and line_end")
+    if csv.get("quoted_line_breaks") == "true":
+        raise RuleError("csv.quoted_line_breaks", "randomize reads one physical line as one record: a quoted line "
+                        "break would let one record's bytes change how many records there are")
     if isinstance(header, tuple):
         missing = [c.name for c in columns if c.name not in header]
         if missing:
@@ -135,6 +139,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
             encoding=csv.get("encoding", "utf-8"),
             header=header is True,
             names=header if isinstance(header, tuple) else (None if header is True else tuple(raw_columns)),
+            line_end=csv.get("line_end"),
         ),
         input_format=fmt,
     )

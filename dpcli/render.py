@@ -304,28 +304,30 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         f"plan for dataset '{spec.dataset}': {plan.cost_text()} ({spec.privacy.neighbours} neighbours, "
         f"{_unit_text(plan)}); no data read"
     )
-    table(
-        ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
-         "±error 95%"],
-        [
+    if rows:  # a release of frequency statistics only has no noise to show
+        table(
+            ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
+             "±error 95%"],
             [
-                r["statistic"],
-                r["part"],
-                str(r["cells"]),
-                r["mechanism"],
-                str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
-                r["_budget"],
-                r["_param"],
-                format_decimal(Fraction(r["error95"]), 6),
-            ]
-            for r in rows
-        ],
-        stream,
-    )
+                [
+                    r["statistic"],
+                    r["part"],
+                    str(r["cells"]),
+                    r["mechanism"],
+                    str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
+                    r["_budget"],
+                    r["_param"],
+                    format_decimal(Fraction(r["error95"]), 6),
+                ]
+                for r in rows
+            ],
+            stream,
+        )
     say(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)")
     for line in bounding_text(plan):
         say(line, indent="    ")
-    say("why each sensitivity:")
+    if rows:
+        say("why each sensitivity:")
     for r in rows:
         say(f"  {r['statistic']} ({r['part']}): {r['derivation']}", indent="    ")
     selection = selection_text(plan)
