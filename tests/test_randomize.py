@@ -426,3 +426,17 @@ def test_an_empty_cell_of_a_one_column_file_keeps_its_row(tmp_path: Path) -> Non
     path.write_text("colour\nred\n\nblue\n\n", encoding="utf-8")
     (colour,) = read_keys(spec, path)
     assert colour.tolist() == [0, -1, 2, -1]
+
+
+def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Path) -> None:
+    from tests.helpers import run_dpcli
+
+    spec = setup(tmp_path)
+    data = (tmp_path / "people.csv").read_bytes()
+    r = run_dpcli("randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-i", "-", "-o", "-", "--json",
+                  stdin=data, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    summary = json.loads(r.stderr)
+    assert summary["rows"] == len(ROWS) and summary["epsilon_spent"] == "100" and summary["output"] == "-"
+    assert hashlib.sha256(r.stdout).hexdigest() == summary["output_sha256"] == ledger(tmp_path)[-1]["output_sha256"]
+    assert r.stdout.decode().splitlines()[0] == "colour,smoker"
