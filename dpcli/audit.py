@@ -1286,6 +1286,11 @@ def audit(
     in a test). No data read."""
     plan = spec if isinstance(spec, Plan) else make_plan(spec if isinstance(spec, Spec) else load_spec(spec))
     the_spec = plan.spec
+    if plan.frequency_only:
+        raise UsageError(
+            "frequency statistics add no noise (their input is a randomized file): audit the randomize spec that "
+            "wrote it (dpcli audit RANDOMIZE_SPEC)"
+        )
     if isinstance(trials, bool) or not isinstance(trials, int) or not MIN_TRIALS <= trials <= MAX_TRIALS:
         raise UsageError(
             f"must be a whole number in [{MIN_TRIALS}, {MAX_TRIALS}]", argument="trials", option="--trials"

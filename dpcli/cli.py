@@ -92,6 +92,12 @@ LedgerOpt = typer.Option(
     None, "--ledger", metavar="PATH|URL",
     help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:).",
 )
+InputOpt = typer.Option(
+    None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."
+)
+OutputOpt = typer.Option(
+    None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
+)
 LockOpt = typer.Option(
     DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
     help="Seconds to wait for the ledger lock before exit 5.", min=0,
@@ -128,12 +134,8 @@ def _exact(option: str, text: str) -> Fraction:
 )
 def release(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
-    input: str | None = typer.Option(  # noqa: A002
-        None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."
-    ),
-    output: str | None = typer.Option(
-        None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
-    ),
+    input: str | None = InputOpt,  # noqa: A002 - the contract's name
+    output: str | None = OutputOpt,
     ledger: str | None = LedgerOpt,
     fmt: OutputFormat | None = typer.Option(
         None, "--format", case_sensitive=False, help="The table's format (default: json for a .json path, else csv)."
@@ -255,6 +257,64 @@ def release(
     )
 
 
+@app.command(
+    cls=DpcliCommand,
+    epilog=_example("dpcli randomize configs/randomize.yaml --ledger ledger.jsonl --release-id 2026-01-31 -o rr.csv"),
+)
+def randomize(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The randomize spec (YAML, with randomize: {columns: ...})."),
+    input: str | None = InputOpt,  # noqa: A002 - the contract's name
+    output: str | None = OutputOpt,
+    ledger: str | None = LedgerOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
+    lock_timeout: float = LockOpt,
+    release_id: str | None = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
+        help="Name this run: the same dataset, spec and id write the first run's file again and spend nothing.",
+    ),
+) -> None:
+    """Write a local-DP copy of chosen category/bool columns (k-ary randomized response, ε per record).
+
+    One row per input row, in input order, the chosen columns only; neighbours: replace. Spends like a release."""
+    from dpcli.randomize import randomize as run
+
+    result = run(spec, input=input, output=output, ledger=ledger, release_id=release_id, lock_timeout=lock_timeout)
+    status = result.status
+    summary = {
+        "dataset": result.spec.dataset,
+        "columns": [c.name for c in result.spec.columns],
+        "rows": result.rows,
+        "epsilon_spent": format_exact(result.epsilon_spent),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "output": "-" if result.output is None else str(result.output),
+        "output_sha256": result.output_sha256,
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "release_id": result.release_id,
+        "reused": result.reused,
+    }
+    if as_json:
+        sys.stderr.write(json.dumps(summary) + "\n")
+        return
+    if result.reused:
+        render.info(
+            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+            "its randomized file was written again; nothing spent"
+        )
+        return
+    if quiet:
+        return
+    where = "standard output" if result.output is None else str(result.output)
+    render.info(
+        f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
+        f"'{result.spec.dataset}' to {where}\n"
+        f"  spent ε={render.eps(result.spec.epsilon)} per record; "
+        f"ε left {render.eps(status.remaining if status else None)} of {render.eps(status.cap if status else None)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
+    )
+
+
 def _ledger_key(location: str | Path) -> str:
     return str(location) if is_ledger_url(location) else os.path.realpath(location)
 
@@ -330,8 +390,16 @@ def plan(
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.plan import check_cost, make_plan
+    from dpcli.randomize_spec import is_randomize_spec
     from dpcli.spec import load_spec
 
+    if is_randomize_spec(spec):
+        from dpcli.randomize_spec import load_randomize_spec
+
+        randomize_plan = render.randomize_plan(load_randomize_spec(spec))
+        text = render.randomize_plan_text(randomize_plan)
+        sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
+        return
     the_plan = make_plan(load_spec(spec))
     check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
     if as_json:
@@ -352,7 +420,18 @@ def audit_command(
     """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
     nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
     from dpcli.audit import audit as run
+    from dpcli.randomize_spec import is_randomize_spec
 
+    if is_randomize_spec(spec):
+        from dpcli.randomize_audit import audit_randomize
+
+        rr = audit_randomize(spec, trials=trials)
+        sys.stdout.write(json.dumps(rr.as_dict(), indent=2, ensure_ascii=False) + "\n" if as_json else rr.text())
+        if not rr.ok:
+            names = ", ".join(t.name for t in rr.violations)
+            raise AuditFailed(f"audit: {names} of the randomized response does not deliver its claim: the "
+                              f"empirical ε lower bound exceeds it (confidence {rr.confidence})")
+        return
     report = run(spec, trials=trials)
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -383,8 +462,14 @@ def check(
     Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line each (exit 2)."""
     from dpcli.engine import check_input
     from dpcli.plan import check_cost, make_plan
+    from dpcli.randomize_spec import is_randomize_spec
     from dpcli.spec import load_spec, spec_errors
 
+    if is_randomize_spec(spec):
+        from dpcli.randomize import check_randomize
+
+        render.info(check_randomize(spec, input))
+        return
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
         for error in errors[:-1]:

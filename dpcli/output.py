@@ -693,6 +693,10 @@ def number_columns(
     int64 arrays on their decimal grid where they fit (always for counts), else the exact Fractions' text (the same
     text either way)."""
     kind = sp.statistic.kind
+    if kind == "frequency":
+        assert noisy_counts is not None
+        value_texts, low_texts, high_texts = postprocess.frequencies(sp, noisy_counts)
+        return Texts(value_texts), Texts(low_texts), Texts(high_texts)
     if kind in ("count", "histogram"):
         assert noisy_counts is not None
         k = sp.component("count").halfwidth(CONFIDENCE)

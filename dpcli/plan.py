@@ -46,6 +46,7 @@ from dpcli.spec import (
     Column,
     Count,
     EdgeBins,
+    Frequency,
     GridBins,
     Histogram,
     PersonUnit,
@@ -222,7 +223,14 @@ class Plan:
             return None
         return zcdp_to_epsilon(self.rho, self.conversion_delta)
 
+    @property
+    def frequency_only(self) -> bool:
+        """Estimates from a randomized file only (``kind: frequency``): nothing is spent, no noise is drawn."""
+        return bool(self.statistics) and all(sp.statistic.kind == "frequency" for sp in self.statistics)
+
     def cost_text(self) -> str:
+        if self.frequency_only:
+            return "nothing (estimates from a randomized file)"
         if self.rho == 0:
             sel = f", δ={format_decimal(self.selection_delta, 6)}" if self.selection_delta else ""
             return f"ε={format_decimal(self.epsilon, 10)}{sel}"
@@ -306,6 +314,9 @@ def split_budget(spec: Spec) -> Budget:
     more; otherwise the budget is split by weight (default 1), exactly.
     """
     p = spec.privacy
+    if spec.statistics and all(st.kind == "frequency" for st in spec.statistics):
+        # estimates from a randomized file: post-processing of published data (the loader allows nothing else)
+        return Budget("epsilon", Fraction(0), tuple(Fraction(0) for _ in spec.statistics))
     if p.accounting == "zcdp":
         budget = p.rho
         if budget is None and p.epsilon is not None and p.delta is not None:
@@ -543,6 +554,8 @@ def _dimension_keys(spec: Spec, stat: Statistic) -> tuple[tuple[str, ...] | None
     if isinstance(stat, Histogram | TopK):
         column = spec.columns[stat.column]
         keys.append(None if column.numeric or column.open else column.keys)
+    if isinstance(stat, Frequency):
+        keys.append(spec.columns[stat.column].keys)
     return tuple(keys)
 
 
@@ -639,6 +652,8 @@ def _make_plan(spec: Spec) -> Plan:
             continue
         if isinstance(stat, TopK):
             cells *= 1 if spec.columns[stat.column].open else len(spec.columns[stat.column].keys)
+        if isinstance(stat, Frequency):
+            cells *= len(spec.columns[stat.column].keys)
         opened = bool(open_dimensions(stat, spec.columns))
         person = spec.privacy.person
         b = None if person is None else bounding(person, stat, None if opened else cells)
@@ -721,6 +736,8 @@ def _components(
 ) -> tuple[NoiseComponent, ...]:
     """A statistic's noise components (a mean: half its share to the centred sum, half to its count)."""
     persons = getattr(stat, "of", "rows") == "persons" or getattr(stat, "clamp", None) == "person"
+    if isinstance(stat, Frequency):
+        return ()  # no noise: the randomized file was paid for by `dpcli randomize` (dpcli.randomized_response)
     if isinstance(stat, (Count, Histogram, TopK)):  # a top_k here has open keys: ranked after their selection
         what = "the count" if isinstance(stat, Count) else "the histogram" if isinstance(stat, Histogram) else (
             "the counts of the keys (ranked after their partition selection)"
@@ -881,9 +898,10 @@ MAX_RELEASE_MEMORY_MB = 1024
 # Variance and std: 192 B/cell for a std by two 1000- and 2000-key columns (10^6 and 4 x 10^6 cells: 337 and 900 MB
 # peak), against 86 B/cell for a mean in the same runs; rounded up as the mean's 125 was to 144.
 MEMORY_BASE_MB = 200
+# a frequency is a histogram of its column to the engine
 MEMORY_BYTES_PER_CELL = {
     "count": 48, "histogram": 48, "sum": 80, "mean": 144, "quantile": 48, "median": 48, "top_k": 48, "mode": 48,
-    "variance": 224, "std": 224,
+    "variance": 224, "std": 224, "frequency": 48,
 }
 
 

@@ -206,3 +206,14 @@ def quantile_values(lo: int, spacing: int, choices: np.ndarray) -> np.ndarray:
     the chosen candidates lo + index * spacing. The draws are already sorted within each cell (post-processing:
     dpcli.quantiles.choose), so a cell's quantiles never cross."""
     return (lo + np.asarray(choices, dtype=np.int64) * spacing).reshape(-1)
+def frequencies(sp: StatisticPlan, counts: np.ndarray) -> tuple[list[str], list[str], list[str]]:
+    """A frequency statistic's released numbers from the exact key counts of a randomized file (no noise: the file
+    was randomized by ``dpcli randomize``): the unbiased count estimates and their 95% intervals
+    (dpcli.randomized_response.estimate_counts), as decimal text to two places."""
+    from dpcli.randomized_response import estimate_counts
+
+    epsilon = sp.statistic.randomized_epsilon  # type: ignore[union-attr]
+    values, half = estimate_counts(counts, epsilon)
+    return (
+        [f"{v:.2f}" for v in values], [f"{v - half:.2f}" for v in values], [f"{v + half:.2f}" for v in values]
+    )

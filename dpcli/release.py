@@ -183,6 +183,13 @@ def release(
 
     records = book.records()  # verify the chain (exit 5) before any work
     say("ledger chain verified")
+    if plan.frequency_only:  # estimates from a randomized file: nothing is spent (dpcli.randomize)
+        from dpcli.randomize import release_frequencies
+
+        if remote:
+            raise UsageError("frequency statistics check their input's hash: give a local file, not a URL")
+        return release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
+                                   input_timeout, max_input_bytes, on_input_bytes, say, release_id)
     if named and paid_spend(records, key) is not None:
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
         return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout)
@@ -259,18 +266,11 @@ def release(
             say("output written")
             status = book.status(spec.dataset)
         except BaseException as exc:  # noqa: BLE001 - after the spend every failure must name what was paid
-            failure = exc if isinstance(exc, SpentThenFailed) else None  # an OutputError already names the record
-            paid.stored = paid.stored or _recorded(book, key)
-            if failure is not None:
-                message, hint = failure.fact, failure.hint
-            else:
-                message = f"{_what_failed(exc)} after the spend: {paid.text()}"
-                hints = (exc.hint if isinstance(exc, DpcliError) else None, paid.hint())
-                hint = "; ".join(h for h in hints if h) or None
+            report = spent_then_failed(exc, paid, book, key)
             # a signal held until now must not replace this report with "nothing was spent"
             with contextlib.suppress(KeyboardInterrupt, Interrupted):
                 hold.release()
-            raise SpentThenFailed(message, hint=hint) from None
+            raise report from None
     return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
 
 
@@ -296,6 +296,17 @@ class _Paid:
             return None
         again = f"--release-id {self.release_id}" + ("" if self.named else " (the id this run drew)")
         return f"re-run with {again} to write it"
+
+
+def spent_then_failed(exc: BaseException, paid: _Paid, book: Ledger, key: str) -> SpentThenFailed:
+    """The report (exit 5) of ``exc``, raised after the spend ``paid``: what failed, which record paid, and whether a
+    re-run under the release id can write the stored result (shared with dpcli.randomize)."""
+    paid.stored = paid.stored or _recorded(book, key)
+    if isinstance(exc, SpentThenFailed):  # an OutputError already names the record
+        return SpentThenFailed(exc.fact, hint=exc.hint)
+    message = f"{_what_failed(exc)} after the spend: {paid.text()}"
+    hints = (exc.hint if isinstance(exc, DpcliError) else None, paid.hint())
+    return SpentThenFailed(message, hint="; ".join(h for h in hints if h) or None)
 
 
 def _recorded(book: Ledger, key: str) -> bool:

@@ -99,6 +99,8 @@ def _writer(stream: TextIO) -> Any:
     return say
 
 
+QUANTILE_KINDS = ("quantile", "median")  # their ±error is a rank bound, not a noise halfwidth
+
 def eps(x: Fraction | None) -> str:
     if x is None:
         return "-"
@@ -204,6 +206,70 @@ def selection_text(plan: Plan) -> list[str]:
     return lines
 
 
+def frequency_rows(plan: Plan) -> list[dict[str, Any]]:
+    """Per ``kind: frequency`` statistic: the randomization it reads and its estimate's error, from public numbers
+    (k, ε) and the randomized file's row count n, which the plan does not know: the half-width is a factor × √n."""
+    from dpcli.randomized_response import CONFIDENCE, error_factor, keep_probability
+
+    rows = []
+    for sp in plan.statistics:
+        stat = sp.statistic
+        if stat.kind != "frequency":
+            continue
+        epsilon = stat.randomized_epsilon  # type: ignore[union-attr]
+        rows.append({
+            "statistic": stat.name, "kind": stat.kind, "column": stat.column, "cells": sp.cells,
+            "randomized_epsilon": format_exact(epsilon), "keep_probability": keep_probability(sp.cells, float(epsilon)),
+            "error95_per_sqrt_rows": error_factor(sp.cells, epsilon), "confidence": CONFIDENCE,
+        })
+    return rows
+
+
+def frequency_text(plan: Plan) -> list[str]:
+    return [
+        f"  {r['statistic']}: {r['cells']} keys of {r['column']} randomized at ε={r['randomized_epsilon']} (the true "
+        f"key kept with probability {r['keep_probability']:.4g}); no sensitivity and no noise here: the estimates "
+        f"are post-processing of a published file, ((e^ε + k − 1)·c − n)/(e^ε − 1) per key, unbiased, "
+        f"±{r['error95_per_sqrt_rows']:.4g}·√n at 95% for a file of n rows (Hoeffding)"
+        for r in frequency_rows(plan)
+    ]
+
+
+def randomize_plan(spec: Any) -> dict[str, Any]:
+    """``dpcli plan`` of a randomize spec (a dpcli.randomize_spec.RandomizeSpec): per column its keys, ε share, the
+    probability of keeping the true key, and the error of the frequencies estimated from the output."""
+    from dpcli.randomized_response import error_factor, keep_probability
+
+    share = spec.column_epsilon
+    return {
+        "dataset": spec.dataset, "command": "randomize", "neighbours": spec.neighbours,
+        "epsilon_per_record": format_exact(spec.epsilon),
+        "columns": [
+            {"column": c.name, "keys": len(c.keys), "epsilon": format_exact(share),
+             "keep_probability": keep_probability(len(c.keys), float(share)),
+             "frequency_error95_per_sqrt_rows": error_factor(len(c.keys), share)}
+            for c in spec.columns
+        ],
+    }
+
+
+def randomize_plan_text(plan: dict[str, Any]) -> str:
+    lines = [
+        f"plan for dataset '{plan['dataset']}': randomize, ε={plan['epsilon_per_record']} per record, split evenly "
+        f"over {len(plan['columns'])} column(s) ({plan['neighbours']} neighbours: one row per input row is "
+        "published); no data read",
+        "each cell is published as its true key with probability e^ε/(e^ε+k−1), else as one of the k−1 others "
+        "uniformly; a missing cell as a uniform key (exact sampling)",
+    ]
+    lines += [
+        f"  {c['column']}: k={c['keys']} keys, ε={c['epsilon']}, true key kept with probability "
+        f"{c['keep_probability']:.4g}; a frequency estimated from the output: "
+        f"±{c['frequency_error95_per_sqrt_rows']:.4g}·√n at 95% for n rows"
+        for c in plan["columns"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _size(plan: Plan) -> dict[str, int]:
     cost = release_cost(plan)
     return {"cells": cost.cells, "memory_mb_estimate": cost.memory_mb, "max_cells": MAX_RELEASE_CELLS,
@@ -224,6 +290,8 @@ def plan_json(plan: Plan) -> str:
         "size": _size(plan),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
+    if any(sp.statistic.kind == "frequency" for sp in plan.statistics):
+        doc["frequencies"] = frequency_rows(plan)
     person = spec.privacy.person
     if person is not None:
         doc["person"] = {
@@ -241,34 +309,36 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         f"plan for dataset '{spec.dataset}': {plan.cost_text()} ({spec.privacy.neighbours} neighbours, "
         f"{_unit_text(plan)}); no data read"
     )
-    table(
-        ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
-         "±error 95%"],
-        [
+    if rows:  # a release of frequency statistics only has no noise to show
+        table(
+            ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
+             "±error 95%"],
             [
-                r["statistic"],
-                r["part"],
-                str(r["cells"]),
-                r["mechanism"],
-                str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
-                r["_budget"],
-                r["_param"],
-                format_decimal(Fraction(r["error95"]), 6) + (" rank" if r["mechanism"] == "exponential" else ""),
-            ]
-            for r in rows
-        ],
-        stream,
-    )
+                [
+                    r["statistic"],
+                    r["part"],
+                    str(r["cells"]),
+                    r["mechanism"],
+                    str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
+                    r["_budget"],
+                    r["_param"],
+                    format_decimal(Fraction(r["error95"]), 6) + (" rank" if r["kind"] in QUANTILE_KINDS else ""),
+                ]
+                for r in rows
+            ],
+            stream,
+        )
     say(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)")
     for line in bounding_text(plan):
         say(line, indent="    ")
-    if any(r["mechanism"] == "exponential" for r in rows):
+    if any(r["kind"] in QUANTILE_KINDS for r in rows):
         say(
             "a quantile's ±error is a rank bound: with 95% probability the released value's rank error (rows off "
             "the q split) exceeds the best candidate's by at most that many rows; its table rows have no interval",
             indent="    ",
         )
-    say("why each sensitivity:")
+    if rows:
+        say("why each sensitivity:")
     for r in rows:
         say(f"  {r['statistic']} ({r['part']}): {r['derivation']}", indent="    ")
     selection = selection_text(plan)
@@ -276,9 +346,14 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         say("open keys (private partition selection: only keys whose noisy count passes the threshold appear):")
         for line in selection:
             say(line, indent="    ")
+    frequency = frequency_text(plan)
+    if frequency:
+        say("frequency estimates from a randomized file (nothing spent; `dpcli randomize` paid for the file):")
+        for line in frequency:
+            say(line, indent="    ")
     if any(r["kind"] == "mean" for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
-    if any(r["mechanism"] == "exponential" for r in rows):
+    if any(r["kind"] in ("top_k", "mode") for r in rows):
         say("a top_k's or mode's ±error is a count gap: with 95% probability each chosen key's count is within it of "
             "the largest count among the keys not chosen before it (noise: the exponential mechanism's temperature)")
     if any(r["kind"] in ("variance", "std") for r in rows):

@@ -249,8 +249,23 @@ class Std(Variance):
     kind: ClassVar[str] = "std"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Frequency(_StatisticFields):
+    """Unbiased counts of a category/bool column's keys, estimated from a ``dpcli randomize`` output (the input),
+    whose column was randomized at ``randomized_epsilon``: post-processing of published data, spending nothing."""
+
+    kind: ClassVar[str] = "frequency"
+    column: str
+    bins: ClassVar[None] = None
+    randomized_epsilon: Fraction
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return (self.column,)
+
+
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
-Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance
+Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
 # The output column that names a quantile's level (a column of the table only when the spec has a quantile)
 QUANTILE_COLUMN = "quantile"
@@ -601,6 +616,14 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
     elif kind in ("top_k", "mode"):
         stat = TopK(kind=kind, column=column_name, k=f.get("k", 1), **common)
+    elif kind == "frequency":
+        assert column is not None
+        if column.numeric or column.open:
+            raise RuleError(f"{path}.column", f"'{column.name}' is {'open' if column.open else column.type}: a "
+                            "frequency is estimated over the declared keys of a category or bool column")
+        if column.name in OUTPUT_COLUMNS:
+            raise SpecError(f"{path}.column", _reserved(column.name))
+        stat = Frequency(column=column_name, randomized_epsilon=f["randomized"]["epsilon"], **common)
     elif kind == "sum":
         stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
     elif kind == "mean":
@@ -739,6 +762,8 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     """
     raw_unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
     eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
+    if any(s.kind == "frequency" for s in stats):
+        return _frequency_privacy(priv, stats)
     gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
     opened = [i for i, s in enumerate(stats) if open_dimensions(s, columns)]
     explicit_rho = bool(stats) and all(s.rho is not None for s in stats)
@@ -775,6 +800,22 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     return Privacy(
         "person" if person is not None else "row", neighbours, eps, delta, rho, "zcdp" if zcdp else "pure", person
     )
+
+
+def _frequency_privacy(priv: dict, stats: list[Statistic]) -> Privacy:
+    """A release of frequency statistics reads a randomized file (published data) and spends nothing: it holds
+    nothing else, and states no budget and no person unit (the randomized file's own spend covers it)."""
+    other = next((i for i, s in enumerate(stats) if s.kind != "frequency"), None)
+    if other is not None:
+        raise RuleError(f"statistics[{other}].kind", "a spec with frequency statistics reads a randomized file: "
+                        "other statistics belong in a spec of their own")
+    for key in ("epsilon", "delta", "rho"):
+        if key in priv:
+            raise RuleError(f"privacy.{key}", "frequency statistics spend nothing (their input is a randomize "
+                            "output, already paid for): leave the budget out")
+    if isinstance(priv.get("unit", "row"), dict):
+        raise RuleError("privacy.unit", "randomize protects each row: frequency statistics take unit: row")
+    return Privacy("row", priv.get("neighbours", "replace"), None)
 
 
 def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column]) -> PersonUnit:

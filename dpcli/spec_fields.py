@@ -47,7 +47,9 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = ("count", "histogram", "sum", "mean", "quantile", "median", "top_k", "mode", "variance", "std")
+STATISTIC_KINDS = (
+    "count", "histogram", "sum", "mean", "quantile", "median", "top_k", "mode", "variance", "std", "frequency",
+)
 MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
@@ -731,6 +733,12 @@ _TOP_K_FORBIDDEN = {
 }
 _KEY_COLUMN = {"column": Name("column name", not_output_column=True, description="a declared category or bool column",
                               reference=True)}
+# `kind: frequency`: estimated from a `dpcli randomize` output, whose per-column epsilon this states (it spends none)
+RANDOMIZED = Section(
+    {"epsilon": Number(MIN_EPSILON, MAX_RELEASE_EPSILON, range_name="epsilon")},
+    required=("epsilon",),
+    description="the input is a `dpcli randomize` output: the epsilon its column was randomized at",
+)
 STATISTIC = Union(
     Section(
         {
@@ -752,6 +760,7 @@ STATISTIC = Union(
             "q": Levels(),
             "step": Number(positive=True),
             "k": Whole(1, MAX_TOP_K, "top_k: how many keys to rank (the k largest counts, by report-noisy-max)"),
+            "randomized": RANDOMIZED,
         },
         required=("name", "kind"),
         exclusive=(
@@ -791,6 +800,15 @@ STATISTIC = Union(
         # they are refused by a cross-field rule (dpcli.spec), so clamp is not one of their fields
         Variant("variance", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("std", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
+        # estimated from a randomized file (dpcli randomize): no budget of its own, no by:
+        Variant(
+            "frequency", ("name", "kind", "column", "randomized"),
+            {"column": "required for a {tag}",
+             "randomized": "required for a {tag}: {{epsilon: E}}, the ε its column was randomized at"},
+            overrides={
+                "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
+            },
+        ),
     ),
     lambda tag: f"not allowed for a {tag}",
 )

@@ -110,7 +110,8 @@ TOP_ALLOWED = (
     "(allowed: version, dataset, input, output, ledger, input_format, engine, csv, privacy, columns, statistics)"
 )
 STAT_ALLOWED = (
-    "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, q, step, k)"
+    "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, q, step, k, "
+    "randomized)"
 )
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
 COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, max_length)"
@@ -703,7 +704,7 @@ def test_statistics_accepted():
         (
             ["{name: a, kind: percentile, column: age}"],
             "statistics[0].kind: 'percentile' is not a statistic kind (one of: count, histogram, sum, mean, quantile, "
-            "median, top_k, mode, variance, std)",
+            "median, top_k, mode, variance, std, frequency)",
         ),
         (["{name: a, kind: count, column: age}"], "statistics[0].column: a count counts rows: use by: to split it"),
         (["{name: a, kind: sum}"], "statistics[0].column: required for a sum"),
