@@ -753,7 +753,8 @@ def check_sensitivity(case: Case) -> None:
         for comp in sp.components:
             if comp.mechanism == "exponential" and comp.role == "choice":  # a top_k's utility: its keys' counts
                 ratio = max(ratio, _utility_problems(plan, sp, comp, ea, eb, case, problems))
-            elif comp.mechanism == "exponential":  # a quantile level's utility
+                continue
+            if comp.mechanism == "exponential":  # a quantile level's utility
                 problem, moved = _utility_change(plan, sp, ea, eb, comp)
                 ratio = max(ratio, moved / comp.sensitivity)
                 problems.extend([problem] if problem else [])
