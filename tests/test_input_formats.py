@@ -334,6 +334,29 @@ def test_a_data_line_starting_with_a_bom_at_a_chunk_start_keeps_it(tmp_path: Pat
     assert same(agg.finish(), whole)
 
 
+@pytest.mark.parametrize(
+    "start", [b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\x78\x01", b"x^", b"\x78\x9c", b"\x78\xda"], ids=repr
+)
+def test_a_data_line_starting_like_compressed_bytes_is_one_record(tmp_path: Path, start: bytes) -> None:
+    """polars decompresses (or fails on) a buffer that starts like gzip, zstd or zlib ("x^" is plain text): a data line
+    starting so at a chunk start once made the run exit 3 (gzip, zstd) or swallowed the chunk's other lines (zlib).
+    It is one record like any other: the aggregates equal those of the same line starting with other bytes."""
+    plan = plan_of()
+    header, rest = b"age,sex,race,hours_per_week,capital_gain\n", b"30,Male,White,1,2\n31,Female,Black,3,4\n"
+    first = b"5,Male,White,1,2\n"
+    paths = []
+    for name, prefix in (("odd", start), ("plain", b"zz")):
+        paths.append(tmp_path / f"{name}.csv")
+        paths[-1].write_bytes(header + prefix + first + rest)
+    odd, plain = (aggregate(plan, path) for path in paths)
+    assert same(odd, plain)
+    with CsvSource(paths[0], plan.spec) as source:
+        agg = LineAggregator(plan, source.layout)
+    for line in (start + first, *rest.splitlines(keepends=True)):
+        agg.add(line)  # each line a chunk of its own: every one at a chunk start
+    assert same(agg.finish(), plain)
+
+
 def record(seen: list[tuple[int, int | None]], read: int, total: int | None) -> None:
     seen.append((read, total))
 

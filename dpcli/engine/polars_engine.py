@@ -52,6 +52,8 @@ from dpcli.spec import Spec
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
 T = TypeVar("T")
 _BOM = b"\xef\xbb\xbf"
+# what polars sniffs at the start of a buffer (see _lines)
+_SNIFFED = (_BOM, b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
 
 __all__ = ["CsvLayout", "ExactStatistic", "LineAggregator", "aggregate", "check_fields", "check_input"]
 
@@ -392,9 +394,10 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
 
 def _lines(data: bytes, reader: _Reader, quoting: bool, select: list[pl.Expr]) -> pl.LazyFrame:
     """Lines in memory, read as the file is."""
-    if data.startswith(_BOM):
-        # polars drops a BOM at the start of what it reads, but here it is the first bytes of a data line (a cell's):
-        # an empty line goes first and its row is dropped
+    if data.startswith(_SNIFFED):
+        # polars looks at the first bytes of what it reads: it drops a BOM, and decompresses (or fails on) bytes that
+        # start like gzip, zstd or zlib (0x78 then 01/5E/9C/DA: "x^" is plain text). Here they are the first bytes
+        # of a data line, a cell's: an empty line goes first and its row is dropped, so they stay that line's
         return _project(pl.scan_csv(reader.eol.encode() + data, **reader.options(quoting)), select).slice(1)
     return _project(pl.scan_csv(data, **reader.options(quoting)), select)
 
