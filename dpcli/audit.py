@@ -762,7 +762,7 @@ def _pair_loss(
     cells = 0
     for i, role in target.parts:
         sp = plan.statistics[i]
-        if sp.component(role).mechanism == "exponential":
+        if isinstance(sp.statistic, Quantile):
             assert base is not None
             level_eps, level_cells = _quantile_loss(plan, base, i, role, a[i][role], b[i][role])
             cells += level_cells
@@ -1095,7 +1095,7 @@ def _noised_cells(
     one dataset lacks come with their threshold and the chance the other dataset releases them."""
     sp = eng.plan.statistics[i]
     comp = sp.component(role)
-    if comp.mechanism == "exponential":
+    if isinstance(sp.statistic, Quantile):
         return _quantile_noised(eng, i, role, a, c)
     if sp.selection is None:
         return [
@@ -1366,7 +1366,7 @@ def audit(
             "rows, rows in more than G cells, more than R rows in a cell, extreme or missing values, or one row "
             "without an id; the engine keeps rows by a fixed audit secret"
         )
-    if any(sp.mechanism == "exponential" for sp in plan.statistics):
+    if any(isinstance(sp.statistic, Quantile) for sp in plan.statistics):
         notes.append(
             "quantiles: each level's pair loss is 2 max|Δu|/t per cell of by: (the exponential mechanism's bound), "
             "and its events are on the exact log-likelihood ratio of the drawn candidate under D' and D"

@@ -1067,7 +1067,7 @@ def _component_meta(c: NoiseComponent) -> dict:
     if c.mechanism == "discrete_gaussian":
         assert c.variance is not None
         meta.update(l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance), rho=format_exact(c.rho))
-    elif c.mechanism == "exponential":  # a quantile level: its accuracy as a rank bound (public quantities only)
+    elif c.mechanism == "exponential" and not c.draws:  # a quantile level: its accuracy as a rank bound (public)
         assert c.scale is not None
         meta.update(
             scale=format_exact(c.scale), epsilon=format_exact(c.epsilon), candidates=c.candidates,
@@ -1076,6 +1076,6 @@ def _component_meta(c: NoiseComponent) -> dict:
     else:
         assert c.scale is not None
         meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))
-    if c.mechanism == "exponential":  # scale: the temperature; epsilon: each of the draws'
+    if c.mechanism == "exponential" and c.draws:  # a top_k: scale is the temperature; epsilon each draw's
         meta.update(draws=c.draws, choices=c.choices)
     return meta

@@ -137,7 +137,7 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
                 assert c.scale is not None
                 row.update(epsilon=format_exact(c.epsilon), scale=format_exact(c.scale))
                 budget = eps(c.epsilon) if plan.rho == 0 else f"ε={eps(c.epsilon)}"
-                if c.mechanism == "exponential":  # top_k: k draws of epsilon each
+                if c.mechanism == "exponential" and c.draws:  # top_k: k draws of epsilon each
                     row.update(draws=c.draws, choices=c.choices)
                     budget = f"{c.draws}×{budget}" if c.draws > 1 else budget
             row.update(error95=format_exact(half * c.unit), _param=f"{c.parameter_text}{unit}", _budget=budget)

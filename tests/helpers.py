@@ -29,6 +29,29 @@ def run_dpcli(
     )
 
 
+# A process's peak RSS (os.wait4's ru_maxrss, or its own getrusage) includes the high-water mark of the memory it
+# replaced at exec: Linux folds it in, so a child of a pytest process that once held 1 GB reports at least 1 GB (seen
+# once the statistical suites ran before the memory tests in one process). A measured command is therefore started
+# by this small launcher, which forks once more: the grandchild replaces the launcher's few MB, never pytest's. It
+# writes the grandchild's peak (KiB) to the file named first and exits with the grandchild's code.
+_MEASURED = (
+    "import os, sys\n"
+    "peak_file, argv = sys.argv[1], sys.argv[2:]\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execv(argv[0], argv)\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "with open(peak_file, 'w') as fh:\n"
+    "    fh.write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
+def measured(argv: list[str], peak_file: Path) -> list[str]:
+    """``argv`` (argv[0] a full path) run so that its own peak RSS, in KiB, lands in ``peak_file``."""
+    return [sys.executable, "-c", _MEASURED, str(peak_file), *argv]
+
+
 def run_in_process(*args: object, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`dpcli ARGS` through dpcli.cli.main in this process, as run_dpcli would run it (same result type, output
     as bytes, a clean environment, ``cwd``), without starting an interpreter: ~0.5 s saved per call.

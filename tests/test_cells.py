@@ -27,7 +27,7 @@ from dpcli.output import GridLabels, KeyLabels, Table, _HashingWriter, build_tab
 from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, make_plan, release_cost
 from dpcli.postprocess import mean_grids, means
 from dpcli.spec import GridBins, parse_spec
-from tests.helpers import run_dpcli
+from tests.helpers import measured, run_dpcli
 
 HEADER = """\
 version: 1
@@ -319,16 +319,12 @@ def test_ten_million_cells_release_under_a_gigabyte(tmp_path: Path) -> None:
     (tmp_path / "data.csv").write_text("x,big,age,sex,emp\n" + "".join(f"0,{i * 997},1,F,true\n" for i in range(1000)))
     led = tmp_path / "L.jsonl"
     assert run_dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", led).returncode == 0
-    code = (
-        "import resource, runpy, sys; sys.argv = ['dpcli'] + sys.argv[1:]\n"
-        "try:\n    runpy.run_module('dpcli', run_name='__main__')\n"
-        "finally:\n    print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code, "release", str(tmp_path / "spec.yaml"), "-i",
-                        str(tmp_path / "data.csv"), "-o", str(tmp_path / "o.csv"), "--ledger", str(led)],
-                       capture_output=True, timeout=300)
+    peak = tmp_path / "peak"
+    argv = [sys.executable, "-m", "dpcli", "release", str(tmp_path / "spec.yaml"), "-i", str(tmp_path / "data.csv"),
+            "-o", str(tmp_path / "o.csv"), "--ledger", str(led)]
+    r = subprocess.run(measured(argv, peak), capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    peak_kb = int(r.stderr.decode().rsplit("maxrss", 1)[1].split()[0])
+    peak_kb = int(peak.read_text())
     assert peak_kb < 1_000_000, peak_kb
     store = next((tmp_path / "L.jsonl.releases").iterdir())
     assert store.stat().st_size < 30_000_000

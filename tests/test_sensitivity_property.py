@@ -798,12 +798,13 @@ def check_sensitivity(case: Case) -> None:
         for comp in sp.components:
             if comp.mechanism == "exponential" and comp.role == "choice":  # a top_k's utility: its keys' counts
                 ratio = max(ratio, _utility_problems(plan, sp, comp, ea, eb, case, problems))
-            elif comp.mechanism == "exponential" and comp.role.endswith((" low", " high")):  # an interval's draw
+                continue
+            if comp.mechanism == "exponential" and comp.role.endswith((" low", " high")):  # an interval's draw
                 problem, moved = _interval_change(plan, sp, ea, eb, comp)
                 ratio = max(ratio, moved)
                 problems.extend([problem] if problem else [])
                 continue
-            elif comp.mechanism == "exponential":  # a quantile level's utility
+            if comp.mechanism == "exponential":  # a quantile level's utility
                 problem, moved = _utility_change(plan, sp, ea, eb, comp)
                 ratio = max(ratio, moved / comp.sensitivity)
                 problems.extend([problem] if problem else [])
