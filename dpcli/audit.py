@@ -762,7 +762,7 @@ def _pair_loss(
     cells = 0
     for i, role in target.parts:
         sp = plan.statistics[i]
-        if isinstance(sp.statistic, Quantile):
+        if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:  # a level (the count: below)
             assert base is not None
             level_eps, level_cells = _quantile_loss(plan, base, i, role, a[i][role], b[i][role])
             cells += level_cells
@@ -1095,7 +1095,7 @@ def _noised_cells(
     one dataset lacks come with their threshold and the chance the other dataset releases them."""
     sp = eng.plan.statistics[i]
     comp = sp.component(role)
-    if isinstance(sp.statistic, Quantile):
+    if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:
         return _quantile_noised(eng, i, role, a, c)
     if sp.selection is None:
         return [
