@@ -640,7 +640,7 @@ class _Engine:
                     continue
                 # a quantile's levels all read the engine's bins (counts); their utilities follow (_quantile_cells)
                 part = "count" if comp.mechanism == "exponential" else comp.role
-                now, base = e.part(part), b.part(part)
+                now, base = _exact_part(self.plan, sp, e, part), _exact_part(self.plan, sp, b, part)
                 # a sum component exists only in a statistic whose exact values carry sums
                 assert now is not None and base is not None
                 changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
@@ -656,8 +656,42 @@ class _Engine:
             return self.delta(person)[i][role].get(cell, 0)
         b = self.base[i]
         assert self.plan.statistics[i].component(role).mechanism != "exponential"
-        base = int(b.part(role)[cell])  # type: ignore[index]
+        base = int(_exact_part(self.plan, self.plan.statistics[i], b, role)[cell])  # type: ignore[index]
         return base + self.delta(person)[i][role].get(cell, 0)
+
+
+def _exact_part(plan: Plan, sp: StatisticPlan, e: ExactStatistic, role: str) -> np.ndarray | None:
+    """The exact values a part is noised on: a quantile's interval count reads the rows with a value per cell, the sum
+    of its bins (as dpcli.mechanisms.draw_quantiles does); every other part its own vector."""
+    if role == quantiles.INTERVAL_COUNT:
+        stat = sp.statistic
+        assert isinstance(stat, Quantile)
+        width = quantile_bins(stat, plan.spec.columns[stat.column])
+        return np.asarray(e.counts, dtype=np.int64).reshape(-1, width).sum(axis=1)
+    return e.part(role)
+
+
+def _without_interval_draws(plan: Plan) -> tuple[Plan, list[str]]:
+    """The plan without its quantiles' interval draws, and the statistics that had them. Those draws run at levels
+    computed from the noisy count (data-dependent), which the audit's fixed-level utilities cannot follow: they are
+    left out, and their epsilon (rho) with them, so each claim covers only the parts audited."""
+    from dataclasses import replace
+
+    kept, skipped = [], []
+    for sp in plan.statistics:
+        draws = [c for c in sp.components if c.role.startswith("q=") and c.role.endswith((" low", " high"))]
+        if not draws:
+            kept.append(sp)
+            continue
+        eps = sum((c.epsilon for c in draws), Fraction(0))
+        rho = sum((c.rho for c in draws), Fraction(0))
+        kept.append(replace(
+            sp, components=tuple(c for c in sp.components if c not in draws),
+            epsilon=sp.epsilon - eps if sp.epsilon else sp.epsilon, rho=sp.rho - rho if sp.rho else sp.rho,
+            reported_epsilon=None if sp.reported_epsilon is None else sp.reported_epsilon - eps,
+        ))
+        skipped.append(sp.statistic.name)
+    return replace(plan, statistics=tuple(kept)), skipped
 
 
 def _difference(d1: dict[Cell, int], d2: dict[Cell, int]) -> dict[Cell, int]:
@@ -728,7 +762,7 @@ def _pair_loss(
     cells = 0
     for i, role in target.parts:
         sp = plan.statistics[i]
-        if isinstance(sp.statistic, Quantile):
+        if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:  # a level (the count: below)
             assert base is not None
             level_eps, level_cells = _quantile_loss(plan, base, i, role, a[i][role], b[i][role])
             cells += level_cells
@@ -1061,7 +1095,7 @@ def _noised_cells(
     one dataset lacks come with their threshold and the chance the other dataset releases them."""
     sp = eng.plan.statistics[i]
     comp = sp.component(role)
-    if isinstance(sp.statistic, Quantile):
+    if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:
         return _quantile_noised(eng, i, role, a, c)
     if sp.selection is None:
         return [
@@ -1299,7 +1333,13 @@ def audit(
         raise UsageError("confidence: must be in (0, 1)")
     alpha = 1.0 - confidence
 
+    plan, unaudited = _without_interval_draws(plan)
     notes = []
+    if unaudited:
+        notes.append(
+            f"NOT AUDITED: the interval draws of {', '.join(unaudited)} (their levels come from the noisy count, "
+            "data-dependent); their ε is left out of every claim here; the interval count is audited like a count"
+        )
     delta = plan.delta
     if the_spec.privacy.accounting == "zcdp" and delta is None:
         delta = ASSUMED_DELTA

@@ -79,6 +79,8 @@ class Noisy:
     # rank order, with their noisy counts
     chosen: np.ndarray | None = None
     squares: np.ndarray | None = None  # variance/std: the noisy centred sums of squares (their own grid)
+    # a quantile with interval: (ci_low, ci_high) as grid offsets from its lowest candidate (cells x levels)
+    interval: tuple[np.ndarray, np.ndarray] | None = None
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
@@ -155,8 +157,20 @@ def draw_quantiles(
     """A quantile's release: one exact exponential-mechanism draw per declared cell and level (dpcli.quantiles)."""
     counts, spacing, candidates = _quantile_counts(column, sp, ex)
     levels = sp.statistic.levels  # type: ignore[union-attr]
-    scales = tuple(c.scale for c in sp.components)
-    return Noisy(None, None, choices=quantiles.choose(counts, levels, scales, spacing, candidates, source))  # type: ignore[arg-type]
+    scales = tuple(c.scale for c in sp.components[: len(levels)])
+    choices = quantiles.choose(counts, levels, scales, spacing, candidates, source)  # type: ignore[arg-type]
+    if sp.statistic.interval_share is None:  # type: ignore[union-attr]
+        return Noisy(None, None, choices=choices)
+    count = sp.component(quantiles.INTERVAL_COUNT)
+    noisy_n = add_noise(counts.sum(axis=1), count)
+    draw = sp.components[len(levels) + 1]
+    assert draw.scale is not None
+    top = column.grid_bounds[1] - column.grid_bounds[0]
+    interval = quantiles.intervals(
+        counts, levels, choices, noisy_n, count.halfwidth(quantiles.INTERVAL_PART_CONFIDENCE), draw.scale,
+        draw.halfwidth(quantiles.INTERVAL_PART_CONFIDENCE), spacing, candidates, top, source,
+    )
+    return Noisy(None, None, choices=choices, interval=interval)
 
 
 def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
@@ -211,7 +225,10 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
         elif isinstance(sp.statistic, Quantile):  # the candidate of the largest utility
             counts, spacing, candidates = _quantile_counts(plan.spec.columns[sp.statistic.column], sp, e)
             levels = sp.statistic.levels
-            out.append(Noisy(None, None, choices=quantiles.best(counts, levels, spacing, candidates)))
+            best = quantiles.best(counts, levels, spacing, candidates)
+            # no noise: the interval is the value itself (docs/spec.md, "Quantiles and the median")
+            interval = (best * spacing, best * spacing) if sp.statistic.interval_share is not None else None
+            out.append(Noisy(None, None, choices=best, interval=interval))
         elif sp.statistic.kind in TOP_K_KINDS:  # the k largest exact counts (ties: the first declared key)
             out.append(Noisy(None, None, chosen=ranked(e.counts, sp.statistic.k)))  # type: ignore[union-attr]
         else:

@@ -665,7 +665,14 @@ def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyCol
         value = Ints(grid, 0, *step)
     else:
         value = Texts(decimal_text([int(g) * column.precision for g in grid.tolist()]))
-    return value, Blank(len(grid)), Blank(len(grid))
+    if nz.interval is None:
+        return value, Blank(len(grid)), Blank(len(grid))
+    ends = []
+    for offsets in nz.interval:  # grid offsets from the lowest candidate (dpcli.quantiles.intervals)
+        units = lo + np.asarray(offsets, dtype=np.int64).reshape(-1)
+        ends.append(Ints(units, 0, *step) if isinstance(value, Ints) and step is not None
+                    else Texts(decimal_text([int(g) * column.precision for g in units.tolist()])))
+    return value, ends[0], ends[1]
 def _ranking_block(plan: Plan, sp: StatisticPlan, nz: Noisy) -> Block:
     """A top_k's or mode's rows: one per rank, its key in the column's dimension, value = the rank (1: the largest
     count), no interval (docs/spec.md, "Top-k and mode")."""

@@ -696,7 +696,8 @@ def _quantile_components(
     p = column.precision
     assert p is not None
     k = len(stat.levels)
-    each = share / k
+    paid = share * (1 - stat.interval_share) if stat.interval_share is not None else share
+    each = paid / k
     eps0 = 2 * rho_to_pure_epsilon(each) if zcdp else each
     if eps0 <= 0:
         raise SpecError(path, "its share of the budget is too small to plan (it rounds to 0): raise it")
@@ -714,7 +715,42 @@ def _quantile_components(
             f"q={format_exact(q)}", sensitivity, why, eps0, scale, Fraction(1, q.denominator),
             mechanism="exponential", rho=each if zcdp else Fraction(0), candidates=candidates,
         ))
+    if stat.interval_share is not None:
+        out.extend(_interval_components(path, stat, neighbours, share * stat.interval_share, zcdp, grid, candidates))
     return tuple(out)
+
+
+def _interval_components(
+    path: str, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, grid: str, candidates: int
+) -> list[NoiseComponent]:
+    """A quantile's value-unit intervals (dpcli.quantiles, "Value-unit intervals"): the interval share split evenly
+    over a noisy count of the rows with a value (Laplace; in zCDP its part's rho as epsilon = sqrt(2 rho)) and two
+    exponential-mechanism draws per level (in zCDP eps0 = sqrt(8 rho) rounded down, as a level's)."""
+    from dataclasses import replace
+
+    from dpcli.quantiles import INTERVAL_COUNT, interval_scale_factor
+
+    part = share / (2 * len(stat.levels) + 1)
+    budget = _Budget("laplace", rho_to_pure_epsilon(part) if zcdp else part)
+    count = _count_component(path, stat, neighbours, budget, f"the count of rows with a {stat.column}")
+    out = [replace(count, role=INTERVAL_COUNT, rho=part if zcdp else Fraction(0))]
+    eps0 = 2 * rho_to_pure_epsilon(part) if zcdp else part
+    factor = interval_scale_factor(neighbours, bool(stat.by))
+    scale = conservative_scale(2 * factor, eps0)
+    if eps0 <= 0 or scale > MAX_SCALE:
+        raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
+    why = (
+        f"the rank distance to level a/b, -max(0, a·n - b·through(c), b·lt(c) - a·n) on the rows rounded down to the "
+        f"candidates, changes by at most {'2' if factor == 2 else ''}b per neighbour; {grid}; weights "
+        f"exp(-(best - v(c))/(b·t)), t = 2×{factor}/ε rows; levels q ∓ (rank bound)/(n^ - e_n) from the noisy count"
+    )
+    for q in stat.levels:
+        for side in ("low", "high"):
+            out.append(NoiseComponent(
+                f"q={format_exact(q)} {side}", factor, why, eps0, scale, Fraction(1), mechanism="exponential",
+                rho=part if zcdp else Fraction(0), candidates=candidates,
+            ))
+    return out
 
 
 def _split_selection_deltas(spec: Spec) -> dict[int, Fraction]:

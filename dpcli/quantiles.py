@@ -132,3 +132,83 @@ def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candida
         for cell in range(lt.shape[0]):
             out[cell, j] = int(np.argmax(utilities(lt[cell], gt[cell], q)))
     return np.sort(out, axis=1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Value-unit intervals paid by a declared share of the statistic's budget (``interval: {share: S}``; docs/spec.md)
+#
+# A noisy count n^ of the rows with a value (per cell) and, per level q, two more exponential-mechanism draws at the
+# levels q_lo = q - E / n_lo and q_hi = q + E / n_lo, n_lo = n^ - e_n (e_n the count's halfwidth, E the draws' public
+# rank bound in rows), each part at confidence 1 - 0.05/3 (Bonferroni: each level's interval covers with >= 95%).
+# The levels are computed from the noisy count alone (post-processing), as exact Fractions. The draws use the rank
+# distance utility on the data rounded down to the candidate grid,
+#
+#     v(c) = -max(0, a n - b through(c), b lt(c) - a n),   through(c) = #{x < next candidate after c},
+#
+# (0 on every candidate that is an a/b-quantile of the rounded data, so the best utility is 0), whose sensitivity is
+# at most b (add_remove: max(a, b - a); replace: b; replace with by: 2 max(a, b - a) <= 2b): the draws use the
+# temperature t = b * scale, scale = 2 c / eps0 rows (c = 1, or 2 under replace with by:), so their rank bound in
+# rows, scale * ln(m / alpha), does not depend on the data-dependent level. Coverage: with n_lo <= n and the q_lo
+# draw within E rows of rank distance, a candidate above every q-quantile has rank distance > (q - q_lo) n >= E, so
+# it is not drawn: ci_low <= a q-quantile; likewise ci_high (plus spacing - 1 grid units, undoing the rounding) >= one.
+# The lead's design added e_n to E in q_lo/q_hi; n_lo <= n already gives (q - q_lo) n >= E, so it is left out (narrower
+# intervals, same guarantee). A level that falls outside (0, 1), or n_lo <= 0, takes the bound itself (lo or hi):
+# clipping it into (0, 1) would break the argument above.
+
+INTERVAL_CONFIDENCE = 0.95
+INTERVAL_COUNT = "interval n"  # the role of the interval's noisy count in the plan
+INTERVAL_PART_CONFIDENCE = 1 - (1 - INTERVAL_CONFIDENCE) / 3  # the count, the low draw, the high draw
+
+
+def interval_scale_factor(neighbours: str, has_cells: bool) -> int:
+    """c in the interval draws' scale 2 c / eps0 (rows): the rank-distance utility's sensitivity over b."""
+    return 2 if neighbours == "replace" and has_cells else 1
+
+
+def interval_utilities(lt: list[int], through: list[int], n: int, q: Fraction) -> list[int]:
+    """v(c) = -max(0, a n - b through(c), b lt(c) - a n), Python ints (any a/b)."""
+    a, b = level_weights(q)
+    return [-max(0, a * n - b * t, b * x - a * n) for x, t in zip(lt, through, strict=True)]
+
+
+def interval_levels(q: Fraction, noisy_n: int, n_halfwidth: int, bound: int) -> tuple[Fraction | None, Fraction | None]:
+    """(q_lo, q_hi) from the noisy count (post-processing), None where the level leaves (0, 1) or n_lo <= 0: that
+    end of the interval is the column's bound."""
+    n_lo = noisy_n - n_halfwidth
+    if n_lo <= 0:
+        return None, None
+    low, high = q - Fraction(bound, n_lo), q + Fraction(bound, n_lo)
+    return (low if low > 0 else None), (high if high < 1 else None)
+
+
+def intervals(counts: np.ndarray, levels: tuple[Fraction, ...], values: np.ndarray, noisy_n: np.ndarray,
+              n_halfwidth: int, scale: Fraction, bound: int, spacing: int, candidates: int, top: int,
+              source: RandomSource | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(ci_low, ci_high) as grid offsets from the lowest candidate, per cell and level (cells x levels), around the
+    released ``values`` (candidate indices, cells x levels): each end one exact draw at q_lo or q_hi (above),
+    widened to include the value (post-processing). ``top``: the upper bound's offset from the lowest candidate."""
+    import numpy as np
+
+    from dpcli.samplers import exponential_choice
+
+    lt, _, _ = rank_counts(counts, spacing, candidates)
+    n = np.asarray(counts, dtype=np.int64).sum(axis=1)
+    low = np.zeros(values.shape, dtype=np.int64)
+    high = np.full(values.shape, top, dtype=np.int64)
+    for cell in range(lt.shape[0]):
+        below = [int(x) for x in lt[cell]]
+        through = [*below[1:], int(n[cell])]
+        for j, q in enumerate(levels):
+            ends = interval_levels(q, int(noisy_n[cell]), n_halfwidth, bound)
+            for side, level in enumerate(ends):
+                if level is None:
+                    continue
+                u = interval_utilities(below, through, int(n[cell]), level)
+                t = scale * level.denominator  # the temperature in utility units: weights exp(-(best - u) / t)
+                index = int(exponential_choice(np.asarray(u, dtype=object), t.denominator, t.numerator, 1, source)[0])
+                if side == 0:
+                    low[cell, j] = index * spacing
+                else:
+                    high[cell, j] = min(index * spacing + spacing - 1, top)
+    offsets = np.asarray(values, dtype=np.int64) * spacing
+    return np.minimum(low, offsets), np.maximum(high, offsets)

@@ -322,7 +322,8 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
                     str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
                     r["_budget"],
                     r["_param"],
-                    format_decimal(Fraction(r["error95"]), 6) + (" rank" if r["kind"] in QUANTILE_KINDS else ""),
+                    format_decimal(Fraction(r["error95"]), 6)
+                    + (" rank" if r["kind"] in QUANTILE_KINDS and r["mechanism"] == "exponential" else ""),
                 ]
                 for r in rows
             ],
@@ -334,7 +335,8 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     if any(r["kind"] in QUANTILE_KINDS for r in rows):
         say(
             "a quantile's ±error is a rank bound: with 95% probability the released value's rank error (rows off "
-            "the q split) exceeds the best candidate's by at most that many rows; its table rows have no interval",
+            "the q split) exceeds the best candidate's by at most that many rows; its table rows have no interval "
+            "unless it declares interval: {share: S} (its 'interval' parts: ci_low/ci_high in value units)",
             indent="    ",
         )
     if rows:

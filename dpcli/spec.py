@@ -208,6 +208,7 @@ class Quantile(_StatisticFields):
     bins: ClassVar[None] = None
     levels: tuple[Fraction, ...]
     step: Fraction | None = None  # candidate spacing, a whole number of the column's grid steps (None: its precision)
+    interval_share: Fraction | None = None  # the share of the budget paying for value-unit intervals (None: none)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -683,9 +684,10 @@ def _quantile(path: str, kind: str, f: dict, column: Column, by: tuple[str, ...]
         )
     if candidates < 2:
         raise RuleError(f"{path}.step", "leaves fewer than two candidates within the column's bounds")
+    share = f["interval"]["share"] if "interval" in f else None
     if kind == "median":
-        return Median(column=column.name, by=by, step=step, **common)
-    return Quantile(column=column.name, by=by, levels=tuple(sorted(f["q"])), step=step, **common)
+        return Median(column=column.name, by=by, step=step, interval_share=share, **common)
+    return Quantile(column=column.name, by=by, levels=tuple(sorted(f["q"])), step=step, interval_share=share, **common)
 
 
 def open_dimensions(stat: Statistic, columns: Mapping[str, Column]) -> list[str]:

@@ -739,6 +739,13 @@ RANDOMIZED = Section(
     required=("epsilon",),
     description="the input is a `dpcli randomize` output: the epsilon its column was randomized at",
 )
+# a quantile's value-unit intervals: the share of its budget that pays for them (docs/spec.md, "Quantiles and the
+# median"); at most 0.99 so the levels keep a share (a closed bound keeps the schema and the loader alike)
+INTERVAL = Section(
+    {"share": Number(Fraction(0), Fraction(99, 100), low_open=True, range_name="interval share")},
+    required=("share",),
+    description="95% intervals in value units around each level, paid by this share of the statistic's budget",
+)
 STATISTIC = Union(
     Section(
         {
@@ -761,6 +768,7 @@ STATISTIC = Union(
             "step": Number(positive=True),
             "k": Whole(1, MAX_TOP_K, "top_k: how many keys to rank (the k largest counts, by report-noisy-max)"),
             "randomized": RANDOMIZED,
+            "interval": INTERVAL,
         },
         required=("name", "kind"),
         exclusive=(
@@ -784,10 +792,10 @@ STATISTIC = Union(
         Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
                 {"column": "required for a {tag}"}),
         # the exponential mechanism over a candidate grid: no noise mechanism to choose, no open keys (no delta)
-        Variant("quantile", ("name", "kind", "column", "by", "q", "step", "weight", "epsilon", "rho"),
+        Variant("quantile", ("name", "kind", "column", "by", "q", "step", "interval", "weight", "epsilon", "rho"),
                 {"column": "required for a {tag}", "q": "required for a {tag}: the levels, e.g. [0.25, 0.5, 0.9]"},
                 forbidden=_QUANTILE_FORBIDDEN),
-        Variant("median", ("name", "kind", "column", "by", "step", "weight", "epsilon", "rho"),
+        Variant("median", ("name", "kind", "column", "by", "step", "interval", "weight", "epsilon", "rho"),
                 {"column": "required for a {tag}"},
                 forbidden={**_QUANTILE_FORBIDDEN, "q": "a median is the quantile q = 0.5 (use kind: quantile)"}),
         # top_k / mode: report-noisy-max over a category or bool column's keys (docs/spec.md, "Top-k and mode")

@@ -216,3 +216,101 @@ def test_release_writes_levels_without_intervals_and_reuse_gives_the_same_bytes(
     meta = json.loads((tmp_path / "a.json.meta.json").read_text())
     noise = meta["statistics"][0]["noise"]
     assert [n["part"] for n in noise] == ["q=0.1", "q=0.9"] and all("rank_error95" in n for n in noise)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Value-unit intervals (interval: {share: S}); their coverage: tests/statistical/test_quantile_interval.py
+
+
+@pytest.mark.parametrize(
+    ("stat", "message"),
+    [
+        ("{name: q, kind: median, column: x, interval: {share: 0}}",
+         "statistics[0].interval.share: interval share must be in (0, 0.99], got 0"),
+        ("{name: q, kind: median, column: x, interval: {share: 1}}",
+         "statistics[0].interval.share: interval share must be in (0, 0.99], got 1"),
+        ("{name: q, kind: median, column: x, interval: {}}", None),
+        ("{name: n, kind: count, interval: {share: 0.2}}", None),
+    ],
+)
+def test_interval_loader_rules(stat: str, message: str | None) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec_text(f"  - {stat}\n"))
+    if message is not None:
+        assert str(err.value) == message
+    else:
+        assert "interval" in str(err.value)
+
+
+def test_interval_plan_splits_the_share_over_a_count_and_two_draws_per_level() -> None:
+    plan = make_plan(parse_spec(spec_text(
+        "  - {name: q, kind: quantile, column: x, q: [0.5, 0.9], interval: {share: 1/4}}\n"
+    )))
+    sp = plan.statistics[0]
+    roles = [c.role for c in sp.components]
+    assert roles == ["q=0.5", "q=0.9", "interval n", "q=0.5 low", "q=0.5 high", "q=0.9 low", "q=0.9 high"]
+    levels, count, draws = sp.components[:2], sp.components[2], sp.components[3:]
+    assert all(c.epsilon == Fraction(3, 8) for c in levels)  # (1 - 1/4) of 1 over two levels
+    assert count.epsilon == Fraction(1, 20) and count.mechanism == "discrete_laplace" and count.sensitivity == 1
+    assert all(c.epsilon == Fraction(1, 20) and c.scale == 40 and c.unit == 1 for c in draws)  # t = 2/eps0 rows
+    assert sum(c.epsilon for c in sp.components) == 1 == sp.epsilon
+    by_replace = make_plan(parse_spec(spec_text(
+        "  - {name: q, kind: median, column: x, by: [c], interval: {share: 0.5}}\n", neighbours="replace"
+    ))).statistics[0]
+    assert by_replace.components[1].sensitivity == 2 and by_replace.components[2].scale == 4 / Fraction(1, 6)
+
+
+def test_interval_zcdp_parts_take_even_shares_of_rho() -> None:
+    plan = make_plan(parse_spec(spec_text(
+        "  - {name: q, kind: median, column: x, interval: {share: 0.5}}\n", budget="rho: 0.5",
+    )))
+    sp = plan.statistics[0]
+    level, count, low, high = sp.components
+    assert level.rho == Fraction(1, 4) and count.rho == low.rho == high.rho == Fraction(1, 12)
+    assert count.epsilon**2 / 2 <= Fraction(1, 12) and low.epsilon**2 / 8 <= Fraction(1, 12)
+    assert sp.rho == Fraction(1, 2) and sp.reported_epsilon == sum(c.epsilon for c in sp.components)
+
+
+def test_interval_exact_path_is_the_value(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    csv.write_text("x,c\n" + "".join(f"{i % 17},a\n" for i in range(100)))
+    rows = released(spec_text("  - {name: q, kind: quantile, column: x, q: [0.25, 0.5], interval: {share: 0.2}}\n"),
+                    csv)
+    assert [(r["value"], r["ci_low"], r["ci_high"]) for r in rows] == [(r["value"],) * 3 for r in rows]
+    values = [Fraction(i % 17) for i in range(100)]
+    expected = [reference(values, [Fraction(c) for c in range(21)], Fraction(q)) for q in ("1/4", "1/2")]
+    assert [Fraction(r["value"]) for r in rows] == expected
+
+
+def test_interval_bounds_when_the_count_is_too_small(tmp_path: Path) -> None:
+    from dpcli import quantiles
+
+    # n^ - e_n <= 0: both ends are the bounds; a level past 1: the high end is the bound
+    assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10) == (None, None)
+    assert quantiles.interval_levels(Fraction(9, 10), 100, 0, 20) == (Fraction(7, 10), None)
+    import numpy as np
+
+    counts = np.array([[5, 5, 5, 5]])
+    low, high = quantiles.intervals(counts, (Fraction(1, 2),), np.array([[1]]), np.array([2]), 5, Fraction(10), 3,
+                                    1, 4, 3)
+    assert (low.tolist(), high.tolist()) == ([[0]], [[3]])
+
+
+def test_release_writes_interval_numbers_and_audit_says_the_draws_are_not_audited(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    csv.write_text("x,c\n" + "".join(f"{i % 21},{'ab'[i % 2]}\n" for i in range(3000)))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text(
+        "  - {name: m, kind: median, column: x, by: [c], interval: {share: 0.5}}\n", budget="epsilon: 4"
+    ).replace("dataset: d\n", "dataset: d\ninput: d.csv\n"))
+    ledger = tmp_path / "ledger.jsonl"
+    assert run_dpcli("budget", "set", "d", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    out = run_dpcli("release", spec, "--ledger", ledger, "-o", tmp_path / "a.json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads((tmp_path / "a.json").read_text())
+    for r in rows:
+        assert 0 <= r["ci_low"] <= r["value"] <= r["ci_high"] <= 20
+    audit = run_dpcli("audit", spec, "--trials", "1000", "--json")
+    assert audit.returncode == 0, audit.stderr
+    report = json.loads(audit.stdout)
+    assert any(n.startswith("NOT AUDITED: the interval draws of m ") for n in report["notes"])

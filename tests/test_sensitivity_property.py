@@ -198,6 +198,8 @@ def statistic(
         parts += ["kind: quantile", f"column: {column.name}", f"q: [{', '.join(levels)}]"]
         if draw(st.booleans()):  # candidates every few grid steps (values between two candidates too)
             parts.append(f"step: {dec(draw(st.integers(2, 5)) * column.step)}")
+        if draw(st.booleans()):  # value-unit intervals: a count and two draws per level (the rank distance)
+            parts.append("interval: {share: 0.5}")
     else:
         column = draw(st.sampled_from(numerics))
         parts += [f"kind: {kind.split('_')[0]}", f"column: {column.name}"]
@@ -714,9 +716,52 @@ def _exact(plan: Plan, path: Path) -> list | BaseException:
         return exc
 
 
-def _entries(sp: StatisticPlan, exact: ExactStatistic, role: str) -> dict[object, int]:
+def _cell_bins(plan: Plan, sp: StatisticPlan, exact: ExactStatistic) -> list[list[int]]:
+    """A quantile's engine bins, one list per declared cell."""
+    from dpcli.spec import quantile_bins
+
+    width = quantile_bins(sp.statistic, plan.spec.columns[sp.statistic.column])  # type: ignore[arg-type,index]
+    counts = exact.counts.tolist()
+    return [counts[i:i + width] for i in range(0, len(counts), width)]
+
+
+def _interval_change(
+    plan: Plan, sp: StatisticPlan, ea: ExactStatistic, eb: ExactStatistic, comp: NoiseComponent
+) -> tuple[str | None, float]:
+    """How far one neighbour moves an interval draw's rank-distance utility, written out plainly on the rows rounded
+    down to the candidates, -max(0, a n - b through(c), b lt(c) - a n), at levels the noisy count could give (the
+    draw's level is data-dependent: any a/b): summed over the cells, over b; the plan claims ``comp.sensitivity``."""
+    from dpcli.spec import candidate_grid
+
+    stat = sp.statistic
+    _, spacing, _ = candidate_grid(plan.spec.columns[stat.column], stat.step)  # type: ignore[index,union-attr]
+
+    def utility(bins: list[int], q: Fraction) -> list[int]:
+        a, b = q.numerator, q.denominator
+        per = bins if spacing == 1 else [x + y for x, y in zip(bins[0::2], bins[1::2], strict=True)]
+        n, out, below = sum(per), [], 0
+        for e in per:
+            out.append(-max(0, a * n - b * (below + e), b * below - a * n))
+            below += e
+        return out
+
+    worst = 0.0
+    for q in (Fraction(1, 2), Fraction(1, 97), Fraction(95, 97), Fraction(1000, 1001)):
+        moved = 0
+        for ba, bb in zip(_cell_bins(plan, sp, ea), _cell_bins(plan, sp, eb), strict=True):
+            moved += max(abs(x - y) for x, y in zip(utility(ba, q), utility(bb, q), strict=True))
+        worst = max(worst, moved / q.denominator)
+    if worst > comp.sensitivity:
+        return f"{stat.name} {comp.role}: the rank distance moved by {worst}·b vs {comp.sensitivity}·b", worst
+    return None, worst
+
+
+def _entries(sp: StatisticPlan, exact: ExactStatistic, role: str, plan: Plan | None = None) -> dict[object, int]:
     """One component's exact values by entry: the declared cells by index, an open-key statistic's observed entries
-    by their key (an entry absent from one file counts 0 there)."""
+    by their key (an entry absent from one file counts 0 there). A quantile's interval count: its bins per cell."""
+    if role == "interval n":
+        assert plan is not None
+        return dict(enumerate(sum(bins) for bins in _cell_bins(plan, sp, exact)))
     values = exact.part(role)
     assert values is not None, (sp.statistic.name, role)
     if sp.selection is None:
@@ -754,12 +799,17 @@ def check_sensitivity(case: Case) -> None:
             if comp.mechanism == "exponential" and comp.role == "choice":  # a top_k's utility: its keys' counts
                 ratio = max(ratio, _utility_problems(plan, sp, comp, ea, eb, case, problems))
                 continue
+            if comp.mechanism == "exponential" and comp.role.endswith((" low", " high")):  # an interval's draw
+                problem, moved = _interval_change(plan, sp, ea, eb, comp)
+                ratio = max(ratio, moved)
+                problems.extend([problem] if problem else [])
+                continue
             if comp.mechanism == "exponential":  # a quantile level's utility
                 problem, moved = _utility_change(plan, sp, ea, eb, comp)
                 ratio = max(ratio, moved / comp.sensitivity)
                 problems.extend([problem] if problem else [])
                 continue
-            va, vb = _entries(sp, ea, comp.role), _entries(sp, eb, comp.role)
+            va, vb = _entries(sp, ea, comp.role, plan), _entries(sp, eb, comp.role, plan)
             diff = [va.get(k, 0) - vb.get(k, 0) for k in va.keys() | vb.keys()]
             l1, l2 = sum(abs(d) for d in diff), sum(d * d for d in diff)
             gaussian = comp.mechanism == "discrete_gaussian"
@@ -936,11 +986,21 @@ QUANTILE_CROSSES = Case(
     "line 2 replaced",
 )
 
+# an interval's count and draws (interval: {share: S}): a row moving between two cells of by: under replace
+
+QUANTILE_INTERVAL_MOVES_CELL = Case(
+    _spec(_XC, "  - {name: q, kind: median, column: x, by: [c], interval: {share: 0.5}}\n",
+          "neighbours: replace, epsilon: 1"),
+    b"x,c\n0,a\n1,b\n2,b\n",
+    b"x,c\n0,a\n1,a\n2,b\n",
+    "line 2 replaced",
+)
 
 @settings(max_examples=_examples(100), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=cases(EVERYTHING, forms=("epsilon", "rho"), kinds=QUANTILE_KINDS))
 @example(case=QUANTILE_MOVES_CELL)
 @example(case=QUANTILE_CROSSES)
+@example(case=QUANTILE_INTERVAL_MOVES_CELL)
 def test_one_record_moves_quantile_utilities_by_at_most_their_sensitivity(case: Case) -> None:
     check_sensitivity(case)
 

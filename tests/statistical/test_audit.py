@@ -687,3 +687,30 @@ def test_halved_quantile_scales_are_flagged():
     # and shown by the noise: a candidate far from the quantile is drawn more often under one dataset than e^ε allows
     assert stats_["median_hours"].epsilon_lower_bound > stats_["median_hours"].claimed_epsilon
     assert not report.ok
+
+
+# a quantile's value-unit interval (interval: {share: S}): its count is audited like a count; its draws (at levels
+# computed from the noisy count) are not, and the report says so, leaving their epsilon out of every claim
+
+INTERVAL_STATISTICS = """\
+statistics:
+  - {name: median_hours, kind: median, column: hours, by: [sex], interval: {share: 0.5}, epsilon: 1}
+"""
+
+
+def test_quantile_interval_count_is_audited_and_its_draws_are_said_not_to_be():
+    plan = make_plan(parse_spec(spec_text("add_remove", "epsilon: 1", INTERVAL_STATISTICS)))
+    report = run(plan)
+    assert_within(report)
+    stats_ = by_name(report)
+    count = stats_["median_hours/interval n"]
+    assert count.mechanism == "discrete_laplace" and count.pair_loss == count.claimed_loss == Fraction(1, 6)
+    assert "median_hours/q=0.5 low" not in stats_ and "median_hours/q=0.5 high" not in stats_
+    assert stats_["median_hours"].claimed_epsilon == Fraction(2, 3)  # the level's 1/2 and the count's 1/6
+    assert any(n.startswith("NOT AUDITED: the interval draws of median_hours") for n in report.notes)
+    # half the count's noise: flagged
+    sp = plan.statistics[0]
+    comps = tuple(dataclasses.replace(c, scale=c.scale / 2) if c.role == "interval n" else c for c in sp.components)
+    broken = run(dataclasses.replace(plan, statistics=(dataclasses.replace(sp, components=comps),)))
+    s = by_name(broken)["median_hours/interval n"]
+    assert s.pair_loss == 2 * s.claimed_loss and not s.within_claim and not broken.ok
