@@ -744,12 +744,14 @@ def _interval_components(
         f"candidates, changes by at most {'2' if factor == 2 else ''}b per neighbour; {grid}; weights "
         f"exp(-(best - v(c))/(b·t)), t = 2×{factor}/ε rows; levels q ∓ (rank bound)/(n^ - e_n) from the noisy count"
     )
-    for q in stat.levels:
-        for side in ("low", "high"):
-            out.append(NoiseComponent(
-                f"q={format_exact(q)} {side}", factor, why, eps0, scale, Fraction(1), mechanism="exponential",
-                rho=part if zcdp else Fraction(0), candidates=candidates,
-            ))
+    out.extend(
+        NoiseComponent(
+            f"q={format_exact(q)} {side}", factor, why, eps0, scale, Fraction(1), mechanism="exponential",
+            rho=part if zcdp else Fraction(0), candidates=candidates,
+        )
+        for q in stat.levels
+        for side in ("low", "high")
+    )
     return out
 
 

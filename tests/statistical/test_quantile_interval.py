@@ -63,7 +63,9 @@ def covered(rows: list[int], q: float, low: np.ndarray, high: np.ndarray) -> np.
     return (low <= ok.max()) & (high >= ok.min())
 
 
-def releases(tmp_path: Path, rows: list[int], step: str, epsilon: int, widen: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def releases(
+    tmp_path: Path, rows: list[int], step: str, epsilon: int, widen: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """(ci_low, ci_high) in grid units, RUNS x levels: RUNS releases of the plan on the engine's bins of ``rows``."""
     (tmp_path / "d.csv").write_text("x\n" + "".join(f"{x}\n" for x in rows))
     plan = make_plan(parse_spec(SPEC.format(levels=LEVELS, step=step, epsilon=epsilon)))
