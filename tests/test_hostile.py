@@ -699,6 +699,7 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
     assert list(mean.ci_low) == ["0", "0"] and list(mean.ci_high) == ["1000", "1000"]
 
 
+@pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
 def test_ten_million_distinct_values_in_an_unused_column_do_not_blow_up_memory(tmp_path: Path) -> None:
     """19. 10^7 rows, every one with a distinct value in a column the spec does not use (a 179 MB file), against
     the same file with one repeated value: peak RSS is the same (nothing is kept per distinct value) and stays

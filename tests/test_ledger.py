@@ -56,6 +56,7 @@ def release_args(work: Path, out: str, *extra: str) -> list[str]:
 # -- concurrency ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
 def test_twenty_concurrent_releases_never_overspend(work: Path) -> None:
     led = str(work / "ledger.jsonl")
     assert dpcli("budget", "set", "toy", "--epsilon", "1.25", "--ledger", led).returncode == 0
@@ -505,6 +506,7 @@ WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.ledger import J
     "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Fraction(1, 1000), {})\n"
 
 
+@pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
 def test_readers_never_see_a_half_moved_head(tmp_path: Path) -> None:
     """A writer process and two reader processes: every read is a consistent chain (no false rollback from a head
     file moved between reading the records and reading the head, no torn line)."""

@@ -146,6 +146,7 @@ ROUND_SPENDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
 def test_two_processes_spending_through_two_hard_links_never_both_pass_a_cap_for_one(work: Path) -> None:
     """40 ledgers, each with room for one spend and a second name (a hard link); in each round one process spends
     through each name at the same moment. With the lock named after the path both passed the cap in some round."""

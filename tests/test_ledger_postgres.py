@@ -128,6 +128,7 @@ def budget_json(url: str, env: dict | None = None) -> dict[str, dict]:
 # -- 1. concurrency: the cap holds across 20 simultaneous releases -----------------------------------------------
 
 
+@pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
 def test_twenty_concurrent_releases_spend_exactly_the_cap(pg_url: str, work: Path) -> None:
     """20 releases at once against room for 5. The writers' lock is held by the test until all 20 have passed the
     read-only pre-check and wait inside ``spend``: the 15 refusals must come from the binding check under the lock."""

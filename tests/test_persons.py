@@ -252,7 +252,7 @@ def run(tmp_path: Path, text: str, unit: str, clamp: str, name: str = "in.csv") 
     return aggregate(plan, path, secret=SECRET)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=rows_strategy,
     k=st.integers(1, 4),
