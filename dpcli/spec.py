@@ -970,6 +970,14 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
                 "privacy.unit.id", f"'{privacy.person.id[:60]}' is not among the input's fields: name it in csv.header"
             ))
             return None
+    if csv and any(s.kind == "frequency" for s in stats):
+        # a randomize output is comma-separated UTF-8 with a header line: another dialect would read every cell as
+        # missing and estimate every frequency from zero counts, without a word
+        out.attempt(_raise, RuleError(
+            "csv", "a frequency statistic reads a `dpcli randomize` output (comma-separated UTF-8 with a header line): "
+            "leave csv: out"
+        ))
+        return None
     base = base_dir if base_dir is not None else Path(".")
 
     def path_field(key: str) -> Path | None:

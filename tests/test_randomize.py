@@ -254,6 +254,8 @@ def test_frequency_refuses_an_input_the_ledger_did_not_record(tmp_path: Path, ta
          "not allowed for a frequency"),
         (("randomized: {epsilon: 1}}\n  - {name: smokers", "}\n  - {name: smokers"), "statistics[0].randomized",
          "required for a frequency"),
+        # a randomize output is comma-separated with a header: another dialect would estimate from zero counts
+        (("columns:\n", "csv: {delimiter: ';'}\ncolumns:\n"), "csv", "leave csv: out"),
     ],
 )
 def test_frequency_spec_rules(change: tuple[str, str], path: str, message: str) -> None:
