@@ -112,7 +112,8 @@ def _github_job(work: Path, ledger: Path, run_id: str, summary: Path) -> list[su
             assert _is_install(step["run"]), step["run"]
             installs += 1
             continue
-        result = _bash(expand(step["run"]), work, {**env, **{k: expand(str(v)) for k, v in step.get("env", {}).items()}})
+        step_env = {k: expand(str(v)) for k, v in step.get("env", {}).items()}
+        result = _bash(expand(step["run"]), work, {**env, **step_env})
         assert result.returncode == 0, (step.get("name"), result.stderr)
         done.append(result)
     assert installs == 1
