@@ -111,7 +111,7 @@ TOP_ALLOWED = (
 )
 STAT_ALLOWED = (
     "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, q, step, k, "
-    "randomized, interval)"
+    "randomized, interval, target, expected_rows)"
 )
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
 COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, max_length)"
