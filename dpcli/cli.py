@@ -396,7 +396,8 @@ def plan(
         help="A statistic's largest acceptable ±error at 95% (repeatable; over its target:): find the smallest ε.",
     ),
     ledger: str | None = typer.Option(
-        None, "--ledger", metavar="PATH|URL", help="Show what the release would leave of the dataset's cap (reads only)."
+        None, "--ledger", metavar="PATH|URL",
+        help="Show what the release would leave of the dataset's cap (reads only).",
     ),
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""

@@ -20,7 +20,7 @@ from fractions import Fraction
 from dpcli.accounting import epsilon_delta_to_rho
 from dpcli.errors import BudgetRefused, SpecError, UsageError
 from dpcli.plan import Plan, StatisticPlan, make_plan
-from dpcli.spec import Mean, Spec, Target
+from dpcli.spec import Mean, Target
 from dpcli.spec_fields import MAX_RELEASE_EPSILON
 
 # plan --target rounds the smallest epsilon up to this grid (and searches at most MAX_RELEASE_EPSILON)

@@ -340,7 +340,8 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     if any(r["kind"] in QUANTILE_KINDS for r in rows):
         say(
             f"a quantile's ±error is a rank bound: with {percent(plan.confidence)} probability the released value's "
-            "rank error (rows off the q split) exceeds the best candidate's by at most that many rows; its table rows have no interval "
+            "rank error (rows off the q split) exceeds the best candidate's by at most that many rows; its table rows "
+            "have no interval "
             "unless it declares interval: {share: S} (its 'interval' parts: ci_low/ci_high in value units)",
             indent="    ",
         )
@@ -364,7 +365,8 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
             say(line, indent="    ")
     if any(r["kind"] in ("top_k", "mode") for r in rows):
         say(f"a top_k's or mode's ±error is a count gap: with {percent(plan.confidence)} probability each chosen key's "
-            "count is within it of the largest count among the keys not chosen before it (noise: the exponential mechanism's temperature)")
+            "count is within it of the largest count among the keys not chosen before it (noise: the exponential "
+            "mechanism's temperature)")
     if any(r["kind"] in ("variance", "std") for r in rows):
         say(
             "a variance's error is about (squares error + 2 |mean - centre| × sum error + variance × count error) / n "
@@ -466,7 +468,9 @@ def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None
               [[r["statistic"], *(num(x) for x in r["error"])] for r in w["errors"]], stream)
     if "target" in planning:
         t = planning["target"]
-        wanted = ", ".join(f"{n} ±{v['error']} at {percent(Fraction(v['confidence']))}" for n, v in t["targets"].items())
+        wanted = ", ".join(
+            f"{n} ±{v['error']} at {percent(Fraction(v['confidence']))}" for n, v in t["targets"].items()
+        )
         if t["epsilon"] is None:
             say(f"targets ({wanted}): not met at any {unit} up to {format_exact(MAX_RELEASE_EPSILON)}")
         else:

@@ -127,7 +127,7 @@ def test_plan_at_a_zcdp_spec_takes_epsilon_at_its_delta():
 
 def test_a_zcdp_spec_with_rho_only_cannot_compare_epsilons():
     plan = plan_of(privacy="rho: 0.5", mean=", mechanism: gaussian")
-    with pytest.raises(UsageError, match="add privacy.delta"):
+    with pytest.raises(UsageError, match=r"add privacy\.delta"):
         plan_at(plan, Fraction(1))
 
 
