@@ -32,6 +32,8 @@ def plan_at(plan: Plan, epsilon: Fraction) -> Plan:
     """The plan of the same spec at total budget ``epsilon`` (see the module's docstring)."""
     spec = plan.spec
     privacy = spec.privacy
+    if plan.frequency_only:
+        raise UsageError("a release of frequency estimates spends nothing: there is no ε to compare")
     if privacy.accounting == "pure":
         factor = epsilon / plan.epsilon
         unit = "epsilon"

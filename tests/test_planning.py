@@ -245,3 +245,19 @@ def test_plan_target_prints_the_smallest_epsilon(tmp_path):
     assert doc["target"]["epsilon"] == format_exact(find_epsilon(plan, targets_of(plan, {})).epsilon)
     text = run_in_process("plan", tmp_path / "s.yaml").stdout.decode()
     assert f"smallest total ε={doc['target']['epsilon']} (rounded up to a multiple of 0.001)" in text
+
+
+def test_a_frequency_only_release_has_no_epsilon_to_compare():
+    from dpcli.spec import load_spec
+
+    plan = make_plan(load_spec(Path(__file__).resolve().parent.parent / "configs" / "frequency.yaml"))
+    with pytest.raises(UsageError, match="spends nothing"):
+        plan_at(plan, Fraction(1))
+
+
+def test_the_sidecar_states_the_confidence_as_exact_text(make_work):
+    spec = spec_text(top="confidence: 0.9").replace("dataset: toy", "dataset: toy\ninput: data.csv")
+    work = make_work(spec, "age,sex\n30,Female\n41,Male\n", cap="1")
+    r = run_in_process("release", work / "spec.yaml", "--ledger", work / "L.jsonl", "-o", work / "out.csv")
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads((work / "out.csv.meta.json").read_text())["confidence"] == "0.9"
