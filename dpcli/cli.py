@@ -33,7 +33,7 @@ from dpcli.errors import (
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
 from dpcli.locations import is_ledger_url
-from dpcli.spec_fields import ENGINES, INPUT_FORMATS
+from dpcli.spec_fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
 
 def _example(command: str) -> str:
@@ -387,6 +387,18 @@ def schema() -> None:
 def plan(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    epsilons: str | None = typer.Option(
+        None, "--epsilon", metavar="E1,E2,...",
+        help="Compare expected errors at these total ε (the spec's split scaled; zCDP: ε at the spec's δ).",
+    ),
+    targets: list[str] = typer.Option(
+        [], "--target", metavar="NAME=ERROR",
+        help="A statistic's largest acceptable ±error at 95% (repeatable; over its target:): find the smallest ε.",
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", metavar="PATH|URL",
+        help="Show what the release would leave of the dataset's cap (reads only).",
+    ),
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.plan import check_cost, make_plan
@@ -402,10 +414,37 @@ def plan(
         return
     the_plan = make_plan(load_spec(spec))
     check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
+    planning = _planning(the_plan, epsilons, targets, ledger)
     if as_json:
-        sys.stdout.write(render.plan_json(the_plan))
+        sys.stdout.write(render.plan_json(the_plan, planning))
     else:
         render.print_plan(the_plan, sys.stdout)
+        render.print_planning(the_plan, planning, sys.stdout)
+
+
+def _planning(the_plan: Any, epsilons: str | None, targets: list[str], ledger: str | None) -> dict[str, Any]:
+    """plan's what-if answers (dpcli.planning): --epsilon, targets (the spec's or --target), --ledger."""
+    out: dict[str, Any] = {}
+    if epsilons is not None:
+        values = [_exact("--epsilon", e.strip()) for e in epsilons.split(",")]
+        if not values or any(not 0 < e <= MAX_RELEASE_EPSILON for e in values) or len(values) > 12:
+            raise UsageError(f"--epsilon: give 1 to 12 numbers in (0, {MAX_RELEASE_EPSILON}], comma-separated")
+        out["what_if"] = render.what_if(the_plan, values)
+    extra: dict[str, Fraction] = {}
+    for t in targets:
+        name, eq, error = t.partition("=")
+        if not eq or not name:
+            raise UsageError(f"--target: '{t[:60]}' is not NAME=ERROR")
+        extra[name] = _exact("--target", error.strip())
+        if extra[name] <= 0:
+            raise UsageError("--target: the error must be positive")
+    if extra or any(sp.statistic.target is not None for sp in the_plan.statistics):
+        out["target"] = render.target_answer(the_plan, extra)
+    if ledger is not None:
+        from dpcli.ledger import resolve_ledger
+
+        out["ledger"] = render.ledger_answer(the_plan, resolve_ledger(ledger, None))
+    return out
 
 
 @app.command("audit", cls=DpcliCommand, epilog=_example("dpcli audit configs/example.yaml --trials 20000"))

@@ -648,7 +648,7 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
         if isinstance(stat, Quantile):
             value, low, high = quantile_columns(spec.columns[stat.column], stat, nz)
         else:
-            value, low, high = number_columns(sp, nz.counts, nz.sums, bounds, nz.squares)
+            value, low, high = number_columns(sp, nz.counts, nz.sums, bounds, nz.squares, float(plan.confidence))
         rho = sp.rho if plan.rho else None
         blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
     return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
@@ -694,7 +694,7 @@ BOUNDED_KINDS = ("mean", *SQUARED_KINDS)
 
 def number_columns(
     sp: StatisticPlan, noisy_counts: np.ndarray | None, noisy_sums: np.ndarray | None, bounds: tuple[int, int] | None,
-    noisy_squares: np.ndarray | None = None,
+    noisy_squares: np.ndarray | None = None, confidence: float = CONFIDENCE,
 ) -> tuple[LazyColumn, LazyColumn, LazyColumn]:
     """The released numbers of one statistic (dpcli.postprocess) as the table's value, ci_low and ci_high columns:
     int64 arrays on their decimal grid where they fit (always for counts), else the exact Fractions' text (the same
@@ -706,14 +706,14 @@ def number_columns(
         return Texts(value_texts), Texts(low_texts), Texts(high_texts)
     if kind in ("count", "histogram"):
         assert noisy_counts is not None
-        k = sp.component("count").halfwidth(CONFIDENCE)
+        k = sp.component("count").halfwidth(confidence)
         values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
         return Ints(values), Ints(values, -k), Ints(values, k)
     assert noisy_sums is not None
     if kind in SQUARED_KINDS:
         assert noisy_counts is not None and noisy_squares is not None and bounds is not None
         *released, unit = variance.variance_grids(
-            sp, np.asarray(noisy_counts), np.asarray(noisy_sums), np.asarray(noisy_squares), bounds
+            sp, np.asarray(noisy_counts), np.asarray(noisy_sums), np.asarray(noisy_squares), bounds, confidence
         )
         step = postprocess.decimal_step(unit)
         largest = max((abs(g) for column in released for g in column), default=0)
@@ -722,18 +722,18 @@ def number_columns(
             return Ints(value, 0, *step), Ints(low, 0, *step), Ints(high, 0, *step)
         r = postprocess.Released(*([g * unit for g in column] for column in released))
     elif kind == "sum":
-        grid = postprocess.sum_grid(sp, noisy_sums)
+        grid = postprocess.sum_grid(sp, noisy_sums, confidence)
         if grid is not None:
             values, k, mult, digits = grid
             return Ints(values, 0, mult, digits), Ints(values, -k, mult, digits), Ints(values, k, mult, digits)
-        r = postprocess.sums(sp, noisy_sums)
+        r = postprocess.sums(sp, noisy_sums, confidence)
     else:
         assert noisy_counts is not None and bounds is not None
-        grids = postprocess.mean_grids(sp, noisy_sums, noisy_counts, bounds)
+        grids = postprocess.mean_grids(sp, noisy_sums, noisy_counts, bounds, confidence)
         if grids is not None:
             value, low, high, mult, digits = grids
             return Ints(value, 0, mult, digits), Ints(low, 0, mult, digits), Ints(high, 0, mult, digits)
-        r = postprocess.means(sp, noisy_sums, noisy_counts, bounds)
+        r = postprocess.means(sp, noisy_sums, noisy_counts, bounds, confidence)
     return Texts(decimal_text(r.value)), Texts(decimal_text(r.ci_low)), Texts(decimal_text(r.ci_high))
 
 
@@ -972,7 +972,7 @@ def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
         "epsilon": format_exact(plan.epsilon),
         "rho": format_exact(plan.rho),
         "delta": None if plan.delta is None else format_exact(plan.delta),
-        "confidence": CONFIDENCE,
+        "confidence": format_exact(plan.confidence),
         **_person_meta(plan),
         "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
         "statistics": [_statistic_meta(sp) for sp in plan.statistics],

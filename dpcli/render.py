@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from dpcli.accounting import format_decimal, format_exact
 from dpcli.ledger import BudgetStatus, Record
 from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
+from dpcli.spec_fields import MAX_RELEASE_EPSILON
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -116,7 +117,7 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
     for sp in plan.statistics:
         for c in sp.components:
             unit = "" if c.unit == 1 else f" × {format_exact(c.unit)}"
-            half = c.halfwidth(0.95)
+            half = c.halfwidth(float(plan.confidence))
             row: dict[str, Any] = {
                 "statistic": sp.statistic.name,
                 "kind": sp.statistic.kind,
@@ -140,7 +141,9 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
                 if c.mechanism == "exponential" and c.draws:  # top_k: k draws of epsilon each
                     row.update(draws=c.draws, choices=c.choices)
                     budget = f"{c.draws}×{budget}" if c.draws > 1 else budget
-            row.update(error95=format_exact(half * c.unit), _param=f"{c.parameter_text}{unit}", _budget=budget)
+            error95 = half if plan.confidence == Fraction(95, 100) else c.halfwidth(0.95)
+            row.update(error95=format_exact(error95 * c.unit), error=format_exact(half * c.unit),
+                       _param=f"{c.parameter_text}{unit}", _budget=budget)
             if sp.bounding is not None:
                 b = sp.bounding
                 row["bounding"] = {
@@ -276,7 +279,7 @@ def _size(plan: Plan) -> dict[str, int]:
             "max_memory_mb": MAX_RELEASE_MEMORY_MB}
 
 
-def plan_json(plan: Plan) -> str:
+def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
     spec = plan.spec
     at = plan.epsilon_at_delta
     doc: dict[str, Any] = {
@@ -287,6 +290,7 @@ def plan_json(plan: Plan) -> str:
         "rho": format_exact(plan.rho),
         "delta": None if plan.delta is None else format_exact(plan.delta),
         "epsilon_at_delta": None if at is None else format_exact(at),
+        "confidence": format_exact(plan.confidence),
         "size": _size(plan),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
@@ -298,6 +302,7 @@ def plan_json(plan: Plan) -> str:
             "id": person.id, "max_rows": person.max_rows, "max_groups": person.max_groups,
             "max_rows_per_group": person.max_rows_per_group, "missing_id": person.missing_id,
         }
+    doc.update(planning or {})  # dpcli plan --epsilon / --target / --ledger (planning_json)
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -312,7 +317,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     if rows:  # a release of frequency statistics only has no noise to show
         table(
             ["statistic", "part", "cells", "mechanism", "sensitivity", "ε" if plan.rho == 0 else "budget", "noise",
-             "±error 95%"],
+             f"±error {percent(plan.confidence)}"],
             [
                 [
                     r["statistic"],
@@ -322,7 +327,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
                     str(r["sensitivity"]) + ("" if r["sensitivity_unit"] == "1" else f" × {r['sensitivity_unit']}"),
                     r["_budget"],
                     r["_param"],
-                    format_decimal(Fraction(r["error95"]), 6)
+                    format_decimal(Fraction(r["error"]), 6)
                     + (" rank" if r["kind"] in QUANTILE_KINDS and r["mechanism"] == "exponential" else ""),
                 ]
                 for r in rows
@@ -334,8 +339,9 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         say(line, indent="    ")
     if any(r["kind"] in QUANTILE_KINDS for r in rows):
         say(
-            "a quantile's ±error is a rank bound: with 95% probability the released value's rank error (rows off "
-            "the q split) exceeds the best candidate's by at most that many rows; its table rows have no interval "
+            f"a quantile's ±error is a rank bound: with {percent(plan.confidence)} probability the released value's "
+            "rank error (rows off the q split) exceeds the best candidate's by at most that many rows; its table rows "
+            "have no interval "
             "unless it declares interval: {share: S} (its 'interval' parts: ci_low/ci_high in value units)",
             indent="    ",
         )
@@ -355,14 +361,130 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
             say(line, indent="    ")
     if any(r["kind"] == "mean" for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
+        for line in mean_error_text(plan):
+            say(line, indent="    ")
     if any(r["kind"] in ("top_k", "mode") for r in rows):
-        say("a top_k's or mode's ±error is a count gap: with 95% probability each chosen key's count is within it of "
-            "the largest count among the keys not chosen before it (noise: the exponential mechanism's temperature)")
+        say(f"a top_k's or mode's ±error is a count gap: with {percent(plan.confidence)} probability each chosen key's "
+            "count is within it of the largest count among the keys not chosen before it (noise: the exponential "
+            "mechanism's temperature)")
     if any(r["kind"] in ("variance", "std") for r in rows):
         say(
             "a variance's error is about (squares error + 2 |mean - centre| × sum error + variance × count error) / n "
             "for n rows with a value, a std's that / (2 std); their intervals take each part at 98.33% (union bound)"
         )
+
+
+# -- what-if planning (dpcli.planning) ---------------------------------------------------------------------------
+
+
+def percent(confidence: Fraction) -> str:
+    return f"{format_exact(confidence * 100)}%"
+
+
+def mean_error_text(plan: Plan) -> list[str]:
+    """Each mean's error bound in its units, for the expected rows the spec declares (dpcli.planning)."""
+    from dpcli.planning import expected_error, expected_rows
+
+    out = []
+    for sp in plan.statistics:
+        rows = expected_rows(plan, sp) if sp.statistic.kind == "mean" else None
+        if rows is not None:
+            error = expected_error(plan, sp, plan.confidence)
+            bound = "more noise than rows: no bound" if error is None else f"±{format_decimal(error, 6)}"
+            out.append(f"{sp.statistic.name}: {bound} at {percent(plan.confidence)} for {rows} rows with a value "
+                       "per cell (a bound: both parts at their interval's confidence)")
+    return out
+
+
+def _error_cells(plan: Plan) -> list[tuple[str, Any]]:
+    """(label, how to get the error from a plan at another budget): a statistic's one figure where it has one, else
+    each noise component's half-width (a quantile's in rank rows)."""
+    from dpcli.planning import expected_error, expected_rows
+
+    out: list[tuple[str, Any]] = []
+    for i, sp in enumerate(plan.statistics):
+        kind = sp.statistic.kind
+        if kind in ("count", "histogram", "sum") or (kind == "mean" and expected_rows(plan, sp) is not None):
+            out.append((sp.statistic.name, lambda p, i=i: expected_error(p, p.statistics[i], p.confidence)))
+            continue
+        for j, c in enumerate(sp.components):
+            out.append((f"{sp.statistic.name} ({c.role})", lambda p, i=i, j=j: (
+                p.statistics[i].components[j].halfwidth(float(p.confidence)) * p.statistics[i].components[j].unit
+            )))
+    return out
+
+
+def what_if(plan: Plan, epsilons: Sequence[Fraction]) -> dict[str, Any]:
+    """Errors at each total epsilon (plan --epsilon), exact text; None where a mean has too few rows."""
+    from dpcli.planning import plan_at
+
+    plans = [plan_at(plan, e) for e in epsilons]
+    return {
+        "epsilons": [format_exact(e) for e in epsilons],
+        "errors": [
+            {"statistic": label, "error": [None if (x := get(p)) is None else format_exact(x) for p in plans]}
+            for label, get in _error_cells(plan)
+        ],
+    }
+
+
+def target_answer(plan: Plan, extra: dict[str, Fraction]) -> dict[str, Any]:
+    """plan --target / target: the smallest total epsilon on the grid meeting every target, and the errors there."""
+    from dpcli.planning import EPSILON_GRID, find_epsilon, targets_of
+
+    answer = find_epsilon(plan, targets_of(plan, extra))
+    doc: dict[str, Any] = {
+        "grid": format_exact(EPSILON_GRID),
+        "targets": {name: {"error": format_exact(t.error), "confidence": format_exact(t.confidence)}
+                    for name, t in answer.targets.items()},
+        "epsilon": None if answer.epsilon is None else format_exact(answer.epsilon),
+    }
+    if answer.plan is not None:
+        doc["at_epsilon"] = what_if(plan, [answer.epsilon])["errors"]  # type: ignore[list-item]
+    return doc
+
+
+def ledger_answer(plan: Plan, location: Any) -> dict[str, Any]:
+    from dpcli.planning import ledger_outlook
+
+    o = ledger_outlook(plan, location)
+    return {
+        "dataset": o.dataset, "cap": None if o.cap is None else format_exact(o.cap), "spent": format_exact(o.spent),
+        "spent_after": None if o.after is None else format_exact(o.after),
+        "remaining_after": None if o.left is None else format_exact(o.left), "refused": o.refused,
+    }
+
+
+def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None:
+    """The what-if sections under a printed plan."""
+    say = _writer(stream)
+    num = lambda x: "-" if x is None else format_decimal(Fraction(x), 6)  # noqa: E731
+    unit = "ε" if plan.rho == 0 else "ε at δ"
+    if "what_if" in planning:
+        w = planning["what_if"]
+        say(f"expected ±error at {percent(plan.confidence)} by total {unit} (the spec's split scaled; "
+            "-: a mean with more count noise than rows):")
+        table(["statistic", *(f"{unit}={e}" for e in w["epsilons"])],
+              [[r["statistic"], *(num(x) for x in r["error"])] for r in w["errors"]], stream)
+    if "target" in planning:
+        t = planning["target"]
+        wanted = ", ".join(
+            f"{n} ±{v['error']} at {percent(Fraction(v['confidence']))}" for n, v in t["targets"].items()
+        )
+        if t["epsilon"] is None:
+            say(f"targets ({wanted}): not met at any {unit} up to {format_exact(MAX_RELEASE_EPSILON)}")
+        else:
+            say(f"targets ({wanted}): smallest total {unit}={t['epsilon']} (rounded up to a multiple of {t['grid']});"
+                " errors there:")
+            for r in t["at_epsilon"]:
+                say(f"{r['statistic']}: ±{num(r['error'][0])} at {percent(plan.confidence)}", indent="    ")
+    if "ledger" in planning:
+        g = planning["ledger"]
+        if g["refused"] is not None:
+            say(f"ledger: this release would be refused: {g['refused']}")
+        else:
+            say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}, spent ε={num(g['spent'])}; after this release "
+                f"spent ε={num(g['spent_after'])}, left ε={num(g['remaining_after'])} (nothing spent now)")
 
 
 # -- budget and ledger -------------------------------------------------------------------------------------------

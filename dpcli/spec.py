@@ -145,6 +145,14 @@ class GridBins:
 Bins = EdgeBins | GridBins
 
 
+@dataclass(frozen=True)
+class Target:
+    """``target:`` of a statistic: the largest acceptable error in its units, at ``confidence`` (95% for error95)."""
+
+    error: Fraction
+    confidence: Fraction
+
+
 @dataclass(frozen=True, kw_only=True)
 class _StatisticFields:
     """What every statistic has. Its kind, column and bins are each kind's own (see ``Statistic``)."""
@@ -156,6 +164,8 @@ class _StatisticFields:
     rho: Fraction | None = None  # explicit share of a zCDP release, when the spec names one
     mechanism: str = "laplace"
     delta: Fraction | None = None  # an open-key statistic: the delta its partition selection spends, when named
+    target: Target | None = None  # planning: the largest acceptable error (dpcli.planning)
+    expected_rows: int | None = None  # planning, a mean: rows with a value per cell (None: the spec's)
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -337,6 +347,8 @@ class Spec:
     csv: CsvDialect = CsvDialect()
     input_format: str | None = None  # csv, csv.gz, csv.zst, parquet, arrow; None: from the input's extension
     engine: str = "polars"
+    confidence: Fraction = Fraction(95, 100)  # of the plan's errors and the table's intervals
+    expected_rows: int | None = None  # planning: rows with a value per cell, for a mean's error (dpcli.planning)
 
     @property
     def id_column(self) -> str | None:
@@ -607,7 +619,9 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             bins = _bins(f"{path}.bins", f["bins"])
         elif "bins" in f:
             raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
-    common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta") if k in f}
+    common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta", "expected_rows") if k in f}
+    if "target" in f:
+        common["target"] = Target(f["target"]["error95"], Fraction(95, 100))
     stat: Statistic
     if kind == "count":
         stat = Count(by=tuple(by), of=f.get("of", "rows"), **common)
@@ -907,7 +921,8 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
     top = TOP.keys("", doc if doc is not None else {}, out.list)
     fields = {
         key: out.attempt(TOP.fields[key].load, key, top[key])
-        for key in ("version", "dataset", "input", "output", "ledger", "input_format", "engine")
+        for key in ("version", "dataset", "input", "output", "ledger", "input_format", "engine", "confidence",
+                    "expected_rows")
         if key in top
     }
     csv = out.attempt(CSV.load, "csv", top["csv"], out.list) if "csv" in top else {}
@@ -1013,6 +1028,8 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         ),
         input_format=fields.get("input_format"),
         engine=fields.get("engine", "polars"),
+        confidence=fields.get("confidence", Fraction(95, 100)),
+        expected_rows=fields.get("expected_rows"),
     )
 
 

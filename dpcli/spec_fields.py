@@ -746,6 +746,15 @@ INTERVAL = Section(
     required=("share",),
     description="95% intervals in value units around each level, paid by this share of the statistic's budget",
 )
+# planning (dpcli.planning): the largest useful confidence and row count; a target is an error in the statistic's units
+MAX_CONFIDENCE = Fraction(999999, 1000000)
+MAX_EXPECTED_ROWS = 10**15
+TARGET = Section(
+    {"error95": Number(positive=True)},
+    required=("error95",),
+    description="the largest acceptable error in the statistic's units at 95% confidence (whatever the spec's "
+                "confidence): dpcli plan finds the smallest epsilon meeting every target",
+)
 STATISTIC = Union(
     Section(
         {
@@ -769,6 +778,8 @@ STATISTIC = Union(
             "k": Whole(1, MAX_TOP_K, "top_k: how many keys to rank (the k largest counts, by report-noisy-max)"),
             "randomized": RANDOMIZED,
             "interval": INTERVAL,
+            "target": TARGET,
+            "expected_rows": Whole(1, MAX_EXPECTED_ROWS, "rows with a value in one cell, for the plan's mean error"),
         },
         required=("name", "kind"),
         exclusive=(
@@ -778,18 +789,20 @@ STATISTIC = Union(
     ),
     "kind",
     (
-        Variant("count", ("name", "kind", "by", "of", *_BUDGET_FIELDS),
+        Variant("count", ("name", "kind", "by", "of", *_BUDGET_FIELDS, "target"),
                 forbidden={"column": "a count counts rows: use by: to split it",
                            "bins": "not allowed for a count (use a histogram)"}),
         # whether a histogram needs bins depends on its column's type: a cross-field rule
         Variant(
-            "histogram", ("name", "kind", "column", "by", "bins", *_BUDGET_FIELDS), {"column": "required for a {tag}"},
+            "histogram", ("name", "kind", "column", "by", "bins", *_BUDGET_FIELDS, "target"),
+            {"column": "required for a {tag}"},
             overrides={
                 "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
             },
         ),
-        Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
-        Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS),
+        Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS, "target"),
+                {"column": "required for a {tag}"}),
+        Variant("mean", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS, "target", "expected_rows"),
                 {"column": "required for a {tag}"}),
         # the exponential mechanism over a candidate grid: no noise mechanism to choose, no open keys (no delta)
         Variant("quantile", ("name", "kind", "column", "by", "q", "step", "interval", "weight", "epsilon", "rho"),
@@ -947,6 +960,8 @@ TOP = Section(
         "privacy": PRIVACY,
         "columns": ColumnMap(),
         "statistics": StatisticList(),
+        "confidence": Number(Fraction(1, 2), MAX_CONFIDENCE, range_name="confidence"),
+        "expected_rows": Whole(1, MAX_EXPECTED_ROWS, "rows with a value per cell, for the plan's mean errors"),
     },
     required=("version", "dataset", "privacy", "columns", "statistics"),
 )
