@@ -13,15 +13,20 @@ import html
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.ledger.base import BudgetStatus
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # columns with a meaning of their own; every other column of the table is a dimension (a breakdown's label)
 KNOWN_COLUMNS = frozenset(
@@ -207,44 +212,50 @@ def _label(row: Row) -> str:
     return f"{text} · q={row.quantile}" if row.quantile else text
 
 
-def _svg(view: StatisticView, salt: str) -> str:
+_SVG_ID = re.compile(r'(\bid="|href="#|url\(#)')
+
+
+def _svg(view: StatisticView, prefix: str) -> str:
     import matplotlib
+    from matplotlib.figure import Figure  # not pyplot: no backend, no global figure list to leak into a caller's
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # text as paths (no font to fetch); a fixed salt: the hashed ids of clip paths and markers are the same on
+    # every run (reproducible pages). A context: a library caller's own matplotlib settings are left as they were.
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "dpcli", "font.size": 9}):
+        svg = _draw(view, Figure)
+    # every figure numbers its elements from 1 (figure_1, patch_1, glyphs): one prefix per figure keeps the ids of
+    # one page unique, and each figure's references (href="#id", url(#id)) pointing into itself
+    return _SVG_ID.sub(lambda m: f"{m.group(1)}{prefix}-", svg)
 
-    # text as paths (no font to fetch); per-figure salt: ids of clip paths and markers differ between the
-    # figures inlined in one page, and are the same on every run (reproducible pages)
-    matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": salt, "font.size": 9})
+
+def _draw(view: StatisticView, figure: type[Figure]) -> str:
     rows = view.rows[:MAX_PLOT_POINTS]
     labels = [_label(r) for r in rows]
     shown = [r.value if r.value is not None else math.nan for r in rows]
     lows = [r.value - r.ci_low if r.value is not None and r.ci_low is not None else 0.0 for r in rows]
     highs = [r.ci_high - r.value if r.value is not None and r.ci_high is not None else 0.0 for r in rows]
-    fig, ax = plt.subplots(figsize=(7.5, max(1.6, 0.32 * len(rows) + 1.0)))
-    try:
-        y = list(range(len(rows)))[::-1]  # first row on top, as in the table
-        colours = ["#b45309" if r.flag == "flagged" else "#2563eb" for r in rows]
-        if view.kind == "histogram":
-            ax.barh(y, [0 if math.isnan(v) else v for v in shown], color=colours, alpha=0.55, height=0.7)
-        ax.errorbar(shown, y, xerr=[lows, highs], fmt="none", ecolor="#111827", capsize=3, lw=1)
-        if view.kind != "histogram":
-            ax.scatter(shown, y, c=colours, zorder=3, s=18)
-        for yy, r in zip(y, rows, strict=True):
-            if r.flag == "suppressed":
-                ax.annotate("suppressed", (0, yy), xycoords=("axes fraction", "data"), xytext=(4, 0),
-                            textcoords="offset points", va="center", fontsize=8, color="#6b7280", style="italic")
-        ax.set_yticks(y, labels)
-        ax.set_xlabel(f"{view.name} ({view.kind or 'value'}{', ' + view.column if view.column else ''}): "
-                      "value and its interval")
-        ax.grid(axis="x", color="#e5e7eb")
-        ax.margins(y=0.5 / max(1, len(rows)))
-        ax.set_axisbelow(True)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    finally:
-        plt.close(fig)
+    fig = figure(figsize=(7.5, max(1.6, 0.32 * len(rows) + 1.0)))
+    ax = fig.subplots()
+    y = list(range(len(rows)))[::-1]  # first row on top, as in the table
+    colours = ["#b45309" if r.flag == "flagged" else "#2563eb" for r in rows]
+    if view.kind == "histogram":
+        ax.barh(y, [0 if math.isnan(v) else v for v in shown], color=colours, alpha=0.55, height=0.7)
+    ax.errorbar(shown, y, xerr=[lows, highs], fmt="none", ecolor="#111827", capsize=3, lw=1)
+    if view.kind != "histogram":
+        ax.scatter(shown, y, c=colours, zorder=3, s=18)
+    for yy, r in zip(y, rows, strict=True):
+        if r.flag == "suppressed":
+            ax.annotate("suppressed", (0, yy), xycoords=("axes fraction", "data"), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8, color="#6b7280", style="italic")
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(f"{view.name} ({view.kind or 'value'}{', ' + view.column if view.column else ''}): "
+                  "value and its interval")
+    ax.grid(axis="x", color="#e5e7eb")
+    ax.margins(y=0.5 / max(1, len(rows)))
+    ax.set_axisbelow(True)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return text[text.index("<svg"):]  # the XML prolog and doctype do not belong inside HTML
 

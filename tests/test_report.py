@@ -256,3 +256,15 @@ def test_release_report_in_a_missing_directory_is_refused_before_the_spend(tmp_p
 def test_other_commands_do_not_import_matplotlib() -> None:
     code = "import sys, dpcli.cli, dpcli.release; assert 'matplotlib' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_page_is_reproducible_and_leaves_matplotlib_settings_alone(released: Path) -> None:
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    first = report.render_html(report.load(released / "out.csv"))
+    assert report.render_html(report.load(released / "out.csv")) == first  # no date, no random ids
+    assert dict(matplotlib.rcParams) == before
+    # ids of the figures' clip paths and markers do not collide between the figures of one page
+    ids = [part.split('"', 1)[0] for part in first.split(' id="')[1:]]
+    assert len(ids) == len(set(ids))
