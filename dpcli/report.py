@@ -321,11 +321,14 @@ def _guarantee_html(data: ReportData) -> str:
     except (ValueError, ZeroDivisionError):
         conf = 0.95
     pct = f"{conf * 100:g}%"
+    delta = meta.get("delta")
+    # (ε, δ): the ratio bound may fail with probability δ (Gaussian noise, open keys); pure ε-DP has no such clause
+    slack = "" if delta in (None, "0") else f", except with a probability of at most δ = {_e(delta)}"
     return f"""<div class="box" id="guarantee"><h2 style="margin-top:0;border:0">What the guarantee means</h2>
 <p>Every number here was computed from the data with random noise added, so that anyone who reads all of them learns
 almost nothing about {who}: whether that {'person' if unit == 'person' else 'row'} was in the data or not, every
 table this release could have produced is about as likely (the ratio is at most e<sup>ε</sup>, ε = {_e(eps)} for
-this release). This holds whatever else the reader knows.</p>
+this release){slack}. This holds whatever else the reader knows.</p>
 <p><b>What it does not mean.</b> It does not hide facts about groups: a published average is meant to be learned.
 It does not make the numbers exact: each comes with an interval that holds the true value with probability
 {_e(pct)}, and about one interval in {round(1 / max(1 - conf, 1e-6))} misses. And the protection adds up over

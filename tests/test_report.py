@@ -268,3 +268,13 @@ def test_page_is_reproducible_and_leaves_matplotlib_settings_alone(released: Pat
     # ids of the figures' clip paths and markers do not collide between the figures of one page
     ids = [part.split('"', 1)[0] for part in first.split(' id="')[1:]]
     assert len(ids) == len(set(ids))
+
+
+def test_guarantee_names_delta_only_when_there_is_one(released: Path) -> None:
+    data = report.load(released / "out.csv")
+    assert "except with a probability" not in report.render_html(data)
+    assert data.meta is not None
+    data.meta = {**data.meta, "delta": "1/100000", "unit": "person"}
+    page = report.render_html(data)
+    assert "except with a probability of at most δ = 1/100000" in page
+    assert "about one person (all of their rows)" in page
