@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow test-spark check wheel-check venv sample-data bench clean
+.PHONY: demo test test-slow test-spark test-browser check wheel-check venv sample-data bench clean
 
 $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ test: venv
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m "slow and not spark"
+
+# The report in a real headless Chromium (tests/test_report_browser.py; also part of `make test`, which skips it when
+# chromium is missing). CI=true makes a missing chromium a failure; .ci/run installs Debian's package first.
+test-browser: venv
+	$(BIN)/python -m pytest -q -m browser
 
 # The Spark engine's parity tests (tests/test_spark_engine.py) against a local Spark: installs the `spark` extra
 # (pyspark, ~500 MB) into the venv; needs Java 17. One Spark session for the whole run, so no xdist workers.

@@ -98,6 +98,10 @@ InputOpt = typer.Option(
 OutputOpt = typer.Option(
     None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
 )
+SummaryMdOpt = typer.Option(
+    None, "--summary-md", metavar="PATH",
+    help="Append a short Markdown summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\").",
+)
 LockOpt = typer.Option(
     DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
     help="Seconds to wait for the ledger lock before exit 5.", min=0,
@@ -178,6 +182,10 @@ def release(
         "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL",
         help="The Spark master's URL, for --engine spark.",
     ),
+    report_path: Path | None = typer.Option(
+        None, "--report", metavar="PATH", help="Also write the release's report (one self-contained HTML file)."
+    ),
+    summary_md: Path | None = SummaryMdOpt,
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table.
 
@@ -187,6 +195,7 @@ def release(
 
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
+    _check_report_targets(report_path, summary_md)  # before the spend: a report that cannot be written is refused
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
@@ -235,6 +244,9 @@ def release(
         "reused": result.reused,
         "warnings": [] if warning is None else [warning],
     }
+    if report_path is not None or summary_md is not None:
+        _release_report(result, report_path, summary_md)
+        summary["report"] = None if report_path is None else str(report_path)
     if as_json:
         sys.stderr.write(json.dumps(summary) + "\n")
         return
@@ -373,6 +385,68 @@ def _progress_printer(message: str) -> None:
     the CLI adds the run's total time at the end, which is public)."""
     sys.stderr.write(f"dpcli: {message}\n")
     sys.stderr.flush()
+
+
+def _check_report_targets(*paths: Path | None) -> None:
+    """A report or summary path whose directory does not exist is refused before anything is spent (exit 2)."""
+    for path in paths:
+        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
+            raise UsageError(f"cannot write {path}: its directory does not exist")
+
+
+def _release_report(result: Any, report_path: Path | None, summary_md: Path | None) -> None:
+    """``release --report/--summary-md``: after the table is written and paid for, so a failure here says so."""
+    from dpcli import report
+    from dpcli.errors import OutputError
+
+    table = result.table
+    source = "standard output" if result.output is None else result.output.name
+    data = report.from_rows(table.columns, table.rows(), result.metadata, result.status, result.ledger, source)
+    try:
+        if report_path is not None:
+            report.write_report(report_path, report.render_html(data))
+        if summary_md is not None:
+            report.append_summary(summary_md, report.render_markdown(data))
+    except OSError as exc:
+        raise OutputError(
+            f"the release is done (ledger record {result.spend.seq}) but its report could not be written: "
+            f"{exc.strerror or type(exc).__name__}; make it again with `dpcli report`"
+        ) from None
+
+
+@app.command(
+    "report", cls=DpcliCommand,
+    epilog=_example("dpcli report out.csv -o report.html --ledger ledger.jsonl --summary-md \"$GITHUB_STEP_SUMMARY\""),
+)
+def report_command(
+    table: Path = typer.Argument(..., metavar="OUT.csv", help="A released table (CSV, or JSON for a .json path)."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="PATH", help="Where to write the HTML report."),
+    meta: Path | None = typer.Option(
+        None, "--meta", metavar="PATH", help="The table's sidecar (default: OUT.csv.meta.json beside it, if any)."
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", metavar="PATH|URL",
+        help="Read the dataset's budget left from this ledger (else $DPCLI_LEDGER; without either the report says "
+        "it is not known). Spends nothing.",
+    ),
+    summary_md: Path | None = SummaryMdOpt,
+) -> None:
+    """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
+    from dpcli import report
+    from dpcli.ledger import resolve_ledger
+
+    _check_report_targets(output, summary_md)
+    data = report.load(table, meta)
+    location = ledger or os.environ.get("DPCLI_LEDGER") or None
+    dataset = (data.meta or {}).get("dataset")
+    if location is not None and dataset:  # without a sidecar the dataset's name, so its budget, is not known
+        data.status, data.ledger_name = report.ledger_status(resolve_ledger(location, None), str(dataset))
+    try:
+        report.write_report(output, report.render_html(data))
+        if summary_md is not None:
+            report.append_summary(summary_md, report.render_markdown(data))
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or type(exc).__name__}") from None
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))

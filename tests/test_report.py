@@ -1,0 +1,280 @@
+"""`dpcli report` and `release --report/--summary-md`: one self-contained HTML page and an appended Markdown summary."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from dpcli import report
+from tests.helpers import run_in_process
+
+SPEC = """\
+version: 1
+dataset: toy
+privacy: {unit: row, neighbours: add_remove, epsilon: 1}
+columns:
+  age: {type: int, bounds: [0, 100]}
+  sex: {type: category, categories: [F, M]}
+  job: {type: category, categories: [a, b, c, d]}
+statistics:
+  - {name: n, kind: count}
+  - {name: n_by_sex, kind: count, by: [sex]}
+  - {name: age_hist, kind: histogram, column: age, bins: [0, 18, 65, 101]}
+  - {name: mean_age_by_sex, kind: mean, column: age, by: [sex]}
+  - {name: age_quartiles, kind: quantile, column: age, q: [0.25, 0.5, 0.75]}
+  - {name: top_jobs, kind: top_k, column: job, k: 2}
+"""
+NAMES = ["n", "n_by_sex", "age_hist", "mean_age_by_sex", "age_quartiles", "top_jobs"]
+
+
+def _data() -> str:
+    rng = random.Random(1)
+    rows = [f"{rng.randint(0, 99)},{rng.choice('FM')},{rng.choice('abcd')}" for _ in range(300)]
+    return "age,sex,job\n" + "\n".join(rows) + "\n"
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One release with its report and summary (the summary file already holds an earlier step's text)."""
+    work = tmp_path_factory.mktemp("report")
+    (work / "spec.yaml").write_text(SPEC)
+    (work / "data.csv").write_text(_data())
+    (work / "summary.md").write_text("earlier step\n")
+    r = run_in_process("budget", "set", "toy", "--epsilon", "10", "--ledger", work / "L.jsonl")
+    assert r.returncode == 0, r.stderr
+    r = run_in_process(
+        "release", work / "spec.yaml", "-i", work / "data.csv", "--ledger", work / "L.jsonl", "-o", work / "out.csv",
+        "--release-id", "r1", "--report", work / "report.html", "--summary-md", work / "summary.md",
+    )
+    assert r.returncode == 0, r.stderr
+    return work
+
+
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, and the text of <style> blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.style = ""
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.style += data
+
+
+def _parse(page: str) -> _Elements:
+    p = _Elements()
+    p.feed(page)
+    return p
+
+
+def _plots(page: str) -> dict[str, list[str]]:
+    """Each plot element's statistic and the tags inside it."""
+    out: dict[str, list[str]] = {}
+    current = None
+    depth = 0
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            nonlocal current, depth
+            a = dict(attrs)
+            if tag == "figure" and "plot" in (a.get("class") or "").split():
+                current, depth = a.get("data-statistic"), 0
+                out[str(current)] = []
+            elif current is not None:
+                out[str(current)].append(tag)
+                if tag == "figure":
+                    depth += 1
+
+        def handle_endtag(self, tag: str) -> None:
+            nonlocal current, depth
+            if tag == "figure" and current is not None:
+                if depth == 0:
+                    current = None
+                else:
+                    depth -= 1
+
+    P().feed(page)
+    return out
+
+
+def assert_self_contained(page: str) -> None:
+    """Nothing the page could fetch: no script, stylesheet link, image, frame, object or font; every reference is
+    to an element of the page itself (#id) or inline data."""
+    p = _parse(page)
+    fetching = {"script", "link", "img", "iframe", "object", "embed", "video", "audio", "source", "base", "image"}
+    assert not [t for t, _ in p.tags if t in fetching]
+    for tag, attrs in p.tags:
+        for name, value in attrs.items():
+            if name in ("href", "xlink:href", "src", "srcset", "data", "poster", "action"):
+                assert value is not None and value.startswith("#"), (tag, name, value)
+            assert not (name.startswith("on")), (tag, name)  # no inline script either
+    lowered = page.lower()
+    assert "@import" not in lowered and "@font-face" not in lowered
+    # url(...) only to the page's own elements (matplotlib's clip paths are url(#id))
+    assert all(rest.lstrip("'\" ").startswith("#") for rest in lowered.split("url(")[1:])
+
+
+def test_release_report_has_a_plot_per_statistic(released: Path) -> None:
+    page = (released / "report.html").read_text()
+    plots = _plots(page)
+    assert list(plots) == NAMES
+    for name in NAMES:
+        inner = plots[name]
+        assert ("ol" in inner) if name == "top_jobs" else ("svg" in inner), name
+    # the histogram has one bar per bin, drawn as a patch each (matplotlib's SVG: one <g id="patch_N"> per artist)
+    assert "[18, 65)" in page or "[18..65)" in page
+
+
+def test_report_is_self_contained(released: Path) -> None:
+    assert_self_contained((released / "report.html").read_text())
+
+
+@pytest.mark.parametrize(
+    "injected",
+    ['<script src="x.js"></script>', '<img src="https://e.example/x.png">', "<style>@import url(x.css)</style>",
+     '<a href="https://e.example/">x</a>', '<svg><use xlink:href="https://e.example/s.svg#a"/></svg>',
+     '<div style="background:url(https://e.example/x.png)"></div>'],
+)
+def test_self_contained_check_can_fail(released: Path, injected: str) -> None:
+    page = (released / "report.html").read_text().replace("</body>", injected + "</body>")
+    with pytest.raises(AssertionError):
+        assert_self_contained(page)
+
+
+def test_report_states_budget_parameters_and_guarantee(released: Path) -> None:
+    page = (released / "report.html").read_text()
+    assert "This release spent <b>ε = 1</b>" in page
+    assert "ε = 9 is left" in page and "cap is ε = 10" in page
+    assert 'id="guarantee"' in page and "What it does not mean" in page
+    assert "discrete_laplace" in page and "noise scale" in page  # the public parameters, from the sidecar
+    assert str(released) not in page  # no directory of the operator's machine
+
+
+def test_summary_is_appended(released: Path) -> None:
+    text = (released / "summary.md").read_text()
+    assert text.startswith("earlier step\n### dpcli release: toy (r1)\n")
+    assert "- spent: ε 1\n- left: ε 9 of 10\n" in text
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert [line.split(" | ")[0][2:] for line in table[1:]] == NAMES
+
+
+def test_report_command_from_table_and_sidecar(released: Path) -> None:
+    out = released / "again.html"
+    r = run_in_process("report", released / "out.csv", "-o", out, "--ledger", released / "L.jsonl",
+                       "--summary-md", released / "again.md")
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert list(_plots(page)) == NAMES
+    assert "ε = 9 is left" in page
+    assert (released / "again.md").read_text().count("### dpcli release: toy (r1)") == 1
+
+
+def test_report_without_ledger_or_sidecar_says_so(released: Path, tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_bytes((released / "out.csv").read_bytes())  # no sidecar beside this copy
+    r = run_in_process("report", table, "-o", tmp_path / "r.html")
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "is <b>not known here</b>: the ledger was not given" in page
+    assert "the public parameters (bounds, bins, mechanisms, noise scales) are <b>not known here</b>" in page
+    assert list(_plots(page)) == NAMES  # still a plot each, kinds unknown
+    # with the sidecar named by --meta, the kinds are back (the histogram's bars)
+    r = run_in_process("report", table, "-o", tmp_path / "m.html", "--meta", released / "out.csv.meta.json")
+    assert r.returncode == 0, r.stderr
+    assert "age_hist <small>(histogram, column age)" in (tmp_path / "m.html").read_text()
+
+
+def test_table_of_contract_03_columns_flags_and_bins(tmp_path: Path) -> None:
+    """Read by column name: kind, column, bin_low/bin_high and flag (contract 0.3) are used where present."""
+    table = tmp_path / "t.csv"
+    table.write_text(
+        "statistic,kind,column,sex,age,bin_low,bin_high,value,ci_low,ci_high,epsilon,flag\n"
+        "h,histogram,age,,[0..18),0,18,40,20,60,0.5,\n"
+        "h,histogram,age,,[18..65),18,65,3,-17,23,0.5,flagged\n"
+        "h,histogram,age,,[65..101),65,101,,,,0.5,suppressed\n"
+        "m,mean,age,F,,,,40.5,30,50,0.5,\n"
+    )
+    data = report.load(table)
+    h, m = data.statistics
+    assert (h.kind, h.column, m.kind) == ("histogram", "age", "mean")
+    assert [r.flag for r in h.rows] == ["", "flagged", "suppressed"]
+    assert h.rows[2].value is None and [r.bin_low for r in h.rows] == ["0", "18", "65"]
+    page = report.render_html(data)
+    assert "<tr class='suppressed'><td>[65..101)</td><td class='num'>suppressed</td>" in page
+    assert "2 cell(s) flagged or suppressed" in page
+    assert list(_plots(page)) == ["h", "m"]
+    md = report.render_markdown(data)
+    assert "| h | histogram | 3 | 2 flagged/suppressed | |" in md
+
+
+def test_markdown_escapes_pipes(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("statistic,value,ci_low,ci_high,epsilon\na|b,1,0,2,1\n")
+    md = report.render_markdown(report.load(table))
+    assert "| a\\|b |  | 1 | 1 | 0 to 2 |" in md
+
+
+def test_a_bad_table_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("statistic,value,ci_low,ci_high\nn,SECRET42,1,2,extra-SECRET\n")
+    r = run_in_process("report", table, "-o", tmp_path / "r.html")
+    assert r.returncode == 2 and b"line 2 does not have 4 fields" in r.stderr
+    assert b"SECRET" not in r.stderr
+    table.write_text("who,what\nSECRET,1\n")
+    r = run_in_process("report", table, "-o", tmp_path / "r.html")
+    assert r.returncode == 2 and b"has no 'statistic' or 'value' column" in r.stderr and b"SECRET" not in r.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_release_report_in_a_missing_directory_is_refused_before_the_spend(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "data.csv").write_text(_data())
+    assert run_in_process("budget", "set", "toy", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
+    r = run_in_process("release", tmp_path / "spec.yaml", "-i", tmp_path / "data.csv", "--ledger", tmp_path / "L.jsonl",
+                       "-o", tmp_path / "out.csv", "--report", tmp_path / "nowhere" / "r.html")
+    assert r.returncode == 2 and b"its directory does not exist" in r.stderr
+    records = [json.loads(line) for line in (tmp_path / "L.jsonl").read_text().splitlines()]
+    assert [rec["type"] for rec in records] == ["cap"]
+
+
+def test_other_commands_do_not_import_matplotlib() -> None:
+    code = "import sys, dpcli.cli, dpcli.release; assert 'matplotlib' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_page_is_reproducible_and_leaves_matplotlib_settings_alone(released: Path) -> None:
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    first = report.render_html(report.load(released / "out.csv"))
+    assert report.render_html(report.load(released / "out.csv")) == first  # no date, no random ids
+    assert dict(matplotlib.rcParams) == before
+    # ids of the figures' clip paths and markers do not collide between the figures of one page
+    ids = [part.split('"', 1)[0] for part in first.split(' id="')[1:]]
+    assert len(ids) == len(set(ids))
+
+
+def test_guarantee_names_delta_only_when_there_is_one(released: Path) -> None:
+    data = report.load(released / "out.csv")
+    assert "except with a probability" not in report.render_html(data)
+    assert data.meta is not None
+    data.meta = {**data.meta, "delta": "1/100000", "unit": "person"}
+    page = report.render_html(data)
+    assert "except with a probability of at most δ = 1/100000" in page
+    assert "about one person (all of their rows)" in page
