@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import yaml
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 VENV_BIN = Path(sys.executable).parent
 DATASET = "adult"
-RELEASE_EPSILON = 0.5  # examples/release.yaml's privacy.epsilon
+RELEASE_EPSILON = Fraction(1, 2)  # examples/release.yaml's privacy.epsilon
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
 
@@ -58,10 +59,10 @@ def _dpcli(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
-def _spent(ledger: Path, cwd: Path) -> tuple[str, int]:
+def _spent(ledger: Path, cwd: Path) -> tuple[Fraction, int]:
     (status,) = [s for s in json.loads(_dpcli("budget", "show", "--ledger", ledger, "--json", cwd=cwd).stdout)
                  if s["dataset"] == DATASET]
-    return status["spent"], status["releases"]
+    return Fraction(status["spent"]), status["releases"]
 
 
 def _bash(script: str, cwd: Path, env: dict[str, str], flags: str = "-eo pipefail") -> subprocess.CompletedProcess:
@@ -77,7 +78,7 @@ def _published(work: Path, table: str = "published/table.csv") -> None:
     """A table with the contract's header, its sidecar and a self-contained HTML report."""
     header = (work / table).read_text(encoding="utf-8").splitlines()[0].split(",")
     assert header[0] == "statistic" and {"value", "ci_low", "ci_high", "epsilon"} <= set(header)
-    meta = json.loads((work / table).with_suffix(".meta.json").read_text(encoding="utf-8"))
+    meta = json.loads((work / f"{table}.meta.json").read_text(encoding="utf-8"))
     assert meta["dataset"] == DATASET
     html = (work / "published" / "report.html").read_text(encoding="utf-8")
     assert html.lstrip().lower().startswith("<!doctype html") and "<svg" in html
@@ -131,17 +132,17 @@ def test_the_github_actions_workflow_publishes_a_release_its_report_and_a_step_s
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("## an earlier step's summary\n"), "the step summary is appended to, not replaced"
     assert len(text) > len("## an earlier step's summary\n") + 40
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
     table = (work / "published" / "table.csv").read_bytes()
 
     # "Re-run failed jobs": the same run id writes the paid table again and spends nothing
     _github_job(work, ledger, "4711", summary)
     assert (work / "published" / "table.csv").read_bytes() == table
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
 
     # the next scheduled run spends again
     _github_job(work, ledger, "4712", summary)
-    assert _spent(ledger, work) == (str(2 * RELEASE_EPSILON), 2)
+    assert _spent(ledger, work) == (2 * RELEASE_EPSILON, 2)
 
 
 # -- GitLab CI --------------------------------------------------------------------------------------------------------
@@ -163,12 +164,12 @@ def test_the_gitlab_ci_job_publishes_a_release_its_report_and_prints_the_summary
     _published(work)
     summary = (work / "published" / "summary.md").read_text(encoding="utf-8")
     assert summary.strip() and summary in result.stdout  # `cat published/summary.md` puts it in the job log
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
 
     _gitlab_job(work, ledger, "901")  # a retried job
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
     _gitlab_job(work, ledger, "902")
-    assert _spent(ledger, work) == (str(2 * RELEASE_EPSILON), 2)
+    assert _spent(ledger, work) == (2 * RELEASE_EPSILON, 2)
 
 
 # -- cron -------------------------------------------------------------------------------------------------------------
@@ -188,12 +189,12 @@ def test_the_cron_script_publishes_once_a_day_and_stops_with_exit_4_when_the_cap
     first = day("2026-11-23")
     assert first.returncode == 0, first.stderr
     assert first.stdout == "published published/2026-11-23 (release id 2026-11-23)\n"
-    for name in ("table.csv", "table.meta.json", "report.html", "summary.md"):
+    for name in ("table.csv", "table.csv.meta.json", "report.html", "summary.md"):
         assert (work / "published" / "2026-11-23" / name).is_file(), name
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
 
     assert day("2026-11-23").returncode == 0  # a second run on the same day spends nothing
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
 
     # the cap lowered to what is spent: the next day's run is refused before anything is spent or written
     _dpcli("budget", "set", DATASET, "--epsilon", str(RELEASE_EPSILON), "--ledger", ledger, cwd=work)
@@ -201,4 +202,4 @@ def test_the_cron_script_publishes_once_a_day_and_stops_with_exit_4_when_the_cap
     assert refused.returncode == 4
     assert "budget refused: the cap of this dataset is used up; nothing was spent" in refused.stderr
     assert not (work / "published" / "2026-11-24" / "table.csv").exists()
-    assert _spent(ledger, work) == (str(RELEASE_EPSILON), 1)
+    assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
