@@ -31,10 +31,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
+from dpcli.plan import Plan, StatisticPlan
+from dpcli.spec import Column, EdgeBins, GridBins, PostProcess
+
+if TYPE_CHECKING:
+    from dpcli.mechanisms import Noisy
 
 # The finest table GLS solves for: a sparse least-squares problem with one unknown per finest cell. 10^6 cells solve
 # in seconds (scipy lsqr, a few tens of iterations); a bigger table is refused before anything is spent.
@@ -205,3 +212,162 @@ def noise_variance(mechanism: str, scale: Fraction | None, variance: Fraction | 
     assert scale is not None
     q = float(np.exp(-1 / float(scale)))
     return 2 * q / (1 - q) ** 2
+
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Which statistics of a plan are made consistent (decided from the spec and plan alone, before the spend)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Count statistics made consistent together: ``finest`` (an index into the plan's statistics) has every
+    dimension of the others, ``members`` (indices, the finest among them) count the same rows."""
+
+    finest: int
+    members: tuple[int, ...]
+
+
+def _counts_every_row(column: Column, bins: EdgeBins | GridBins | None) -> bool:
+    """Whether every row has a key (or bin) of this column: a missing or undeclared cell takes ``impute:``, and a
+    numeric value (clamped to the bounds) always falls in a bin. Otherwise some rows are left out of a breakdown by
+    this column but counted by a statistic without it, and the two do not add up."""
+    if column.impute is None:
+        return False
+    if not column.numeric:
+        return True
+    assert column.bounds is not None and bins is not None
+    return bins.edge(0) <= column.bounds[0] and bins.edge(bins.count) > column.bounds[1]
+
+
+def _dimension_signature(sp: StatisticPlan) -> dict[str, object]:
+    """dimension -> what its keys are (a category's declared keys, or a histogram's bins)."""
+    stat = sp.statistic
+    out: dict[str, object] = {}
+    for name, keys in zip(stat.dimensions, sp.dimension_keys, strict=True):
+        out[name] = keys if keys is not None else stat.bins
+    return out
+
+
+def _skip_reason(plan: Plan, sp: StatisticPlan) -> str | None:
+    if plan.spec.privacy.person is not None:
+        return "not made consistent: under a person unit each statistic bounds a person's rows on its own"
+    if sp.selection is not None:
+        return "not made consistent: its keys come from the data (open keys)"
+    return None
+
+
+def consistency_groups(plan: Plan) -> tuple[list[Group], dict[int, str]]:
+    """The groups of the plan's statistics with ``consistent: true``, and a note for each such statistic left out
+    (why). Two counts are made consistent when one's dimensions are among the other's (same keys, same bins) and
+    every dimension the finer has beyond the coarser counts every row (``_counts_every_row``): then the coarser
+    counts exactly the rows the finer does. Each statistic joins the first finest statistic (in spec order) it fits."""
+    wanted = [i for i, sp in enumerate(plan.statistics) if _policy(plan, sp).consistent]
+    notes: dict[int, str] = {}
+    eligible = []
+    for i in wanted:
+        reason = _skip_reason(plan, plan.statistics[i])
+        if reason is None:
+            eligible.append(i)
+        else:
+            notes[i] = reason
+    signatures = {i: _dimension_signature(plan.statistics[i]) for i in eligible}
+
+    def fits(inner: int, outer: int) -> bool:
+        a, b = signatures[inner], signatures[outer]
+        if not set(a) <= set(b) or any(a[d] != b[d] for d in a):
+            return False
+        columns = plan.spec.columns
+        return all(_counts_every_row(columns[d], plan.statistics[outer].statistic.bins) for d in set(b) - set(a))
+
+    finest_candidates = [i for i in eligible if not any(set(signatures[i]) < set(signatures[j]) for j in eligible)]
+    members: dict[int, list[int]] = {f: [] for f in finest_candidates}
+    for i in eligible:
+        home = next((f for f in finest_candidates if fits(i, f)), None)
+        if home is None:
+            notes[i] = "not made consistent: no other statistic with consistent: true counts the same rows over " \
+                       "all its dimensions (see docs/spec.md, Post-processing)"
+        else:
+            members[home].append(i)
+    groups = []
+    for f, ms in members.items():
+        if len(ms) < 2:
+            for i in ms:
+                notes.setdefault(i, "not made consistent: no other statistic with consistent: true shares its rows")
+            continue
+        groups.append(Group(f, tuple(ms)))
+    return groups, notes
+
+
+def _policy(plan: Plan, sp: StatisticPlan) -> PostProcess:
+    return plan.spec.postprocess.get(sp.statistic.name) or PostProcess()
+
+
+def check_plan(plan: Plan) -> None:
+    """Refusals before the spend: a finest table over ``MAX_FINEST_CELLS``."""
+    for group in consistency_groups(plan)[0]:
+        check_finest_size(
+            plan.statistics[group.finest].cells, [plan.statistics[i].statistic.name for i in group.members]
+        )
+
+
+def plan_notes(plan: Plan) -> list[str | None]:
+    """Per statistic of the plan, one line on the post-processing it gets (None: none), for `dpcli plan`."""
+    groups, notes = consistency_groups(plan)
+    grouped = {i: g for g in groups for i in g.members}
+    out: list[str | None] = []
+    for i, sp in enumerate(plan.statistics):
+        policy = plan.spec.postprocess.get(sp.statistic.name)
+        if policy is None:
+            out.append(None)
+            continue
+        parts = []
+        if i in grouped:
+            g = grouped[i]
+            others = [plan.statistics[j].statistic.name for j in g.members if j != i]
+            parts.append("consistent with " + ", ".join(others) + " (least squares, rounded keeping the total)")
+        elif i in notes:
+            parts.append(notes[i])
+        if policy.nonnegative:
+            parts.append("non-negative")
+        if policy.digits is not None and sp.statistic.kind not in ("count", "histogram"):
+            parts.append(f"rounded to {policy.digits} decimal places")
+        if policy.small_cells is not None:
+            assert policy.max_relative_width is not None
+            verb = "flagged" if policy.small_cells == "flag" else "suppressed"
+            width = format_exact(policy.max_relative_width)
+            parts.append(f"cells with an interval wider than {width} x |value| {verb}")
+        out.append("; ".join(parts) if parts else None)
+    return out
+
+
+def variance_of(sp: StatisticPlan) -> float:
+    """The noise variance of one of a count statistic's cells (grid units = rows)."""
+    c = sp.component("count")
+    return noise_variance(c.mechanism, c.scale, c.variance)
+
+
+def consistent_noisy(plan: Plan, noisy: list[Noisy]) -> list[Noisy]:
+    """The noisy values with each consistency group's counts replaced by the consistent integers (post-processing
+    of noisy values; the plan's public variances are the weights). Statistics in no group are unchanged."""
+    from dataclasses import replace
+
+    groups, _ = consistency_groups(plan)
+    out = list(noisy)
+    for g in groups:
+        finest = plan.statistics[g.finest]
+        sizes = dict(zip(finest.statistic.dimensions, _sizes(finest), strict=True))
+        measurements = [
+            Measurement(str(i), plan.statistics[i].statistic.dimensions, np.asarray(noisy[i].counts),
+                        variance_of(plan.statistics[i]))
+            for i in g.members
+        ]
+        nonnegative = _policy(plan, finest).nonnegative
+        fitted = make_consistent(measurements, sizes, nonnegative=nonnegative)
+        for i in g.members:
+            out[i] = replace(noisy[i], counts=fitted[str(i)].astype(np.int64))
+    return out
+
+
+def _sizes(sp: StatisticPlan) -> list[int]:
+    return [len(k) if k is not None else sp.statistic.bins.count for k in sp.dimension_keys]  # type: ignore[union-attr]

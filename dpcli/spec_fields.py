@@ -746,6 +746,31 @@ INTERVAL = Section(
     required=("share",),
     description="95% intervals in value units around each level, paid by this share of the statistic's budget",
 )
+# `postprocess:` (top level: the default of every statistic; a statistic's own: key by key over it). Post-processing
+# of noisy values only: it spends nothing (docs/spec.md, "Post-processing")
+SMALL_CELL_ACTIONS = ("flag", "suppress")
+POSTPROCESS_KINDS = ("count", "histogram", "sum", "mean", "variance", "std")  # kinds with a value and an interval
+SMALL_CELLS = Section(
+    {
+        "max_relative_width": Number(positive=True),
+        "action": Choice(SMALL_CELL_ACTIONS, "'{value}' is not one of: {choices}"),
+    },
+    required=("max_relative_width", "action"),
+    description="a cell whose interval is wider than max_relative_width x |value| is flagged, or suppressed (value "
+                "and interval left empty; the row stays)",
+)
+POSTPROCESS = Section(
+    {
+        "digits": Whole(0, 18, "sums, means, variances: decimal places the value and interval are rounded to"),
+        "nonnegative": Choice(BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
+                              description="counts, sums, variances: negative values and interval ends become 0"),
+        "consistent": Choice(BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
+                             description="counts sharing a breakdown are made to add up (least squares weighted by "
+                                         "each value's noise variance, then rounding keeping the grand total)"),
+        "small_cells": SMALL_CELLS,
+    },
+    description="post-processing of the noisy values (spends nothing)",
+)
 STATISTIC = Union(
     Section(
         {
@@ -769,6 +794,7 @@ STATISTIC = Union(
             "k": Whole(1, MAX_TOP_K, "top_k: how many keys to rank (the k largest counts, by report-noisy-max)"),
             "randomized": RANDOMIZED,
             "interval": INTERVAL,
+            "postprocess": POSTPROCESS,
         },
         required=("name", "kind"),
         exclusive=(
@@ -820,6 +846,11 @@ STATISTIC = Union(
     ),
     lambda tag: f"not allowed for a {tag}",
 )
+# `postprocess:` is allowed on the kinds with a value and an interval. Added here, after the variants, rather than in
+# each variant's list, so the declaration above stays as it was.
+for _variant in STATISTIC.variants:
+    if _variant.tag in POSTPROCESS_KINDS:
+        _variant.allowed = (*_variant.allowed, "postprocess")
 
 PERSON_UNIT = Section(
     {
@@ -947,6 +978,7 @@ TOP = Section(
         "privacy": PRIVACY,
         "columns": ColumnMap(),
         "statistics": StatisticList(),
+        "postprocess": POSTPROCESS,
     },
     required=("version", "dataset", "privacy", "columns", "statistics"),
 )
