@@ -371,3 +371,38 @@ def consistent_noisy(plan: Plan, noisy: list[Noisy]) -> list[Noisy]:
 
 def _sizes(sp: StatisticPlan) -> list[int]:
     return [len(k) if k is not None else sp.statistic.bins.count for k in sp.dimension_keys]  # type: ignore[union-attr]
+
+
+def sidecar_blocks(plan: Plan) -> dict[str, dict]:
+    """Per statistic with a `postprocess:` policy, its sidecar block (public: the spec's policy and which statistics
+    were made consistent together, decided from the spec alone)."""
+    groups, notes = consistency_groups(plan)
+    grouped = {i: g for g in groups for i in g.members}
+    out: dict[str, dict] = {}
+    for i, sp in enumerate(plan.statistics):
+        policy = plan.spec.postprocess.get(sp.statistic.name)
+        if policy is None:
+            continue
+        consistent: dict | None = None
+        if i in grouped:
+            g = grouped[i]
+            consistent = {
+                "with": [plan.statistics[j].statistic.name for j in g.members if j != i],
+                "finest": plan.statistics[g.finest].statistic.name,
+                "method": "generalised least squares over the finest table, weighted by each value's noise variance",
+                "rounding": "the finest cells by largest remainder keeping the grand total; every other statistic of "
+                            "the group is the sum of its rounded finest cells",
+                "nonnegative": _policy(plan, plan.statistics[g.finest]).nonnegative,
+                "interval": "the statistic's own 95% half-width around the consistent value (conservative)",
+            }
+        out[sp.statistic.name] = {
+            "consistent": consistent,
+            "consistent_note": notes.get(i),
+            "nonnegative": policy.nonnegative and sp.statistic.kind in ("count", "histogram", "sum", "variance", "std"),
+            "digits": policy.digits if sp.statistic.kind in ("sum", "mean", "variance", "std") else None,
+            "small_cells": None if policy.small_cells is None else {
+                "max_relative_width": format_exact(policy.max_relative_width),  # type: ignore[arg-type]
+                "action": policy.small_cells,
+            },
+        }
+    return out

@@ -986,6 +986,16 @@ def write_sidecar(path: Path, metadata: dict) -> None:
     atomic_write(sidecar_path(path), lambda fh: fh.write(text.encode("utf-8")))
 
 
+def _with_postprocess(plan: Plan, statistics: list[dict]) -> list[dict]:
+    """Each statistic's sidecar entry with its `postprocess` block when the spec declares one (dpcli.consistency)."""
+    if not plan.spec.postprocess:
+        return statistics
+    from dpcli.consistency import sidecar_blocks
+
+    blocks = sidecar_blocks(plan)
+    return [{**meta, "postprocess": blocks[meta["name"]]} if meta["name"] in blocks else meta for meta in statistics]
+
+
 def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
     """The sidecar: public facts only. The spec's hash and its public parameters (bounds, bins, keys, mechanisms,
     scales, shares), the release id and the ledger record and head. Never anything computed from the input's bytes
@@ -1004,7 +1014,7 @@ def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
         "confidence": CONFIDENCE,
         **_person_meta(plan),
         "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
-        "statistics": [_statistic_meta(sp) for sp in plan.statistics],
+        "statistics": _with_postprocess(plan, [_statistic_meta(sp) for sp in plan.statistics]),
         "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
     }
 
