@@ -363,10 +363,14 @@ class Block:
     ci_low: LazyColumn
     ci_high: LazyColumn
     rho: Fraction | None = None  # zCDP releases: the statistic's rho
+    # the small-cell policy's column (empty, flagged or suppressed per row); None: the statistic declares none
+    flag: LazyColumn | None = None
 
     def __post_init__(self) -> None:
         # plain lists of text (a 0.2 stored table, a test) become Texts columns
         object.__setattr__(self, "labels", {k: _as_column(v) for k, v in self.labels.items()})
+        if self.flag is not None:
+            object.__setattr__(self, "flag", _as_column(self.flag))
         for name in ("value", "ci_low", "ci_high"):
             object.__setattr__(self, name, _as_column(getattr(self, name)))
 
@@ -379,10 +383,14 @@ class Table:
     dimensions: tuple[str, ...]
     blocks: tuple[Block, ...]
     with_rho: bool = False  # zCDP releases add a trailing `rho` column (pure releases keep the contract's columns)
+    with_flag: bool = False  # some statistic declares a small-cell policy: a last `flag` column
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return ("statistic", *self.dimensions, *FIXED_COLUMNS_AFTER, *(("rho",) if self.with_rho else ()))
+        return (
+            "statistic", *self.dimensions, *FIXED_COLUMNS_AFTER, *(("rho",) if self.with_rho else ()),
+            *(("flag",) if self.with_flag else ()),
+        )
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.blocks)
@@ -397,6 +405,8 @@ class Table:
             "with_rho": self.with_rho,
             "blocks": [_block_doc(b) for b in self.blocks],
         }
+        if self.with_flag:
+            doc["with_flag"] = True
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @staticmethod
@@ -421,7 +431,7 @@ class Table:
             blocks = tuple(_block_from_doc(b, exact) for b in doc["blocks"])
         else:
             raise ValueError("stored table of an unknown format")
-        return Table(tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")))
+        return Table(tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")), bool(doc.get("with_flag")))
 
     def block_columns(self, block: Block, missing: str | None = None) -> list[Sequence[str | None]]:
         """One block as whole columns in table order; ``missing`` where a dimension does not apply."""
@@ -433,6 +443,8 @@ class Table:
         if self.with_rho:
             rho = None if block.rho is None else format_decimal_up(block.rho)
             columns.append([rho if rho is not None else missing] * n)
+        if self.with_flag:
+            columns.append(block.flag if block.flag is not None else [missing] * n)
         return columns
 
     def rows(self) -> Iterator[tuple[str | None, ...]]:
@@ -452,6 +464,8 @@ def _block_doc(b: Block) -> dict:
         "rows": len(b),
         "labels": {k: v.store() for k, v in b.labels.items()},
     }
+    if b.flag is not None:  # its suppressed cells: value and interval stored as empty texts
+        doc["flag"] = b.flag.store()
     v, lo, hi = b.value, b.ci_low, b.ci_high
     if isinstance(v, Ints) and isinstance(lo, Ints) and isinstance(hi, Ints):
         if v.offset == 0 and v.same_array(lo) and v.same_array(hi) and lo.offset == -hi.offset:
@@ -488,9 +502,16 @@ def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | 
         else:
             low = Ints(_unpack(b["ci_low"], dtype, rows), 0, mult, digits)
             high = Ints(_unpack(b["ci_high"], dtype, rows), 0, mult, digits)
+    flag = None if b.get("flag") is None else Texts(b["flag"])
+    if flag is not None:
+        from dpcli.table_postprocess import Masked
+
+        hidden = np.array([f == "suppressed" for f in flag.values], dtype=bool)
+        if hidden.any():
+            value, low, high = (Masked(c, hidden) for c in (value, low, high))
     if len(value) != rows or any(len(c) != rows for c in (low, high, *labels.values())):
         raise ValueError("stored table with columns of different lengths")
-    return Block(b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")))
+    return Block(b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")), flag)
 
 
 def _labels_from_doc(doc: list[str] | dict[str, Any], rows: int) -> LazyColumn:
@@ -634,7 +655,10 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
     """The tidy output table from noisy integers (post-processing only). Its columns are made when written: labels
     from the declared keys and bins, numbers as int64 arrays on their decimal grid. A 10^7-cell histogram costs its
     noisy array here, not 10^7 Python strings (3 GB and 13 s after the spend in dpcli 0.2)."""
+    from dpcli import consistency, table_postprocess
+
     spec = plan.spec
+    noisy = consistency.consistent_noisy(plan, noisy)  # post-processing of noisy counts: spends nothing
     blocks = []
     for sp, nz, labels in zip(plan.statistics, noisy, statistic_labels(plan), strict=True):
         stat = sp.statistic
@@ -649,9 +673,14 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
             value, low, high = quantile_columns(spec.columns[stat.column], stat, nz)
         else:
             value, low, high = number_columns(sp, nz.counts, nz.sums, bounds, nz.squares, float(plan.confidence))
+        flag = None
+        policy = spec.postprocess.get(stat.name)
+        if policy is not None:
+            value, low, high, flag = table_postprocess.apply(stat.kind, policy, value, low, high)
         rho = sp.rho if plan.rho else None
-        blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho))
-    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0)
+        blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho, flag))
+    with_flag = any(p.small_cells is not None for p in spec.postprocess.values())
+    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0, with_flag=with_flag)
 
 
 def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyColumn, LazyColumn, LazyColumn]:
@@ -818,7 +847,7 @@ def write_csv(table: Table, sink: _HashingWriter) -> None:
         constants = {
             0: csv_field(block.statistic),
             n_dims + 4: "" if eps is None else csv_field(eps),
-            n_dims + 5: "" if rho is None else csv_field(rho),
+            **({n_dims + 5: "" if rho is None else csv_field(rho)} if table.with_rho else {}),
         }
         for i, j in _chunks(len(block)):
             frame = {}
@@ -839,7 +868,7 @@ def _column_of(table: Table, block: Block, name: str, position: int) -> LazyColu
     n_dims = len(table.dimensions)
     if 1 <= position <= n_dims:
         return block.labels.get(name)
-    return {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high}[name]
+    return {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high, "flag": block.flag}[name]
 
 
 def write_json(table: Table, sink: _HashingWriter) -> None:
@@ -957,6 +986,16 @@ def write_sidecar(path: Path, metadata: dict) -> None:
     atomic_write(sidecar_path(path), lambda fh: fh.write(text.encode("utf-8")))
 
 
+def _with_postprocess(plan: Plan, statistics: list[dict]) -> list[dict]:
+    """Each statistic's sidecar entry with its `postprocess` block when the spec declares one (dpcli.consistency)."""
+    if not plan.spec.postprocess:
+        return statistics
+    from dpcli.consistency import sidecar_blocks
+
+    blocks = sidecar_blocks(plan)
+    return [{**meta, "postprocess": blocks[meta["name"]]} if meta["name"] in blocks else meta for meta in statistics]
+
+
 def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
     """The sidecar: public facts only. The spec's hash and its public parameters (bounds, bins, keys, mechanisms,
     scales, shares), the release id and the ledger record and head. Never anything computed from the input's bytes
@@ -975,7 +1014,7 @@ def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
         "confidence": format_exact(plan.confidence),
         **_person_meta(plan),
         "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
-        "statistics": [_statistic_meta(sp) for sp in plan.statistics],
+        "statistics": _with_postprocess(plan, [_statistic_meta(sp) for sp in plan.statistics]),
         "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
     }
 

@@ -147,6 +147,10 @@ def release(
     plan = make_plan(spec)
     check_cost(plan)  # over a public size limit (cells, memory estimate): exit 2 before anything is read or spent
     check_labels(plan)  # the table's labels are made from the spec: any failure there comes before the spend
+    if spec.postprocess:  # the finest table's cap of `postprocess: {consistent: true}`, before the spend
+        from dpcli.consistency import check_plan
+
+        check_plan(plan)
     say(
         f"spec valid and planned: {len(plan.statistics)} statistic(s), "
         f"{sum(sp.cells for sp in plan.statistics if sp.selection is None)} declared cell(s)"

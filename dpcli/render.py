@@ -296,6 +296,12 @@ def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
     }
     if any(sp.statistic.kind == "frequency" for sp in plan.statistics):
         doc["frequencies"] = frequency_rows(plan)
+    if plan.spec.postprocess:
+        from dpcli.consistency import plan_notes
+
+        doc["postprocess"] = {
+            sp.statistic.name: note for sp, note in zip(plan.statistics, plan_notes(plan), strict=True) if note
+        }
     person = spec.privacy.person
     if person is not None:
         doc["person"] = {
@@ -304,6 +310,16 @@ def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
         }
     doc.update(planning or {})  # dpcli plan --epsilon / --target / --ledger (planning_json)
     return json.dumps(doc, indent=2) + "\n"
+
+
+def postprocess_text(plan: Plan) -> list[str]:
+    """The plan's lines on each statistic's `postprocess:` (dpcli.consistency.plan_notes); none without one."""
+    if not plan.spec.postprocess:
+        return []
+    from dpcli.consistency import plan_notes  # numpy and scipy's users: only for a spec that declares post-processing
+
+    notes = [(sp.statistic.name, note) for sp, note in zip(plan.statistics, plan_notes(plan), strict=True) if note]
+    return ["post-processing (reads the noisy values only: spends nothing):"] + [f"  {n}: {t}" for n, t in notes]
 
 
 def print_plan(plan: Plan, stream: TextIO) -> None:
@@ -359,6 +375,8 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
         say("frequency estimates from a randomized file (nothing spent; `dpcli randomize` paid for the file):")
         for line in frequency:
             say(line, indent="    ")
+    for line in postprocess_text(plan):
+        say(line, indent="    ")
     if any(r["kind"] == "mean" for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
         for line in mean_error_text(plan):

@@ -20,8 +20,8 @@ import math
 import os
 import re
 import stat as _stat
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
@@ -56,6 +56,8 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     NEIGHBOURS,
     OPEN,
     OUTPUT_COLUMNS,
+    POSTPROCESS,
+    POSTPROCESS_KINDS,
     PRIVACY,
     SPEC_VERSION,
     STATISTIC,
@@ -330,6 +332,41 @@ class CsvDialect:
 
 
 @dataclass(frozen=True)
+class PostProcess:
+    """A statistic's post-processing (docs/spec.md, "Post-processing"): the top level's ``postprocess:`` with the
+    statistic's own over it, key by key. It reads noisy values only: it spends nothing."""
+
+    digits: int | None = None  # sums, means, variances: decimal places of the value and interval (None: as today)
+    nonnegative: bool = False  # counts, sums, variances: negative values and interval ends become 0
+    consistent: bool = False  # counts and histograms: made to add up with the counts they share a breakdown with
+    max_relative_width: Fraction | None = None  # small cells: interval wider than this x |value|
+    small_cells: str | None = None  # "flag" | "suppress" (None: no small-cell policy)
+
+
+def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dict | None]) -> dict[str, PostProcess]:
+    """Each statistic's post-processing: its own ``postprocess:`` key by key over the top level's. Statistics with
+    none are left out. The top level's ``consistent: true`` applies to counts and histograms only."""
+    out: dict[str, PostProcess] = {}
+    for i, (st, mine) in enumerate(zip(stats, own, strict=True)):
+        if mine is not None and mine.get("consistent") == "true" and st.kind not in ("count", "histogram"):
+            raise RuleError(f"statistics[{i}].postprocess.consistent", "applies to counts and histograms only")
+        if st.kind not in POSTPROCESS_KINDS:
+            continue
+        f = {**(top or {}), **(mine or {})}
+        if not f:
+            continue
+        cells = f.get("small_cells")
+        out[st.name] = PostProcess(
+            digits=f.get("digits"),
+            nonnegative=f.get("nonnegative") == "true",
+            consistent=f.get("consistent") == "true" and st.kind in ("count", "histogram"),
+            max_relative_width=None if cells is None else cells["max_relative_width"],
+            small_cells=None if cells is None else cells["action"],
+        )
+    return out
+
+
+@dataclass(frozen=True)
 class Spec:
     version: str
     dataset: str
@@ -349,6 +386,8 @@ class Spec:
     engine: str = "polars"
     confidence: Fraction = Fraction(95, 100)  # of the plan's errors and the table's intervals
     expected_rows: int | None = None  # planning: rows with a value per cell, for a mean's error (dpcli.planning)
+    # statistic name -> its post-processing (`postprocess:`); statistics without any are not in it
+    postprocess: Mapping[str, PostProcess] = field(default_factory=dict)
 
     @property
     def id_column(self) -> str | None:
@@ -975,6 +1014,13 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
             out.attempt(_raise, RuleError(
                 "csv.header", f"declared column(s) not among the fields it names: {', '.join(undeclared)[:200]}"
             ))
+    top_post = (
+        out.attempt(POSTPROCESS.load, "postprocess", top["postprocess"], out.list)
+        if "postprocess" in top
+        else {}
+    )
+    own_post = [None if t is None else t[1].get("postprocess") for t in loaded]
+    postprocess = out.attempt(_postprocess, top_post, stats, own_post) if len(stats) == len(raw_stats) else None
     if priv is None or len(stats) != len(raw_stats) or out.count():
         return None
     privacy = _privacy(priv, stats, columns)
@@ -1030,6 +1076,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         engine=fields.get("engine", "polars"),
         confidence=fields.get("confidence", Fraction(95, 100)),
         expected_rows=fields.get("expected_rows"),
+        postprocess=MappingProxyType(postprocess or {}),
     )
 
 

@@ -755,6 +755,31 @@ TARGET = Section(
     description="the largest acceptable error in the statistic's units at 95% confidence (whatever the spec's "
                 "confidence): dpcli plan finds the smallest epsilon meeting every target",
 )
+# `postprocess:` (top level: the default of every statistic; a statistic's own: key by key over it). Post-processing
+# of noisy values only: it spends nothing (docs/spec.md, "Post-processing")
+SMALL_CELL_ACTIONS = ("flag", "suppress")
+POSTPROCESS_KINDS = ("count", "histogram", "sum", "mean", "variance", "std")  # kinds with a value and an interval
+SMALL_CELLS = Section(
+    {
+        "max_relative_width": Number(positive=True),
+        "action": Choice(SMALL_CELL_ACTIONS, "'{value}' is not one of: {choices}"),
+    },
+    required=("max_relative_width", "action"),
+    description="a cell whose interval is wider than max_relative_width x |value| is flagged, or suppressed (value "
+                "and interval left empty; the row stays)",
+)
+POSTPROCESS = Section(
+    {
+        "digits": Whole(0, 18, "sums, means, variances: decimal places the value and interval are rounded to"),
+        "nonnegative": Choice(BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
+                              description="counts, sums, variances: negative values and interval ends become 0"),
+        "consistent": Choice(BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
+                             description="counts sharing a breakdown are made to add up (least squares weighted by "
+                                         "each value's noise variance, then rounding keeping the grand total)"),
+        "small_cells": SMALL_CELLS,
+    },
+    description="post-processing of the noisy values (spends nothing)",
+)
 STATISTIC = Union(
     Section(
         {
@@ -780,6 +805,7 @@ STATISTIC = Union(
             "interval": INTERVAL,
             "target": TARGET,
             "expected_rows": Whole(1, MAX_EXPECTED_ROWS, "rows with a value in one cell, for the plan's mean error"),
+            "postprocess": POSTPROCESS,
         },
         required=("name", "kind"),
         exclusive=(
@@ -833,6 +859,11 @@ STATISTIC = Union(
     ),
     lambda tag: f"not allowed for a {tag}",
 )
+# `postprocess:` is allowed on the kinds with a value and an interval. Added here, after the variants, rather than in
+# each variant's list, so the declaration above stays as it was.
+for _variant in STATISTIC.variants:
+    if _variant.tag in POSTPROCESS_KINDS:
+        _variant.allowed = (*_variant.allowed, "postprocess")
 
 PERSON_UNIT = Section(
     {
@@ -962,6 +993,7 @@ TOP = Section(
         "statistics": StatisticList(),
         "confidence": Number(Fraction(1, 2), MAX_CONFIDENCE, range_name="confidence"),
         "expected_rows": Whole(1, MAX_EXPECTED_ROWS, "rows with a value per cell, for the plan's mean errors"),
+        "postprocess": POSTPROCESS,
     },
     required=("version", "dataset", "privacy", "columns", "statistics"),
 )

@@ -108,11 +108,11 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 
 TOP_ALLOWED = (
     "(allowed: version, dataset, input, output, ledger, input_format, engine, csv, privacy, columns, statistics, "
-    "confidence, expected_rows)"
+    "confidence, expected_rows, postprocess)"
 )
 STAT_ALLOWED = (
     "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, q, step, k, "
-    "randomized, interval, target, expected_rows)"
+    "randomized, interval, target, expected_rows, postprocess)"
 )
 PRIVACY_ALLOWED = "(allowed: unit, neighbours, epsilon, delta, rho)"
 COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, max_length)"

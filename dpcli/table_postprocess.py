@@ -1,0 +1,107 @@
+"""Post-processing of a statistic's table columns (docs/spec.md, "Post-processing"): non-negativity, rounding to
+declared digits, and the small-cell policy (the ``flag`` column; a suppressed cell keeps its row, its value and
+interval empty). Reads the released numbers and the spec only: it spends nothing. Consistency of counts is done
+before the columns are made (dpcli.consistency.consistent_noisy), on the noisy integers."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from dpcli.accounting import format_exact, parse_exact
+from dpcli.consistency import flag_column, small_cells
+from dpcli.output import Ints, LazyColumn, Texts, _pl
+from dpcli.spec import PostProcess
+
+# the kinds whose value and interval may be negative and whose truth is not (a mean is clipped to its bounds already)
+NONNEGATIVE_KINDS = ("count", "histogram", "sum", "variance", "std")
+ROUNDED_KINDS = ("sum", "mean", "variance", "std")  # counts are integers already
+
+
+class Masked(LazyColumn):
+    """A number column with some rows hidden (suppressed cells): empty in CSV, null in JSON, None as row text."""
+
+    def __init__(self, inner: LazyColumn, hidden: np.ndarray):
+        self.inner, self.hidden, self.rows = inner, np.asarray(hidden, dtype=bool), len(inner)
+
+    def _mask(self, series, i: int, j: int, blank: str):  # type: ignore[no-untyped-def]
+        pl = _pl()
+        hide = pl.Series(self.hidden[i:j])
+        return pl.select(pl.when(hide).then(pl.lit(blank)).otherwise(series.cast(pl.String))).to_series()
+
+    def texts(self, i: int, j: int) -> list[str]:
+        inner = self.inner.texts(i, j)
+        return [None if h else t for t, h in zip(inner, self.hidden[i:j], strict=True)]  # type: ignore[misc]
+
+    def text(self, i: int, j: int):  # type: ignore[no-untyped-def]
+        return self._mask(self.inner.text(i, j), i, j, "")
+
+    def csv(self, i: int, j: int):  # type: ignore[no-untyped-def]
+        return self._mask(self.inner.csv(i, j), i, j, "")
+
+    def number_json(self, i: int, j: int):  # type: ignore[no-untyped-def]
+        return self._mask(self.inner.number_json(i, j), i, j, "null")
+
+    def store(self) -> list[str]:
+        return ["" if t is None else t for t in self]
+
+
+def _exact(column: LazyColumn) -> list[Fraction]:
+    return [parse_exact(t) for t in column]
+
+
+def _grid(columns: tuple[LazyColumn, ...]) -> tuple[list[np.ndarray], int, int] | None:
+    """The columns as integer arrays on one decimal grid (mult / 10**digits), or None when they are not."""
+    if not all(isinstance(c, Ints) for c in columns):
+        return None
+    ints: list[Ints] = list(columns)  # type: ignore[arg-type]
+    if len({(c.mult, c.digits) for c in ints}) != 1:
+        return None
+    return [np.asarray(c.values, dtype=np.int64) + c.offset for c in ints], ints[0].mult, ints[0].digits
+
+
+def _round_half_even(num: np.ndarray, den: int) -> np.ndarray:
+    q = num // den
+    twice = 2 * (num - q * den)
+    return q + ((twice > den) | ((twice == den) & (q % 2 == 1))).astype(np.int64)
+
+
+def apply(
+    kind: str, policy: PostProcess, value: LazyColumn, low: LazyColumn, high: LazyColumn
+) -> tuple[LazyColumn, LazyColumn, LazyColumn, LazyColumn | None]:
+    """(value, ci_low, ci_high, flag) after the statistic's policy. Integer columns stay integer columns; other
+    columns (huge sums written as text) go through exact Fractions."""
+    columns = (value, low, high)
+    nonnegative = policy.nonnegative and kind in NONNEGATIVE_KINDS
+    digits = policy.digits if kind in ROUNDED_KINDS else None
+    grid = _grid(columns)
+    if grid is not None:
+        arrays, mult, step_digits = grid
+        if nonnegative:
+            arrays = [np.maximum(a, 0) for a in arrays]
+        if digits is not None and digits < step_digits:
+            arrays = [_round_half_even(a * mult, 10 ** (step_digits - digits)) for a in arrays]
+            mult, step_digits = 1, digits
+        if nonnegative or digits is not None:
+            value, low, high = (Ints(a, 0, mult, step_digits) for a in arrays)
+        numbers = [a.astype(object) * Fraction(mult, 10**step_digits) for a in arrays]
+    else:
+        numbers = [_exact(c) for c in columns]
+        if nonnegative:
+            numbers = [[max(x, Fraction(0)) for x in column] for column in numbers]
+        if digits is not None:
+            step = Fraction(1, 10**digits)
+            numbers = [[round(x / step) * step for x in column] for column in numbers]
+        if nonnegative or digits is not None:
+            value, low, high = (Texts([format_exact(x) for x in column]) for column in numbers)
+    if policy.small_cells is None:
+        return value, low, high, None
+    assert policy.max_relative_width is not None
+    value_numbers, low_numbers, high_numbers = numbers
+    small = small_cells(value_numbers, low_numbers, high_numbers, policy.max_relative_width)
+    flag = Texts(flag_column(small, policy.small_cells))
+    if policy.small_cells == "suppress":
+        hidden = np.array(small, dtype=np.bool_)
+        value, low, high = (Masked(c, hidden) for c in (value, low, high))
+    return value, low, high, flag
