@@ -70,6 +70,8 @@ LINE_ENDS = ("lf", "cr")
 # Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
 # (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
 OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho")  # rho: the zCDP table's last column
+# contract 0.3's columns: what each row is and a bin's edges
+OUTPUT_COLUMNS += ("kind", "column", "bin_low", "bin_high")
 
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
 DATASET_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}"
