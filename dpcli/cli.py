@@ -206,7 +206,7 @@ def release(
                 progress=_progress_printer if verbose else None,
                 input_format=None if input_format is None else input_format.value,
                 engine=None if engine is None else engine.value, spark_master=spark_master,
-                on_input_bytes=on_input_bytes, meta=meta,
+                on_input_bytes=on_input_bytes, sidecar=meta,
             )
     except (KeyboardInterrupt, Interrupted) as exc:
         # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it

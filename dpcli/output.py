@@ -1,7 +1,8 @@
 """The contract's tidy output table, its writers (CSV, JSON) and the metadata sidecar, written atomically.
 
-One row per released number: ``statistic``, one column per dimension of the spec, ``value``, ``ci_low``,
-``ci_high``, ``epsilon``. Numbers are written as exact decimal text (the fixed-point grid makes every released
+One row per released number (contract 0.3): ``statistic``, ``kind``, ``column``, one column per dimension of the
+spec, ``bin_low``/``bin_high`` (when a statistic has bins), ``quantile``, ``value``, ``ci_low``, ``ci_high``,
+``epsilon`` (``rho``). Numbers are written as exact decimal text (the fixed-point grid makes every released
 sum and mean a terminating decimal), so nothing is lost to float formatting.
 
 The table is columnar: labels are generators over the declared keys and bins, numbers int64 arrays on their decimal
@@ -242,9 +243,10 @@ class KeyLabels(LazyColumn):
 
 
 class GridLabels(LazyColumn):
-    """The bins of an even grid as '[lo, hi)': row r is bin (r // inner) % count. Edges are formatted in int64
-    arithmetic on the grid scaled to integers (start, step as integers over 10^digits), by polars, chunk by chunk.
-    A grid with a non-decimal step (1/3) or edges past int64 is formatted in Python instead (same text)."""
+    """The bins of an even grid as '[lo..hi)' (or one edge: ``part``): row r is bin (r // inner) % count. Edges are
+    formatted in int64 arithmetic on the grid scaled to integers (start, step as integers over 10^digits), by
+    polars, chunk by chunk. A grid with a non-decimal step (1/3) or edges past int64 is formatted in Python instead
+    (same text)."""
 
     def __init__(self, bins: GridBins, inner: int, rows: int, sep: str = BIN_SEPARATOR, part: str = "label"):
         self.bins, self.inner, self.rows = bins, int(inner), int(rows)
@@ -596,7 +598,7 @@ def _unpack(pieces: list[str], code: str, rows: int) -> np.ndarray:
 
 
 def bin_labels(bins: EdgeBins | GridBins) -> list[str]:
-    """Every bin as its interval '[lo, hi)', as a list (small bins; tables use label columns made on demand)."""
+    """Every bin as its interval '[lo..hi)', as a list (small bins; tables use label columns made on demand)."""
     if isinstance(bins, GridBins):
         return list(GridLabels(bins, 1, bins.count))
     return [bin_label(bins, i) for i in range(bins.count)]
@@ -721,7 +723,9 @@ def bin_edge_columns(bins: EdgeBins | GridBins, labels: LazyColumn | None) -> tu
         return tuple(  # type: ignore[return-value]
             GridLabels(labels.bins, labels.inner, labels.rows, labels.sep, part) for part in ("low", "high")
         )
-    edges = {bin_label(bins, i): (format_exact(bins.edge(i)), format_exact(bins.edge(i + 1))) for i in range(bins.count)}
+    edges = {
+        bin_label(bins, i): (format_exact(bins.edge(i)), format_exact(bins.edge(i + 1))) for i in range(bins.count)
+    }
     if isinstance(labels, KeyLabels):
         return tuple(  # type: ignore[return-value]
             KeyLabels([edges[k][side] for k in labels.keys], labels.inner, labels.rows) for side in (0, 1)

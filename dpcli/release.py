@@ -118,7 +118,7 @@ def release(
     engine: str | None = None,
     spark_master: str | None = None,
     on_input_bytes: Callable[[int, int | None], None] | None = None,
-    meta: str | Path | None = None,
+    sidecar: str | Path | None = None,
 ) -> Release:
     """Run one release. ``input``/``output`` may be ``"-"`` (stdin/stdout); defaults come from the spec.
 
@@ -142,7 +142,7 @@ def release(
     report has ``read == total`` (a stream's size is known by then): it tells the caller that reading is over, so a
     progress display is gone before the table is written (perhaps to the same terminal).
 
-    ``meta``: where the sidecar goes (``--meta``), else beside an output file (none for standard output).
+    ``sidecar``: where the metadata sidecar goes (``--meta``), else beside an output file (none for standard output).
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -181,7 +181,7 @@ def release(
         book = open_ledger(location, lock_timeout=lock_timeout)
     spec_file = Path(spec.source) if spec.source != "<string>" else None
     check_release_paths(spec_file, source, output_path, book, location)
-    meta_path = _meta_path(meta, output_path, spec_file, source, book, location)
+    meta_path = _meta_path(sidecar, output_path, spec_file, source, book, location)
     fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
     say("paths checked")
 

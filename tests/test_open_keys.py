@@ -172,10 +172,12 @@ class Sink(io.TextIOBase):
 def test_released_entries_become_labelled_rows_in_order():
     plan = plan_of(BY_SEX_COUNTRY)
     table, noisy = hostile_table(plan)
-    assert table.columns == ("statistic", "sex", "country", "value", "ci_low", "ci_high", "epsilon")
+    assert table.columns == (
+        "statistic", "kind", "column", "sex", "country", "value", "ci_low", "ci_high", "epsilon"
+    )
     rows = list(table.rows())
     expected = sorted(((j % 2, text) for j, text in enumerate(HOSTILE_KEYS)))
-    assert [(r[1], r[2]) for r in rows] == [(("M", "F")[code], text) for code, text in expected]
+    assert [(r[3], r[4]) for r in rows] == [(("M", "F")[code], text) for code, text in expected]
     k = plan.statistics[0].component("count").halfwidth(0.95)
     for r, value in zip(rows, noisy.counts.tolist(), strict=True):
         assert r[0] == "c" and r[6] == "1"
@@ -218,8 +220,8 @@ def test_the_stored_table_gives_the_same_rows():
 
     again = Table.from_json(table.to_json())
     assert list(again.rows()) == list(table.rows())
-    assert table.columns[1:3] == ("sex", "country")
-    assert [(r[1], r[2]) for r in table.rows()] == [("M", "z\n"), ("F", "x,y")]
+    assert table.columns[3:5] == ("sex", "country")
+    assert [(r[3], r[4]) for r in table.rows()] == [("M", "z\n"), ("F", "x,y")]
 
 
 def test_an_open_key_statistic_beside_declared_ones():
@@ -234,8 +236,8 @@ def test_an_open_key_statistic_beside_declared_ones():
         Noisy(np.array([3, 4]), None),
     ]
     rows = list(build_table(plan, noisy).rows())
-    assert table_columns(plan)[:4] == ("statistic", "country", "sex", "value")
-    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+    assert table_columns(plan)[:6] == ("statistic", "kind", "column", "country", "sex", "value")
+    assert [(r[0], r[3], r[4], r[5]) for r in rows] == [
         ("n", None, None, "5"), ("c", "PT", None, str(sp.selection.threshold)), ("s", None, "M", "3"),
         ("s", None, "F", "4"),
     ]

@@ -205,7 +205,7 @@ def test_every_sidecar_validates_and_its_time_is_the_spends(tmp_path: Path, name
     r = release(spec, input=ADULT, output=tmp_path / "out.json", ledger=ledger, release_id="2026-11-24")
     meta = json.loads((tmp_path / "out.json.meta.json").read_text())
     VALIDATOR.validate(meta)
-    assert meta == {k: v for k, v in r.metadata.items()} | {"output_sha256": r.output_sha256}
+    assert meta == r.metadata | {"output_sha256": r.output_sha256}
     assert meta["contract"] == "0.3" and meta["release_id"] == "2026-11-24"
     assert meta["release_time"] == r.spend.get("time")[:19] + "Z"
     again = release(spec, input=ADULT, output=tmp_path / "again.json", ledger=ledger, release_id="2026-11-24")
