@@ -224,8 +224,8 @@ def test_ties_go_to_the_first_declared_key_on_the_no_noise_path(tmp_path: Path) 
         columns=RICH,
     )
     rows = list(build_table(plan, exact_noisy(aggregate(plan, path), plan)).rows())
-    assert [r[1] for r in rows[:3]] == ["Armed-Forces", "Sales", "Tech-support"]
-    assert rows[3][2:4] == ("true", "1")  # true: 2 (true, 1), false: 1; "x" and the empty cell are missing
+    assert [r[3] for r in rows[:3]] == ["Armed-Forces", "Sales", "Tech-support"]
+    assert rows[3][1:6] == ("mode", "rich", None, "true", "1")  # true: 2 (true, 1), false: 1; "x" and the empty cell are missing
 
 
 def test_under_a_person_unit_the_counts_are_the_histograms_of_the_same_bounding(tmp_path: Path) -> None:
