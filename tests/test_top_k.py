@@ -225,7 +225,8 @@ def test_ties_go_to_the_first_declared_key_on_the_no_noise_path(tmp_path: Path) 
     )
     rows = list(build_table(plan, exact_noisy(aggregate(plan, path), plan)).rows())
     assert [r[3] for r in rows[:3]] == ["Armed-Forces", "Sales", "Tech-support"]
-    assert rows[3][1:6] == ("mode", "rich", None, "true", "1")  # true: 2 (true, 1), false: 1; "x" and the empty cell are missing
+    # true: 2 (true, 1), false: 1; "x" and the empty cell are missing
+    assert rows[3][1:6] == ("mode", "rich", None, "true", "1")
 
 
 def test_under_a_person_unit_the_counts_are_the_histograms_of_the_same_bounding(tmp_path: Path) -> None:
