@@ -3,4 +3,4 @@
 Library entry points: :func:`dpcli.release.release` and :func:`dpcli.plan.make_plan`.
 """
 
-__version__ = "0.2.0"  # the one version source: pyproject.toml reads it (dynamic)
+__version__ = "0.3.0"  # the one version source: pyproject.toml reads it (dynamic)

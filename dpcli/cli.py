@@ -186,6 +186,11 @@ def release(
         None, "--report", metavar="PATH", help="Also write the release's report (one self-contained HTML file)."
     ),
     summary_md: Path | None = SummaryMdOpt,
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="PATH",
+        help="Write the metadata sidecar (JSON, schema: `dpcli schema --sidecar`) here, also with --output - "
+        "(default: OUTPUT.meta.json beside an output file; none for standard output).",
+    ),
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table.
 
@@ -210,7 +215,7 @@ def release(
                 progress=_progress_printer if verbose else None,
                 input_format=None if input_format is None else input_format.value,
                 engine=None if engine is None else engine.value, spark_master=spark_master,
-                on_input_bytes=on_input_bytes,
+                on_input_bytes=on_input_bytes, sidecar=meta,
             )
     except (KeyboardInterrupt, Interrupted) as exc:
         # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
@@ -450,8 +455,17 @@ def report_command(
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))
-def schema() -> None:
+def schema(
+    sidecar: bool = typer.Option(
+        False, "--sidecar", help="Print the schema of the release's metadata sidecar (OUTPUT.meta.json) instead."
+    ),
+) -> None:
     """Print the JSON Schema (draft 2020-12) of spec version 1, for editors and CI validators."""
+    if sidecar:
+        from dpcli.output import sidecar_schema_text
+
+        sys.stdout.write(sidecar_schema_text())
+        return
     from dpcli.schema import schema_json
 
     sys.stdout.write(schema_json())

@@ -1,7 +1,8 @@
 """The contract's tidy output table, its writers (CSV, JSON) and the metadata sidecar, written atomically.
 
-One row per released number: ``statistic``, one column per dimension of the spec, ``value``, ``ci_low``,
-``ci_high``, ``epsilon``. Numbers are written as exact decimal text (the fixed-point grid makes every released
+One row per released number (contract 0.3): ``statistic``, ``kind``, ``column``, one column per dimension of the
+spec, ``bin_low``/``bin_high`` (when a statistic has bins), ``quantile``, ``value``, ``ci_low``, ``ci_high``,
+``epsilon`` (``rho``). Numbers are written as exact decimal text (the fixed-point grid makes every released
 sum and mean a terminating decimal), so nothing is lost to float formatting.
 
 The table is columnar: labels are generators over the declared keys and bins, numbers int64 arrays on their decimal
@@ -54,15 +55,26 @@ if TYPE_CHECKING:
     from dpcli.mechanisms import Noisy
 
 FIXED_COLUMNS_AFTER = ("value", "ci_low", "ci_high", "epsilon")
+# Contract 0.3: what each row is (after `statistic`), and a binned row's edges as numbers (after the dimensions)
+DESCRIBING_COLUMNS = ("kind", "column")
+BIN_COLUMNS = ("bin_low", "bin_high")
+# The table's contract: the columns and labels this version writes (docs/contract-0.3.md). A table stored by
+# dpcli 0.2 is re-issued in the layout it was first written in ("0.2"): a re-issue gives back the same bytes.
+CONTRACT = "0.3"
+LEGACY_CONTRACT = "0.2"
+# A bin's label '[lo..hi)': never a comma, quote or line break, so it needs no quoting (dpcli 0.2: '[lo, hi)')
+BIN_SEPARATOR = ".."
 # Columns the JSON writer prints as bare text (numbers), by name, as dpcli 0.2 did.
-NUMERIC_COLUMNS = frozenset({*FIXED_COLUMNS_AFTER, "rho"})
+NUMERIC_COLUMNS = frozenset({*FIXED_COLUMNS_AFTER, "rho", *BIN_COLUMNS})
 # Rows turned into text at a time. A 10^7-row table never exists as Python strings: each chunk is formatted by
 # polars (in Rust, on every core) and written before the next one is made, so the text held is ~10-30 MB.
 CHUNK_ROWS = 1 << 18
 # Cells per compressed piece of a packed column in the release store (a reader decodes piece by piece).
 PACK_CHUNK = 1 << 20
-# The release store's table format. dpcli 0.2 wrote JSON without this key: every cell as text (still read).
-STORE_FORMAT = 2
+# The release store's table format. dpcli 0.2 wrote JSON without this key (every cell as text), then format 2
+# (both still read, and re-issued in contract 0.2's layout); format 3 adds kind, column and the bin edges.
+STORE_FORMAT = 3
+LEGACY_STORE_FORMAT = 2
 _INT64_SAFE = 2**62  # integers formatted in int64 must stay below this (after offset and multiplier)
 
 
@@ -231,12 +243,15 @@ class KeyLabels(LazyColumn):
 
 
 class GridLabels(LazyColumn):
-    """The bins of an even grid as '[lo, hi)': row r is bin (r // inner) % count. Edges are formatted in int64
-    arithmetic on the grid scaled to integers (start, step as integers over 10^digits), by polars, chunk by chunk.
-    A grid with a non-decimal step (1/3) or edges past int64 is formatted in Python instead (same text)."""
+    """The bins of an even grid as '[lo..hi)' (or one edge: ``part``): row r is bin (r // inner) % count. Edges are
+    formatted in int64 arithmetic on the grid scaled to integers (start, step as integers over 10^digits), by
+    polars, chunk by chunk. A grid with a non-decimal step (1/3) or edges past int64 is formatted in Python instead
+    (same text)."""
 
-    def __init__(self, bins: GridBins, inner: int, rows: int):
+    def __init__(self, bins: GridBins, inner: int, rows: int, sep: str = BIN_SEPARATOR, part: str = "label"):
         self.bins, self.inner, self.rows = bins, int(inner), int(rows)
+        self.sep = sep  # '..' (contract 0.3); ', ' re-issues a table stored by dpcli 0.2 as it was first written
+        self.part = part  # "label": '[lo..hi)'; "low" / "high": one edge (the bin_low / bin_high number columns)
         self.bin_count = bins.count
         digits = 0
         while (bins.start * 10**digits).denominator != 1 or (bins.step * 10**digits).denominator != 1:
@@ -262,11 +277,14 @@ class GridLabels(LazyColumn):
         return self._labels(i, j, '[', ')')
 
     def csv(self, i: int, j: int) -> pl.Series:
-        # '[lo, hi)' always holds a comma and never a quote: csv.writer quotes it as '"[lo, hi)"', and json.dumps
-        # writes the same (edges are digits, '-', '.', '/'; nothing to escape)
+        # '[lo..hi)' needs no quoting; dpcli 0.2's '[lo, hi)' always holds a comma and never a quote: csv.writer
+        # quotes it as '"[lo, hi)"' (edges are digits, '-', '.', '/'; nothing to escape)
+        if self.part != "label" or "," not in self.sep:
+            return self.text(i, j)
         return self._labels(i, j, '"[', ')"')
 
-    json = csv
+    def json(self, i: int, j: int) -> pl.Series:
+        return self._labels(i, j, '"[', ')"')  # as json.dumps writes it (an edge column is a number_json column)
 
     def _labels(self, i: int, j: int, before: str, after: str) -> pl.Series:
         pl = _pl()
@@ -280,13 +298,15 @@ class GridLabels(LazyColumn):
             first, last = int(b.min()), int(b.max())
             edges = self._edges(first, last - first + 2)
             lo, hi = edges.gather(b - first), edges.gather(b - first + 1)
-        label = pl.concat_str([pl.lit(before), pl.lit(lo), pl.lit(", "), pl.lit(hi), pl.lit(after)])
+        if self.part != "label":
+            return lo if self.part == "low" else hi
+        label = pl.concat_str([pl.lit(before), pl.lit(lo), pl.lit(self.sep), pl.lit(hi), pl.lit(after)])
         return pl.select(label).to_series()
 
     def store(self) -> dict[str, Any]:
         b = self.bins
         grid = {"start": format_exact(b.start), "stop": format_exact(b.stop), "step": format_exact(b.step)}
-        return {"grid": grid, "inner": self.inner, "rows": self.rows}
+        return {"grid": grid, "inner": self.inner, "rows": self.rows, "sep": self.sep, "part": self.part}
 
 
 def scaled_text(v: pl.Expr, digits: int) -> pl.Expr:
@@ -363,6 +383,10 @@ class Block:
     ci_low: LazyColumn
     ci_high: LazyColumn
     rho: Fraction | None = None  # zCDP releases: the statistic's rho
+    kind: str | None = None  # contract 0.3: the statistic's kind (None: a table stored by dpcli 0.2)
+    column: str | None = None  # contract 0.3: the statistic's column (None: a count without one)
+    bin_low: LazyColumn | None = None  # a histogram's rows: each bin's edges as numbers (None: rows without a bin)
+    bin_high: LazyColumn | None = None
     # the small-cell policy's column (empty, flagged or suppressed per row); None: the statistic declares none
     flag: LazyColumn | None = None
 
@@ -373,6 +397,9 @@ class Block:
             object.__setattr__(self, "flag", _as_column(self.flag))
         for name in ("value", "ci_low", "ci_high"):
             object.__setattr__(self, name, _as_column(getattr(self, name)))
+        for name in BIN_COLUMNS:
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _as_column(getattr(self, name)))
 
     def __len__(self) -> int:
         return len(self.value)
@@ -383,14 +410,20 @@ class Table:
     dimensions: tuple[str, ...]
     blocks: tuple[Block, ...]
     with_rho: bool = False  # zCDP releases add a trailing `rho` column (pure releases keep the contract's columns)
+    with_bins: bool = False  # some statistic has bins: the table has bin_low and bin_high (contract 0.3)
+    contract: str = CONTRACT  # the layout written: "0.3", or "0.2" for a table stored by dpcli 0.2
     with_flag: bool = False  # some statistic declares a small-cell policy: a last `flag` column
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return (
-            "statistic", *self.dimensions, *FIXED_COLUMNS_AFTER, *(("rho",) if self.with_rho else ()),
-            *(("flag",) if self.with_flag else ()),
-        )
+        rho = ("rho",) if self.with_rho else ()
+        if self.contract == LEGACY_CONTRACT:
+            return ("statistic", *self.dimensions, *FIXED_COLUMNS_AFTER, *rho)
+        dims = tuple(d for d in self.dimensions if d != QUANTILE_COLUMN)
+        bins = BIN_COLUMNS if self.with_bins else ()
+        level = (QUANTILE_COLUMN,) if QUANTILE_COLUMN in self.dimensions else ()
+        flag = ("flag",) if self.with_flag else ()
+        return ("statistic", *DESCRIBING_COLUMNS, *dims, *bins, *level, *FIXED_COLUMNS_AFTER, *rho, *flag)
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.blocks)
@@ -400,9 +433,10 @@ class Table:
         columns packed (compressed little-endian integers in base64 pieces). A 10^7-cell histogram stores in a
         few MB and ~0.2 s instead of ~500 MB of text. Reading it gives the same table, so the same output bytes."""
         doc = {
-            "format": STORE_FORMAT,
+            "format": STORE_FORMAT if self.contract == CONTRACT else LEGACY_STORE_FORMAT,
             "dimensions": list(self.dimensions),
             "with_rho": self.with_rho,
+            "with_bins": self.with_bins,
             "blocks": [_block_doc(b) for b in self.blocks],
         }
         if self.with_flag:
@@ -411,7 +445,9 @@ class Table:
 
     @staticmethod
     def from_json(data: bytes) -> Table:
-        """A stored table: this version's format, or dpcli 0.2's (every cell as text)."""
+        """A stored table: this version's format, or dpcli 0.2's (every cell as text, or format 2), which is
+        re-issued in contract 0.2's layout (no kind, column or bin edges; labels '[lo, hi)'), the bytes first
+        written: a re-issue never changes what a paid release published."""
         from dpcli.accounting import parse_exact
 
         doc = json.loads(data)
@@ -427,24 +463,35 @@ class Table:
                 )
                 for b in doc["blocks"]
             )
-        elif doc["format"] == STORE_FORMAT:
+        elif doc["format"] in (LEGACY_STORE_FORMAT, STORE_FORMAT):
             blocks = tuple(_block_from_doc(b, exact) for b in doc["blocks"])
         else:
             raise ValueError("stored table of an unknown format")
-        return Table(tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")), bool(doc.get("with_flag")))
+        contract = CONTRACT if doc.get("format") == STORE_FORMAT else LEGACY_CONTRACT
+        return Table(
+            tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")), bool(doc.get("with_bins")), contract,
+            bool(doc.get("with_flag")),
+        )
+
+    def cell(self, block: Block, name: str) -> LazyColumn | str | None:
+        """The block's column ``name``: a column of texts, one text for every row (statistic, kind, column,
+        epsilon, rho), or None where the column does not apply to this statistic."""
+        if name in self.dimensions:
+            return block.labels.get(name)
+        if name == "statistic":
+            return block.statistic
+        if name in ("epsilon", "rho"):
+            x = block.epsilon if name == "epsilon" else block.rho
+            return None if x is None else format_decimal_up(x)
+        return getattr(block, name)  # kind, column, bin_low, bin_high, value, ci_low, ci_high
 
     def block_columns(self, block: Block, missing: str | None = None) -> list[Sequence[str | None]]:
-        """One block as whole columns in table order; ``missing`` where a dimension does not apply."""
+        """One block as whole columns in table order; ``missing`` where a column does not apply."""
         n = len(block)
-        eps = None if block.epsilon is None else format_decimal_up(block.epsilon)
-        columns: list[Sequence[str | None]] = [[block.statistic] * n]
-        columns.extend(block.labels.get(d) or [missing] * n for d in self.dimensions)
-        columns += [block.value, block.ci_low, block.ci_high, [eps if eps is not None else missing] * n]
-        if self.with_rho:
-            rho = None if block.rho is None else format_decimal_up(block.rho)
-            columns.append([rho if rho is not None else missing] * n)
-        if self.with_flag:
-            columns.append(block.flag if block.flag is not None else [missing] * n)
+        columns: list[Sequence[str | None]] = []
+        for name in self.columns:
+            c = self.cell(block, name)
+            columns.append(c if isinstance(c, LazyColumn) else [missing if c is None else c] * n)
         return columns
 
     def rows(self) -> Iterator[tuple[str | None, ...]]:
@@ -463,6 +510,9 @@ def _block_doc(b: Block) -> dict:
         "rho": None if b.rho is None else format_exact(b.rho),
         "rows": len(b),
         "labels": {k: v.store() for k, v in b.labels.items()},
+        "kind": b.kind,
+        "column": b.column,
+        "bins": None if b.bin_low is None or b.bin_high is None else [b.bin_low.store(), b.bin_high.store()],
     }
     if b.flag is not None:  # its suppressed cells: value and interval stored as empty texts
         doc["flag"] = b.flag.store()
@@ -509,9 +559,13 @@ def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | 
         hidden = np.array([f == "suppressed" for f in flag.values], dtype=bool)
         if hidden.any():
             value, low, high = (Masked(c, hidden) for c in (value, low, high))
-    if len(value) != rows or any(len(c) != rows for c in (low, high, *labels.values())):
+    edges = [_labels_from_doc(e, rows) for e in b["bins"]] if b.get("bins") else [None, None]
+    if len(value) != rows or any(len(c) != rows for c in (low, high, *labels.values(), *filter(None, edges))):
         raise ValueError("stored table with columns of different lengths")
-    return Block(b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")), flag)
+    return Block(
+        b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")), b.get("kind"),
+        b.get("column"), *edges, flag,
+    )
 
 
 def _labels_from_doc(doc: list[str] | dict[str, Any], rows: int) -> LazyColumn:
@@ -523,7 +577,8 @@ def _labels_from_doc(doc: list[str] | dict[str, Any], rows: int) -> LazyColumn:
         return KeyLabels(doc["keys"], doc["inner"], doc["rows"])
     g = doc["grid"]
     bins = GridBins(parse_exact(g["start"]), parse_exact(g["stop"]), parse_exact(g["step"]))
-    return GridLabels(bins, doc["inner"], doc["rows"])
+    # a grid stored without "sep" is dpcli 0.2's: its labels are re-issued as they were first written
+    return GridLabels(bins, doc["inner"], doc["rows"], doc.get("sep", ", "), doc.get("part", "label"))
 
 
 _DTYPES = ((np.int8, "<i1"), (np.int16, "<i2"), (np.int32, "<i4"), (np.int64, "<i8"))
@@ -563,7 +618,7 @@ def _unpack(pieces: list[str], code: str, rows: int) -> np.ndarray:
 
 
 def bin_labels(bins: EdgeBins | GridBins) -> list[str]:
-    """Every bin as its interval '[lo, hi)', as a list (small bins; tables use label columns made on demand)."""
+    """Every bin as its interval '[lo..hi)', as a list (small bins; tables use label columns made on demand)."""
     if isinstance(bins, GridBins):
         return list(GridLabels(bins, 1, bins.count))
     return [bin_label(bins, i) for i in range(bins.count)]
@@ -678,9 +733,33 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
         if policy is not None:
             value, low, high, flag = table_postprocess.apply(stat.kind, policy, value, low, high)
         rho = sp.rho if plan.rho else None
-        blocks.append(Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho, flag))
+        low_edge, high_edge = bin_edge_columns(stat.bins, labels.get(stat.column or "")) if stat.bins else (None, None)
+        blocks.append(
+            Block(stat.name, sp.reported_epsilon, labels, value, low, high, rho, stat.kind, stat.column, low_edge,
+                  high_edge, flag)
+        )
+    with_bins = any(sp.statistic.bins is not None for sp in plan.statistics)
     with_flag = any(p.small_cells is not None for p in spec.postprocess.values())
-    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0, with_flag=with_flag)
+    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0, with_bins=with_bins, with_flag=with_flag)
+
+
+def bin_edge_columns(bins: EdgeBins | GridBins, labels: LazyColumn | None) -> tuple[LazyColumn, LazyColumn]:
+    """A histogram's bin_low and bin_high columns, row for row with its bin labels (a grid's, a few edges', or an
+    open-key histogram's released entries'): the edges' exact decimal text, made on demand like the labels."""
+    assert labels is not None
+    if isinstance(labels, GridLabels):
+        return tuple(  # type: ignore[return-value]
+            GridLabels(labels.bins, labels.inner, labels.rows, labels.sep, part) for part in ("low", "high")
+        )
+    edges = {
+        bin_label(bins, i): (format_exact(bins.edge(i)), format_exact(bins.edge(i + 1))) for i in range(bins.count)
+    }
+    if isinstance(labels, KeyLabels):
+        return tuple(  # type: ignore[return-value]
+            KeyLabels([edges[k][side] for k in labels.keys], labels.inner, labels.rows) for side in (0, 1)
+        )
+    texts = list(labels)
+    return Texts([edges[t][0] for t in texts]), Texts([edges[t][1] for t in texts])
 
 
 def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyColumn, LazyColumn, LazyColumn]:
@@ -716,7 +795,7 @@ def _ranking_block(plan: Plan, sp: StatisticPlan, nz: Noisy) -> Block:
     n = len(nz.chosen)
     rho = sp.rho if plan.rho else None
     ranks = Ints(np.arange(1, n + 1, dtype=np.int64))
-    return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho)
+    return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho, stat.kind, stat.column)
 # the kinds whose released numbers depend on their column's bounds (clipping, fallbacks)
 BOUNDED_KINDS = ("mean", *SQUARED_KINDS)
 
@@ -829,78 +908,51 @@ def _chunks(n: int) -> Iterator[tuple[int, int]]:
         yield i, min(n, i + CHUNK_ROWS)
 
 
-def _constants(table: Table, block: Block) -> tuple[str | None, str | None]:
-    eps = None if block.epsilon is None else format_decimal_up(block.epsilon)
-    rho = None if block.rho is None else format_decimal_up(block.rho)
-    return eps, rho
-
-
 def write_csv(table: Table, sink: _HashingWriter) -> None:
     """The table as CSV: byte for byte what csv.writer writes (minimal quoting, '\\n' line ends), a chunk at a time."""
     pl = _pl()
     head = io.StringIO()
     csv.writer(head, lineterminator="\n").writerow(table.columns)
     sink.write(head.getvalue())
-    n_dims = len(table.dimensions)
     for block in table.blocks:
-        eps, rho = _constants(table, block)
-        constants = {
-            0: csv_field(block.statistic),
-            n_dims + 4: "" if eps is None else csv_field(eps),
-            **({n_dims + 5: "" if rho is None else csv_field(rho)} if table.with_rho else {}),
-        }
+        cells = [table.cell(block, name) for name in table.columns]
         for i, j in _chunks(len(block)):
             frame = {}
-            for n, name in enumerate(table.columns):
-                column = None if n in constants else _column_of(table, block, name, n)
-                if column is None:
-                    text = constants.get(n, "")  # a constant, or a dimension this statistic does not have
+            for n, cell in enumerate(cells):
+                if isinstance(cell, LazyColumn):
+                    frame[f"c{n}"] = cell.csv(i, j)
+                else:  # one text for every row, or a column that does not apply (empty)
+                    text = "" if cell is None else csv_field(cell)
                     frame[f"c{n}"] = pl.repeat(text, j - i, dtype=pl.String, eager=True)
-                else:
-                    frame[f"c{n}"] = column.csv(i, j)
             buf = io.BytesIO()
             pl.DataFrame(frame).write_csv(buf, include_header=False, quote_style="never", line_terminator="\n")
             sink.write_bytes(buf.getvalue())
 
 
-def _column_of(table: Table, block: Block, name: str, position: int) -> LazyColumn | None:
-    """The block's column at ``position`` of the table's columns (a dimension's labels, or a number column)."""
-    n_dims = len(table.dimensions)
-    if 1 <= position <= n_dims:
-        return block.labels.get(name)
-    return {"value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high, "flag": block.flag}[name]
-
-
 def write_json(table: Table, sink: _HashingWriter) -> None:
     """A JSON list of objects, as dpcli 0.2 wrote it row by row: numbers as their exact decimal text (valid JSON
-    numbers), a dimension that does not apply as null, one object per line. Built by polars a chunk at a time."""
+    numbers), a column that does not apply as null, one object per line. Built by polars a chunk at a time."""
     pl = _pl()
     cols = table.columns
     keys = [json.dumps(c) for c in cols]
     sink.write("[")
     first = True
     for block in table.blocks:
-        eps, rho = _constants(table, block)
-        n_dims = len(table.dimensions)
+        cells = [table.cell(block, name) for name in cols]
         for i, j in _chunks(len(block)):
             pieces: list = []
             literal = "{"
-            for n, (key, name) in enumerate(zip(keys, cols, strict=True)):
+            for n, (key, name, cell) in enumerate(zip(keys, cols, cells, strict=True)):
                 literal += ("" if n == 0 else ", ") + key + ": "
-                if n == 0:
-                    literal += json.dumps(block.statistic, ensure_ascii=False)
-                    continue
-                if n > n_dims and name in ("epsilon", "rho"):
-                    x = eps if name == "epsilon" else rho
-                    literal += "null" if x is None else x
-                    continue
-                column = _column_of(table, block, name, n)
-                if column is None:
+                numeric = name in NUMERIC_COLUMNS and name not in table.dimensions
+                if cell is None:
                     literal += "null"
-                    continue
-                series = column.number_json(i, j) if name in NUMERIC_COLUMNS else column.json(i, j)
-                pieces += [pl.lit(literal), pl.lit(series.cast(pl.String))]
-                literal = ""
+                elif not isinstance(cell, LazyColumn):
+                    literal += cell if numeric else json.dumps(cell, ensure_ascii=False)
+                else:
+                    series = cell.number_json(i, j) if numeric else cell.json(i, j)
+                    pieces += [pl.lit(literal), pl.lit(series.cast(pl.String))]
+                    literal = ""
             pieces.append(pl.lit(literal + "}"))
             # one String column written raw by polars straight to bytes (no Python str of the chunk), each row
             # followed by the separator; the last one's is dropped
@@ -912,6 +964,7 @@ def write_json(table: Table, sink: _HashingWriter) -> None:
             sink.write_bytes(buf.getbuffer()[: -len(b",\n  ")])
             first = False
     sink.write("\n]\n" if not first else "]\n")
+
 
 # Extensions of table formats dpcli does not write: such an output is refused (exit 2) rather than filled with CSV
 # under a name that promises something else. Any other extension (.txt, .out, a date) is a CSV.
@@ -981,9 +1034,10 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def write_sidecar(path: Path, metadata: dict) -> None:
+def write_sidecar(path: Path, metadata: dict, meta_path: Path | None = None) -> None:
+    """The sidecar at ``meta_path`` (``release --meta``), else beside the table at ``path``."""
     text = json.dumps(metadata, indent=2, sort_keys=False) + "\n"
-    atomic_write(sidecar_path(path), lambda fh: fh.write(text.encode("utf-8")))
+    atomic_write(meta_path or sidecar_path(path), lambda fh: fh.write(text.encode("utf-8")))
 
 
 def _with_postprocess(plan: Plan, statistics: list[dict]) -> list[dict]:
@@ -996,12 +1050,24 @@ def _with_postprocess(plan: Plan, statistics: list[dict]) -> list[dict]:
     return [{**meta, "postprocess": blocks[meta["name"]]} if meta["name"] in blocks else meta for meta in statistics]
 
 
-def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
+# The sidecar's JSON Schema (draft 2020-12), shipped in the package: `dpcli schema --sidecar` prints it
+SIDECAR_SCHEMA = Path(__file__).parent / "schemas" / "sidecar.schema.json"
+
+
+def sidecar_schema_text() -> str:
+    return SIDECAR_SCHEMA.read_text(encoding="utf-8")
+
+
+def release_metadata(plan: Plan, spend: Record, head: str, contract: str = CONTRACT) -> dict:
     """The sidecar: public facts only. The spec's hash and its public parameters (bounds, bins, keys, mechanisms,
-    scales, shares), the release id and the ledger record and head. Never anything computed from the input's bytes
-    (no input hash, row count or size) and no path of the operator's machine (threat model, contract)."""
+    scales, shares), the release id, the time of the spend (UTC, from the ledger record: the same on a re-issue)
+    and the ledger record and head. Never anything computed from the input's bytes (no input hash, row count or
+    size) and no path of the operator's machine (threat model, contract). Its schema: SIDECAR_SCHEMA."""
     spec = plan.spec
     return {
+        "contract": contract,
+        "release_id": spend.get("release_id"),
+        "release_time": release_time(spend),
         "dpcli_version": __version__,
         "dataset": spec.dataset,
         "spec_sha256": spec.sha256,
@@ -1017,6 +1083,13 @@ def release_metadata(plan: Plan, spend: Record, head: str) -> dict:
         "statistics": _with_postprocess(plan, [_statistic_meta(sp) for sp in plan.statistics]),
         "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
     }
+
+
+def release_time(spend: Record) -> str | None:
+    """When the release was paid for: the ledger record's UTC time to the second ('2026-11-24T18:14:13Z'). The
+    record's milliseconds are left out: they would time the scan before the spend more finely than anyone needs."""
+    time = spend.get("time")
+    return None if time is None else time[:19] + "Z"
 
 
 def _person_meta(plan: Plan) -> dict:

@@ -919,8 +919,8 @@ def _variance_components(
 
 
 def bin_label(bins: EdgeBins | GridBins, i: int) -> str:
-    """A histogram bin written as its interval, e.g. '[17, 25)'."""
-    return f"[{format_exact(bins.edge(i))}, {format_exact(bins.edge(i + 1))})"
+    """A histogram bin written as its interval, e.g. '[17..25)' (contract 0.3: never a comma, so never quoted)."""
+    return f"[{format_exact(bins.edge(i))}..{format_exact(bins.edge(i + 1))})"
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -118,6 +118,7 @@ def release(
     engine: str | None = None,
     spark_master: str | None = None,
     on_input_bytes: Callable[[int, int | None], None] | None = None,
+    sidecar: str | Path | None = None,
 ) -> Release:
     """Run one release. ``input``/``output`` may be ``"-"`` (stdin/stdout); defaults come from the spec.
 
@@ -140,6 +141,8 @@ def release(
     its size (None for a stream): figures the threat model makes public, never a row count or a cell. The last
     report has ``read == total`` (a stream's size is known by then): it tells the caller that reading is over, so a
     progress display is gone before the table is written (perhaps to the same terminal).
+
+    ``sidecar``: where the metadata sidecar goes (``--meta``), else beside an output file (none for standard output).
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -182,6 +185,7 @@ def release(
         book = open_ledger(location, lock_timeout=lock_timeout)
     spec_file = Path(spec.source) if spec.source != "<string>" else None
     check_release_paths(spec_file, source, output_path, book, location)
+    meta_path = _meta_path(sidecar, output_path, spec_file, source, book, location)
     fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
     say("paths checked")
 
@@ -192,11 +196,13 @@ def release(
 
         if remote:
             raise UsageError("frequency statistics check their input's hash: give a local file, not a URL")
+        if meta_path is not None:
+            raise UsageError("--meta: a frequency estimate's sidecar is written beside its output file only")
         return release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
                                    input_timeout, max_input_bytes, on_input_bytes, say, release_id)
     if named and paid_spend(records, key) is not None:
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
-        return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout)
+        return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path)
     # fast refusal before the scan, on the records verified above; the binding check is in spend()
     status = book.status(spec.dataset, records)
     check_pin(status, spec.dataset, spec.privacy.pinned_unit, spec.privacy.neighbours, book.name)
@@ -247,7 +253,7 @@ def release(
             del exact
             hold.release()
             say(f"release id '{release_id}' was paid for by a concurrent run: waiting for its table")
-            return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout)
+            return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path)
         paid = _Paid(book.name, spend.seq, release_id, named)
         try:
             say(f"spend recorded: ledger record {spend.seq}")
@@ -266,7 +272,7 @@ def release(
             say("table stored and the release recorded as done")
             hold.release()  # a signal that came meanwhile is raised here, and reported below with the paid record
             meta = release_metadata(plan, spend, spend.hash)
-            out_sha = _write_outputs(table, output_path, fmt, meta, paid.text(), paid.hint())
+            out_sha = _write_outputs(table, output_path, fmt, meta, paid.text(), paid.hint(), meta_path)
             say("output written")
             status = book.status(spec.dataset)
         except BaseException as exc:  # noqa: BLE001 - after the spend every failure must name what was paid
@@ -336,10 +342,27 @@ def _what_failed(exc: BaseException) -> str:
     return f"an internal error ({type(exc).__name__}; a bug in dpcli, please report it)"
 
 
+def _meta_path(
+    meta: str | Path | None, output: Path | None, spec_file: Path | None, source: Path | None, book: Ledger,
+    location: str | Path | None,
+) -> Path | None:
+    """``--meta PATH``: checked as an output is, before the spend (exit 2/3), and never the table itself."""
+    meta_path = checked_output(meta)
+    if meta_path is None:
+        if meta is not None:
+            raise UsageError("--meta names a file: the sidecar is JSON, and standard output holds the table")
+        return None
+    if output is not None and os.path.abspath(meta_path) == os.path.abspath(output):
+        raise UsageError(f"--meta {meta_path} is the output: the sidecar needs its own file")
+    check_release_paths(spec_file, source, meta_path, book, location)
+    return meta_path
+
+
 def _write_outputs(
-    table: Table, output_path: Path | None, fmt: str, meta: dict, paid: str, hint: str | None = None
+    table: Table, output_path: Path | None, fmt: str, meta: dict, paid: str, hint: str | None = None,
+    meta_path: Path | None = None,
 ) -> str:
-    """Write the table (and beside a file, its sidecar); returns the table's sha256.
+    """Write the table (and its sidecar: at ``meta_path``, else beside a file); returns the table's sha256.
 
     Whatever stops it (disk full, an I/O error, a signal, memory), a failed run leaves no new or half-described
     output behind: the table's temporary file is gone (atomic_write), and a table or sidecar already renamed into
@@ -348,18 +371,28 @@ def _write_outputs(
     """
     if output_path is None:
         try:
-            return write_table(table, None, fmt)
+            out_sha = write_table(table, None, fmt)
         except OSError as exc:
             raise OutputError(
                 f"could not write the table to standard output: {exc.strerror or type(exc).__name__}; {paid}; "
                 "standard output may hold part of the table: discard it",
                 hint=hint,
             ) from None
-    targets = (output_path, sidecar_path(output_path))
+        if meta_path is not None:  # the sidecar of a table on standard output (`-o - --meta PATH`)
+            try:
+                write_sidecar(meta_path, {**meta, "output_sha256": out_sha}, meta_path)
+            except OSError as exc:
+                raise OutputError(
+                    f"could not write the sidecar {meta_path}: {exc.strerror or type(exc).__name__}; {paid}; "
+                    "the table went to standard output",
+                    hint=hint,
+                ) from None
+        return out_sha
+    targets = (output_path, meta_path or sidecar_path(output_path))
     before = [_identity(p) for p in targets]
     try:
         out_sha = write_table(table, output_path, fmt)
-        write_sidecar(output_path, {**meta, "output_sha256": out_sha})
+        write_sidecar(output_path, {**meta, "output_sha256": out_sha}, meta_path)
         return out_sha
     except BaseException as exc:
         for p, was in zip(targets, before, strict=True):
@@ -384,7 +417,8 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
 
 
 def _reissue(
-    plan: Plan, book: Ledger, key: str, release_id: str, output_path: Path | None, fmt: str, wait: float
+    plan: Plan, book: Ledger, key: str, release_id: str, output_path: Path | None, fmt: str, wait: float,
+    meta_path: Path | None = None,
 ) -> Release:
     """Write the stored table of the release paid for under ``key`` again (same numbers, no new noise, no spend).
 
@@ -416,9 +450,10 @@ def _reissue(
             f"ledger {book.name}: the stored table of release id '{release_id}' (record {spend.seq}) is in a format "
             "this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
         ) from None
-    meta = {**release_metadata(plan, spend, spend.hash), "reissued": True}
+    meta = {**release_metadata(plan, spend, spend.hash, table.contract), "reissued": True}
     out_sha = _write_outputs(
-        table, output_path, fmt, meta, f"nothing was spent (ledger record {spend.seq} already paid for this release)"
+        table, output_path, fmt, meta, f"nothing was spent (ledger record {spend.seq} already paid for this release)",
+        meta_path=meta_path,
     )
     status = book.status(plan.spec.dataset)
     return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta, reused=True)

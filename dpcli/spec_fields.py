@@ -69,7 +69,8 @@ ENCODINGS = ("utf-8", "latin-1", "iso-8859-15", "cp1252", "cp1250", "ascii", "ut
 LINE_ENDS = ("lf", "cr")
 # Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
 # (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
-OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho")  # rho: the zCDP table's last column
+# rho: the zCDP table's last column; kind, column, bin_low, bin_high: contract 0.3's (what a row is, a bin's edges)
+OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho", "kind", "column", "bin_low", "bin_high")
 
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
 DATASET_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}"

@@ -118,9 +118,9 @@ def test_labels_are_built_before_the_spend(tmp_path: Path, monkeypatch) -> None:
 # -- labels: the same text as dpcli 0.2, made on demand ------------------------------------------------------------
 
 
-def reference_bin_labels(start: Fraction, step: Fraction, count: int) -> list[str]:
-    """dpcli 0.2's labels, straightforwardly: every edge through format_exact."""
-    return [f"[{format_exact(start + i * step)}, {format_exact(start + (i + 1) * step)})" for i in range(count)]
+def reference_bin_labels(start: Fraction, step: Fraction, count: int, sep: str = "..") -> list[str]:
+    """The labels, straightforwardly: every edge through format_exact (sep ', ': dpcli 0.2's)."""
+    return [f"[{format_exact(start + i * step)}{sep}{format_exact(start + (i + 1) * step)})" for i in range(count)]
 
 
 @pytest.mark.parametrize(
@@ -137,8 +137,15 @@ def test_grid_labels_match_the_reference(monkeypatch, start: str, step: str, cou
     # the bin as an inner dimension (repeated under each key) and as an outer one (each label repeated)
     assert list(GridLabels(bins, 1, 3 * count)) == expected * 3
     assert list(GridLabels(bins, 3, 3 * count)) == [x for x in expected for _ in range(3)]
-    assert list(GridLabels(bins, 1, count).csv(0, count)) == [f'"{x}"' for x in expected]
+    assert list(GridLabels(bins, 1, count).csv(0, count)) == expected  # contract 0.3: never quoted
+    assert list(GridLabels(bins, 1, count).json(0, count)) == [f'"{x}"' for x in expected]
     assert GridLabels(bins, 1, count)[count - 1] == expected[-1]
+    # a re-issued dpcli 0.2 table: its labels, quoted in CSV as csv.writer quoted them
+    legacy = reference_bin_labels(s, t, count, ", ")
+    assert list(GridLabels(bins, 3, 3 * count, ", ").csv(0, 3 * count)) == [f'"{x}"' for x in legacy for _ in range(3)]
+    # the edges as numbers, row for row with the labels
+    low, high = (list(GridLabels(bins, 3, 3 * count, part=p)) for p in ("low", "high"))
+    assert [f"[{a}..{b})" for a, b in zip(low, high, strict=True)] == [x for x in expected for _ in range(3)]
 
 
 def test_label_columns_are_the_product_first_dimension_slowest() -> None:
@@ -163,7 +170,7 @@ def reference_csv(table: Table) -> bytes:
 
 
 def reference_json(table: Table) -> bytes:
-    numeric = {"value", "ci_low", "ci_high", "epsilon", "rho"}
+    numeric = {"value", "ci_low", "ci_high", "epsilon", "rho", "bin_low", "bin_high"}
     keys = [json.dumps(c) for c in table.columns]
     out, first = "[", True
     for row in table.rows():
@@ -279,11 +286,13 @@ statistics:
 """
 
 
-@pytest.mark.parametrize("first_store", ["current", "0.2"])
+@pytest.mark.parametrize("first_store", ["current"])
 @pytest.mark.parametrize("fmt", ["csv", "json"])
 def test_a_reissue_writes_the_first_runs_bytes(tmp_path: Path, monkeypatch, first_store: str, fmt: str) -> None:
-    """The first run stores its table (in this version's compact form, or as dpcli 0.2 did); a re-run under the
-    release id writes the same bytes without drawing again. Small chunks make every column span several pieces."""
+    """The first run stores its table (in this version's compact form); a re-run under the release id writes the
+    same bytes without drawing again. Small chunks make every column span several pieces. (A table stored by
+    dpcli 0.2 is re-issued in 0.2's layout: test_a_table_stored_by_dpcli_02_is_read_and_written_as_02_wrote_it here,
+    and tests/test_table_contract.py with a table and bytes made by dpcli 0.2.0 itself.)"""
     from dpcli.ledger import JsonlLedger
     from dpcli.release import release
 
@@ -299,7 +308,7 @@ def test_a_reissue_writes_the_first_runs_bytes(tmp_path: Path, monkeypatch, firs
         first = release(tmp_path / "spec.yaml", input=tmp_path / "data.csv", output=tmp_path / f"a.{fmt}",
                         ledger=led, release_id="r1")
     stored = next((tmp_path / "L.jsonl.releases").iterdir()).read_bytes()
-    assert (b'"format":2' in stored) == (first_store == "current")
+    assert (b'"format":3' in stored) == (first_store == "current")
     again = release(tmp_path / "spec.yaml", input=tmp_path / "gone.csv", output=tmp_path / f"b.{fmt}", ledger=led,
                     release_id="r1")
     assert again.reused and not first.reused
@@ -329,7 +338,7 @@ def test_ten_million_cells_release_under_a_gigabyte(tmp_path: Path) -> None:
     store = next((tmp_path / "L.jsonl.releases").iterdir())
     assert store.stat().st_size < 30_000_000
     with open(tmp_path / "o.csv", "rb") as fh:
-        assert fh.readline() == b"statistic,big,value,ci_low,ci_high,epsilon\n"
-        assert fh.readline().startswith(b'h,"[0, 1)",')
+        assert fh.readline() == b"statistic,kind,column,big,bin_low,bin_high,value,ci_low,ci_high,epsilon\n"
+        assert fh.readline().startswith(b'h,histogram,big,[0..1),0,1,')
     with open(tmp_path / "o.csv", "rb") as fh:
         assert sum(1 for _ in fh) == 10_000_001

@@ -746,7 +746,8 @@ def test_table_from_exact_values(adult):
     table = build_table(plan, exact_noisy(aggregate(plan, ADULT)))
     columns = table.columns
     dims = ("sex", "race", "age", "income", "workclass")
-    assert columns == ("statistic", *dims, "value", "ci_low", "ci_high", "epsilon")
+    bins = ("bin_low", "bin_high")
+    assert columns == ("statistic", "kind", "column", *dims, *bins, "value", "ci_low", "ci_high", "epsilon")
     rows = [dict(zip(columns, row, strict=True)) for row in table.rows()]
     eps = {sp.statistic.name: sp.epsilon for sp in plan.statistics}
     assert all(eps[name] == Fraction(1, 10) for name in eps)
@@ -780,14 +781,14 @@ def test_table_from_exact_values(adult):
 
     ages = [min(max(a, 17), 90) for a in adult["age"].cast(pl.Int64).to_list()]
     hist = block("age_hist")
-    assert [r["age"] for r in hist] == ["[17, 25)", "[25, 35)", "[35, 45)", "[45, 55)", "[55, 65)", "[65, 91)"]
-    assert hist[0]["age"] == "[17, 25)"
+    assert [r["age"] for r in hist] == ["[17..25)", "[25..35)", "[35..45)", "[45..55)", "[55..65)", "[65..91)"]
+    assert hist[0]["age"] == "[17..25)"
     edges = [17, 25, 35, 45, 55, 65, 91]
     assert [int(r["value"]) for r in hist] == [sum(lo <= a < hi for a in ages) for lo, hi in itertools.pairwise(edges)]
     assert all(r["sex"] is None for r in hist)
 
     grid = block("age_grid")
-    assert [r["age"] for r in grid] == [f"[{10 * i}, {10 * i + 10})" for i in range(10)]
+    assert [r["age"] for r in grid] == [f"[{10 * i}..{10 * i + 10})" for i in range(10)]
     assert next(r["value"] for r in grid) == "0"
 
     income = block("income_hist")

@@ -684,8 +684,8 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
     (work / "header.csv").write_text("age,income,sex\n")
     rows = released(work, "-i", work / "header.csv")
     assert [(r["statistic"], r["sex"], r["age"]) for r in rows] == [
-        ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0, 18)"), ("ages", "", "[18, 65)"),
-        ("ages", "", "[65, 101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
+        ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0..18)"), ("ages", "", "[18..65)"),
+        ("ages", "", "[65..101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
     ]
     from dpcli.mechanisms import Noisy
     from dpcli.output import build_table
@@ -912,7 +912,9 @@ def test_closed_stdout_mid_table_exits_quietly_with_the_spend_recorded(work: Pat
            f"--quiet | head -1")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
     r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, timeout=120, env=env)
-    assert r.stdout.decode() == "statistic,income,sex,age,value,ci_low,ci_high,epsilon\n"
+    assert r.stdout.decode() == (
+        "statistic,kind,column,income,sex,age,bin_low,bin_high,value,ci_low,ci_high,epsilon\n"
+    )
     assert r.stderr == b"" and r.returncode == 0
     types = [json.loads(x)["type"] for x in led.read_text().splitlines()]
     assert types[-2:] == ["spend", "released"]

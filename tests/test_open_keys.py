@@ -172,14 +172,16 @@ class Sink(io.TextIOBase):
 def test_released_entries_become_labelled_rows_in_order():
     plan = plan_of(BY_SEX_COUNTRY)
     table, noisy = hostile_table(plan)
-    assert table.columns == ("statistic", "sex", "country", "value", "ci_low", "ci_high", "epsilon")
+    assert table.columns == (
+        "statistic", "kind", "column", "sex", "country", "value", "ci_low", "ci_high", "epsilon"
+    )
     rows = list(table.rows())
     expected = sorted(((j % 2, text) for j, text in enumerate(HOSTILE_KEYS)))
-    assert [(r[1], r[2]) for r in rows] == [(("M", "F")[code], text) for code, text in expected]
+    assert [(r[3], r[4]) for r in rows] == [(("M", "F")[code], text) for code, text in expected]
     k = plan.statistics[0].component("count").halfwidth(0.95)
     for r, value in zip(rows, noisy.counts.tolist(), strict=True):
-        assert r[0] == "c" and r[6] == "1"
-        assert (r[3], r[4], r[5]) == (str(value), str(value - k), str(value + k))
+        assert r[0] == "c" and r[8] == "1"
+        assert (r[5], r[6], r[7]) == (str(value), str(value - k), str(value + k))
 
 
 def test_csv_quotes_and_escapes_every_key_so_readers_get_it_back():
@@ -191,7 +193,7 @@ def test_csv_quotes_and_escapes_every_key_so_readers_get_it_back():
     # byte for byte what csv.writer writes, except that a carriage return is quoted too
     parsed = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
     assert parsed[0] == list(table.columns)
-    assert sorted(r[2] for r in parsed[1:]) == sorted(HOSTILE_KEYS)
+    assert sorted(r[4] for r in parsed[1:]) == sorted(HOSTILE_KEYS)
     assert len(parsed) == 1 + len(HOSTILE_KEYS)
     assert b'"cr\rkey"' in data and b'"a,b"' in data and b'"say ""hi"""' in data
     frame = pl.read_csv(io.BytesIO(data), infer_schema=False)
@@ -218,8 +220,8 @@ def test_the_stored_table_gives_the_same_rows():
 
     again = Table.from_json(table.to_json())
     assert list(again.rows()) == list(table.rows())
-    assert table.columns[1:3] == ("sex", "country")
-    assert [(r[1], r[2]) for r in table.rows()] == [("M", "z\n"), ("F", "x,y")]
+    assert table.columns[3:5] == ("sex", "country")
+    assert [(r[3], r[4]) for r in table.rows()] == [("M", "z\n"), ("F", "x,y")]
 
 
 def test_an_open_key_statistic_beside_declared_ones():
@@ -234,8 +236,8 @@ def test_an_open_key_statistic_beside_declared_ones():
         Noisy(np.array([3, 4]), None),
     ]
     rows = list(build_table(plan, noisy).rows())
-    assert table_columns(plan)[:4] == ("statistic", "country", "sex", "value")
-    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+    assert table_columns(plan)[:6] == ("statistic", "kind", "column", "country", "sex", "value")
+    assert [(r[0], r[3], r[4], r[5]) for r in rows] == [
         ("n", None, None, "5"), ("c", "PT", None, str(sp.selection.threshold)), ("s", None, "M", "3"),
         ("s", None, "F", "4"),
     ]

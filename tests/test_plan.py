@@ -250,8 +250,8 @@ def test_bin_labels():
         ]
     )
     edges, grid = (sp.statistic.bins for sp in plan.statistics)
-    assert [bin_label(edges, i) for i in range(edges.count)] == ["[17, 25)", "[25, 35)", "[35, 91)"]
-    assert [bin_label(grid, i) for i in range(grid.count)] == ["[0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)"]
+    assert [bin_label(edges, i) for i in range(edges.count)] == ["[17..25)", "[25..35)", "[35..91)"]
+    assert [bin_label(grid, i) for i in range(grid.count)] == ["[0..0.25)", "[0.25..0.5)", "[0.5..0.75)", "[0.75..1)"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -826,14 +826,16 @@ def test_million_cell_grid_accepted_without_building_it():
     assert peak < 1_000_000, peak
 
 
-@pytest.mark.parametrize("name", ["value", "statistic", "ci_low", "ci_high", "epsilon", "rho"])
+@pytest.mark.parametrize(
+    "name", ["value", "statistic", "ci_low", "ci_high", "epsilon", "rho", "kind", "column", "bin_low", "bin_high"]
+)
 def test_dimension_named_like_an_output_column_refused(name):
     # rho is the last column of a zCDP release's table; it is refused in a pure release too, so a spec does not
     # become invalid when its budget changes form
     columns = f"  {name}: {{type: category, categories: [a, b]}}\n  n: {{type: int, bounds: [0, 9]}}\n"
     reserved = (
         f"'{name}' cannot be an output dimension: the table already has a column of that name "
-        "(statistic, value, ci_low, ci_high, epsilon, rho)"
+        "(statistic, value, ci_low, ci_high, epsilon, rho, kind, column, bin_low, bin_high)"
     )
     by = text(columns=columns, statistics=f"  - {{name: s, kind: count, by: [{name}]}}\n")
     assert error(by) == f"statistics[0].by[0]: {reserved}"

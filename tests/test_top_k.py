@@ -207,10 +207,12 @@ def test_the_exact_ranking_is_the_largest_counts_on_every_local_engine(tmp_path:
     )
     table = build_table(plan, exact_noisy(aggregate(plan, path), plan))
     rows = list(table.rows())
-    assert [r[1] for r in rows[:5]] == expected_ranking("occupation", 5, frame, OCCUPATIONS)
-    assert [r[2] for r in rows[5:]] == ["Male", "Male", "Female"]
-    assert [r[3] for r in rows] == ["1", "2", "3", "4", "5", "1", "1", "2"]  # value: the rank
-    assert {r[4] for r in rows} == {None} and {r[5] for r in rows} == {None}  # no interval
+    assert [r[3] for r in rows[:5]] == expected_ranking("occupation", 5, frame, OCCUPATIONS)
+    assert [r[4] for r in rows[5:]] == ["Male", "Male", "Female"]
+    assert [r[5] for r in rows] == ["1", "2", "3", "4", "5", "1", "1", "2"]  # value: the rank
+    assert {r[6] for r in rows} == {None} and {r[7] for r in rows} == {None}  # no interval
+    kinds = [("top_k", "occupation")] * 5 + [("mode", "sex"), ("top_k", "sex"), ("top_k", "sex")]
+    assert [r[1:3] for r in rows] == kinds
 
 
 def test_ties_go_to_the_first_declared_key_on_the_no_noise_path(tmp_path: Path) -> None:
@@ -222,8 +224,9 @@ def test_ties_go_to_the_first_declared_key_on_the_no_noise_path(tmp_path: Path) 
         columns=RICH,
     )
     rows = list(build_table(plan, exact_noisy(aggregate(plan, path), plan)).rows())
-    assert [r[1] for r in rows[:3]] == ["Armed-Forces", "Sales", "Tech-support"]
-    assert rows[3][2:4] == ("true", "1")  # true: 2 (true, 1), false: 1; "x" and the empty cell are missing
+    assert [r[3] for r in rows[:3]] == ["Armed-Forces", "Sales", "Tech-support"]
+    # true: 2 (true, 1), false: 1; "x" and the empty cell are missing
+    assert rows[3][1:6] == ("mode", "rich", None, "true", "1")
 
 
 def test_under_a_person_unit_the_counts_are_the_histograms_of_the_same_bounding(tmp_path: Path) -> None:
@@ -265,8 +268,8 @@ def test_open_keys_rank_the_selected_entries_by_their_counts() -> None:
     rows = list(build_table(plan, exact_noisy(aggregate(plan, ADULT), plan)).rows())
     counts = pl.read_csv(ADULT, infer_schema=False)["native_country"].value_counts(sort=True)
     top = [c for c, n in counts.iter_rows() if c is not None and n >= sp.selection.threshold][:4]
-    assert [r[1] for r in rows] == top
-    assert [r[2] for r in rows] == ["1", "2", "3", "4"]
+    assert [r[3] for r in rows] == top
+    assert [r[4] for r in rows] == ["1", "2", "3", "4"]
 
 
 def test_open_keys_with_fewer_passing_keys_release_fewer_rows(tmp_path: Path) -> None:
@@ -274,7 +277,7 @@ def test_open_keys_with_fewer_passing_keys_release_fewer_rows(tmp_path: Path) ->
     path.write_text("native_country\n" + "Cuba\n" * 40 + "Peru\n" * 60 + "rare\n", encoding="utf-8")
     plan = make_plan(parse_spec(OPEN))
     rows = list(build_table(plan, exact_noisy(aggregate(plan, path), plan)).rows())
-    assert [(r[1], r[2]) for r in rows] == [("Peru", "1"), ("Cuba", "2")]
+    assert [(r[3], r[4]) for r in rows] == [("Peru", "1"), ("Cuba", "2")]
 
 
 # -- the release ---------------------------------------------------------------------------------------------------
@@ -306,9 +309,9 @@ def test_release_writes_ranks_without_intervals_and_a_rerun_returns_the_same_byt
         assert run_dpcli(*args).returncode == 0
         assert out.read_bytes() == first
     csv_lines = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()
-    assert csv_lines[0] == "statistic,occupation,value,ci_low,ci_high,epsilon"
-    assert [line.split(",")[2:5] for line in csv_lines[1:4]] == [["1", "", ""], ["2", "", ""], ["3", "", ""]]
-    assert len({line.split(",")[1] for line in csv_lines[1:4]}) == 3
+    assert csv_lines[0] == "statistic,kind,column,occupation,value,ci_low,ci_high,epsilon"
+    assert [line.split(",")[4:7] for line in csv_lines[1:4]] == [["1", "", ""], ["2", "", ""], ["3", "", ""]]
+    assert len({line.split(",")[3] for line in csv_lines[1:4]}) == 3
     doc = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
     assert [(r["value"], r["ci_low"], r["ci_high"]) for r in doc[:3]] == [(1, None, None), (2, None, None),
                                                                           (3, None, None)]

@@ -345,4 +345,4 @@ def test_a_grid_without_a_decimal_step_is_written_as_exact_fractions(tmp_path):
     table = build_table(plan, exact_noisy(aggregate(plan, path)))
     (row,) = list(table.rows())
     # 3 rows: the box reaches below 2 rows, so the interval is the whole range [0, sqrt(2² / 2)] rounded up
-    assert row[1:4] == ("1", "0", "4243/3000")
+    assert row[1:6] == ("std", "x", "1", "0", "4243/3000")

@@ -203,7 +203,7 @@ def test_gaussian_release_end_to_end(tmp_path: Path) -> None:
     r = run_dpcli("release", tmp_path / "s.yaml", "-i", tmp_path / "d.csv", "-o", tmp_path / "o.csv", "--ledger", led)
     assert r.returncode == 0, r.stderr
     header, *rows = (tmp_path / "o.csv").read_text().splitlines()
-    assert header == "statistic,sex,value,ci_low,ci_high,epsilon,rho"
+    assert header == "statistic,kind,column,sex,value,ci_low,ci_high,epsilon,rho"
     assert len(rows) == 5
     meta = json.loads((tmp_path / "o.csv.meta.json").read_text())
     assert meta["accounting"] == "zcdp" and meta["statistics"][0]["noise"][0]["mechanism"] == "discrete_gaussian"

@@ -87,14 +87,16 @@ def test_release_writes_table_sidecar_and_spends(work: Path) -> None:
     assert r.stdout == b""
     assert "spent ε=1; ε left 2 of 3" in r.stderr.decode()
     rows = read_table(out.read_text())
-    assert list(rows[0].keys()) == ["statistic", "sex", "age", "value", "ci_low", "ci_high", "epsilon"]
+    assert list(rows[0].keys()) == [
+        "statistic", "kind", "column", "sex", "age", "bin_low", "bin_high", "value", "ci_low", "ci_high", "epsilon"
+    ]
     assert [(x["statistic"], x["sex"], x["age"]) for x in rows] == [
         ("n", "", ""),
         ("by_sex", "F", ""),
         ("by_sex", "M", ""),
-        ("ages", "", "[0, 18)"),
-        ("ages", "", "[18, 65)"),
-        ("ages", "", "[65, 101)"),
+        ("ages", "", "[0..18)"),
+        ("ages", "", "[18..65)"),
+        ("ages", "", "[65..101)"),
         ("mean_income", "F", ""),
         ("mean_income", "M", ""),
         ("total_income", "", ""),

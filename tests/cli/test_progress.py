@@ -167,8 +167,8 @@ def test_a_table_written_to_the_same_terminal_starts_on_a_clean_line(work: Path)
     assert BAR in raw
     assert raw.rindex(BAR) < raw.index(b"statistic,")
     final = screen(raw)
-    assert final[0] == "statistic,city,value,ci_low,ci_high,epsilon"
-    cells = [line.split(",")[:2] for line in final[1:4]]
+    assert final[0] == "statistic,kind,column,city,value,ci_low,ci_high,epsilon"
+    cells = [line.split(",")[:1] + line.split(",")[3:4] for line in final[1:4]]
     assert cells == [["by_city", "north"], ["by_city", "south"], ["income_sum", ""]]
     assert final[4].startswith("dpcli: released 2 statistic(s)")
     assert not any("reading input" in line for line in final)
