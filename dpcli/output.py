@@ -564,7 +564,7 @@ def _block_from_doc(b: dict[str, Any], exact: Callable[[str | None], Fraction | 
         raise ValueError("stored table with columns of different lengths")
     return Block(
         b["statistic"], exact(b["epsilon"]), labels, value, low, high, exact(b.get("rho")), b.get("kind"),
-        b.get("column"), *edges, flag,
+        b.get("column"), bin_low=edges[0], bin_high=edges[1], flag=flag,
     )
 
 

@@ -99,9 +99,9 @@ def test_suppressed_cells_keep_their_rows_and_survive_the_store() -> None:
     csv_text = text(table)
     lines = csv_text.splitlines()
     assert lines[0].endswith(",epsilon,flag")
-    assert "by_sex,M,,,,,,0.2,suppressed" in lines  # value 3 ± 15: its row stays, value and interval empty
-    assert "by_sex,F,,,150,135,165,0.2," in lines
-    assert "by_city,,,y,,,,0.2,suppressed" in lines
+    assert "by_sex,count,,M,,,,,,0.2,suppressed" in lines  # value 3 ± 15: its row stays, value and interval empty
+    assert "by_sex,count,,F,,,150,135,165,0.2," in lines
+    assert "by_city,count,,,,y,,,,0.2,suppressed" in lines
     doc = json.loads(text(table, "json"))
     hidden = [r for r in doc if r["flag"] == "suppressed"]
     assert hidden and all(r["value"] is None and r["ci_low"] is None and r["ci_high"] is None for r in hidden)
