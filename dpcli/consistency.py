@@ -393,7 +393,8 @@ def sidecar_blocks(plan: Plan) -> dict[str, dict]:
                 "rounding": "the finest cells by largest remainder keeping the grand total; every other statistic of "
                             "the group is the sum of its rounded finest cells",
                 "nonnegative": _policy(plan, plan.statistics[g.finest]).nonnegative,
-                "interval": "the statistic's own 95% half-width around the consistent value (conservative)",
+                "interval": "the statistic's own half-width at the release's confidence around the consistent value "
+                            "(conservative)",
             }
         out[sp.statistic.name] = {
             "consistent": consistent,

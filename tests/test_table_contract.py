@@ -191,6 +191,13 @@ SIDECAR_SPECS = {
         "  - {name: m, kind: mean, column: age, by: [sex]}\n",
         privacy="{unit: row, neighbours: replace, epsilon: 1, delta: 1e-6}",
     ), None),
+    # slices B and D's sidecar additions: each statistic's postprocess block, the spec's confidence as exact text
+    "postprocess_and_confidence": (spec_text(
+        "  - {name: people, kind: count}\n"
+        "  - {name: by_sex, kind: count, by: [sex]}\n"
+        "  - {name: mean_age, kind: mean, column: age, postprocess: {digits: 1}}\n",
+    ).replace("statistics:\n", "confidence: 0.9\npostprocess: {consistent: true, nonnegative: true, "
+              "small_cells: {max_relative_width: 0.5, action: flag}}\nstatistics:\n"), PURE),
 }
 
 
@@ -208,6 +215,11 @@ def test_every_sidecar_validates_and_its_time_is_the_spends(tmp_path: Path, name
     assert meta == r.metadata | {"output_sha256": r.output_sha256}
     assert meta["contract"] == "0.3" and meta["release_id"] == "2026-11-24"
     assert meta["release_time"] == r.spend.get("time")[:19] + "Z"
+    if name == "postprocess_and_confidence":
+        assert meta["confidence"] == "0.9"
+        small_cells = {s["name"]: s["postprocess"]["small_cells"] for s in meta["statistics"]}
+        assert list(small_cells) == ["people", "by_sex", "mean_age"]
+        assert all(s == {"max_relative_width": "0.5", "action": "flag"} for s in small_cells.values())
     again = release(spec, input=ADULT, output=tmp_path / "again.json", ledger=ledger, release_id="2026-11-24")
     reissued = json.loads((tmp_path / "again.json.meta.json").read_text())
     VALIDATOR.validate(reissued)
