@@ -502,6 +502,7 @@ def plan(
         return
     the_plan = make_plan(load_spec(spec))
     check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
+    _check_postprocess(the_plan)
     planning = _planning(the_plan, epsilons, targets, ledger)
     if as_json:
         sys.stdout.write(render.plan_json(the_plan, planning))
@@ -573,6 +574,14 @@ def audit_command(
         )
 
 
+def _check_postprocess(the_plan: Any) -> None:
+    """A finest table too large to make consistent is refused by `plan` and `check` as `release` refuses it."""
+    if the_plan.spec.postprocess:
+        from dpcli.consistency import check_plan
+
+        check_plan(the_plan)
+
+
 @app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv"))
 def check(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
@@ -605,6 +614,7 @@ def check(
     the_spec = load_spec(spec)
     the_plan = make_plan(the_spec)
     cost = check_cost(the_plan)
+    _check_postprocess(the_plan)
     source = the_spec.input if input is None else None if input == "-" else Path(input)
     if isinstance(source, Path) and str(source) != "-":
         check_input(the_spec, source, None if input_format is None else input_format.value)

@@ -17,6 +17,7 @@ from dpcli.output import Table, _HashingWriter, build_table, write_csv, write_js
 from dpcli.plan import make_plan
 from dpcli.render import print_plan
 from dpcli.spec import parse_spec
+from tests.helpers import run_in_process
 
 COLUMNS = """
 columns:
@@ -157,3 +158,20 @@ def test_a_person_unit_is_not_made_consistent() -> None:
     plan = make_plan(parse_spec(spec("postprocess: {consistent: true}", stats, privacy=privacy)))
     groups, notes = consistency_groups(plan)
     assert groups == [] and notes[0].startswith("not made consistent: under a person unit")
+
+
+def test_plan_and_check_refuse_a_finest_table_too_large_to_make_consistent(tmp_path: Path) -> None:
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(
+        "version: 1\ndataset: d\nprivacy: {epsilon: 1}\npostprocess: {consistent: true}\n"
+        "columns:\n  x: {type: int, bounds: [0, 1999999], impute: 0}\n"
+        "statistics:\n  - {name: total, kind: count}\n"
+        "  - {name: h, kind: histogram, column: x, bins: {start: 0, stop: 2000000, step: 1}}\n"
+    )
+    for command in ("plan", "check"):
+        r = run_in_process(command, spec_file)
+        assert (r.returncode, r.stdout) == (2, "")
+        assert r.stderr == (
+            "dpcli: error: postprocess.consistent: the finest table of total, h has 2000000 cells; at most 1000000 "
+            "are made consistent\n"
+        )
