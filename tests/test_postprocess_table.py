@@ -170,8 +170,8 @@ def test_plan_and_check_refuse_a_finest_table_too_large_to_make_consistent(tmp_p
     )
     for command in ("plan", "check"):
         r = run_in_process(command, spec_file)
-        assert (r.returncode, r.stdout) == (2, "")
-        assert r.stderr == (
+        assert (r.returncode, r.stdout) == (2, b"")
+        assert r.stderr.decode() == (
             "dpcli: error: postprocess.consistent: the finest table of total, h has 2000000 cells; at most 1000000 "
             "are made consistent\n"
         )
