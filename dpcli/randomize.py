@@ -383,7 +383,10 @@ def release_frequencies(
             exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)
         say("exact key counts computed")
     table = build_table(plan, [Noisy(ex.counts, None) for ex in exact])
+    from dpcli.output import CONTRACT
+
     meta = {
+        "contract": CONTRACT,
         "dpcli_release": "frequency estimates from a randomized file (nothing spent)",
         "dataset": spec.dataset,
         "spec_sha256": spec.sha256,

@@ -218,6 +218,14 @@ def test_frequencies_of_a_nearly_noiseless_randomization_are_the_true_counts(tmp
                                                                          rows["ci_high"], strict=True))
         assert set(rows["epsilon"]) == {"0"}  # nothing spent by this release
     assert sum(r["type"] == "spend" for r in ledger(tmp_path)) == 1  # randomize's spend only
+    # its sidecar is the schema's `frequency` shape (dpcli schema --sidecar), of contract 0.3
+    import jsonschema
+
+    from dpcli.output import SIDECAR_SCHEMA
+
+    meta = json.loads((tmp_path / "f.csv.meta.json").read_text())
+    jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text())).validate(meta)
+    assert meta["contract"] == "0.3" and meta["input_sha256"] and "ledger" in meta
 
 
 @pytest.mark.parametrize(
