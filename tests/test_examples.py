@@ -13,6 +13,8 @@ one thing not run: this suite runs in the venv dpcli is installed in.
 
 Each test then runs the same job again under the same run id (a re-run spends nothing and writes the same table) and
 under a new one (it spends again), reading the spends from `dpcli budget show --json`.
+
+Marked slow (about 25 s of real releases and reports): `make test-slow` runs them, and so does CI (.ci/run).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import clean_env
@@ -35,6 +38,8 @@ EXAMPLES = ROOT / "examples"
 VENV_BIN = Path(sys.executable).parent
 DATASET = "adult"
 RELEASE_EPSILON = Fraction(1, 2)  # examples/release.yaml's privacy.epsilon
+
+pytestmark = pytest.mark.slow
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
 
