@@ -175,3 +175,20 @@ def test_plan_and_check_refuse_a_finest_table_too_large_to_make_consistent(tmp_p
             "dpcli: error: postprocess.consistent: the finest table of total, h has 2000000 cells; at most 1000000 "
             "are made consistent\n"
         )
+
+
+def test_the_small_cell_test_on_integer_columns_is_the_exact_one() -> None:
+    """The vectorised test (integer columns on one grid, as counts and most sums are) marks exactly the cells the
+    exact Fraction test marks, near the boundary and past int64 included."""
+    from fractions import Fraction
+
+    from dpcli.consistency import small_cells
+    from dpcli.table_postprocess import _small_on_grid
+
+    rng = np.random.default_rng(14)
+    for width in (Fraction(1, 2), Fraction(1), Fraction(3, 7), Fraction(10**18 + 1, 10**18)):
+        value = rng.integers(-50, 50, 2000)
+        half = rng.integers(0, 40, 2000)
+        arrays = [value, value - half, value + half]
+        expected = small_cells(*[[Fraction(int(x)) for x in a] for a in arrays], width)
+        assert _small_on_grid(arrays, width).tolist() == expected
