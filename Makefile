@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow test-spark test-browser check wheel-check venv sample-data bench clean
+.PHONY: demo test test-slow test-postgres test-spark test-browser check wheel-check venv sample-data bench clean
 
 $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,12 @@ export HYPOTHESIS_PROFILE
 
 # Two workers (pytest-xdist): the suite is mostly real `dpcli` child processes, and serially it took 5m45s here.
 test: venv
-	$(BIN)/python -m pytest -q -n 2 -m "not slow and not spark"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not spark and not postgres"
+
+# The PostgreSQL ledger backend against a real throwaway server (tests/pg_server.py starts it; .ci/run installs
+# Debian's postgresql first). Kept out of `make test` for its budget: ~50 s of CPU, a server per worker.
+test-postgres: venv
+	$(BIN)/python -m pytest -q -n 2 -m "postgres and not slow and not spark"
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m "slow and not spark"
