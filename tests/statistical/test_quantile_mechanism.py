@@ -106,5 +106,6 @@ def test_two_levels_are_two_independent_draws_sorted(tmp_path: Path) -> None:
     np.add.at(counts, (chosen[:, 0], chosen[:, 1]), 1)
     stat, threshold = chi2_fit(counts[keep], pairs[keep])
     assert stat <= threshold
-    # power: unsorted independent draws' law (the pair as drawn) must be rejected
-    assert chi2_fit(counts[keep], joint[keep] / joint[keep].sum())[0] > chi2_fit(counts[keep], joint[keep])[1]
+    # No power check against the law of the unsorted pair: the two levels' candidate laws barely overlap, so that
+    # alternative is close to the null and rejecting it is a coin toss (it failed once in CI at 108 < 115), not an
+    # event of probability 1 - 1e-6. The ordering itself is asserted exactly above (chosen[:, 0] <= chosen[:, 1]).
