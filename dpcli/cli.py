@@ -100,7 +100,7 @@ OutputOpt = typer.Option(
 )
 SummaryMdOpt = typer.Option(
     None, "--summary-md", metavar="PATH",
-    help="Append a short Markdown summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\").",
+    help="Append a short Markdown summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\"; a regular file).",
 )
 LockOpt = typer.Option(
     DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
@@ -182,10 +182,10 @@ def release(
         "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL",
         help="The Spark master's URL, for --engine spark.",
     ),
-    report_path: Path | None = typer.Option(
+    report_path: str | None = typer.Option(
         None, "--report", metavar="PATH", help="Also write the release's report (one self-contained HTML file)."
     ),
-    summary_md: Path | None = SummaryMdOpt,
+    summary_md: str | None = SummaryMdOpt,
     meta: str | None = typer.Option(
         None, "--meta", metavar="PATH",
         help="Write the metadata sidecar (JSON, schema: `dpcli schema --sidecar`) here, also with --output - "
@@ -200,7 +200,6 @@ def release(
 
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
-    _check_report_targets(report_path, summary_md)  # before the spend: a report that cannot be written is refused
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
@@ -215,7 +214,7 @@ def release(
                 progress=_progress_printer if verbose else None,
                 input_format=None if input_format is None else input_format.value,
                 engine=None if engine is None else engine.value, spark_master=spark_master,
-                on_input_bytes=on_input_bytes, sidecar=meta,
+                on_input_bytes=on_input_bytes, sidecar=meta, report=report_path, summary_md=summary_md,
             )
     except (KeyboardInterrupt, Interrupted) as exc:
         # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
@@ -250,7 +249,6 @@ def release(
         "warnings": [] if warning is None else [warning],
     }
     if report_path is not None or summary_md is not None:
-        _release_report(result, report_path, summary_md)
         summary["report"] = None if report_path is None else str(report_path)
     if as_json:
         sys.stderr.write(json.dumps(summary) + "\n")
@@ -265,10 +263,11 @@ def release(
     if quiet:
         return
     where = "standard output" if result.output is None else str(result.output)
+    spent = result.plan.cost_text(status.cap_delta if status else None)  # a ρ without the spec's δ: at the cap's
     render.info(
         f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}'"
         f" to {where}\n"
-        f"  spent {result.plan.cost_text()}; ε left {render.eps(status.remaining if status else None)} "
+        f"  spent {spent}; ε left {render.eps(status.remaining if status else None)} "
         f"of {render.eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
     )
@@ -392,40 +391,13 @@ def _progress_printer(message: str) -> None:
     sys.stderr.flush()
 
 
-def _check_report_targets(*paths: Path | None) -> None:
-    """A report or summary path whose directory does not exist is refused before anything is spent (exit 2)."""
-    for path in paths:
-        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
-            raise UsageError(f"cannot write {path}: its directory does not exist")
-
-
-def _release_report(result: Any, report_path: Path | None, summary_md: Path | None) -> None:
-    """``release --report/--summary-md``: after the table is written and paid for, so a failure here says so."""
-    from dpcli import report
-    from dpcli.errors import OutputError
-
-    table = result.table
-    source = "standard output" if result.output is None else result.output.name
-    data = report.from_rows(table.columns, table.rows(), result.metadata, result.status, result.ledger, source)
-    try:
-        if report_path is not None:
-            report.write_report(report_path, report.render_html(data))
-        if summary_md is not None:
-            report.append_summary(summary_md, report.render_markdown(data))
-    except OSError as exc:
-        raise OutputError(
-            f"the release is done (ledger record {result.spend.seq}) but its report could not be written: "
-            f"{exc.strerror or type(exc).__name__}; make it again with `dpcli report`"
-        ) from None
-
-
 @app.command(
     "report", cls=DpcliCommand,
     epilog=_example("dpcli report out.csv -o report.html --ledger ledger.jsonl --summary-md \"$GITHUB_STEP_SUMMARY\""),
 )
 def report_command(
     table: Path = typer.Argument(..., metavar="OUT.csv", help="A released table (CSV, or JSON for a .json path)."),
-    output: Path = typer.Option(..., "--output", "-o", metavar="PATH", help="Where to write the HTML report."),
+    output: str = typer.Option(..., "--output", "-o", metavar="PATH", help="Where to write the HTML report."),
     meta: Path | None = typer.Option(
         None, "--meta", metavar="PATH", help="The table's sidecar (default: OUT.csv.meta.json beside it, if any)."
     ),
@@ -434,24 +406,16 @@ def report_command(
         help="Read the dataset's budget left from this ledger (else $DPCLI_LEDGER; without either the report says "
         "it is not known). Spends nothing.",
     ),
-    summary_md: Path | None = SummaryMdOpt,
+    summary_md: str | None = SummaryMdOpt,
 ) -> None:
     """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
-    from dpcli import report
-    from dpcli.ledger import resolve_ledger
+    from dpcli.paths import named_path
+    from dpcli.report import make_report
 
-    _check_report_targets(output, summary_md)
-    data = report.load(table, meta)
-    location = ledger or os.environ.get("DPCLI_LEDGER") or None
-    dataset = (data.meta or {}).get("dataset")
-    if location is not None and dataset:  # without a sidecar the dataset's name, so its budget, is not known
-        data.status, data.ledger_name = report.ledger_status(resolve_ledger(location, None), str(dataset))
-    try:
-        report.write_report(output, report.render_html(data))
-        if summary_md is not None:
-            report.append_summary(summary_md, report.render_markdown(data))
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or type(exc).__name__}") from None
+    make_report(
+        table, named_path(output, "report"), meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
+        summary_md=None if summary_md is None else named_path(summary_md, "summary"),
+    )
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))
@@ -630,7 +594,7 @@ def check(
 @app.command(cls=DpcliCommand, epilog=_example("dpcli init people.csv -o spec.yaml"))
 def init(
     csv: Path = typer.Argument(..., metavar="CSV", help="A CSV file: only its header is read."),
-    output: Path | None = typer.Option(
+    output: str | None = typer.Option(
         None, "--output", "-o", metavar="SPEC", help="Write the skeleton to this file (default: standard output)."
     ),
     force: bool = typer.Option(False, "--force", help="With -o: overwrite an existing file."),
@@ -639,19 +603,24 @@ def init(
 
     Its input: is relative to the spec's directory (the current one when printed), as the loader reads it."""
     from dpcli.engine import read_header
+    from dpcli.files import atomic_write
+    from dpcli.paths import check_init_target, output_path
 
-    if output is not None and (output.exists() or output.is_symlink()) and not force:
-        raise UsageError(f"{output} exists: give --force to overwrite it, or another -o")
+    target = output_path(output)  # `-o -`: standard output
+    if target is not None:
+        if os.path.lexists(target) and not force:
+            raise UsageError(f"{target} exists: give --force to overwrite it, or another -o")
+        check_init_target(target, csv)  # never the CSV it reads, the ledger, a directory, FIFO or link (exit 2)
     header = read_header(csv)  # before anything is written: an unreadable CSV leaves no file behind
-    text = spec_skeleton(csv, header, Path.cwd() if output is None else output.absolute().parent)
-    if output is None:
+    text = spec_skeleton(csv, header, Path.cwd() if target is None else target.absolute().parent)
+    if target is None:
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        atomic_write(target, lambda fh: fh.write(text.encode("utf-8")))
     except OSError as exc:
-        raise InputError(f"cannot write {output}: {exc.strerror or type(exc).__name__}") from None
-    render.info(f"dpcli: wrote {output}: fill in the TODOs, then `dpcli check {output}`")
+        raise InputError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
+    render.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
 
 
 SKELETON_HEAD = """\

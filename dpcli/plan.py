@@ -229,19 +229,35 @@ class Plan:
         """Estimates from a randomized file only (``kind: frequency``): nothing is spent, no noise is drawn."""
         return bool(self.statistics) and all(sp.statistic.kind == "frequency" for sp in self.statistics)
 
-    def cost_text(self) -> str:
+    def cost_text(self, cap_delta: Fraction | None = None) -> str:
+        """What the release charges, as `release`, `plan` and the report say it (``cost_text`` below); a zCDP rho
+        is converted at the spec's delta, else at ``cap_delta`` (the ledger's cap) when one is given."""
         if self.frequency_only:
-            return "nothing (estimates from a randomized file)"
-        if self.rho == 0:
-            sel = f", δ={format_decimal(self.selection_delta, 6)}" if self.selection_delta else ""
-            return f"ε={format_decimal(self.epsilon, 10)}{sel}"
-        at = self.epsilon_at_delta
-        conv = f" (≈ ε={format_decimal(at, 6)} at δ={format_decimal(self.delta, 6)})" if at is not None else ""  # type: ignore[arg-type]
-        return f"ρ={format_decimal(self.rho, 10)} zCDP{conv}"
+            return NOTHING_SPENT
+        delta = self.delta if self.delta is not None or self.rho == 0 else cap_delta
+        return cost_text(self.epsilon, self.rho, delta, self.selection_delta)
 
     @property
     def dimensions(self) -> tuple[str, ...]:
         return self.spec.dimensions
+
+
+NOTHING_SPENT = "nothing (estimates from a randomized file)"
+
+
+def cost_text(epsilon: Fraction, rho: Fraction, delta: Fraction | None, selection_delta: Fraction) -> str:
+    """The one wording of a release's guarantee (the CLI's summary, `plan`, the report and the Markdown summary, from
+    a plan or from a sidecar's numbers): pure ``ε=…`` (with ``δ=…`` when partition selections spend one), or
+    ``ρ=… zCDP`` with its (ε, δ) at ``delta`` (the release's whole delta: ρ is converted at what the selections
+    leave of it), or without when no delta is known."""
+    if rho == 0:
+        sel = f", δ={format_decimal(selection_delta, 6)}" if selection_delta else ""
+        return f"ε={format_decimal(epsilon, 10)}{sel}"
+    conv = ""
+    if delta is not None and delta > selection_delta:
+        at = zcdp_to_epsilon(rho, delta - selection_delta)
+        conv = f" (≈ ε={format_decimal(at, 6)} at δ={format_decimal(delta, 6)})"
+    return f"ρ={format_decimal(rho, 10)} zCDP{conv}"
 
 
 def laplace_halfwidth(scale: Fraction, confidence: float = CONFIDENCE) -> int:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import BinaryIO
 
 from dpcli import signals
 from dpcli.accounting import parse_exact
@@ -44,7 +45,7 @@ from dpcli.output import (
     write_sidecar,
     write_table,
 )
-from dpcli.paths import check_release_paths
+from dpcli.paths import Protected, check_release_paths, check_targets, named_path, open_append
 from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
 from dpcli.spec import Spec, load_spec
@@ -119,6 +120,8 @@ def release(
     spark_master: str | None = None,
     on_input_bytes: Callable[[int, int | None], None] | None = None,
     sidecar: str | Path | None = None,
+    report: str | Path | None = None,
+    summary_md: str | Path | None = None,
 ) -> Release:
     """Run one release. ``input``/``output`` may be ``"-"`` (stdin/stdout); defaults come from the spec.
 
@@ -143,6 +146,9 @@ def release(
     progress display is gone before the table is written (perhaps to the same terminal).
 
     ``sidecar``: where the metadata sidecar goes (``--meta``), else beside an output file (none for standard output).
+    ``report``: also write the release's HTML report there (``--report``); ``summary_md``: append its Markdown
+    summary there (``--summary-md``). Both are checked with the table before anything is read or spent, and an
+    existing summary file is opened before the spend; a failure writing them after the spend is exit 5.
     """
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
@@ -186,6 +192,7 @@ def release(
     spec_file = Path(spec.source) if spec.source != "<string>" else None
     check_release_paths(spec_file, source, output_path, book, location)
     meta_path = _meta_path(sidecar, output_path, spec_file, source, book, location)
+    pages = _Pages.checked(report, summary_md, spec_file, source, output_path, meta_path, book, location)
     fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
     say("paths checked")
 
@@ -198,11 +205,12 @@ def release(
             raise UsageError("frequency statistics check their input's hash: give a local file, not a URL")
         if meta_path is not None:
             raise UsageError("--meta: a frequency estimate's sidecar is written beside its output file only")
-        return release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
+        done = release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
                                    input_timeout, max_input_bytes, on_input_bytes, say, release_id)
+        return pages.write(done, "nothing was spent (estimates from a randomized file)")
     if named and paid_spend(records, key) is not None:
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
-        return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path)
+        return pages.write(_reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path))
     # fast refusal before the scan, on the records verified above; the binding check is in spend()
     status = book.status(spec.dataset, records)
     check_pin(status, spec.dataset, spec.privacy.pinned_unit, spec.privacy.neighbours, book.name)
@@ -232,6 +240,11 @@ def release(
     # table is stored: a paid release id always gets its table, so an interrupted run is recovered with --release-id
     # instead of burning the id. Before that moment (the lock wait) a signal ends the run with nothing spent.
     with signals.Held() as hold:
+
+        def before_append() -> None:  # under the ledger's lock, before the spend is written
+            pages.open()  # the summary file: refused here, nothing is spent
+            hold.hold_from_here()  # a Ctrl-C until then (the lock wait): nothing spent
+
         try:
             spend = book.spend(
                 spec.dataset,
@@ -245,7 +258,7 @@ def release(
                     "statistics": [s.statistic.name for s in plan.statistics],
                 },
                 rho=plan.rho,
-                before_append=hold.hold_from_here,  # a Ctrl-C until then (the lock wait): nothing spent
+                before_append=before_append,
                 delta=plan.selection_delta,
             )
         except ReleaseIdPaid:
@@ -253,7 +266,7 @@ def release(
             del exact
             hold.release()
             say(f"release id '{release_id}' was paid for by a concurrent run: waiting for its table")
-            return _reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path)
+            return pages.write(_reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path))
         paid = _Paid(book.name, spend.seq, release_id, named)
         try:
             say(f"spend recorded: ledger record {spend.seq}")
@@ -275,13 +288,72 @@ def release(
             out_sha = _write_outputs(table, output_path, fmt, meta, paid.text(), paid.hint(), meta_path)
             say("output written")
             status = book.status(spec.dataset)
+            done = Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
+            pages.write(done, paid.text())
         except BaseException as exc:  # noqa: BLE001 - after the spend every failure must name what was paid
-            report = spent_then_failed(exc, paid, book, key)
+            failure = spent_then_failed(exc, paid, book, key)
             # a signal held until now must not replace this report with "nothing was spent"
             with contextlib.suppress(KeyboardInterrupt, Interrupted):
                 hold.release()
-            raise report from None
-    return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
+            raise failure from None
+    return done
+
+
+@dataclass
+class _Pages:
+    """``--report`` and ``--summary-md`` of one release: checked with the table before anything is read (one
+    checker, dpcli.paths), the summary opened for appending before the spend, both written after the table."""
+
+    report: Path | None = None
+    summary: Path | None = None
+    handle: BinaryIO | None = None
+
+    @classmethod
+    def checked(
+        cls, report: str | Path | None, summary: str | Path | None, spec_file: Path | None, source: Path | None,
+        output: Path | None, meta_path: Path | None, book: Ledger, location: str | Path | None,
+    ) -> _Pages:
+        pages = cls(
+            None if report is None else named_path(os.fspath(report), "report"),
+            None if summary is None else named_path(os.fspath(summary), "summary"),
+        )
+        if pages.report is None and pages.summary is None:
+            return pages
+        keep = Protected().add(spec_file, "the spec").add(source, "the input file").add_ledger(book, location)
+        keep.add(output, "the output").add(meta_path or (None if output is None else sidecar_path(output)),
+                                           "the output's sidecar")
+        check_targets([(pages.report, "report"), (pages.summary, "summary")], keep)
+        return pages
+
+    def open(self) -> None:
+        """Before the spend: an existing summary file (e.g. $GITHUB_STEP_SUMMARY) opened for appending, so that a
+        FIFO, link or unwritable file in its place ends the run with nothing spent."""
+        if self.summary is not None and self.handle is None:
+            self.handle = open_append(self.summary, "summary")
+
+    def write(self, done: Release, paid: str | None = None) -> Release:
+        """The report and the summary of ``done``, after its table is written. Whatever fails here is exit 5 naming
+        what was paid (``paid``; a re-issue: nothing): the table and its sidecar are written and stay."""
+        if self.report is None and self.summary is None:
+            return done
+        if paid is None:
+            paid = f"nothing was spent (ledger record {done.spend.seq} already paid for this release)"
+        from dpcli import report as pages
+
+        try:
+            table = done.table
+            source = "standard output" if done.output is None else done.output.name
+            data = pages.from_rows(table.columns, table.rows(), done.metadata, done.status, done.ledger, source)
+            if self.report is not None:
+                pages.write_report(self.report, pages.render_html(data))
+            if self.summary is not None:
+                pages.append_summary(self.summary, pages.render_markdown(data), self.handle)
+        except BaseException as exc:  # noqa: BLE001 - the table is out: every failure must say so, and what paid
+            raise OutputError(
+                f"the report could not be written ({_what_failed(exc)}); {paid}; the table was written",
+                hint="make the report again with `dpcli report`",
+            ) from None
+        return done
 
 
 @dataclass

@@ -20,7 +20,7 @@ import pytest
 
 from dpcli.errors import InputError, UsageError
 from dpcli.release import release
-from tests.helpers import TOY_SPEC, clean_env, run_dpcli
+from tests.helpers import TOY_SPEC, clean_env, run_dpcli, run_in_process
 
 SPEC = TOY_SPEC
 DATA = b"age\n34\n71\n15\n52\n"
@@ -102,6 +102,140 @@ def test_a_good_output_still_works_and_replaces_an_older_file(work: Path) -> Non
     (work / "o.csv").write_text("old\n")
     release(work / "spec.yaml", input=work / "data.csv", output=work / "o.csv", ledger=work / "L.jsonl")
     assert (work / "o.csv").read_text().startswith("statistic,")
+
+
+# -- every file a run writes: the same checks, before the spend (issue 23, finding 9) ------------------------------
+
+
+def _bad_targets(work: Path) -> dict[str, tuple[Path, int]]:
+    """name -> (a file name no run may write, the exit code of the refusal). out.csv is this release's table (and
+    out.csv.meta.json its sidecar), which the other targets must not be."""
+    (work / "out.csv").write_text("statistic,value\n")
+    (work / "out.csv.meta.json").write_text("{}\n")
+    (work / "adir").mkdir()
+    os.mkfifo(work / "fifo")
+    (work / "L.jsonl.releases").mkdir(exist_ok=True)
+    (work / "to-ledger").symlink_to(work / "L.jsonl")
+    (work / "to-data").symlink_to(work / "data.csv")
+    return {
+        "the ledger": (work / "L.jsonl", 2),
+        "its head": (work / "L.jsonl.head", 2),
+        "the release store": (work / "L.jsonl.releases", 2),
+        "inside the release store": (work / "L.jsonl.releases" / "r.html", 2),
+        "the input": (work / "data.csv", 2),
+        "the spec": (work / "spec.yaml", 2),
+        "a symlink to the ledger": (work / "to-ledger", 2),
+        "a symlink to the input": (work / "to-data", 2),
+        "a directory": (work / "adir", 2),
+        "a FIFO without a reader": (work / "fifo", 2),
+        "a missing directory": (work / "nowhere" / "r.html", 3),
+    }
+
+
+def _bytes(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+
+
+def _release_args(work: Path, *extra: object) -> list[object]:
+    return ["release", work / "spec.yaml", "-i", work / "data.csv", "--ledger", work / "L.jsonl", *extra]
+
+
+def test_every_bad_report_summary_and_meta_target_is_refused_before_the_spend(work: Path) -> None:
+    """--report, --summary-md and --meta go through the table's checks, and are neither the table nor its sidecar:
+    before, each of these spent and then replaced (or appended to) the file, or exited 5, or hung (a FIFO)."""
+    targets = _bad_targets(work)
+    targets["the table of this release"] = (work / "out.csv", 2)
+    targets["the sidecar of this release"] = (work / "out.csv.meta.json", 2)
+    before = ledger_state(work)
+    for option in ("--report", "--summary-md", "--meta"):
+        for name, (target, code) in targets.items():
+            if option == "--meta" and name == "the sidecar of this release":
+                continue  # --meta names the sidecar: writing it is the point
+            kept = _bytes(target)
+            r = run_in_process(*_release_args(work, "-o", work / "out.csv", option, target))
+            assert r.returncode == code, (option, name, r.stderr)
+            assert r.stderr.startswith(b"dpcli: error: ") and r.stderr.count(b"\n") == 1, (option, name, r.stderr)
+            assert ledger_state(work) == before, (option, name)  # nothing spent
+            assert _bytes(target) == kept, (option, name)  # not replaced, not appended to
+    # and the table's own target, through the command: the same refusals
+    for name, (target, code) in targets.items():
+        if name in ("the table of this release", "the sidecar of this release"):
+            continue
+        r = run_in_process(*_release_args(work, "-o", target))
+        assert r.returncode == code and ledger_state(work) == before, (name, r.stderr)
+    # the report and the summary are two files
+    r = run_in_process(*_release_args(work, "-o", work / "o2.csv", "--report", work / "x", "--summary-md", work / "x"))
+    assert r.returncode == 2 and b"summary" in r.stderr and ledger_state(work) == before
+    assert stat.S_ISFIFO(os.stat(work / "fifo").st_mode) and (work / "to-ledger").is_symlink()
+
+
+def test_a_summary_fifo_is_refused_before_the_spend_not_waited_on(work: Path) -> None:
+    """A FIFO nobody reads, as --summary-md: before, the release spent and then hung opening it."""
+    os.mkfifo(work / "fifo")
+    before = ledger_state(work)
+    r = run_dpcli(*_release_args(work, "-o", work / "o.csv", "--summary-md", work / "fifo"), timeout=60)
+    one_line_error(r, 2, "not a regular file")
+    assert ledger_state(work) == before and not (work / "o.csv").exists()
+
+
+def test_a_good_summary_is_appended_and_a_refused_run_leaves_no_summary_file(work: Path) -> None:
+    (work / "step.md").write_text("earlier step\n")
+    r = run_in_process(*_release_args(work, "-o", work / "o.csv", "--summary-md", work / "step.md"))
+    assert r.returncode == 0, r.stderr
+    assert (work / "step.md").read_text().startswith("earlier step\n### dpcli release: toy")
+    r = run_in_process("budget", "set", "toy", "--epsilon", "0.25", "--ledger", work / "L.jsonl")
+    assert r.returncode == 0, r.stderr  # now the cap is spent: the next release is refused (exit 4)
+    r = run_in_process(*_release_args(work, "-o", work / "o3.csv", "--summary-md", work / "new.md"))
+    assert r.returncode == 4 and not (work / "new.md").exists(), r.stderr
+
+
+def test_report_command_targets_are_never_its_inputs_or_the_ledger(work: Path) -> None:
+    """`dpcli report -o/--summary-md` go through the same checks, and are never the table, its sidecar or the ledger
+    (before: -o the ledger or the table replaced it; --summary-md the ledger appended to it)."""
+    r = run_in_process(*_release_args(work, "-o", work / "t.csv"))
+    assert r.returncode == 0, r.stderr
+    targets = _bad_targets(work)
+    for not_its_own in ("the input", "the spec", "a symlink to the input"):  # the release's files, unknown to report
+        del targets[not_its_own]
+    targets["the table it reads"] = (work / "t.csv", 2)
+    targets["the sidecar it reads"] = (work / "t.csv.meta.json", 2)
+    before = ledger_state(work)
+    for option in ("-o", "--summary-md"):
+        for name, (target, code) in targets.items():
+            kept = _bytes(target)
+            other = [] if option == "-o" else ["-o", work / "page.html"]
+            if option == "-o":
+                args = ["report", work / "t.csv", "-o", target, "--ledger", work / "L.jsonl"]
+            else:
+                args = ["report", work / "t.csv", *other, "--summary-md", target, "--ledger", work / "L.jsonl"]
+            r = run_in_process(*args)
+            assert r.returncode == code, (option, name, r.stderr)
+            assert ledger_state(work) == before and _bytes(target) == kept, (option, name)
+            assert not (work / "page.html").exists(), (option, name)
+
+
+def test_report_reads_no_fifo(work: Path) -> None:
+    """`dpcli report --meta FIFO` (or a FIFO as the table): refused, not waited on (before: it hung)."""
+    r = run_in_process(*_release_args(work, "-o", work / "t.csv"))
+    assert r.returncode == 0, r.stderr
+    os.mkfifo(work / "fifo")
+    r = run_dpcli("report", work / "t.csv", "--meta", work / "fifo", "-o", work / "page.html", timeout=60)
+    one_line_error(r, 2, "not a regular file")
+    assert not (work / "page.html").exists()
+
+
+def test_init_never_writes_over_the_csv_it_reads_or_the_ledger(work: Path) -> None:
+    """`dpcli init --force -o` goes through the same checks (before: -o its own CSV replaced the data)."""
+    before, data = ledger_state(work), (work / "data.csv").read_bytes()
+    env = {"DPCLI_LEDGER": str(work / "L.jsonl")}
+    for target in (work / "data.csv", work / "L.jsonl", work / "L.jsonl.head", work / "to-data"):
+        if target.name == "to-data":
+            target.symlink_to(work / "data.csv")
+        r = run_in_process("init", work / "data.csv", "--force", "-o", target, env=env)
+        assert r.returncode == 2 and r.stderr.startswith(b"dpcli: error: "), (target, r.stderr)
+    assert (work / "data.csv").read_bytes() == data and ledger_state(work) == before
+    r = run_in_process("init", work / "data.csv", "--force", "-o", work / "spec2.yaml", env=env)
+    assert r.returncode == 0 and (work / "spec2.yaml").read_text().startswith("# A dpcli spec skeleton"), r.stderr
 
 
 # -- the stdin spool -------------------------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import random
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -159,7 +161,7 @@ def test_self_contained_check_can_fail(released: Path, injected: str) -> None:
 
 def test_report_states_budget_parameters_and_guarantee(released: Path) -> None:
     page = (released / "report.html").read_text()
-    assert "This release spent <b>ε = 1</b>" in page
+    assert "This release spent <b>ε=1</b>" in page  # as `dpcli release` says it
     assert "ε = 9 is left" in page and "cap is ε = 10" in page
     assert 'id="guarantee"' in page and "What it does not mean" in page
     assert "discrete_laplace" in page and "noise scale" in page  # the public parameters, from the sidecar
@@ -169,7 +171,7 @@ def test_report_states_budget_parameters_and_guarantee(released: Path) -> None:
 def test_summary_is_appended(released: Path) -> None:
     text = (released / "summary.md").read_text()
     assert text.startswith("earlier step\n### dpcli release: toy (r1)\n")
-    assert "- spent: ε 1\n- left: ε 9 of 10\n" in text
+    assert "- spent: ε=1\n- left: ε 9 of 10\n" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert [line.split(" | ")[0][2:] for line in table[1:]] == NAMES
 
@@ -248,7 +250,7 @@ def test_release_report_in_a_missing_directory_is_refused_before_the_spend(tmp_p
     assert run_in_process("budget", "set", "toy", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
     r = run_in_process("release", tmp_path / "spec.yaml", "-i", tmp_path / "data.csv", "--ledger", tmp_path / "L.jsonl",
                        "-o", tmp_path / "out.csv", "--report", tmp_path / "nowhere" / "r.html")
-    assert r.returncode == 2 and b"its directory does not exist" in r.stderr
+    assert r.returncode == 3 and b"does not exist" in r.stderr  # as for the table's own directory
     records = [json.loads(line) for line in (tmp_path / "L.jsonl").read_text().splitlines()]
     assert [rec["type"] for rec in records] == ["cap"]
 
@@ -270,11 +272,136 @@ def test_page_is_reproducible_and_leaves_matplotlib_settings_alone(released: Pat
     assert len(ids) == len(set(ids))
 
 
-def test_guarantee_names_delta_only_when_there_is_one(released: Path) -> None:
-    data = report.load(released / "out.csv")
-    assert "except with a probability" not in report.render_html(data)
-    assert data.meta is not None
-    data.meta = {**data.meta, "delta": "1/100000", "unit": "person"}
-    page = report.render_html(data)
-    assert "except with a probability of at most δ = 1/100000" in page
-    assert "about one person (all of their rows)" in page
+# -- the guarantee the ledger charged, as `dpcli release` says it (issue 23, finding 3) ------------------------------
+
+_ONE = "columns:\n  age: {type: int, bounds: [0, 100]}\n  k: {type: category, categories: open, max_length: 8}\n"
+FORMS = {  # name -> (privacy, statistic, cap's delta)
+    "pure": ("epsilon: 1", "{name: n, kind: count}", "0"),
+    "rho": ("rho: 0.01, delta: 1e-6", "{name: n, kind: count, mechanism: gaussian}", "1e-5"),
+    "rho at the cap's delta": ("rho: 0.01", "{name: n, kind: count, mechanism: gaussian}", "1e-5"),
+    "epsilon and delta, zCDP": ("epsilon: 1, delta: 1e-6", "{name: n, kind: count, mechanism: gaussian}", "1e-5"),
+    "open keys, selection delta": ("epsilon: 1, delta: 1e-6", "{name: by_k, kind: count, by: [k]}", "1e-5"),
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_report_and_summary_state_what_release_printed(tmp_path: Path, form: str) -> None:
+    """Before: a zCDP release's page said "ε = 0 for this release" and its summary "spent: ε 0"."""
+    privacy, statistic, cap_delta = FORMS[form]
+    (tmp_path / "spec.yaml").write_text(
+        f"version: 1\ndataset: toy\nprivacy: {{unit: row, neighbours: add_remove, {privacy}}}\n{_ONE}"
+        f"statistics:\n  - {statistic}\n"
+    )
+    (tmp_path / "data.csv").write_text("age,k\n" + "30,x\n" * 200)
+    ledger = tmp_path / "L.jsonl"
+    r = run_in_process("budget", "set", "toy", "--epsilon", "10", "--delta", cap_delta, "--ledger", ledger)
+    assert r.returncode == 0, r.stderr
+    r = run_in_process("release", tmp_path / "spec.yaml", "-i", tmp_path / "data.csv", "--ledger", ledger, "-o",
+                       tmp_path / "out.csv", "--report", tmp_path / "r.html", "--summary-md", tmp_path / "s.md")
+    assert r.returncode == 0, r.stderr
+    printed = r.stderr.decode().split("  spent ", 1)[1].split("; ε left", 1)[0]  # what `dpcli release` said
+    if form == "pure":
+        assert printed == "ε=1"
+    elif form == "open keys, selection delta":
+        assert printed == "ε=1, δ=0.000001"
+    else:
+        assert printed.startswith("ρ=") and " zCDP (≈ ε=" in printed, printed  # (ε, δ): the cap's δ if no other
+    page, summary = (tmp_path / "r.html").read_text(), (tmp_path / "s.md").read_text()
+    assert f"This release spent <b>{html.escape(printed)}</b>" in page
+    assert f"<b class='spent'>{html.escape(printed)}</b>" in page  # the guarantee box says the same
+    assert f"- spent: {report._md(printed)}\n" in summary
+    for zero in ("ε = 0 ", "ε=0 ", "ε=0;", "ε 0\n"):
+        assert zero not in page and zero not in summary, zero
+    # `dpcli report` from the table and its sidecar (and the ledger, for the cap's δ) says it too
+    r = run_in_process("report", tmp_path / "out.csv", "-o", tmp_path / "again.html", "--ledger", ledger)
+    assert r.returncode == 0, r.stderr
+    assert f"This release spent <b>{html.escape(printed)}</b>" in (tmp_path / "again.html").read_text()
+
+
+# -- text the report did not write is never markup (issue 23, finding 10) ------------------------------------------
+
+HOSTILE_KEYS = ["$10K-$50K", "$\\frac{$", "<img src=x onerror=alert(1)>", "![i](https://e.example/x.png)",
+                "--><script>alert(1)</script>", "a|b\\n`c`"]
+
+
+def test_keys_with_markup_are_text_in_the_page(tmp_path: Path) -> None:
+    """Declared keys like $10K-$50K were parsed as mathtext ($\\frac{$ ended a paid release with exit 1)."""
+    keys = ", ".join(json.dumps(k) for k in HOSTILE_KEYS)
+    (tmp_path / "spec.yaml").write_text(
+        "version: 1\ndataset: toy\nprivacy: {unit: row, neighbours: add_remove, epsilon: 1}\n"
+        f"columns:\n  inc: {{type: category, categories: [{keys}]}}\n"
+        "statistics:\n  - {name: by_inc, kind: count, by: [inc]}\n"
+    )
+    (tmp_path / "data.csv").write_text("inc\n" + "$10K-$50K\n" * 5)
+    ledger = tmp_path / "L.jsonl"
+    assert run_in_process("budget", "set", "toy", "--epsilon", "10", "--ledger", ledger).returncode == 0
+    r = run_in_process("release", tmp_path / "spec.yaml", "-i", tmp_path / "data.csv", "--ledger", ledger, "-o",
+                       tmp_path / "out.csv", "--report", tmp_path / "r.html")
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert_self_contained(page)
+    assert "<img" not in page and "<script" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "$10K-$50K" in page  # the table's cells, escaped
+
+
+def _unescaped(md: str, raw: str) -> bool:
+    """Whether ``raw`` occurs in ``md`` with its first character not backslash-escaped (so it opens markup)."""
+    return re.search(r"(?<!\\)" + re.escape(raw), md) is not None
+
+
+def _write(path: Path, text: str | bytes) -> Path:
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def test_a_hostile_table_or_sidecar_is_exit_2_with_a_message(released: Path, tmp_path: Path) -> None:
+    """Before: 1e400 was an OverflowError, nested JSON a RecursionError, a sidecar of the wrong shape an
+    AttributeError or TypeError: all exit 1, an internal error."""
+    good_meta = json.loads((released / "out.csv.meta.json").read_text())
+    table = released / "out.csv"
+    deep = "[" * 100_000 + "]" * 100_000
+    cases = {
+        "1e400 in the table": (_write(tmp_path / "t1.csv", "statistic,value,ci_low,ci_high\nn,1e400,1,2\n"), None),
+        "a huge number": (_write(tmp_path / "t2.csv", "statistic,value,ci_low,ci_high\nn,1e301,1,2\n"), None),
+        "a JSON table nested deeply": (_write(tmp_path / "t3.json", deep), None),
+        "a JSON table with an object in a cell": (_write(tmp_path / "t4.json", '[{"statistic": "n", "value": {}}]'),
+                                                  None),
+        "a CSV field past the csv module's limit": (
+            _write(tmp_path / "t5.csv", "statistic,value\n" + "x" * 200_000 + ",1\n"), None),
+        "a table that is not UTF-8": (_write(tmp_path / "t6.csv", b"statistic,value\n\xff,1\n"), None),
+        "a sidecar nested deeply": (table, _write(tmp_path / "m1.json", deep)),
+        "a sidecar that is a list": (table, _write(tmp_path / "m2.json", "[1, 2]")),
+        "statistics not a list": (table, _write(tmp_path / "m3.json", json.dumps({**good_meta, "statistics": 5}))),
+        "a statistic's noise not a list": (table, _write(tmp_path / "m4.json", json.dumps(
+            {**good_meta, "statistics": [{**good_meta["statistics"][0], "noise": 7}]}))),
+        "columns of the wrong shape": (table, _write(tmp_path / "m5.json", json.dumps({**good_meta, "columns": [1]}))),
+        "an integer of 5000 digits": (table, _write(tmp_path / "m6.json", json.dumps(good_meta).replace(
+            '"record": 1', '"record": ' + "9" * 5000))),
+        "epsilon not exact text": (table, _write(tmp_path / "m7.json", json.dumps({**good_meta, "epsilon": 1e400}))),
+        "NaN": (table, _write(tmp_path / "m8.json", json.dumps(good_meta).replace('"cells": 1', '"cells": NaN'))),
+    }
+    for name, (t, meta) in cases.items():
+        out = tmp_path / "r.html"
+        r = run_in_process("report", t, "-o", out, *(["--meta", meta] if meta else []))
+        err = r.stderr.decode()
+        assert r.returncode == 2, (name, err)
+        assert err.startswith("dpcli: error: ") and err.count("\n") == 1 and "internal" not in err, (name, err)
+        assert not out.exists(), name
+    r = run_in_process("report", table, "-o", tmp_path / "ok.html", "--meta", _write(tmp_path / "m0.json",
+                                                                                    json.dumps(good_meta)))
+    assert r.returncode == 0, r.stderr  # the sidecar as written passes the schema
+
+
+def test_markdown_escapes_html_images_links_and_math(released: Path, tmp_path: Path) -> None:
+    """Before, table cells and sidecar strings went into $GITHUB_STEP_SUMMARY as they were: raw HTML, images."""
+    table = _write(tmp_path / "t.csv", "statistic,value,ci_low,ci_high\n"
+                   '"<img src=x>",1,0,2\n"![a](https://e.example/a.png)",<b>1</b>,0,2\n'
+                   '"$\\frac{1}{2}$ *b* `c` &amp; _d_",1,0,2\n')
+    meta = json.loads((released / "out.csv.meta.json").read_text())
+    sidecar = _write(tmp_path / "m.json", json.dumps({**meta, "dataset": "<img src=y>", "release_id": "![r](x)"}))
+    r = run_in_process("report", table, "--meta", sidecar, "-o", tmp_path / "r.html", "--summary-md", tmp_path / "s.md")
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "s.md").read_text()
+    for raw in ("<img", "<b>", "![", "](", "$\\frac", "*b*", "`c`", "&amp;", "_d_"):
+        assert not _unescaped(md, raw), raw
+    assert "\\<img src=x\\>" in md and "\\!\\[a\\](https://e.example/a.png)" in md and "\\<img src=y\\>" in md
