@@ -20,7 +20,7 @@ import pytest
 
 from dpcli.errors import InputError, UsageError
 from dpcli.release import release
-from tests.helpers import TOY_SPEC, clean_env, run_dpcli, run_in_process
+from tests.helpers import TOY_SPEC, clean_env, mounted_tmpfs, run_dpcli, run_in_process
 
 SPEC = TOY_SPEC
 DATA = b"age\n34\n71\n15\n52\n"
@@ -167,6 +167,18 @@ def test_every_bad_report_summary_and_meta_target_is_refused_before_the_spend(wo
     r = run_in_process(*_release_args(work, "-o", work / "o2.csv", "--report", work / "x", "--summary-md", work / "x"))
     assert r.returncode == 2 and b"summary" in r.stderr and ledger_state(work) == before
     assert stat.S_ISFIFO(os.stat(work / "fifo").st_mode) and (work / "to-ledger").is_symlink()
+
+
+def test_a_read_only_place_for_the_report_or_summary_is_refused_before_the_spend(work: Path) -> None:
+    """Before: `--report` in a read-only directory spent, then exited 5."""
+    with mounted_tmpfs(work / "ro", "ro,size=64k") as ro:
+        before = ledger_state(work)
+        for option in ("--report", "--summary-md", "--meta"):
+            r = run_in_process(*_release_args(work, "-o", work / "o.csv", option, ro / "x"))
+            assert r.returncode == 3 and b"is not writable" in r.stderr, (option, r.stderr)
+        assert ledger_state(work) == before and not (work / "o.csv").exists()
+        r = run_in_process("init", work / "data.csv", "-o", ro / "spec.yaml")
+        assert r.returncode == 3 and b"is not writable" in r.stderr, r.stderr
 
 
 def test_a_summary_fifo_is_refused_before_the_spend_not_waited_on(work: Path) -> None:
