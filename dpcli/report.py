@@ -157,6 +157,8 @@ def _csv_rows(path: Path, text: io.TextIOWrapper, reader: Any, columns: list[str
         n = 1
         try:
             for n, record in enumerate(reader, start=2):
+                if not record:  # a blank line (csv.DictReader skipped them too)
+                    continue
                 if len(record) != len(columns):
                     raise UsageError(f"the table {path}: line {n} does not have {len(columns)} fields")
                 yield dict(zip(columns, record, strict=True))
@@ -321,14 +323,6 @@ def from_rows(
     _check_columns(source, columns)
     records = ({c: "" if v is None else v for c, v in zip(columns, r, strict=True)} for r in rows)
     return ReportData(views(columns, records, meta), meta, status, ledger_name, source)
-
-
-def ledger_status(location: str | Path, dataset: str) -> tuple[BudgetStatus | None, str]:
-    """The dataset's budget in the ledger (verified); reads only, spends nothing."""
-    from dpcli.ledger import open_ledger
-
-    book = open_ledger(location)
-    return book.verify().datasets.get(dataset), book.name
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -725,6 +719,7 @@ def make_report(
     file, never the table, its sidecar, the ledger or a file the ledger keeps, nor each other); the table and the
     sidecar are read as regular files (a FIFO is refused, not waited on); the ledger is read, never written."""
     from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.locations import is_ledger_url
     from dpcli.paths import Protected, check_targets, open_append
 
     sidecar = meta if meta is not None else beside(table)
@@ -732,13 +727,14 @@ def make_report(
     book = None
     if ledger is not None:
         ledger = resolve_ledger(ledger, None)
-        book = open_ledger(ledger)
+        book = None if is_ledger_url(ledger) else open_ledger(ledger)  # a server keeps no file here
         keep.add_ledger(book, ledger)
     check_targets([(output, "report"), (summary_md, "summary")], keep)
     handle = None if summary_md is None else open_append(summary_md, "summary")
     data = load(table, sidecar)
     dataset = (data.meta or {}).get("dataset")
-    if book is not None and dataset:  # without a sidecar the dataset's name, so its budget, is not known
+    if ledger is not None and dataset:  # without a sidecar the dataset's name, so its budget, is not known
+        book = book or open_ledger(ledger)
         data.status, data.ledger_name = book.verify().datasets.get(str(dataset)), book.name
     page = render_html(data)
     try:
