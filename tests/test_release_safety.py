@@ -176,6 +176,20 @@ def test_a_read_only_place_for_the_report_or_summary_is_refused_before_the_spend
         assert r.returncode == 3 and b"is not writable" in r.stderr, r.stderr
 
 
+def test_a_report_that_cannot_be_written_after_the_spend_is_exit_5_naming_the_record(work: Path) -> None:
+    """The table is written and paid for; the report fails on a full disk: exit 5, the record named, the table kept."""
+    with mounted_tmpfs(work / "small", "size=64k") as small:
+        with contextlib.suppress(OSError), open(small / "filler", "wb") as filler:  # fill it up, to ENOSPC
+            filler.write(b"x" * (128 << 10))
+        (work / "step.md").write_text("earlier step\n")
+        r = run_in_process(*_release_args(work, "-o", work / "o.csv", "--report", small / "r.html",
+                                          "--summary-md", work / "step.md"))
+        err = one_line_error(r, 5, "the report could not be written", "record 1", "dpcli report")
+        assert "No space left on device" in err
+        assert (work / "o.csv").read_text().startswith("statistic,") and not (small / "r.html").exists()
+    assert run_in_process("ledger", "verify", "--ledger", work / "L.jsonl").returncode == 0
+
+
 @contextlib.contextmanager
 def _deadline(seconds: int) -> Iterator[None]:
     """A blocking call in this process (opening a FIFO nobody reads) ends with TimeoutError after ``seconds``: a
