@@ -338,16 +338,16 @@ class _Pages:
             return done
         if paid is None:
             paid = f"nothing was spent (ledger record {done.spend.seq} already paid for this release)"
-        from dpcli import report as pages
+        from dpcli import report as page  # matplotlib only for a run that asks for a report
 
         try:
             table = done.table
             source = "standard output" if done.output is None else done.output.name
-            data = pages.from_rows(table.columns, table.rows(), done.metadata, done.status, done.ledger, source)
+            data = page.from_rows(table.columns, table.rows(), done.metadata, done.status, done.ledger, source)
             if self.report is not None:
-                pages.write_report(self.report, pages.render_html(data))
+                page.write_report(self.report, page.render_html(data))
             if self.summary is not None:
-                pages.append_summary(self.summary, pages.render_markdown(data), self.handle)
+                page.append_summary(self.summary, page.render_markdown(data), self.handle)
         except BaseException as exc:  # noqa: BLE001 - the table is out: every failure must say so, and what paid
             raise OutputError(
                 f"the report could not be written ({_what_failed(exc)}); {paid}; the table was written",
