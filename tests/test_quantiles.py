@@ -179,7 +179,8 @@ def test_plan_sensitivity_and_rank_bound(neighbours: str, by: str, level: str, s
     assert sp.cells == (2 if by else 1) * 21
 
 
-def test_zcdp_each_level_is_sqrt_8_rho_over_k_rounded_down() -> None:
+def test_zcdp_each_level_is_sqrt_2_rho_over_k_rounded_down() -> None:
+    # permute-and-flip is pure eps0-DP, hence eps0^2/2-zCDP; it is not claimed bounded-range (issue 23)
     plan = make_plan(parse_spec(spec_text(
         "  - {name: q, kind: quantile, column: x, q: [0.5, 0.9]}\n", budget="rho: 0.5",
     )))
@@ -187,7 +188,7 @@ def test_zcdp_each_level_is_sqrt_8_rho_over_k_rounded_down() -> None:
     each = Fraction(1, 4)  # rho 0.5 over two levels
     for comp in sp.components:
         assert comp.rho == each
-        assert comp.epsilon**2 / 8 <= each and (comp.epsilon + Fraction(1, 10**9)) ** 2 / 8 > each
+        assert comp.epsilon**2 / 2 <= each and (comp.epsilon + Fraction(1, 10**9)) ** 2 / 2 > each
     assert sp.rho == Fraction(1, 2) and sp.epsilon == 0
     assert sp.reported_epsilon == sum(c.epsilon for c in sp.components)
 
@@ -286,8 +287,10 @@ def test_interval_bounds_when_the_count_is_too_small(tmp_path: Path) -> None:
     from dpcli import quantiles
 
     # n^ - e_n <= 0: both ends are the bounds; a level past 1: the high end is the bound
-    assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10) == (None, None)
-    assert quantiles.interval_levels(Fraction(9, 10), 100, 0, 20) == (Fraction(7, 10), None)
+    assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10, 2**24) == (None, None)
+    assert quantiles.interval_levels(Fraction(9, 10), 100, 0, 20, 2**24) == (Fraction(11744051, 2**24), None)
+    # the low level is rounded down onto the grid, the high one up (each only widens the interval)
+    assert quantiles.interval_levels(Fraction(1, 3), 100, 0, 10, 2**4) == (Fraction(3, 16), Fraction(7, 16))
     import numpy as np
 
     counts = np.array([[5, 5, 5, 5]])
