@@ -78,3 +78,79 @@ def test_no_noisy_count_pushes_an_interval_draw_outside_the_samplers_domain(
             column.grid_bounds[1] - column.grid_bounds[0],
         )
         assert (low_ends >= 0).all() and (high_ends <= column.grid_bounds[1] - column.grid_bounds[0]).all()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every statistic kind, through the real CLI release, with extreme but valid budgets, bounds and sizes: each run ends
+# before the spend (exit 2, a refusal the spec's numbers earn) or releases (exit 0); none fails after it (exit 5).
+
+WALK_COLUMNS = """\
+columns:
+  i: {type: int, bounds: [-1e15, 1e15]}
+  x: {type: float, bounds: [-1e15, 1e15], precision: 1e6}
+  c: {type: category, categories: [a, b, c]}
+"""
+WALK_STATISTICS = [
+    "{name: n, kind: count, by: [c]%s}",
+    "{name: h, kind: histogram, column: c%s}",
+    "{name: s, kind: sum, column: x%s}",
+    "{name: mu, kind: mean, column: x%s}",
+    "{name: v, kind: variance, column: x%s}",
+    "{name: sd, kind: std, column: x, by: [c]%s}",
+    "{name: q, kind: quantile, column: i, q: [0.1234567, 0.5, 0.9], step: 4e9, interval: {share: 0.3}}",
+    "{name: med, kind: median, column: x, step: 4e9, by: [c], interval: {share: 0.1234567891234567}}",
+    "{name: top, kind: top_k, column: c, k: 2}",
+    "{name: mo, kind: mode, column: c}",
+]
+GAUSSIAN_KINDS = ("n", "h", "s", "mu", "v", "sd")
+
+
+def walk_spec(data: str, budget: str, gaussian: bool, only: int | None = None) -> str:
+    mechanism = ", mechanism: gaussian" if gaussian else ""
+    chosen = WALK_STATISTICS if only is None else [WALK_STATISTICS[only]]
+    lines = [("  - " + (s % mechanism if "%s" in s else s)) for s in chosen]
+    return (f"version: 1\ndataset: walk\ninput: {data}\nprivacy: {{unit: row, neighbours: add_remove, {budget}}}\n"
+            + WALK_COLUMNS + "statistics:\n" + "\n".join(lines) + "\n")
+
+
+def walk_data(path, rows: int, seed: int) -> str:
+    """``rows`` rows: values at both bounds, near zero and random; keys of each kind and missing cells."""
+    rng = np.random.default_rng(seed)
+    values = [-(10**15), 10**15, 0, -1, 1, *rng.integers(-(10**15), 10**15, max(0, rows - 5)).tolist()][:rows]
+    keys = ["a", "b", "c", ""]
+    text = "i,x,c\n" + "".join(f"{v},{-v},{keys[k % 4]}\n" for k, v in enumerate(values))
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_every_kind_with_extreme_parameters_never_fails_after_the_spend(tmp_path) -> None:
+    from tests.helpers import run_in_process
+
+    ledger = tmp_path / "ledger.jsonl"
+    assert run_in_process("budget", "set", "walk", "--epsilon", "1000000", "--delta", "0.5",
+                          "--ledger", ledger).returncode == 0
+    pure = ["epsilon: 0.000001", "epsilon: 100", "epsilon: 0.1234567891234567"]
+    zcdp = ["rho: 1e-12", "rho: 100", "rho: 0.0123456789123456"]
+    runs: list[tuple[str, str, bool, int | None]] = []
+    for rows, seed in ((0, 0), (1, 1), (3000, 2)):
+        data = walk_data(tmp_path / f"d{rows}.csv", rows, seed)
+        runs += [(data, b, False, None) for b in pure + zcdp]
+        runs += [(data, b, True, None) for b in zcdp]
+    extreme = walk_data(tmp_path / "extreme.csv", 200, 3)
+    for k in range(len(WALK_STATISTICS)):  # each kind alone: the whole (smallest or largest) budget on it
+        runs += [(extreme, b, False, k) for b in ("epsilon: 0.000001", "epsilon: 100", "rho: 1e-12", "rho: 100")]
+        if WALK_STATISTICS[k].split(",")[0].split()[-1] in GAUSSIAN_KINDS:
+            runs += [(extreme, b, True, k) for b in ("rho: 1e-12", "rho: 100")]
+    outcomes = []
+    for j, (data, budget, gaussian, only) in enumerate(runs):
+        spec = tmp_path / f"spec{j}.yaml"
+        spec.write_text(walk_spec(data, budget, gaussian, only))
+        result = run_in_process("release", spec, "--ledger", ledger, "-o", tmp_path / f"out{j}.csv")
+        outcomes.append((result.returncode, budget, gaussian, only, data, result.stderr.decode()[-300:]))
+    failed = [o for o in outcomes if o[0] not in (0, 2)]
+    assert not failed, failed
+    # every kind reached its draws (released) in some run of its own, and most combined runs did
+    assert {o[3] for o in outcomes if o[0] == 0} >= set(range(len(WALK_STATISTICS))), outcomes
+    released = [o for o in outcomes if o[0] == 0 and o[3] is None]
+    assert len(released) >= 9, [o for o in outcomes if o[0] != 0 and o[3] is None]
