@@ -1,4 +1,4 @@
-"""Quantiles by the exponential mechanism over a declared candidate grid (docs/spec.md, "Quantiles and the median").
+"""Quantiles by permute-and-flip selection over a declared candidate grid (docs/spec.md, "Quantiles and the median").
 
 The candidates are c_j = lo + j * spacing (grid units of the column), j < m, from the spec alone. For a level
 q = a/b (lowest terms) the utility of c is the integer
@@ -14,13 +14,16 @@ Sensitivity (one row): adding or removing a row x changes lt(c) or gt(c) by 1 (o
 at most max(a, b - a) (add_remove). Replacing a row takes it out of one side and puts it into the other: b. With
 ``by:`` under replace a row can leave one cell and join another, changing two cells' utilities by max(a, b - a)
 each: the plan calibrates each cell to 2 max(a, b - a) then (it is >= b). The utility is not monotone, so each draw
-is exp(-(best - u(c)) / t) with t = 2 * sensitivity / epsilon (the exponential mechanism's factor 2), sampled exactly
-by ``dpcli.samplers.exponential_choice``. Several levels are separate draws, each with an even share of the
-statistic's epsilon (sequential composition); cells of ``by:`` are disjoint (parallel composition).
+is permute-and-flip with acceptance probabilities exp(-(best - u(c)) / t), t = 2 * sensitivity / epsilon (the
+exponential mechanism's factor 2, which permute-and-flip shares), sampled exactly by
+``dpcli.samplers.permute_and_flip`` with work fixed by the candidate count (issue 23). Several levels are separate
+draws, each with an even share of the statistic's epsilon (sequential composition); cells of ``by:`` are disjoint
+(parallel composition).
 
-Accuracy, from public quantities only: a candidate whose utility is at least x below the best has probability at
-most exp(-x / t) relative to the best one, so P[u(released) < u(best) - t ln(m / alpha)] <= alpha. At 95%: the
-released value's rank error |lt - q (lt + gt)| exceeds the best candidate's by at most t ln(20 m) / b rows.
+Accuracy, from public quantities only: a candidate whose utility is at least x below the best is released with
+probability at most exp(-x / t) (it must be accepted), so P[u(released) < u(best) - t ln(m / alpha)] <= alpha by
+the union bound, as for the exponential mechanism. At 95%: the released value's rank error |lt - q (lt + gt)|
+exceeds the best candidate's by at most t ln(20 m) / b rows.
 
 numpy is imported inside the functions that need it: the plan (``dpcli plan``, ``dpcli check``) imports this module
 and runs without numpy.
@@ -191,7 +194,7 @@ def quantile_gaps(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
 
 
 def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candidates: int) -> np.ndarray:
-    """Per cell and level, the candidate of the largest utility (the first of equals): the exponential mechanism
+    """Per cell and level, the candidate of the largest utility (the first of equals): the selection
     with no noise, for the exact-answer tests (``dpcli.mechanisms.exact_noisy``) only."""
     import numpy as np
 
@@ -206,11 +209,11 @@ def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candida
 # ---------------------------------------------------------------------------------------------------------------
 # Value-unit intervals paid by a declared share of the statistic's budget (``interval: {share: S}``; docs/spec.md)
 #
-# A noisy count n^ of the rows with a value (per cell) and, per level q, two more exponential-mechanism draws at the
-# levels q_lo = q - E / n_lo and q_hi = q + E / n_lo, n_lo = n^ - e_n (e_n the count's halfwidth, E the draws' public
-# rank bound in rows), each part at confidence 1 - 0.05/3 (Bonferroni: each level's interval covers with >= 95%).
-# The levels are computed from the noisy count alone (post-processing), as exact Fractions. The draws use the rank
-# distance utility on the data rounded down to the candidate grid,
+# A noisy count n^ of the rows with a value (per cell) and, per level q, two more permute-and-flip draws at the levels
+# q_lo = q - E / n_lo and q_hi = q + E / n_lo (rounded outwards onto the grid 1/D, below), n_lo = n^ - e_n (e_n the
+# count's halfwidth, E the draws' public rank bound in rows), each part at confidence 1 - 0.05/3 (Bonferroni: each
+# level's interval covers with >= 95%). The levels are computed from the noisy count alone (post-processing), as exact
+# Fractions. The draws use the rank distance utility on the data rounded down to the candidate grid,
 #
 #     v(c) = -max(0, a n - b through(c), b lt(c) - a n),   through(c) = #{x < next candidate after c},
 #

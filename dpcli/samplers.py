@@ -55,6 +55,19 @@ rational, ``gamma = N / bd`` with ``bd <= 2**51``, so ``N < 2**63`` for every pr
 ``gamma < 2**12``; the others, accepted with probability below ``exp(-4000)``, are decided exactly
 with Python integers.
 
+Selection: permute-and-flip (McKenna & Sheldon 2020)
+----------------------------------------------------
+``exponential_choice`` / ``exponential_sample`` / ``permute_and_flip`` pick an index of integer scores: visit the m
+candidates in a uniformly random order, release the first accepted, candidate i accepted with probability
+exp(-(num/den) gap_i), gap_i = best - score_i (the best is always accepted: no failure, no delta). Realised with work
+fixed by m and num/den: every candidate gets one flip G_i, P(G_i >= g) = exp(-g num/den) (the exact geometric sampler
+above, with ratio exp(-num/den)), and one 63-bit order key (iid uniform, the whole row redrawn on a tie, so the key
+order is an exactly uniform permutation); the answer is the accepted candidate (G_i >= gap_i) with the least key,
+decided by whole-array comparisons after every flip is drawn. The gaps are int64 saturated at GAP_CAP = 2**62: a flip
+reaches it only with probability below exp(-2**13) at any temperature the plan allows (then OverflowError, whatever
+the gaps), so saturation changes no draw. Pure eps-DP at the exponential mechanism's temperature (2 D / eps; D / eps
+for a monotone utility), expected utility at least the exponential mechanism's; not claimed eps-bounded-range.
+
 Vectorisation
 -------------
 Every loop is over *rounds*; a round processes all still-undecided draws of the vector with numpy
@@ -79,6 +92,9 @@ noise value moves that sum by a few rounds of one lane, against a total of order
 natural spread is of order ``sqrt(size)``. So that a one-cell release is not its own timing oracle,
 ``discrete_laplace`` and ``discrete_gaussian`` always sample at least ``_MIN_BATCH`` = 1024 lanes and
 return the first ``size`` (the decoys' work is counted, their values discarded).
+Selection draws (permute-and-flip) are stronger: their keystream use and rounds are a function of m, k and the
+temperature and of the random bits only (every candidate is flipped, whatever its gap; the gaps only enter whole-array
+comparisons); ``tests/test_selection_work.py`` checks that neighbouring datasets consume the same bytes.
 Not protected: the total is still a (weak, statistical) function of the multiset of noise values, e.g.
 a large ``|noise|`` costs its lane more geometric rounds, so someone timing many repeated releases
 could average; a co-located attacker with cache, branch-predictor or power side channels (numpy and

@@ -101,7 +101,8 @@ def test_top_k_and_mode_draws_consume_the_same_bytes_on_neighbours() -> None:
         d_prime = d.copy()
         d_prime[shift] += 1
         for sp in plan.statistics:
-            assert_same_work(lambda s, sp=sp: topk.choose(sp, d, s), lambda s, sp=sp: topk.choose(sp, d_prime, s))
+            assert_same_work(lambda s, sp=sp: topk.choose(sp, d, s),
+                             lambda s, sp=sp, d_prime=d_prime: topk.choose(sp, d_prime, s))
 
 
 def test_the_recorded_source_sees_a_different_draw_when_the_data_move() -> None:

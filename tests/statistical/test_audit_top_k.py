@@ -1,13 +1,12 @@
 """`dpcli audit` of top_k and mode (report-noisy-max): within the claim for correct plans, and a mode whose
 temperature is halved (twice its claimed ε per draw) is flagged, by the searched pair's exact loss and by the noise.
 
-Error budget (no seeds, no retries), as in test_audit.py: each audit runs at confidence 1 - 1e-8, so a correct
-target is reported outside its claim with probability <= 1e-8; three "within claim" audits here: 3e-8. The flagged
-mode: its event Z >= L (L the pair's largest log-likelihood ratio, for k = 1 the event "the added row's key is
-drawn") has exact probabilities under D' and D from permute-and-flip's law
-(test_exponential_mechanism.permute_and_flip_law); the test asserts the guaranteed bound g (binomial quantiles at Q = 1e-8, test_audit.guaranteed) exceeds the
-claim, and the audit misses with probability <= 2Q. With test_audit.py's < 5.3e-7 the statistical audit tests stay
-below 1e-6.
+Error budget (no seeds, no retries), as in test_audit.py: each audit runs at confidence 1 - 1e-8, so a correct target is
+reported outside its claim with probability <= 1e-8; three "within claim" audits here: 3e-8. The flagged mode: its event
+Z >= L (L the pair's largest log-likelihood ratio, for k = 1 the event "the added row's key is drawn") has exact
+probabilities under D' and D from permute-and-flip's law (test_exponential_mechanism.permute_and_flip_law); the test
+asserts the guaranteed bound g (binomial quantiles at Q = 1e-8, test_audit.guaranteed) exceeds the claim, and the audit
+misses with probability <= 2Q. With test_audit.py's < 5.3e-7 the statistical audit tests stay below 1e-6.
 """
 
 from __future__ import annotations

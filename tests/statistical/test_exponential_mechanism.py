@@ -49,8 +49,7 @@ def permute_and_flip_law(scores: list[int], rate: Fraction) -> list[Fraction]:
         coefficients = [Fraction(1)]
         for j, pj in enumerate(p):
             if j != i:
-                coefficients = [a - pj * b for a, b in itertools.zip_longest(coefficients + [0], [0] + coefficients,
-                                                                             fillvalue=0)]
+                coefficients = [a - pj * b for a, b in zip([*coefficients, 0], [0, *coefficients], strict=True)]
         out.append(p[i] * sum(c / (k + 1) for k, c in enumerate(coefficients)))
     assert sum(out) == 1 or abs(sum(out) - 1) < Fraction(1, 10**50)
     return out
