@@ -823,8 +823,9 @@ def _choice_component(
     (or only shrink) together, a monotone utility: each draw accepting a key with probability exp(-eps0 (best - u) /
     D) is eps0-DP (McKenna & Sheldon 2020, Theorem 1, and Remark 1 for a monotone quality score, as OpenDP's proof of
     its permute-and-flip top-k cites them: d/scale for a monotone metric, 2d/scale otherwise); under replace one count
-    may grow while another shrinks: exp(-eps0 (best - u) / (2 D)). In zCDP a draw is eps0^2 / 2 (pure eps0-DP; permute-and-flip is not claimed bounded-range). The
-    temperature t (the component's scale) is factor D / eps0, rounded up."""
+    may grow while another shrinks: exp(-eps0 (best - u) / (2 D)). In zCDP a draw is eps0^2 / 2 (pure eps0-DP;
+    permute-and-flip is not claimed bounded-range). The temperature t (the component's scale) is factor D / eps0,
+    rounded up."""
     k = stat.k
     if zcdp:
         per_draw = rho_to_pure_epsilon(share / k)  # the largest eps0 with k eps0^2 / 2 <= rho, rounded down
