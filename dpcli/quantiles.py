@@ -174,8 +174,7 @@ def _positive_part(x: np.ndarray, y: np.ndarray, a: int, b: int, c: int) -> np.n
     out = np.full(m, base, dtype=np.int64)
     for term in (_saturated_times(np.maximum(x - x[r], 0), a), _saturated_times(np.maximum(y[r] - y, 0), b)):
         out += np.minimum(term, GAP_CAP - out)
-    out[: j] = 0
-    return out
+    return np.where(np.arange(m) >= j, out, 0)  # f <= 0 before j (whole-array, whatever j is)
 
 
 def quantile_gaps(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
@@ -185,9 +184,8 @@ def quantile_gaps(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
 
     a, b = level_weights(q)
     lt, gt = np.asarray(lt, dtype=np.int64), np.asarray(gt, dtype=np.int64)
-    j = _first_positive(lt, gt, b - a, a, 1)  # the first d(c) >= 0
-    ds = [abs((b - a) * int(lt[i]) - a * int(gt[i])) for i in (j - 1, j) if 0 <= i < len(lt)]
-    least = min(ds)
+    j = _first_positive(lt, gt, b - a, a, 1)  # the first d(c) >= 0: min |d| is at j - 1 or j
+    least = min(abs((b - a) * int(lt[i]) - a * int(gt[i])) for i in (max(j - 1, 0), min(j, len(lt) - 1)))
     rising = _positive_part(lt, gt, b - a, a, -least)
     falling = _positive_part(gt[::-1], lt[::-1], a, b - a, -least)[::-1]
     return np.maximum(rising, falling)

@@ -318,3 +318,30 @@ def test_release_writes_interval_numbers_and_audit_says_the_draws_are_not_audite
     assert audit.returncode == 0, audit.stderr
     report = json.loads(audit.stdout)
     assert any(n.startswith("NOT AUDITED: the interval draws of m ") for n in report["notes"])
+
+
+def test_gaps_are_exact_python_int_gaps_saturated_in_int64() -> None:
+    # issue 23: one representation (int64 saturated at 2^62) whatever the counts and the level, computed with work
+    # fixed by the candidate count; checked against the utilities in Python ints, counts up to 2^40
+    import numpy as np
+
+    from dpcli import quantiles
+    from dpcli.samplers import GAP_CAP
+
+    rng = np.random.default_rng(23)
+    for trial in range(200):
+        m = int(rng.integers(1, 30))
+        counts = rng.integers(0, 2**40 if trial % 3 == 0 else 5, (1, m)).astype(np.int64)
+        q = Fraction(int(rng.integers(1, 50)), 50) if trial % 2 else Fraction(int(rng.integers(1, 2**46)), 2**46 + 1)
+        lt, _, gt = quantiles.rank_counts(counts, 1, m)
+        u = [int(v) for v in quantiles.utilities(lt[0], gt[0], q)]
+        assert quantiles.quantile_gaps(lt[0], gt[0], q).tolist() == [min(max(u) - v, GAP_CAP) for v in u]
+        grid = 2 ** int(rng.integers(1, 41))
+        level = Fraction(int(rng.integers(1, grid)), grid)
+        n = int(counts.sum())
+        through = [*lt[0][1:].tolist(), n]
+        v = quantiles.interval_utilities(lt[0].tolist(), through, n, level)
+        scale = grid // level.denominator  # the gaps are in units of 1/grid rows
+        expected = [min((max(v) - x) * scale, GAP_CAP) for x in v]
+        assert max(v) == 0
+        assert quantiles.interval_gaps(lt[0], np.array(through), n, level, grid).tolist() == expected
