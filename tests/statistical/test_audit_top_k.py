@@ -4,7 +4,7 @@ temperature is halved (twice its claimed ε per draw) is flagged, by the searche
 Error budget (no seeds, no retries), as in test_audit.py: each audit runs at confidence 1 - 1e-8, so a correct target is
 reported outside its claim with probability <= 1e-8; three "within claim" audits here: 3e-8. The flagged mode: its event
 Z >= L (L the pair's largest log-likelihood ratio, for k = 1 the event "the added row's key is drawn") has exact
-probabilities under D' and D from permute-and-flip's law (test_exponential_mechanism.permute_and_flip_law); the test
+probabilities under D' and D from permute-and-flip's law (tests/pf_law.py); the test
 asserts the guaranteed bound g (binomial quantiles at Q = 1e-8, test_audit.guaranteed) exceeds the claim, and the audit
 misses with probability <= 2Q. With test_audit.py's < 5.3e-7 the statistical audit tests stay below 1e-6.
 """
@@ -20,8 +20,8 @@ import pytest
 from dpcli.audit import audit, find_neighbours
 from dpcli.plan import Plan, make_plan
 from dpcli.spec import parse_spec
+from tests.pf_law import permute_and_flip_law
 from tests.statistical.test_audit import ALPHA, TRIALS, guaranteed
-from tests.statistical.test_exponential_mechanism import permute_and_flip_law
 
 SPEC = """\
 version: 1

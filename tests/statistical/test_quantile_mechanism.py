@@ -1,6 +1,6 @@
 """Chi-squared conformance of a quantile's release (dpcli.quantiles.choose, as dpcli.mechanisms.draw_quantiles calls
 it on the engine's bins) against its exact distribution: permute-and-flip with acceptance probabilities
-exp(-(best - u(c)) / t) (test_exponential_mechanism.permute_and_flip_law), the utility u(c) = -|(b - a) #{x < c} -
+exp(-(best - u(c)) / t) (tests/pf_law.py), the utility u(c) = -|(b - a) #{x < c} -
 a #{x > c}| written out here from the rows, t the plan's scale; and for two levels, the sorted pair of two
 independent draws (the release sorts a cell's levels).
 
