@@ -857,7 +857,8 @@ def choice_gap(temperature: Fraction, keys: int, draws: int, confidence: float =
     """The smallest h such that, with probability >= confidence, each of ``draws`` draws picks a key whose count is
     within h of the largest count left at that draw. A key whose count is g below that largest is picked with
     probability at most exp(-g / t) (its chance to be accepted at all), so draw j (m - j keys left) misses by more
-    than h with probability at most (m - j - 1) exp(-(h + 1) / t); a union bound over the draws. Public: t, m, k only."""
+    than h with probability at most (m - j - 1) exp(-(h + 1) / t); a union bound over the draws.
+    Public: t, m, k only."""
     others = sum(keys - j - 1 for j in range(draws))
     if others <= 0:
         return 0
