@@ -154,7 +154,7 @@ def _quantile_counts(column: Column, sp: StatisticPlan, ex: ExactStatistic) -> t
 def draw_quantiles(
     column: Column, sp: StatisticPlan, ex: ExactStatistic, source: RandomSource | None = None
 ) -> Noisy:
-    """A quantile's release: one exact exponential-mechanism draw per declared cell and level (dpcli.quantiles)."""
+    """A quantile's release: one exact permute-and-flip draw per declared cell and level (dpcli.quantiles)."""
     counts, spacing, candidates = _quantile_counts(column, sp, ex)
     levels = sp.statistic.levels  # type: ignore[union-attr]
     scales = tuple(c.scale for c in sp.components[: len(levels)])

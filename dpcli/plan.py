@@ -675,8 +675,8 @@ def _make_plan(spec: Spec) -> Plan:
         person = spec.privacy.person
         b = None if person is None else bounding(person, stat, None if opened else cells)
         if isinstance(stat, TopK) and not opened:
-            # report-noisy-max: k draws of the exponential mechanism, pure epsilon-DP on their own (share / k
-            # each, or the largest epsilon0 with k epsilon0^2 / 8 <= rho in a zCDP release)
+            # report-noisy-max: k permute-and-flip draws, pure epsilon-DP on their own (share / k each, or the
+            # largest epsilon0 with k epsilon0^2 / 2 <= rho in a zCDP release)
             comp = _choice_component(path, stat, neighbours, cells, share, zcdp, b)
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, (comp,), cells, _dimension_keys(spec, stat),
@@ -705,9 +705,11 @@ def _make_plan(spec: Spec) -> Plan:
 def _quantile_components(
     path: str, spec: Spec, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool
 ) -> tuple[NoiseComponent, ...]:
-    """One exponential-mechanism draw per level, each with an even share of the statistic's budget: epsilon / k in a
-    pure release; in a zCDP release rho / k, whose draw is eps0-DP with eps0 = sqrt(8 rho / k) rounded down (an
-    eps0-DP exponential mechanism is eps0-bounded-range, hence eps0^2/8-zCDP: Cesar & Rogers 2021)."""
+    """One permute-and-flip draw per level, each with an even share of the statistic's budget: epsilon / k in a pure
+    release; in a zCDP release rho / k, whose draw is eps0-DP with eps0 = sqrt(2 rho / k) rounded down (an eps0-DP
+    mechanism is eps0^2/2-zCDP; permute-and-flip is not claimed bounded-range, so the exponential mechanism's
+    eps0^2/8 of Cesar & Rogers 2021 is not used). The temperature t = 2 D / eps0 is rounded up (never down) onto the
+    sampler's domain, numerator and denominator <= 2**48, and at most MAX_SCALE."""
     column = spec.columns[stat.column]
     _, spacing, candidates = candidate_grid(column, stat.step)
     p = column.precision
@@ -715,7 +717,7 @@ def _quantile_components(
     k = len(stat.levels)
     paid = share * (1 - stat.interval_share) if stat.interval_share is not None else share
     each = paid / k
-    eps0 = 2 * rho_to_pure_epsilon(each) if zcdp else each
+    eps0 = rho_to_pure_epsilon(each) if zcdp else each
     if eps0 <= 0:
         raise SpecError(path, "its share of the budget is too small to plan (it rounds to 0): raise it")
     grid = f"{candidates} candidates {format_exact(column.grid_bounds[0] * p)}, "
@@ -727,7 +729,7 @@ def _quantile_components(
         if scale > MAX_SCALE:
             raise SpecError(path, f"its exponential mechanism's scale {format_decimal(scale, 6)} is too large: "
                                   "raise its epsilon")
-        why += f"; {grid}; weights exp(-(best - u(c))/t), t = 2×{sensitivity}/ε"
+        why += f"; {grid}; permute-and-flip, c accepted with probability exp(-(best - u(c))/t), t = 2×{sensitivity}/ε"
         out.append(NoiseComponent(
             f"q={format_exact(q)}", sensitivity, why, eps0, scale, Fraction(1, q.denominator),
             mechanism="exponential", rho=each if zcdp else Fraction(0), candidates=candidates,
@@ -742,24 +744,29 @@ def _interval_components(
 ) -> list[NoiseComponent]:
     """A quantile's value-unit intervals (dpcli.quantiles, "Value-unit intervals"): the interval share split evenly
     over a noisy count of the rows with a value (Laplace; in zCDP its part's rho as epsilon = sqrt(2 rho)) and two
-    exponential-mechanism draws per level (in zCDP eps0 = sqrt(8 rho) rounded down, as a level's)."""
+    permute-and-flip draws per level (in zCDP eps0 = sqrt(2 rho) rounded down, as a level's). Their scale (rows) is
+    rounded up to a dyadic rational with a 24-bit numerator (dpcli.quantiles.interval_scale), so that the draws'
+    temperature scale * D, D the levels' public grid, is a value the sampler takes whatever the noisy count."""
     from dataclasses import replace
 
-    from dpcli.quantiles import INTERVAL_COUNT, interval_scale_factor
+    from dpcli.quantiles import INTERVAL_COUNT, interval_scale, interval_scale_factor
 
     part = share / (2 * len(stat.levels) + 1)
     budget = _Budget("laplace", rho_to_pure_epsilon(part) if zcdp else part)
     count = _count_component(path, stat, neighbours, budget, f"the count of rows with a {stat.column}")
     out = [replace(count, role=INTERVAL_COUNT, rho=part if zcdp else Fraction(0))]
-    eps0 = 2 * rho_to_pure_epsilon(part) if zcdp else part
+    eps0 = rho_to_pure_epsilon(part) if zcdp else part
     factor = interval_scale_factor(neighbours, bool(stat.by))
-    scale = conservative_scale(2 * factor, eps0)
-    if eps0 <= 0 or scale > MAX_SCALE:
+    if eps0 <= 0 or Fraction(2 * factor) / eps0 > MAX_SCALE:
+        raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
+    scale = interval_scale(Fraction(2 * factor) / eps0)
+    if scale > MAX_SCALE:
         raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
     why = (
         f"the rank distance to level a/b, -max(0, a·n - b·through(c), b·lt(c) - a·n) on the rows rounded down to the "
-        f"candidates, changes by at most {'2' if factor == 2 else ''}b per neighbour; {grid}; weights "
-        f"exp(-(best - v(c))/(b·t)), t = 2×{factor}/ε rows; levels q ∓ (rank bound)/(n^ - e_n) from the noisy count"
+        f"candidates, changes by at most {'2' if factor == 2 else ''}b per neighbour; {grid}; permute-and-flip, c "
+        f"accepted with probability exp(-(best - v(c))/(b·t)), t = 2×{factor}/ε rows; levels q ∓ (rank bound)/"
+        f"(n^ - e_n) from the noisy count, rounded outwards onto a public grid"
     )
     out.extend(
         NoiseComponent(
@@ -827,16 +834,18 @@ def _components(
 def _choice_component(
     path: str, stat: TopK, neighbours: str, keys: int, share: Fraction, zcdp: bool, b: Bounding | None
 ) -> NoiseComponent:
-    """The exponential mechanism on the keys' counts, peeled k times. Utility: a key's count; its sensitivity D is
-    what one neighbour changes one count by (1 row, or r = min(K, R) rows of a person). Under add_remove the counts
-    only grow (or only shrink) together, a monotone utility: each draw with weights exp(-eps0 (best - u) / D) is
-    eps0-DP; under replace one count may grow while another shrinks: exp(-eps0 (best - u) / (2 D)). Either draw is
-    eps0-bounded-range, hence eps0^2 / 8-zCDP (Cesar & Rogers 2021). The temperature t (the component's scale) is
-    factor D / eps0, rounded up."""
+    """Permute-and-flip on the keys' counts, peeled k times. Utility: a key's count; its sensitivity D is what one
+    neighbour changes one count by (1 row, or r = min(K, R) rows of a person). Under add_remove the counts only grow
+    (or only shrink) together, a monotone utility: each draw accepting a key with probability exp(-eps0 (best - u) /
+    D) is eps0-DP (McKenna & Sheldon 2020, Theorem 1, and Remark 1 for a monotone quality score, as OpenDP's proof of
+    its permute-and-flip top-k cites them: d/scale for a monotone metric, 2d/scale otherwise); under replace one count
+    may grow while another shrinks: exp(-eps0 (best - u) / (2 D)). In zCDP a draw is eps0^2 / 2 (pure eps0-DP;
+    permute-and-flip is not claimed bounded-range). The temperature t (the component's scale) is factor D / eps0,
+    rounded up."""
     k = stat.k
     if zcdp:
-        per_draw = rho_to_pure_epsilon(4 * share / k)  # the largest eps0 with k eps0^2 / 8 <= rho, rounded down
-        cost = f"k={k} draws of ε0={format_decimal(per_draw, 6)} each: k·ε0²/8 ≤ ρ={format_decimal(share, 6)}"
+        per_draw = rho_to_pure_epsilon(share / k)  # the largest eps0 with k eps0^2 / 2 <= rho, rounded down
+        cost = f"k={k} draws of ε0={format_decimal(per_draw, 6)} each: k·ε0²/2 ≤ ρ={format_decimal(share, 6)}"
     else:
         per_draw = share / k
         each = format_decimal(per_draw, 6)
@@ -847,13 +856,13 @@ def _choice_component(
         factor = 1
         why = (
             f"add/remove {who} changes a key's count by at most D={sensitivity}, every count in the same direction "
-            f"(a monotone utility): weights exp(-ε0·(best - count) / D)"
+            f"(a monotone utility): permute-and-flip, a key accepted with probability exp(-ε0·(best - count) / D)"
         )
     else:
         factor = 2
         why = (
             f"replace {who} can lower one key's count by D={sensitivity} and raise another's (not monotone): "
-            f"weights exp(-ε0·(best - count) / (2D))"
+            f"permute-and-flip, a key accepted with probability exp(-ε0·(best - count) / (2D))"
         )
     comp = _component(path, "choice", factor * sensitivity, f"{why}; {cost}", _Budget("laplace", per_draw),
                       Fraction(1))
@@ -863,8 +872,9 @@ def _choice_component(
 def choice_gap(temperature: Fraction, keys: int, draws: int, confidence: float = CONFIDENCE) -> int:
     """The smallest h such that, with probability >= confidence, each of ``draws`` draws picks a key whose count is
     within h of the largest count left at that draw. A key whose count is g below that largest is picked with
-    probability at most exp(-g / t) (the largest has weight 1), so draw j (m - j keys left) misses by more than h
-    with probability at most (m - j - 1) exp(-(h + 1) / t); a union bound over the draws. Public: t, m, k only."""
+    probability at most exp(-g / t) (its chance to be accepted at all), so draw j (m - j keys left) misses by more
+    than h with probability at most (m - j - 1) exp(-(h + 1) / t); a union bound over the draws.
+    Public: t, m, k only."""
     others = sum(keys - j - 1 for j in range(draws))
     if others <= 0:
         return 0

@@ -1,4 +1,4 @@
-"""Quantiles by the exponential mechanism over a declared candidate grid (docs/spec.md, "Quantiles and the median").
+"""Quantiles by permute-and-flip selection over a declared candidate grid (docs/spec.md, "Quantiles and the median").
 
 The candidates are c_j = lo + j * spacing (grid units of the column), j < m, from the spec alone. For a level
 q = a/b (lowest terms) the utility of c is the integer
@@ -14,13 +14,16 @@ Sensitivity (one row): adding or removing a row x changes lt(c) or gt(c) by 1 (o
 at most max(a, b - a) (add_remove). Replacing a row takes it out of one side and puts it into the other: b. With
 ``by:`` under replace a row can leave one cell and join another, changing two cells' utilities by max(a, b - a)
 each: the plan calibrates each cell to 2 max(a, b - a) then (it is >= b). The utility is not monotone, so each draw
-is exp(-(best - u(c)) / t) with t = 2 * sensitivity / epsilon (the exponential mechanism's factor 2), sampled exactly
-by ``dpcli.samplers.exponential_choice``. Several levels are separate draws, each with an even share of the
-statistic's epsilon (sequential composition); cells of ``by:`` are disjoint (parallel composition).
+is permute-and-flip with acceptance probabilities exp(-(best - u(c)) / t), t = 2 * sensitivity / epsilon (the
+exponential mechanism's factor 2, which permute-and-flip shares), sampled exactly by
+``dpcli.samplers.permute_and_flip`` with work fixed by the candidate count (issue 23). Several levels are separate
+draws, each with an even share of the statistic's epsilon (sequential composition); cells of ``by:`` are disjoint
+(parallel composition).
 
-Accuracy, from public quantities only: a candidate whose utility is at least x below the best has probability at
-most exp(-x / t) relative to the best one, so P[u(released) < u(best) - t ln(m / alpha)] <= alpha. At 95%: the
-released value's rank error |lt - q (lt + gt)| exceeds the best candidate's by at most t ln(20 m) / b rows.
+Accuracy, from public quantities only: a candidate whose utility is at least x below the best is released with
+probability at most exp(-x / t) (it must be accepted), so P[u(released) < u(best) - t ln(m / alpha)] <= alpha by
+the union bound, as for the exponential mechanism. At 95%: the released value's rank error |lt - q (lt + gt)|
+exceeds the best candidate's by at most t ln(20 m) / b rows.
 
 numpy is imported inside the functions that need it: the plan (``dpcli plan``, ``dpcli check``) imports this module
 and runs without numpy.
@@ -105,24 +108,91 @@ def utilities(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
 
 def choose(counts: np.ndarray, levels: tuple[Fraction, ...], scales: tuple[Fraction, ...], spacing: int,
            candidates: int, source: RandomSource | None = None) -> np.ndarray:
-    """Per cell and level, the index of the released candidate: one exact exponential-mechanism draw each,
-    weights exp(-(best - u(c)) / t); sorted within each cell (post-processing: released quantiles never cross)."""
+    """Per cell and level, the index of the released candidate: one exact permute-and-flip draw each, candidate c
+    accepted with probability exp(-(best - u(c)) / t); sorted within each cell (post-processing: released quantiles
+    never cross). The gaps best - u(c) come from ``quantile_gaps`` (int64, work fixed by the candidate count)."""
     import numpy as np
 
-    from dpcli.samplers import exponential_choice
+    from dpcli.samplers import permute_and_flip
 
     lt, _, gt = rank_counts(counts, spacing, candidates)
     out = np.zeros((lt.shape[0], len(levels)), dtype=np.int64)
     for j, (q, t) in enumerate(zip(levels, scales, strict=True)):
         for cell in range(lt.shape[0]):
-            u = utilities(lt[cell], gt[cell], q)
-            # weight exp(-(num/den)(best - u)) with num/den = 1/t
-            out[cell, j] = exponential_choice(u, t.denominator, t.numerator, 1, source)[0]
+            # accepted with probability exp(-(num/den) gap), num/den = 1/t
+            out[cell, j] = permute_and_flip(quantile_gaps(lt[cell], gt[cell], q), t.denominator, t.numerator, source)
     return np.sort(out, axis=1)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Gaps best - u(c) as int64 saturated at GAP_CAP, exact below it, with work fixed by the candidate count.
+#
+# The utilities are products of counts (up to 2**63) and a level's numerator or denominator, far past int64; a switch
+# to Python ints where they grow would let one row change the draw's running time (issue 23). Both utilities are
+# built from f(c) = A x(c) - B y(c) + C with x non-decreasing and y non-increasing in c (A, B >= 0 public, below
+# 2**62; C a Python int), so f is non-decreasing: the first candidate j with f > 0 is found by a binary search of
+# a fixed number of steps (Python ints, one f per step), and past it f(c) = f(j) + A (x(c) - x(j)) + B (y(j) - y(c)),
+# a sum of non-negative terms that saturates exactly in int64. A gap at or above GAP_CAP is never accepted (the
+# sampler's flips stay below it), so saturation changes no draw.
+
+
+def _first_positive(x: np.ndarray, y: np.ndarray, a: int, b: int, c: int) -> int:
+    """The first index with a x - b y + c > 0 (len(x) if none), by binary search with a fixed number of steps."""
+    m = len(x)
+    lo, hi = 0, m
+    for _ in range(m.bit_length() + 1):
+        mid = min((lo + hi) // 2, m - 1)
+        positive = a * int(x[mid]) - b * int(y[mid]) + c > 0  # evaluated at every step, settled or not
+        if lo < hi:
+            lo, hi = (lo, mid) if positive else (mid + 1, hi)
+    return lo
+
+
+def _saturated_times(v: np.ndarray, a: int) -> np.ndarray:
+    """min(a v, GAP_CAP) for int64 v >= 0 and 0 <= a < 2**62, without overflow."""
+    import numpy as np
+
+    from dpcli.samplers import GAP_CAP
+
+    if a == 0:
+        return np.zeros_like(v)
+    return np.minimum(np.minimum(v, GAP_CAP // a + 1) * a, GAP_CAP)
+
+
+def _positive_part(x: np.ndarray, y: np.ndarray, a: int, b: int, c: int) -> np.ndarray:
+    """min(max(0, a x - b y + c), GAP_CAP) per index, exactly, for x non-decreasing and y non-increasing (int64)."""
+    import numpy as np
+
+    from dpcli.samplers import GAP_CAP
+
+    if not 0 <= a < GAP_CAP or not 0 <= b < GAP_CAP:
+        raise ValueError("a utility coefficient is out of the gaps' range (the plan bounds them)")
+    m = len(x)
+    j = _first_positive(x, y, a, b, c)
+    r = min(j, m - 1)  # the reference candidate (every lane is masked out when j == m)
+    base = min(max(a * int(x[r]) - b * int(y[r]) + c, 0), GAP_CAP)
+    out = np.full(m, base, dtype=np.int64)
+    for term in (_saturated_times(np.maximum(x - x[r], 0), a), _saturated_times(np.maximum(y[r] - y, 0), b)):
+        out += np.minimum(term, GAP_CAP - out)
+    return np.where(np.arange(m) >= j, out, 0)  # f <= 0 before j (whole-array, whatever j is)
+
+
+def quantile_gaps(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
+    """best - u(c) per candidate, u(c) = -|d(c)|, d(c) = (b - a) lt(c) - a gt(c) (non-decreasing in c), as int64
+    saturated at GAP_CAP: max(0, d - best', -d - best') with best' = min |d| = -best."""
+    import numpy as np
+
+    a, b = level_weights(q)
+    lt, gt = np.asarray(lt, dtype=np.int64), np.asarray(gt, dtype=np.int64)
+    j = _first_positive(lt, gt, b - a, a, 1)  # the first d(c) >= 0: min |d| is at j - 1 or j
+    least = min(abs((b - a) * int(lt[i]) - a * int(gt[i])) for i in (max(j - 1, 0), min(j, len(lt) - 1)))
+    rising = _positive_part(lt, gt, b - a, a, -least)
+    falling = _positive_part(gt[::-1], lt[::-1], a, b - a, -least)[::-1]
+    return np.maximum(rising, falling)
+
+
 def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candidates: int) -> np.ndarray:
-    """Per cell and level, the candidate of the largest utility (the first of equals): the exponential mechanism
+    """Per cell and level, the candidate of the largest utility (the first of equals): the selection
     with no noise, for the exact-answer tests (``dpcli.mechanisms.exact_noisy``) only."""
     import numpy as np
 
@@ -137,11 +207,11 @@ def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candida
 # ---------------------------------------------------------------------------------------------------------------
 # Value-unit intervals paid by a declared share of the statistic's budget (``interval: {share: S}``; docs/spec.md)
 #
-# A noisy count n^ of the rows with a value (per cell) and, per level q, two more exponential-mechanism draws at the
-# levels q_lo = q - E / n_lo and q_hi = q + E / n_lo, n_lo = n^ - e_n (e_n the count's halfwidth, E the draws' public
-# rank bound in rows), each part at confidence 1 - 0.05/3 (Bonferroni: each level's interval covers with >= 95%).
-# The levels are computed from the noisy count alone (post-processing), as exact Fractions. The draws use the rank
-# distance utility on the data rounded down to the candidate grid,
+# A noisy count n^ of the rows with a value (per cell) and, per level q, two more permute-and-flip draws at the levels
+# q_lo = q - E / n_lo and q_hi = q + E / n_lo (rounded outwards onto the grid 1/D, below), n_lo = n^ - e_n (e_n the
+# count's halfwidth, E the draws' public rank bound in rows), each part at confidence 1 - 0.05/3 (Bonferroni: each
+# level's interval covers with >= 95%). The levels are computed from the noisy count alone (post-processing), as exact
+# Fractions. The draws use the rank distance utility on the data rounded down to the candidate grid,
 #
 #     v(c) = -max(0, a n - b through(c), b lt(c) - a n),   through(c) = #{x < next candidate after c},
 #
@@ -171,41 +241,82 @@ def interval_utilities(lt: list[int], through: list[int], n: int, q: Fraction) -
     return [-max(0, a * n - b * t, b * x - a * n) for x, t in zip(lt, through, strict=True)]
 
 
-def interval_levels(q: Fraction, noisy_n: int, n_halfwidth: int, bound: int) -> tuple[Fraction | None, Fraction | None]:
-    """(q_lo, q_hi) from the noisy count (post-processing), None where the level leaves (0, 1) or n_lo <= 0: that
-    end of the interval is the column's bound."""
+# The levels q -/+ E / n_lo are computed after the spend from a noisy count, so their denominators are the data's: they
+# are rounded onto the grid 1/D, D = interval_grid(scale) a power of two fixed by the plan, q_lo down and q_hi up (a
+# lower q_lo and a higher q_hi only widen the interval, so coverage holds), and the draws' temperature D * scale
+# stays within the sampler's domain whatever the noisy count. The plan rounds the scale (rows) up to a dyadic
+# rational with a numerator below 2**INTERVAL_SCALE_BITS (relative change below 2**-23; only more noise), so D is
+# 2**24 or finer for every scale below 2**24 rows.
+INTERVAL_SCALE_BITS = 24
+_TEMPERATURE_BITS = 48  # the sampler's limit on a temperature's numerator and denominator
+_MAX_GRID_BITS = 40  # keeps D * n and a * n (n < 2**63) products of coefficients below 2**62 apart: A, B < 2**62
+
+
+def interval_scale(exact: Fraction) -> Fraction:
+    """The interval draws' scale (rows) rounded up (never down) to p / 2**e with p < 2**INTERVAL_SCALE_BITS (p up to
+    ceil(exact) when exact itself is that large)."""
+    whole = math.ceil(exact)
+    e = max(0, INTERVAL_SCALE_BITS - 1 - whole.bit_length())
+    return Fraction(math.ceil(exact * 2**e), 2**e)
+
+
+def interval_grid(scale: Fraction) -> int:
+    """D, the levels' public denominator: the largest power of two up to 2**40 with D * scale.numerator <= 2**48."""
+    return 1 << min(_MAX_GRID_BITS, max(0, _TEMPERATURE_BITS - scale.numerator.bit_length()))
+
+
+def interval_levels(q: Fraction, noisy_n: int, n_halfwidth: int, bound: int,
+                    grid: int) -> tuple[Fraction | None, Fraction | None]:
+    """(q_lo, q_hi) from the noisy count (post-processing) on the grid 1/grid, q_lo rounded down and q_hi up; None
+    where the level leaves (0, 1) or n_lo <= 0: that end of the interval is the column's bound."""
     n_lo = noisy_n - n_halfwidth
     if n_lo <= 0:
         return None, None
-    low, high = q - Fraction(bound, n_lo), q + Fraction(bound, n_lo)
+    low = Fraction(math.floor((q - Fraction(bound, n_lo)) * grid), grid)
+    high = Fraction(math.ceil((q + Fraction(bound, n_lo)) * grid), grid)
     return (low if low > 0 else None), (high if high < 1 else None)
+
+
+def interval_gaps(lt: np.ndarray, through: np.ndarray, n: int, level: Fraction, grid: int) -> np.ndarray:
+    """-v(c) = max(0, a n - D through(c), D lt(c) - a n) for level a/D (D = grid; v's best is 0: the first candidate
+    with through(c) >= q n has lt(c) <= q n), int64 saturated at GAP_CAP with work fixed by the candidate count."""
+    import numpy as np
+
+    a = level.numerator * (grid // level.denominator)
+    lt, through = np.asarray(lt, dtype=np.int64), np.asarray(through, dtype=np.int64)
+    zeros = np.zeros_like(lt)
+    above = _positive_part(lt, zeros, grid, 0, -a * n)  # D lt(c) - a n, non-decreasing
+    below = _positive_part(zeros, through[::-1], 0, grid, a * n)[::-1]  # a n - D through(c), non-increasing
+    return np.maximum(above, below)
 
 
 def intervals(counts: np.ndarray, levels: tuple[Fraction, ...], values: np.ndarray, noisy_n: np.ndarray,
               n_halfwidth: int, scale: Fraction, bound: int, spacing: int, candidates: int, top: int,
               source: RandomSource | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ci_low, ci_high) as grid offsets from the lowest candidate, per cell and level (cells x levels), around the
-    released ``values`` (candidate indices, cells x levels): each end one exact draw at q_lo or q_hi (above),
-    widened to include the value (post-processing). ``top``: the upper bound's offset from the lowest candidate."""
+    released ``values`` (candidate indices, cells x levels): each end one exact permute-and-flip draw at q_lo or q_hi
+    (above), widened to include the value (post-processing). ``top``: the upper bound's offset from the lowest
+    candidate."""
     import numpy as np
 
-    from dpcli.samplers import exponential_choice
+    from dpcli.samplers import permute_and_flip
 
     lt, _, _ = rank_counts(counts, spacing, candidates)
     n = np.asarray(counts, dtype=np.int64).sum(axis=1)
+    grid = interval_grid(scale)
+    t = scale * grid  # the temperature in utility units (D per row): accepted with probability exp(-gap / t)
     low = np.zeros(values.shape, dtype=np.int64)
     high = np.full(values.shape, top, dtype=np.int64)
     for cell in range(lt.shape[0]):
-        below = [int(x) for x in lt[cell]]
-        through = [*below[1:], int(n[cell])]
+        below = lt[cell]
+        through = np.append(below[1:], n[cell])
         for j, q in enumerate(levels):
-            ends = interval_levels(q, int(noisy_n[cell]), n_halfwidth, bound)
+            ends = interval_levels(q, int(noisy_n[cell]), n_halfwidth, bound, grid)
             for side, level in enumerate(ends):
                 if level is None:
                     continue
-                u = interval_utilities(below, through, int(n[cell]), level)
-                t = scale * level.denominator  # the temperature in utility units: weights exp(-(best - u) / t)
-                index = int(exponential_choice(np.asarray(u, dtype=object), t.denominator, t.numerator, 1, source)[0])
+                gaps = interval_gaps(below, through, int(n[cell]), level, grid)
+                index = permute_and_flip(gaps, t.denominator, t.numerator, source)
                 if side == 0:
                     low[cell, j] = index * spacing
                 else:

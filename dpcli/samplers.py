@@ -55,6 +55,19 @@ rational, ``gamma = N / bd`` with ``bd <= 2**51``, so ``N < 2**63`` for every pr
 ``gamma < 2**12``; the others, accepted with probability below ``exp(-4000)``, are decided exactly
 with Python integers.
 
+Selection: permute-and-flip (McKenna & Sheldon 2020)
+----------------------------------------------------
+``exponential_choice`` / ``exponential_sample`` / ``permute_and_flip`` pick an index of integer scores: visit the m
+candidates in a uniformly random order, release the first accepted, candidate i accepted with probability
+exp(-(num/den) gap_i), gap_i = best - score_i (the best is always accepted: no failure, no delta). Realised with work
+fixed by m and num/den: every candidate gets one flip G_i, P(G_i >= g) = exp(-g num/den) (the exact geometric sampler
+above, with ratio exp(-num/den)), and one 63-bit order key (iid uniform, the whole row redrawn on a tie, so the key
+order is an exactly uniform permutation); the answer is the accepted candidate (G_i >= gap_i) with the least key,
+decided by whole-array comparisons after every flip is drawn. The gaps are int64 saturated at GAP_CAP = 2**62: a flip
+reaches it only with probability below exp(-2**13) at any temperature the plan allows (then OverflowError, whatever
+the gaps), so saturation changes no draw. Pure eps-DP at the exponential mechanism's temperature (2 D / eps; D / eps
+for a monotone utility), expected utility at least the exponential mechanism's; not claimed eps-bounded-range.
+
 Vectorisation
 -------------
 Every loop is over *rounds*; a round processes all still-undecided draws of the vector with numpy
@@ -79,6 +92,9 @@ noise value moves that sum by a few rounds of one lane, against a total of order
 natural spread is of order ``sqrt(size)``. So that a one-cell release is not its own timing oracle,
 ``discrete_laplace`` and ``discrete_gaussian`` always sample at least ``_MIN_BATCH`` = 1024 lanes and
 return the first ``size`` (the decoys' work is counted, their values discarded).
+Selection draws (permute-and-flip) are stronger: their keystream use and rounds are a function of m, k and the
+temperature and of the random bits only (every candidate is flipped, whatever its gap; the gaps only enter whole-array
+comparisons); ``tests/test_selection_work.py`` checks that neighbouring datasets consume the same bytes.
 Not protected: the total is still a (weak, statistical) function of the multiset of noise values, e.g.
 a large ``|noise|`` costs its lane more geometric rounds, so someone timing many repeated releases
 could average; a co-located attacker with cache, branch-predictor or power side channels (numpy and
@@ -110,12 +126,17 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 __all__ = [
+    "GAP_CAP",
     "RandomSource",
     "bernoulli_exp",
     "default_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "exponential_choice",
+    "exponential_sample",
     "geometric_exp",
+    "permute_and_flip",
+    "saturated_gaps",
 ]
 
 _TWO64 = 1 << 64
@@ -745,59 +766,76 @@ def discrete_gaussian(sigma_squared: Fraction | int, size: int, source: RandomSo
 
 
 # --------------------------------------------------------------------------------------------------
-# the exponential mechanism
+# selection: permute-and-flip (McKenna & Sheldon 2020)
 # --------------------------------------------------------------------------------------------------
 
-# Acceptance exponents num*gap at or above this are drawn as Bernoulli(exp(-_EXPONENT_CAP/den)) AND the rest
-# (exact: the product of the two probabilities); the first factor is so small that the rest, drawn by the
-# Python-int fallback, is practically never reached.
-_EXPONENT_CAP = 1 << 62
-_FIRST_BATCH = 64
-_LAST_BATCH = 1 << 16
+#: Gaps are int64, saturated at this value: a flip never accepts a gap this large (see ``_flips``), so every gap at or
+#: above it behaves alike and one representation (int64) serves every size. Callers with scores beyond int64
+#: saturate them exactly (``saturated_gaps``; dpcli.quantiles computes its own with public-size work).
+GAP_CAP = 1 << 62
+_KEY_LIMIT = np.uint64(1 << 63)  # order keys are 63-bit; this value, above them all, marks a rejected lane
+_LANES = 1 << 20  # flips per pass of exponential_sample (bounds its working set)
 
 
-def _accept(src: RandomSource, gaps: np.ndarray, num: int, den: int) -> np.ndarray:
-    """Bernoulli(exp(-num * gap / den)) per lane, exactly; ``gaps`` int64 (when num * gap stays below the cap for
-    every gap) or an object array of Python ints >= 0."""
-    if gaps.dtype != object:
-        return _bern_exp_vec(src, gaps * num, den)
-    exponents = gaps * num
-    capped = exponents >= _EXPONENT_CAP
-    small = np.where(capped, _EXPONENT_CAP, exponents).astype(np.int64)
-    accepted = _bern_exp_vec(src, small, den)
-    for lane in np.flatnonzero(accepted & capped):
-        accepted[lane] = _bern_exp_scalar(src, int(exponents[lane]) - _EXPONENT_CAP, den)
-    return accepted
+def _flips(src: RandomSource, num: int, den: int, lanes: int) -> np.ndarray:
+    """``lanes`` independent int64 G with P(G >= k) = exp(-k num / den) (k >= 0): the acceptance test of each
+    candidate is ``G >= gap``, probability exactly exp(-gap num / den). Drawn by the exact geometric sampler, whose
+    work depends on its own random bits only. G < GAP_CAP unless an event of probability below exp(-2**13) occurs
+    (num/den >= 2**-48): then OverflowError, whatever the gaps (so never a wrong answer, nor a data-dependent one)."""
+    if num == 0:  # every weight is 1: every candidate is accepted
+        return np.full(lanes, GAP_CAP, dtype=np.int64)
+    g = np.empty(lanes, dtype=np.int64)
+    for start in range(0, lanes, _CHUNK):  # passes of _CHUNK lanes keep the working set in cache
+        stop = min(start + _CHUNK, lanes)
+        g[start:stop] = _geometric(src, den, num, stop - start)
+    if lanes and int(g.max()) >= GAP_CAP:
+        raise OverflowError("a permute-and-flip draw does not fit its int64 comparison")
+    return g
 
 
-def _gaps(values: list[int], num: int) -> np.ndarray:
-    """best - value per score: int64 where num times the largest gap stays below the cap, else Python ints."""
-    if num == 0:  # every weight is 1
-        return np.zeros(len(values), dtype=np.int64)
-    best = max(values)
-    gaps = [best - v for v in values]
-    if max(gaps) * num < _EXPONENT_CAP:
-        return np.array(gaps, dtype=np.int64)
-    return np.array(gaps, dtype=object)
+def _order_keys(src: RandomSource, rows: int, m: int) -> np.ndarray:
+    """(rows, m) uint64 keys below 2**63, distinct within each row: uniform iid keys conditioned on no tie, so each
+    row's ascending order is an exactly uniform permutation of its m lanes (exchangeability). A row with a tie
+    (probability below m**2 / 2**64) is redrawn whole; which rows are redrawn depends on the random bits only."""
+    keys = src.uint64(rows * m).reshape(rows, m) >> _U64_ONE
+    while True:
+        ordered = np.sort(keys, axis=1)
+        tied = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        if not tied.size:
+            return keys
+        keys[tied] = src.uint64(tied.size * m).reshape(tied.size, m) >> _U64_ONE
 
 
-def _draws(src: RandomSource, gaps: np.ndarray, num: int, den: int, size: int) -> np.ndarray:
-    """``size`` independent indices of ``gaps``, each i with probability proportional to exp(-num * gaps[i] / den),
-    by rejection: every lane proposes indices uniformly and accepts each with probability exp(-num * gap / den);
-    a lane's draw is its first accepted proposal (at least one gap is 0, so the acceptance rate is at least
-    1/len(gaps)). Lanes still waiting propose several at a time (their proposals are i.i.d., taken in order)."""
-    out = np.empty(size, dtype=np.int64)
-    waiting = np.arange(size, dtype=np.int64)
-    tries = 1
-    while waiting.size:
-        proposals = src.integers_below(len(gaps), (waiting.size, tries))
-        accepted = _accept(src, gaps[proposals.reshape(-1)], num, den).reshape(proposals.shape)
-        done = accepted.any(axis=1)
-        first = accepted.argmax(axis=1)
-        out[waiting[done]] = proposals[done, first[done]]
-        waiting = waiting[~done]
-        tries = max(1, min(2 * tries, _LAST_BATCH // max(waiting.size, 1)))
-    return out
+def _permute_and_flip(src: RandomSource, gaps: np.ndarray, num: int, den: int) -> np.ndarray:
+    """One permute-and-flip draw per row of ``gaps`` ((rows, m) int64 in [0, GAP_CAP], a 0 in every row): visit the
+    candidates in a uniformly random order and release the first whose flip succeeds, a flip of candidate i
+    succeeding with probability exp(-(num/den) gaps[i]). Realised with work fixed by (rows, m, num/den) alone: one
+    flip G_i for every candidate (accepted iff G_i >= gap_i) and one order key per candidate, then the accepted
+    candidate with the least key; the comparisons and the minimum are whole-array numpy operations. Each row's
+    answer is an index in [0, m)."""
+    rows, m = gaps.shape
+    flips = _flips(src, num, den, rows * m).reshape(rows, m)
+    keys = _order_keys(src, rows, m)
+    # the candidate with the least gap is always accepted (G >= 0), so every row has an accepted lane
+    return np.argmin(np.where(flips >= gaps, keys, _KEY_LIMIT), axis=1).astype(np.int64)
+
+
+def saturated_gaps(scores: npt.ArrayLike) -> np.ndarray:
+    """best - score per score, as int64 saturated at GAP_CAP (exact below it). ``scores``: an int64/uint64 array or
+    a sequence of Python ints of any size. An int64 array is handled with uint64 differences (exact: a difference
+    of two int64 is below 2**64); other inputs go through Python ints, so the representation is the caller's
+    choice (dpcli's own callers pass int64), never the data's."""
+    arr = np.asarray(scores)
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8:
+        values = arr.reshape(-1)
+        if values.dtype.kind == "u":
+            diff = values.max() - values
+        else:
+            diff = values.max().astype(np.int64).view(np.uint64) - values.astype(np.int64).view(np.uint64)
+        return np.minimum(diff, np.uint64(GAP_CAP)).astype(np.int64)
+    ints = [int(v) for v in np.asarray(scores, dtype=object).reshape(-1)]
+    top = max(ints)
+    return np.array([min(top - v, GAP_CAP) for v in ints], dtype=np.int64)
 
 
 def _check_ints(**values: int) -> None:
@@ -806,49 +844,78 @@ def _check_ints(**values: int) -> None:
             raise TypeError(f"{name} must be an int")
 
 
-def _scores(scores: npt.ArrayLike, num: int, den: int) -> list[int]:
-    if num < 0 or den < 1 or den > _I64_MAX:
-        raise ValueError("num must be >= 0 and den in [1, 2**63)")
-    values = [int(v) for v in np.asarray(scores, dtype=object).reshape(-1)]
-    if not values:
-        raise ValueError("no scores to choose from")
-    return values
+def _rate(num: int, den: int) -> tuple[int, int]:
+    """(num, den) of the rate num/den in lowest terms: num >= 0, den >= 1, both <= 2**48 once reduced (the geometric
+    sampler's domain: the plan rounds every temperature onto it)."""
+    _check_ints(num=num, den=den)
+    num, den = int(num), int(den)
+    if num < 0 or den < 1:
+        raise ValueError("num must be >= 0 and den >= 1")
+    if num == 0:
+        return 0, 1
+    return _rational_param(Fraction(num, den), "num/den")
+
+
+def permute_and_flip(gaps: npt.ArrayLike, num: int, den: int, source: RandomSource | None = None) -> int:
+    """One index of ``gaps`` (int64 >= 0, saturated at GAP_CAP, at least one 0) by permute-and-flip at rate num/den:
+    P(i) is the chance that i is the first accepted in a uniformly random order, each candidate accepted with
+    probability exp(-(num/den) gaps[i]); work fixed by len(gaps) and num/den. eps-DP for a utility of sensitivity D
+    at rate eps / (2 D) (eps / D for a monotone utility), as the exponential mechanism (McKenna & Sheldon 2020)."""
+    src = source if source is not None else default_source()
+    num, den = _rate(num, den)
+    g = np.asarray(gaps)
+    if g.dtype != np.int64 or g.ndim != 1 or not g.size:
+        raise ValueError("gaps must be a non-empty 1-d int64 array")
+    return int(_permute_and_flip(src, g.reshape(1, -1), num, den)[0])
 
 
 def exponential_choice(
     scores: npt.ArrayLike, num: int, den: int, k: int = 1, source: RandomSource | None = None
 ) -> np.ndarray:
-    """``k`` distinct indices of ``scores`` (integers: int64 or Python ints), drawn one after another without
-    replacement (peeling): each draw picks index i among those left with probability proportional to
-    exp(-(num/den) * (best - scores[i])), best the largest score left. Exact: uniform proposals accepted by exact
-    Bernoulli(exp(-x)) draws, the gaps in integer arithmetic; no float. Returns int64 indices in draw order.
+    """``k`` distinct indices of ``scores`` (integers), drawn one after another without replacement (peeling): each
+    draw is permute-and-flip over the indices left, index i accepted with probability exp(-(num/den) (best -
+    scores[i])), best the largest score left. Returns int64 indices in draw order.
 
-    So the exponential mechanism with utility ``u`` of sensitivity ``D`` at budget ``eps`` (a Fraction) is
-    ``exponential_choice(u, eps.numerator, 2 * D * eps.denominator)`` (``D * eps.denominator`` for a monotone
-    utility); peeling ``k`` times at ``eps`` each equals one-shot Gumbel top-k in distribution (Durfee & Rogers
-    2019)."""
+    Work: draw j flips and orders the m - j indices left, whatever the scores (``_permute_and_flip``): the time and
+    the CSPRNG bytes used depend on m, k and num/den only. So the selection with utility ``u`` of sensitivity ``D``
+    at budget ``eps`` (a Fraction) is ``exponential_choice(u, eps.numerator, 2 * D * eps.denominator)``
+    (``D * eps.denominator`` for a monotone utility), each draw eps-DP; k peeled draws are k eps-DP (composition).
+    Permute-and-flip is pure eps-DP with expected utility at least the exponential mechanism's at the same
+    temperature, and no draw ever fails (McKenna & Sheldon 2020). It is not claimed eps-bounded-range: the zCDP
+    accounting of a draw is eps^2 / 2."""
     src = source if source is not None else default_source()
-    _check_ints(num=num, den=den, k=k)
-    values = _scores(scores, num, den)
-    if not 0 <= k <= len(values):
+    _check_ints(k=k)
+    rate = _rate(num, den)
+    gaps = saturated_gaps(scores)
+    values = np.asarray(scores)
+    if not gaps.size:
+        raise ValueError("no scores to choose from")
+    if not 0 <= k <= gaps.size:
         raise ValueError("k must be between 0 and the number of scores")
-    left = list(range(len(values)))
+    left = np.arange(gaps.size, dtype=np.int64)
     chosen: list[int] = []
     for _ in range(k):
-        pick = int(_draws(src, _gaps(values, int(num)), int(num), int(den), 1)[0])
-        chosen.append(left.pop(pick))
-        values.pop(pick)
+        left_gaps = saturated_gaps(values.reshape(-1)[left]) if len(chosen) else gaps
+        pick = int(_permute_and_flip(src, left_gaps.reshape(1, -1), *rate)[0])
+        chosen.append(int(left[pick]))
+        left = np.delete(left, pick)
     return np.array(chosen, dtype=np.int64)
 
 
 def exponential_sample(
     scores: npt.ArrayLike, num: int, den: int, size: int, source: RandomSource | None = None
 ) -> np.ndarray:
-    """``size`` independent indices of ``scores`` (with replacement), each i with probability proportional to
-    exp(-(num/den) * (best - scores[i])): ``exponential_choice``'s single draw, vectorised. k-ary randomized
-    response is this with scores [1, 0, ..., 0] (the true key first) and num/den = eps, the draw an offset from the
-    true key."""
+    """``size`` independent indices of ``scores`` (with replacement), each one draw of ``exponential_choice``
+    (permute-and-flip at rate num/den), vectorised: the audit's many trials of a release's draw."""
     src = source if source is not None else default_source()
-    _check_ints(num=num, den=den)
-    values = _scores(scores, num, den)
-    return _draws(src, _gaps(values, int(num)), int(num), int(den), _as_count(size, "size"))
+    rate = _rate(num, den)
+    n = _as_count(size, "size")
+    gaps = saturated_gaps(scores)
+    if not gaps.size:
+        raise ValueError("no scores to choose from")
+    out = np.empty(n, dtype=np.int64)
+    rows = max(1, _LANES // gaps.size)
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        out[start:stop] = _permute_and_flip(src, np.broadcast_to(gaps, (stop - start, gaps.size)), *rate)
+    return out

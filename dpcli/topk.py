@@ -1,9 +1,10 @@
 """top_k and mode: the chosen keys, ranked (docs/spec.md, "Top-k and mode").
 
-Declared keys: report-noisy-max as the exponential mechanism on the keys' exact counts, peeled k times without
-replacement (equal in distribution to one-shot Gumbel top-k, Durfee & Rogers 2019), drawn exactly by
-``dpcli.samplers.exponential_choice`` at the plan's temperature t (the ``choice`` component's scale): each draw picks
-a key left with probability proportional to exp(-(best - count) / t). No noisy count is released.
+Declared keys: permute-and-flip (McKenna & Sheldon 2020) on the keys' exact counts, peeled k times without
+replacement, drawn exactly by ``dpcli.samplers.exponential_choice`` at the plan's temperature t (the ``choice``
+component's scale): each draw visits the keys left in a uniformly random order and picks the first accepted, a key
+accepted with probability exp(-(best - count) / t). Its work is fixed by the number of keys, k and t (issue 23: the
+exponential mechanism's rejection sampler ran longer when the counts were closer). No noisy count is released.
 
 Open keys (``categories: open``): the keys that pass the partition selection (dpcli.mechanisms.select_entries), ranked
 by their released noisy counts: post-processing of the selection's release, which costs nothing more.
@@ -41,12 +42,33 @@ def ranked(counts: np.ndarray, k: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------------
 # The law of the draws, for `dpcli audit` (floats: likelihoods of outcomes, never a released value)
 
+# Permute-and-flip's output law: with p_j = exp(-gap_j / t), candidate i is released iff it is accepted and every
+# candidate before it in the random order is not. A uniform order is the order of iid uniform arrival times, so
+#     P(i) = p_i * integral over u in [0, 1] of prod_{j != i} (1 - p_j u) du.
+# The integrand is a polynomial; it is integrated by Gauss-Legendre rules on the dyadic pieces [2^-(k+1), 2^-k]
+# (k < 60) and [0, 2^-60] (it can fall steeply from 1 near u = 0 when many p_j are near 1), in log space.
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(24)
+_EDGES = [0.0, *(2.0 ** -k for k in range(60, -1, -1))]
+_U = np.concatenate([(b - a) / 2 * _NODES + (a + b) / 2 for a, b in itertools.pairwise(_EDGES)])
+_LOG_W = np.log(np.concatenate([(b - a) / 2 * _WEIGHTS for a, b in itertools.pairwise(_EDGES)]))
+
+
+def permute_and_flip_log_pmf(gaps: np.ndarray, temperature: float) -> np.ndarray:
+    """log P(i) of every candidate under permute-and-flip with these gaps (best - u, >= 0) at this temperature."""
+    g = np.asarray(gaps, dtype=float)
+    p = np.exp(-g / temperature)
+    log_factors = np.log1p(-np.outer(_U, p))  # (nodes, m): log(1 - p_j u); every node u is below 1
+    total = log_factors.sum(axis=1, keepdims=True)
+    terms = _LOG_W[:, None] + total - log_factors  # the product over j != i, weighted
+    top = terms.max(axis=0)
+    return -g / temperature + top + np.log(np.exp(terms - top).sum(axis=0))
+
 
 def log_probabilities(sp: StatisticPlan, counts: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
     """log P(outcome) of each row of ``outcomes`` (ordered keys, one column per draw) under the plan's peeled draws
-    on ``counts``: per draw, -(best - u_i) / t less the log of the sum over the keys left."""
+    on ``counts``: per draw, permute-and-flip's log P of the key drawn among the keys left."""
     t = float(sp.component("choice").scale)  # type: ignore[arg-type]
-    scaled = np.asarray(counts, dtype=float) / t
+    values = np.asarray(counts, dtype=float)
     outcomes = np.asarray(outcomes).reshape(len(outcomes), -1)
     if not len(outcomes):
         return np.zeros(0)
@@ -54,12 +76,12 @@ def log_probabilities(sp: StatisticPlan, counts: np.ndarray, outcomes: np.ndarra
     distinct, where = np.unique(outcomes, axis=0, return_inverse=True)
     out = np.zeros(len(distinct))
     for r, outcome in enumerate(distinct.tolist()):
-        left = np.ones(len(scaled), dtype=bool)
+        left = np.ones(len(values), dtype=bool)
         total = 0.0
         for i in outcome:
-            w = scaled[left]
-            top = w.max()
-            total += scaled[i] - top - math.log(float(np.exp(w - top).sum()))
+            keys = np.flatnonzero(left)
+            w = values[keys]
+            total += float(permute_and_flip_log_pmf(w.max() - w, t)[int(np.searchsorted(keys, i))])
             left[i] = False
         out[r] = total
     return out[where.reshape(-1)]

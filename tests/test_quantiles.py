@@ -179,7 +179,8 @@ def test_plan_sensitivity_and_rank_bound(neighbours: str, by: str, level: str, s
     assert sp.cells == (2 if by else 1) * 21
 
 
-def test_zcdp_each_level_is_sqrt_8_rho_over_k_rounded_down() -> None:
+def test_zcdp_each_level_is_sqrt_2_rho_over_k_rounded_down() -> None:
+    # permute-and-flip is pure eps0-DP, hence eps0^2/2-zCDP; it is not claimed bounded-range (issue 23)
     plan = make_plan(parse_spec(spec_text(
         "  - {name: q, kind: quantile, column: x, q: [0.5, 0.9]}\n", budget="rho: 0.5",
     )))
@@ -187,7 +188,7 @@ def test_zcdp_each_level_is_sqrt_8_rho_over_k_rounded_down() -> None:
     each = Fraction(1, 4)  # rho 0.5 over two levels
     for comp in sp.components:
         assert comp.rho == each
-        assert comp.epsilon**2 / 8 <= each and (comp.epsilon + Fraction(1, 10**9)) ** 2 / 8 > each
+        assert comp.epsilon**2 / 2 <= each and (comp.epsilon + Fraction(1, 10**9)) ** 2 / 2 > each
     assert sp.rho == Fraction(1, 2) and sp.epsilon == 0
     assert sp.reported_epsilon == sum(c.epsilon for c in sp.components)
 
@@ -267,7 +268,8 @@ def test_interval_zcdp_parts_take_even_shares_of_rho() -> None:
     sp = plan.statistics[0]
     level, count, low, high = sp.components
     assert level.rho == Fraction(1, 4) and count.rho == low.rho == high.rho == Fraction(1, 12)
-    assert count.epsilon**2 / 2 <= Fraction(1, 12) and low.epsilon**2 / 8 <= Fraction(1, 12)
+    assert count.epsilon**2 / 2 <= Fraction(1, 12) and low.epsilon**2 / 2 <= Fraction(1, 12)
+    assert low.epsilon == count.epsilon  # both pure-eps parts of the same rho: sqrt(2 rho) (permute-and-flip, issue 23)
     assert sp.rho == Fraction(1, 2) and sp.reported_epsilon == sum(c.epsilon for c in sp.components)
 
 
@@ -286,8 +288,10 @@ def test_interval_bounds_when_the_count_is_too_small(tmp_path: Path) -> None:
     from dpcli import quantiles
 
     # n^ - e_n <= 0: both ends are the bounds; a level past 1: the high end is the bound
-    assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10) == (None, None)
-    assert quantiles.interval_levels(Fraction(9, 10), 100, 0, 20) == (Fraction(7, 10), None)
+    assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10, 2**24) == (None, None)
+    assert quantiles.interval_levels(Fraction(9, 10), 100, 0, 20, 2**24) == (Fraction(11744051, 2**24), None)
+    # the low level is rounded down onto the grid, the high one up (each only widens the interval)
+    assert quantiles.interval_levels(Fraction(1, 3), 100, 0, 10, 2**4) == (Fraction(3, 16), Fraction(7, 16))
     import numpy as np
 
     counts = np.array([[5, 5, 5, 5]])
@@ -314,3 +318,30 @@ def test_release_writes_interval_numbers_and_audit_says_the_draws_are_not_audite
     assert audit.returncode == 0, audit.stderr
     report = json.loads(audit.stdout)
     assert any(n.startswith("NOT AUDITED: the interval draws of m ") for n in report["notes"])
+
+
+def test_gaps_are_exact_python_int_gaps_saturated_in_int64() -> None:
+    # issue 23: one representation (int64 saturated at 2^62) whatever the counts and the level, computed with work
+    # fixed by the candidate count; checked against the utilities in Python ints, counts up to 2^40
+    import numpy as np
+
+    from dpcli import quantiles
+    from dpcli.samplers import GAP_CAP
+
+    rng = np.random.default_rng(23)
+    for trial in range(200):
+        m = int(rng.integers(1, 30))
+        counts = rng.integers(0, 2**40 if trial % 3 == 0 else 5, (1, m)).astype(np.int64)
+        q = Fraction(int(rng.integers(1, 50)), 50) if trial % 2 else Fraction(int(rng.integers(1, 2**46)), 2**46 + 1)
+        lt, _, gt = quantiles.rank_counts(counts, 1, m)
+        u = [int(v) for v in quantiles.utilities(lt[0], gt[0], q)]
+        assert quantiles.quantile_gaps(lt[0], gt[0], q).tolist() == [min(max(u) - v, GAP_CAP) for v in u]
+        grid = 2 ** int(rng.integers(1, 41))
+        level = Fraction(int(rng.integers(1, grid)), grid)
+        n = int(counts.sum())
+        through = [*lt[0][1:].tolist(), n]
+        v = quantiles.interval_utilities(lt[0].tolist(), through, n, level)
+        scale = grid // level.denominator  # the gaps are in units of 1/grid rows
+        expected = [min((max(v) - x) * scale, GAP_CAP) for x in v]
+        assert max(v) == 0
+        assert quantiles.interval_gaps(lt[0], np.array(through), n, level, grid).tolist() == expected

@@ -534,3 +534,17 @@ def test_exponential_choice_refuses_bad_arguments(call, error) -> None:
 
     with pytest.raises(error):
         call(exponential_choice)
+
+
+def test_permute_and_flip_takes_int64_gaps_with_a_zero_and_saturates_scores() -> None:
+    from dpcli.samplers import GAP_CAP, permute_and_flip, saturated_gaps
+
+    # int64 scores spanning the whole range: exact uint64 differences, saturated
+    assert saturated_gaps(np.array([5, -(2**63), 2**63 - 1], dtype=np.int64)).tolist() == [GAP_CAP, GAP_CAP, 0]
+    assert saturated_gaps(np.array([7, 3, 7], dtype=np.int64)).tolist() == [0, 4, 0]
+    assert saturated_gaps([10**30, 0, -(10**40)]).tolist() == [0, GAP_CAP, GAP_CAP]
+    assert permute_and_flip(np.array([GAP_CAP, 0, GAP_CAP], dtype=np.int64), 1, 1) == 1  # never a capped gap
+    with pytest.raises(ValueError):
+        permute_and_flip(np.array([0, 1], dtype=np.int32), 1, 1)
+    with pytest.raises(ValueError):
+        permute_and_flip(np.array([0, 1], dtype=np.int64), 1, 2**49 + 1)  # outside the geometric sampler's domain

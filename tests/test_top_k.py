@@ -128,9 +128,10 @@ def test_zcdp_draws_use_the_largest_epsilon_rho_allows_rounded_down() -> None:
     comp, sp = choice(plan), plan.statistics[0]
     assert sp.rho == Fraction(2, 100) and sp.epsilon == 0 and plan.rho == Fraction(3, 100)
     eps0 = comp.epsilon
-    # k eps0^2 / 8 <= rho (the Cesar & Rogers bound for bounded-range mechanisms), and eps0 is not far below it
-    assert 5 * eps0 * eps0 / 8 <= Fraction(2, 100)
-    assert math.isclose(float(eps0), math.sqrt(8 * 0.02 / 5), rel_tol=1e-9)
+    # k eps0^2 / 2 <= rho (each permute-and-flip draw is pure eps0-DP, so eps0^2/2-zCDP; it is not claimed
+    # bounded-range, issue 23), and eps0 is not far below it
+    assert 5 * eps0 * eps0 / 2 <= Fraction(2, 100)
+    assert math.isclose(float(eps0), math.sqrt(2 * 0.02 / 5), rel_tol=1e-9)
     assert comp.scale >= 1 / eps0
     assert sp.reported_epsilon == 5 * eps0
 
@@ -320,3 +321,20 @@ def test_release_writes_ranks_without_intervals_and_a_rerun_returns_the_same_byt
     top = sidecar["statistics"][0]
     assert top["k"] == 3 and top["noise"][0]["mechanism"] == "exponential" and top["noise"][0]["draws"] == 3
     assert np.isclose(float(top["epsilon"]), 0.5)
+
+
+def test_the_audits_permute_and_flip_law_matches_the_exact_one() -> None:
+    # dpcli audit's likelihoods (float64 quadrature) against permute-and-flip's law expanded exactly in Fractions
+    from dpcli.topk import permute_and_flip_log_pmf
+    from tests.pf_law import permute_and_flip_law
+
+    for scores, rate in [([3, 2, 0], Fraction(1)), ([5, 5, 5, 0, 3], Fraction(10, 7)), (list(range(7)), Fraction(2)),
+                         ([0, 1, 1, 1, 1, 1, 1], Fraction(1, 3)), ([10**6, 0], Fraction(1, 2))]:
+        exact = permute_and_flip_law(scores, rate)
+        gaps = np.array([max(scores) - s for s in scores], dtype=float)
+        got = permute_and_flip_log_pmf(gaps, float(1 / rate))
+        for g, p in zip(got.tolist(), exact, strict=True):
+            if p > Fraction(1, 10**200):
+                assert math.isclose(g, math.log(p), rel_tol=1e-12, abs_tol=1e-12), (scores, rate)
+            else:
+                assert g < -200

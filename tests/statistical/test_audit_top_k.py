@@ -1,13 +1,12 @@
 """`dpcli audit` of top_k and mode (report-noisy-max): within the claim for correct plans, and a mode whose
 temperature is halved (twice its claimed ε per draw) is flagged, by the searched pair's exact loss and by the noise.
 
-Error budget (no seeds, no retries), as in test_audit.py: each audit runs at confidence 1 - 1e-8, so a correct
-target is reported outside its claim with probability <= 1e-8; three "within claim" audits here: 3e-8. The flagged
-mode: its event Z >= L (L the pair's largest log-likelihood ratio, for k = 1 the event "the added row's key is
-drawn") has exact probabilities under D' and D from the closed form P(i) = e^(u_i/t) / sum_j e^(u_j/t) computed
-here; the test asserts the guaranteed bound g (binomial quantiles at Q = 1e-8, test_audit.guaranteed) exceeds the
-claim, and the audit misses with probability <= 2Q. With test_audit.py's < 5.3e-7 the statistical audit tests stay
-below 1e-6.
+Error budget (no seeds, no retries), as in test_audit.py: each audit runs at confidence 1 - 1e-8, so a correct target is
+reported outside its claim with probability <= 1e-8; three "within claim" audits here: 3e-8. The flagged mode: its event
+Z >= L (L the pair's largest log-likelihood ratio, for k = 1 the event "the added row's key is drawn") has exact
+probabilities under D' and D from permute-and-flip's law (tests/pf_law.py); the test
+asserts the guaranteed bound g (binomial quantiles at Q = 1e-8, test_audit.guaranteed) exceeds the claim, and the audit
+misses with probability <= 2Q. With test_audit.py's < 5.3e-7 the statistical audit tests stay below 1e-6.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import pytest
 from dpcli.audit import audit, find_neighbours
 from dpcli.plan import Plan, make_plan
 from dpcli.spec import parse_spec
+from tests.pf_law import permute_and_flip_law
 from tests.statistical.test_audit import ALPHA, TRIALS, guaranteed
 
 SPEC = """\
@@ -78,11 +78,10 @@ def test_a_mode_with_half_its_temperature_is_flagged(tmp_path: Path) -> None:
     # keys drawn (k = 1): its probabilities by the closed form
     (nb,) = [n for n in find_neighbours(broken, tmp_path)[0] if n.target.label == "m"]
     ((_, d, d_prime),) = nb.choices
-    t = float(comp.scale / 2)
+    t = comp.scale / 2
 
     def law(counts: dict) -> list[float]:
-        weights = [math.exp(counts[i] / t) for i in range(len(counts))]
-        return [w / sum(weights) for w in weights]
+        return [float(p) for p in permute_and_flip_law([counts[i] for i in range(len(counts))], 1 / t)]
 
     p, q = law(d), law(d_prime)
     ratios = [math.log(b / a) for a, b in zip(p, q, strict=True)]

@@ -1,7 +1,8 @@
 """Chi-squared conformance of a quantile's release (dpcli.quantiles.choose, as dpcli.mechanisms.draw_quantiles calls
-it on the engine's bins) against its exact distribution: P(c) proportional to exp(-(best - u(c)) / t), the utility
-u(c) = -|(b - a) #{x < c} - a #{x > c}| written out here from the rows, t the plan's scale; and for two levels, the
-sorted pair of two independent draws (the release sorts a cell's levels).
+it on the engine's bins) against its exact distribution: permute-and-flip with acceptance probabilities
+exp(-(best - u(c)) / t) (tests/pf_law.py), the utility u(c) = -|(b - a) #{x < c} -
+a #{x > c}| written out here from the rows, t the plan's scale; and for two levels, the sorted pair of two
+independent draws (the release sorts a cell's levels).
 
 Same rules as test_exponential_mechanism.py: no seeds, no retries, the threshold scipy.stats.chi2.isf(1e-8, df) per
 check, expected probabilities in float64, bins merged until each expects at least 20 draws, and a power check that
@@ -22,6 +23,7 @@ from dpcli import quantiles
 from dpcli.engine import aggregate
 from dpcli.plan import make_plan
 from dpcli.spec import candidate_grid, parse_spec
+from tests.statistical.test_exponential_mechanism import weights
 
 ALPHA = 1e-8
 MIN_EXPECTED = 20
@@ -61,12 +63,12 @@ def chi2_fit(counts: np.ndarray, probs: np.ndarray) -> tuple[float, float]:
 def law(candidates: list[int], q: Fraction, scale: Fraction) -> np.ndarray:
     a, b = q.numerator, q.denominator
     u = [-abs((b - a) * sum(x < c for x in ROWS) - a * sum(x > c for x in ROWS)) for c in candidates]
-    w = np.array([math.exp(-(max(u) - v) / float(scale)) for v in u])
-    return w / w.sum()
+    return weights(u, 1 / scale)
 
 
-def release_draws(tmp_path: Path, levels: str, step: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    """DRAWS releases of the plan on the engine's bins of ROWS, and each level's exact law over the candidates."""
+def release_draws(tmp_path: Path, levels: str, step: str) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """DRAWS releases of the plan on the engine's bins of ROWS, each level's exact law over the candidates, and the
+    law at twice the plan's scale (half the epsilon: the power check's alternative)."""
     (tmp_path / "d.csv").write_text("x\n" + "".join(f"{x}\n" for x in ROWS))
     plan = make_plan(parse_spec(SPEC.format(levels=levels, step=step)))
     sp = plan.statistics[0]
@@ -76,24 +78,25 @@ def release_draws(tmp_path: Path, levels: str, step: str) -> tuple[np.ndarray, l
     tiled = np.tile(bins, (DRAWS, 1))  # DRAWS identical cells: one independent draw each
     chosen = quantiles.choose(tiled, sp.statistic.levels, tuple(c.scale for c in sp.components), spacing, m)  # type: ignore[union-attr,arg-type]
     candidates = [first + j * spacing for j in range(m)]
-    return chosen, [law(candidates, q, c.scale) for q, c in zip(sp.statistic.levels, sp.components, strict=True)]  # type: ignore[union-attr,arg-type]
+    pairs = list(zip(sp.statistic.levels, sp.components, strict=True))  # type: ignore[union-attr]
+    return (chosen, [law(candidates, q, c.scale) for q, c in pairs],  # type: ignore[arg-type]
+            [law(candidates, q, 2 * c.scale) for q, c in pairs])  # type: ignore[operator]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("levels", "step"), [("0.5", ""), ("0.9", ", step: 2")])
-def test_one_level_follows_the_exponential_mechanism(tmp_path: Path, levels: str, step: str) -> None:
-    chosen, (probs,) = release_draws(tmp_path, levels, step)
+def test_one_level_follows_permute_and_flip(tmp_path: Path, levels: str, step: str) -> None:
+    chosen, (probs,), (flat,) = release_draws(tmp_path, levels, step)
     counts = np.bincount(chosen[:, 0], minlength=len(probs))
     stat, threshold = chi2_fit(counts, probs)
     assert stat <= threshold, (counts.tolist(), (probs * DRAWS).round(1).tolist())
     # power: the law at half the epsilon (scale doubled) must be rejected by the same harness on the same draws
-    flat = probs ** 0.5 / (probs ** 0.5).sum()
     assert chi2_fit(counts, flat)[0] > chi2_fit(counts, flat)[1]
 
 
 @pytest.mark.slow
 def test_two_levels_are_two_independent_draws_sorted(tmp_path: Path) -> None:
-    chosen, (p_low, p_high) = release_draws(tmp_path, "0.25, 0.75", "")
+    chosen, (p_low, p_high), _ = release_draws(tmp_path, "0.25, 0.75", "")
     m = len(p_low)
     assert (chosen[:, 0] <= chosen[:, 1]).all()
     joint = np.outer(p_low, p_high)

@@ -1,8 +1,8 @@
-"""Chi-squared conformance of a top_k's draw (dpcli.topk.choose) against the exact law of report-noisy-max peeled k
-times at the plan's temperature: P(ordered keys) = product over the draws of exp(-(best - count) / t) / (sum over
-the keys left), t = factor D / eps0 (factor 2 under replace). This checks the plan's temperature is what reaches the
-sampler (a swapped fraction or a lost factor 2 fails); the sampler's own law is tested in
-test_exponential_mechanism.py, whose harness and exact tuple law this file reuses.
+"""Chi-squared conformance of a top_k's draw (dpcli.topk.choose) against the exact law of permute-and-flip peeled k
+times at the plan's temperature: P(ordered keys) = product over the draws of permute-and-flip's P(key | the keys left),
+keys accepted with probability exp(-(best - count) / t), t = factor D / eps0 (factor 2 under replace). This checks the
+plan's temperature is what reaches the sampler (a swapped fraction or a lost factor 2 fails); the sampler's own law is
+tested in test_exponential_mechanism.py, whose harness and exact tuple law this file reuses.
 
 No seeds, no retries; threshold scipy.stats.chi2.isf(1e-8, df) per check (the statistical checks of the suite stay
 under 100, so a correct mechanism fails by chance with probability below 1e-6); the power check feeds the same
