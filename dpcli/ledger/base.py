@@ -500,7 +500,9 @@ class Ledger(ABC):
         def build(records: list[Record]) -> dict[str, Any]:
             if before_append is not None:
                 before_append()
-            return spend_fields(records, self.name, dataset, epsilon, rho, details, delta)
+            fields = spend_fields(records, self.name, dataset, epsilon, rho, details, delta)
+            self.check_store()  # under the lock, once more: nothing is paid for that could not be stored
+            return fields
 
         return self._write(build, "recording the spend")
 
@@ -519,6 +521,11 @@ class Ledger(ABC):
     @abstractmethod
     def load_table(self, release_key: str) -> bytes | None:
         """The stored table of a release, or None when it is not there."""
+
+    def check_store(self) -> None:
+        """Raise LedgerError (exit 5, nothing spent) when the release store could not take a table: checked before
+        the spend (``check``, and ``spend`` under the lock), since a paid release whose table cannot be stored is
+        exit 5 after the spend and its id is never drawn again. Nothing to check for a server's table."""
 
     def find_release(self, key: str, records: list[Record] | None = None) -> tuple[Record, Record | None, bytes | None]:
         """The release named ``key`` (release_key) if it was paid for: (spend, released record or None, stored table
@@ -559,8 +566,10 @@ class Ledger(ABC):
         self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0), records: list[Record] | None = None,
         delta: Fraction = Fraction(0),
     ) -> None:
-        """A read-only pre-check on verified ``records`` (read when not given); ``spend`` repeats it under the lock."""
+        """A read-only pre-check on verified ``records`` (read when not given) and of the release store; ``spend``
+        repeats both under the lock."""
         check_spend(self.status(dataset, records), dataset, epsilon, self.name, rho, delta)
+        self.check_store()
 
     @property
     @abstractmethod
