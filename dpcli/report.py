@@ -193,11 +193,14 @@ def from_rows(
     return ReportData(views(columns, records, meta), meta, status, ledger_name, source)
 
 
-def ledger_status(location: str | Path, dataset: str) -> tuple[BudgetStatus | None, str]:
-    """The dataset's budget in the ledger (verified); reads only, spends nothing."""
-    from dpcli.ledger import open_ledger
+def ledger_status(
+    location: str | Path, dataset: str, lock_timeout: float | None = None
+) -> tuple[BudgetStatus | None, str]:
+    """The dataset's budget in the ledger (verified), waiting at most ``lock_timeout`` seconds for it (default: the
+    ledger's); reads only, spends nothing."""
+    from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, open_ledger
 
-    book = open_ledger(location)
+    book = open_ledger(location, lock_timeout=DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout)
     return book.verify().datasets.get(dataset), book.name
 
 

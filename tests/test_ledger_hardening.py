@@ -585,6 +585,27 @@ def test_a_read_only_ledger_by_permissions_can_be_verified_and_shown(work: Path)
         (work / "ro").chmod(0o755)
 
 
+def test_every_command_that_reads_the_ledger_takes_the_lock_timeout(work: Path) -> None:
+    """Issue 23: `budget show`, `ledger show`, `ledger verify`, `plan --ledger` and `report --ledger` had no
+    --lock-timeout (they waited the default 30 s for a writer). Each now takes it and ends with exit 5 in one line
+    while another holds the ledger's lock (here `flock` from this process: another open file, another lock)."""
+    led = work / "L.jsonl"
+    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
+    assert run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "o.csv",
+                          "--ledger", led).returncode == 0
+    wait = ("--ledger", led, "--lock-timeout", "0.05")
+    with flocked(led):
+        for args in (("budget", "show"), ("ledger", "show"), ("ledger", "verify"),
+                     ("plan", work / "spec.yaml"), ("report", work / "o.csv", "-o", work / "r.html"),
+                     ("budget", "set", "toy", "--epsilon", "0.5"),
+                     ("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "p.csv")):
+            one_line_error(run_in_process(*args, *wait), 5, "could not lock ledger", "--lock-timeout")
+    for value in ("inf", "nan", "-1", "1e7"):  # inf waited forever; the largest is 10^6 s
+        r = run_in_process("budget", "set", "toy", "--epsilon", "0.5", "--ledger", led, f"--lock-timeout={value}")
+        one_line_error(r, 2, "--lock-timeout")
+    assert [x["type"] for x in lines(led)] == ["cap", "spend", "released"]
+
+
 # -- issue 23: a key file, a release store and a stored table that are not what they should be --------------------
 
 

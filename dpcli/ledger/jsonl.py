@@ -38,6 +38,7 @@ from dpcli.ledger.base import (
     HEX_HEAD,
     Ledger,
     Record,
+    check_lock_timeout,
     head_mac,
     lock_timed_out,
     new_record,
@@ -62,7 +63,7 @@ class JsonlLedger(Ledger):
     def __init__(self, path: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, key: bytes | None = None):
         self.path = Path(path)
         self.name = str(path)
-        self.lock_timeout = max(0.0, float(lock_timeout))
+        self.lock_timeout = check_lock_timeout(lock_timeout)
         self.key = key
         try:
             if self.path.is_symlink():

@@ -548,8 +548,9 @@ def _every_command_and_error_path(work: Path, data: Path) -> list[tuple[str, str
 
 def _input_hashes_in(texts: list[tuple[str, str]], inputs: list[bytes]) -> list[tuple[str, str]]:
     """Every digest (sha256, sha1, md5, sha512, blake2b, blake2s) of a whole input or of one of its lines (with and
-    without its line end) that shows in one of ``texts`` (where, what), as (where, its first 16 hex digits): as a run of hex digits that is a prefix of it (8 digits or more),
-    or its first 16 hex digits anywhere, or its first 10 base64 digits anywhere.
+    without its line end) that shows in one of ``texts`` (where, what), as (where, its first 16 hex digits): as a
+    run of hex digits that is a prefix of it (8 digits or more), or its first 16 hex digits anywhere, or its first
+    10 base64 digits anywhere.
 
     A false alarm needs a hex run of 8 to 15 digits in the output equal to a digest's prefix (16^-8 each; the output
     holds few such runs, the longer ones are whole hashes) or a 64-bit match: below 10^-6 for the ~300 digests."""
