@@ -17,7 +17,10 @@ arithmetic and inserts the record and the new head, and commits with ``synchrono
 durable before any noise is drawn). A serialization failure, deadlock or a concurrent insert of the same ``seq``
 (a writer that skipped the lock) is retried until ``lock_timeout`` seconds have passed; a lock wait that runs out
 is a LedgerError (exit 5). Missing tables are created under a transaction-scoped advisory lock. Reads use one
-REPEATABLE READ snapshot so the records and the head row always agree.
+REPEATABLE READ snapshot so the records and the head row always agree. Every transaction, reads included, sets
+``lock_timeout`` to what is left of the lock timeout and ``statement_timeout`` to that plus STATEMENT_GRACE_MS: no
+statement waits for a lock past it, or runs past it plus the grace (a client holding a lock on a ledger table ends
+the command with exit 5, nothing spent).
 """
 
 from __future__ import annotations

@@ -552,8 +552,10 @@ def _input_hashes_in(texts: list[tuple[str, str]], inputs: list[bytes]) -> list[
     run of hex digits that is a prefix of it (8 digits or more), or its first 16 hex digits anywhere, or its first
     10 base64 digits anywhere.
 
-    A false alarm needs a hex run of 8 to 15 digits in the output equal to a digest's prefix (16^-8 each; the output
-    holds few such runs, the longer ones are whole hashes) or a 64-bit match: below 10^-6 for the ~300 digests."""
+    A false alarm needs a hex run of 8 to 15 digits in the output equal to a digest's prefix (16^-8 at most each;
+    the longer runs are whole hashes) or a 60-bit match: the outputs hold about 20 such runs (2 of 8 digits, the
+    rest longer), so for the ~120 digests the chance is about 10^-7. The audit runs on the randomize spec only: it
+    reads no input (its neighbours are synthetic), and the release spec's audit costs ~1.5 s of CPU."""
     import base64
 
     pieces = []
