@@ -43,12 +43,9 @@ def ledger_key() -> bytes | None:
     return None
 
 
-_MAX_KEY_FILE_BYTES = 1 << 16  # a key is a few dozen bytes; more is not a key file
-
-
 def _read_key_file(raw_file: bytes, key_file: str) -> bytes:
     """The key file's bytes. Opened without blocking and refused unless a regular file (exit 2): a FIFO named by
-    $DPCLI_LEDGER_KEY_FILE would otherwise hang every command that reads the ledger, a device never end."""
+    $DPCLI_LEDGER_KEY_FILE would otherwise hang every command that reads the ledger, and a device never end."""
     try:
         fd = os.open(raw_file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -59,14 +56,14 @@ def _read_key_file(raw_file: bytes, key_file: str) -> bytes:
                 f"DPCLI_LEDGER_KEY_FILE names {key_file}, which is not a regular file (a FIFO, a device or a "
                 "directory): put the key in a file"
             )
-        data = os.read(fd, _MAX_KEY_FILE_BYTES + 1)
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
     except OSError as exc:
         raise LedgerError(f"cannot read the ledger key file {key_file}: {exc.strerror or 'unreadable'}") from None
     finally:
         os.close(fd)
-    if len(data) > _MAX_KEY_FILE_BYTES:
-        raise UsageError(f"the ledger key file {key_file} is over {_MAX_KEY_FILE_BYTES} bytes: not a key file")
-    return data
+    return b"".join(chunks)
 
 
 def resolve_ledger(explicit: str | Path | None, spec_ledger: str | Path | None) -> str | Path:
