@@ -31,7 +31,7 @@ from dpcli.errors import (
     UsageError,
 )
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
-from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
+from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from dpcli.locations import is_ledger_url
 from dpcli.spec_fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
@@ -104,7 +104,8 @@ SummaryMdOpt = typer.Option(
 )
 LockOpt = typer.Option(
     DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
-    help="Seconds to wait for the ledger lock before exit 5.", min=0,
+    help="Seconds to wait for the ledger (its lock, or a PostgreSQL statement) before exit 5.", min=0,
+    max=MAX_LOCK_TIMEOUT,
 )
 
 
@@ -222,7 +223,7 @@ def release(
         raise
     except BudgetRefused:
         # no cap here may mean the cap is in the other ledger the environment or the spec names
-        _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json)
+        _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json, lock_timeout=lock_timeout)
         raise
     if verbose:
         # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
@@ -231,7 +232,8 @@ def release(
     cells = len(result.table)
     warning = None
     if not result.reused and status is not None and status.releases == 1:
-        warning = _warn_other_ledger(result.plan.spec, ledger, first_spend=True, quiet=as_json)
+        warning = _warn_other_ledger(result.plan.spec, ledger, first_spend=True, quiet=as_json,
+                                     lock_timeout=lock_timeout)
     summary = {
         "dataset": result.plan.spec.dataset,
         "statistics": len(result.plan.statistics),
@@ -354,7 +356,9 @@ def other_ledger(explicit: str | None, spec_ledger: str | Path | None) -> tuple[
     return None if other is None else (used, used_from, *other)
 
 
-def _warn_other_ledger(spec: Any, explicit: str | None, first_spend: bool, quiet: bool) -> str | None:
+def _warn_other_ledger(
+    spec: Any, explicit: str | None, first_spend: bool, quiet: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> str | None:
     """Warn when a dataset first appears in a ledger while another ledger is named too (README "The ledger"): each
     ledger holds its own cap, so spends split between two ledgers are each checked against a whole budget.
 
@@ -366,7 +370,8 @@ def _warn_other_ledger(spec: Any, explicit: str | None, first_spend: bool, quiet
 
         try:  # both read fine a moment ago; if not now, the refusal alone is said
             spec = load_spec(spec)
-            if open_ledger(resolve_ledger(explicit, spec.ledger)).status(spec.dataset) is not None:
+            book = open_ledger(resolve_ledger(explicit, spec.ledger), lock_timeout=lock_timeout)
+            if book.status(spec.dataset) is not None:
                 return None
         except DpcliError:
             return None
@@ -407,6 +412,7 @@ def report_command(
         "it is not known). Spends nothing.",
     ),
     summary_md: str | None = SummaryMdOpt,
+    lock_timeout: float = LockOpt,
 ) -> None:
     """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
     from dpcli.paths import named_path
@@ -414,7 +420,7 @@ def report_command(
 
     make_report(
         table, named_path(output, "report"), meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
-        summary_md=None if summary_md is None else named_path(summary_md, "summary"),
+        summary_md=None if summary_md is None else named_path(summary_md, "summary"), lock_timeout=lock_timeout,
     )
 
 
@@ -451,6 +457,7 @@ def plan(
         None, "--ledger", metavar="PATH|URL",
         help="Show what the release would leave of the dataset's cap (reads only).",
     ),
+    lock_timeout: float = LockOpt,
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.plan import check_cost, make_plan
@@ -467,7 +474,7 @@ def plan(
     the_plan = make_plan(load_spec(spec))
     check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
     _check_postprocess(the_plan)
-    planning = _planning(the_plan, epsilons, targets, ledger)
+    planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
     if as_json:
         sys.stdout.write(render.plan_json(the_plan, planning))
     else:
@@ -475,7 +482,10 @@ def plan(
         render.print_planning(the_plan, planning, sys.stdout)
 
 
-def _planning(the_plan: Any, epsilons: str | None, targets: list[str], ledger: str | None) -> dict[str, Any]:
+def _planning(
+    the_plan: Any, epsilons: str | None, targets: list[str], ledger: str | None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> dict[str, Any]:
     """plan's what-if answers (dpcli.planning): --epsilon, targets (the spec's or --target), --ledger."""
     out: dict[str, Any] = {}
     if epsilons is not None:
@@ -496,7 +506,7 @@ def _planning(the_plan: Any, epsilons: str | None, targets: list[str], ledger: s
     if ledger is not None:
         from dpcli.ledger import resolve_ledger
 
-        out["ledger"] = render.ledger_answer(the_plan, resolve_ledger(ledger, None))
+        out["ledger"] = render.ledger_answer(the_plan, resolve_ledger(ledger, None), lock_timeout)
     return out
 
 
@@ -735,11 +745,12 @@ def budget_set(
 def budget_show(
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
     ledger: str | None = LedgerOpt,
+    lock_timeout: float = LockOpt,
 ) -> None:
     """Spent and remaining ε per dataset."""
     from dpcli.ledger import open_ledger, resolve_ledger
 
-    report = open_ledger(resolve_ledger(ledger, None)).verify()
+    report = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).verify()
     if as_json:
         sys.stdout.write(render.budget_json(report.datasets))
     else:
@@ -750,11 +761,12 @@ def budget_show(
 def ledger_show(
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
     ledger: str | None = LedgerOpt,
+    lock_timeout: float = LockOpt,
 ) -> None:
     """Every record of the ledger (verified first)."""
     from dpcli.ledger import open_ledger, resolve_ledger
 
-    records = open_ledger(resolve_ledger(ledger, None)).records()
+    records = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).records()
     if as_json:
         sys.stdout.write(render.ledger_json(records))
     else:
@@ -771,13 +783,14 @@ def ledger_verify(
         [], "--against", metavar="META_JSON|HEAD",
         help="A release's .meta.json (or a head hash): its ledger head must be in the chain.",
     ),
+    lock_timeout: float = LockOpt,
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
     from dpcli.ledger import open_ledger, resolve_ledger
     from dpcli.ledger.base import published_head
 
     heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
-    book = open_ledger(resolve_ledger(ledger, None))
+    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     report = book.verify()
     for head in heads:
         if not book.contains_head(head):

@@ -179,14 +179,16 @@ class LedgerOutlook:
         return None if self.cap is None or self.after is None else self.cap - self.after
 
 
-def ledger_outlook(plan: Plan, location: object) -> LedgerOutlook:
-    """Reads (and verifies) the ledger; writes nothing, reserves nothing."""
-    from dpcli.ledger import open_ledger
+def ledger_outlook(plan: Plan, location: object, lock_timeout: float | None = None) -> LedgerOutlook:
+    """Reads (and verifies) the ledger, waiting at most ``lock_timeout`` seconds for it (default: the ledger's);
+    writes nothing, reserves nothing."""
+    from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, open_ledger
     from dpcli.ledger.base import charge, check_spend
 
-    ledger = open_ledger(location)  # type: ignore[arg-type]
+    wait = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+    ledger = open_ledger(location, lock_timeout=wait)  # type: ignore[arg-type]
     status = ledger.verify().datasets.get(plan.spec.dataset)
-    name = str(location)
+    name = ledger.name  # a PostgreSQL URL without its password
     refused = None
     try:
         check_spend(status, plan.spec.dataset, plan.epsilon, name, plan.rho, plan.selection_delta)

@@ -343,9 +343,10 @@ def find_randomized(
             raise InputError(f"column '{column.name}' was randomized over other declared keys (ledger {ledger_name} "
                              f"record {rec.seq}): declare the keys of the randomize spec, in its order")
         return rec
+    # never the input's hash in the message: the input may be the raw data, and its hash a fingerprint of it
     raise InputError(
-        f"the input (sha256 {input_sha256[:16]}…) is not a randomize output recorded in ledger {ledger_name}: a "
-        "frequency statistic reads only a file `dpcli randomize` wrote and recorded"
+        f"the input is not a randomize output recorded in ledger {ledger_name}: a frequency statistic reads only a "
+        "file `dpcli randomize` wrote and recorded, unchanged"
     )
 
 
@@ -390,7 +391,8 @@ def release_frequencies(
         "dpcli_release": "frequency estimates from a randomized file (nothing spent)",
         "dataset": spec.dataset,
         "spec_sha256": spec.sha256,
-        "input_sha256": digest,
+        # the recorded output's hash (public, in the ledger), which the input was just found to be
+        "input_sha256": vouchers[0].get("output_sha256"),
         "ledger": {"name": book.name, "randomize_records": sorted({r.seq for r in vouchers})},
     }
     out_sha = _write_outputs(table, output_path, fmt, meta, "nothing was spent (estimates from a randomized file)")

@@ -462,10 +462,10 @@ def target_answer(plan: Plan, extra: dict[str, Fraction]) -> dict[str, Any]:
     return doc
 
 
-def ledger_answer(plan: Plan, location: Any) -> dict[str, Any]:
+def ledger_answer(plan: Plan, location: Any, lock_timeout: float | None = None) -> dict[str, Any]:
     from dpcli.planning import ledger_outlook
 
-    o = ledger_outlook(plan, location)
+    o = ledger_outlook(plan, location, lock_timeout)
     return {
         "dataset": o.dataset, "cap": None if o.cap is None else format_exact(o.cap), "spent": format_exact(o.spent),
         "spent_after": None if o.after is None else format_exact(o.after),

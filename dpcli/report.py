@@ -711,6 +711,7 @@ def append_summary(path: Path, text: str, handle: BinaryIO | None = None) -> Non
 
 def make_report(
     table: Path, output: Path, *, meta: Path | None = None, ledger: str | Path | None = None,
+    lock_timeout: float | None = None,
     summary_md: Path | None = None,
 ) -> ReportData:
     """`dpcli report`: the page of a released table (and its Markdown summary appended to ``summary_md``).
@@ -718,23 +719,25 @@ def make_report(
     The page and the summary are checked before anything is read or written (dpcli.paths: a new name or a regular
     file, never the table, its sidecar, the ledger or a file the ledger keeps, nor each other); the table and the
     sidecar are read as regular files (a FIFO is refused, not waited on); the ledger is read, never written."""
-    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, open_ledger, resolve_ledger
     from dpcli.locations import is_ledger_url
     from dpcli.paths import Protected, check_targets, open_append
+
+    wait = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
 
     sidecar = meta if meta is not None else beside(table)
     keep = Protected().add(table, "the table").add(sidecar, "the sidecar")
     book = None
     if ledger is not None:
         ledger = resolve_ledger(ledger, None)
-        book = None if is_ledger_url(ledger) else open_ledger(ledger)  # a server keeps no file here
+        book = None if is_ledger_url(ledger) else open_ledger(ledger, lock_timeout=wait)  # a server keeps no file here
         keep.add_ledger(book, ledger)
     check_targets([(output, "report"), (summary_md, "summary")], keep)
     handle = None if summary_md is None else open_append(summary_md, "summary")
     data = load(table, sidecar)
     dataset = (data.meta or {}).get("dataset")
     if ledger is not None and dataset:  # without a sidecar the dataset's name, so its budget, is not known
-        book = book or open_ledger(ledger)
+        book = book or open_ledger(ledger, lock_timeout=wait)
         data.status, data.ledger_name = book.verify().datasets.get(str(dataset)), book.name
     page = render_html(data)
     try:

@@ -459,6 +459,66 @@ def test_lock_timeout_is_exit_5_and_readers_are_not_blocked(pg_url: str) -> None
     assert len(rows(pg_url)) == 1
 
 
+def one_line(r: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert r.returncode == code, (r.args, r.returncode, r.stderr)
+    assert r.stderr.startswith("dpcli: error: ") and r.stderr.count("\n") == 1, (r.args, r.stderr)
+    for needle in needles:
+        assert needle in r.stderr, (r.args, r.stderr)
+
+
+@pytest.mark.parametrize("locked", ["dpcli_ledger", "dpcli_ledger_head", "dpcli_release_store"])
+def test_every_command_honours_the_lock_timeout_against_an_access_exclusive_lock(
+    pg_url: str, work: Path, locked: str
+) -> None:
+    """Issue 23: with a client holding ACCESS EXCLUSIVE on a ledger table, `release --lock-timeout 3` hung past 60 s
+    (a read had no lock_timeout), and `budget show`, `ledger verify`, `ledger show`, `plan --ledger` and `report
+    --ledger` had no --lock-timeout. Now every command that reads the ledger takes it, and each ends with one line
+    and exit 5, nothing spent. (No timed assertion: the subprocesses' own timeout is only a safety net.)"""
+    import psycopg
+
+    ok(dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", pg_url))
+    ok(release(work, pg_url, "first.csv", "--release-id", "r1"))
+    before = rows(pg_url)
+    wait = ("--lock-timeout", "1")
+    calls: list[tuple] = [
+        release_args(work, pg_url, "paid.csv", "--release-id", "r1", *wait),  # the re-issue reads the store
+        ("ledger", "verify", "--ledger", pg_url, *wait),
+        ("report", work / "first.csv", "-o", work / "report.html", "--ledger", pg_url, *wait),
+    ]
+    if locked != "dpcli_release_store":  # a locked store is met only after a new release's spend (exit 5, paid)
+        calls += [
+            release_args(work, pg_url, "new.csv", *wait),
+            ("budget", "show", "--ledger", pg_url, *wait),
+            ("budget", "set", "toy", "--epsilon", "9", "--ledger", pg_url, *wait),
+            ("ledger", "show", "--ledger", pg_url, *wait),
+            ("plan", work / "spec.yaml", "--ledger", pg_url, *wait),
+        ]
+    with psycopg.connect(pg_url) as holder:
+        holder.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")
+        done = dpcli_all(*calls)
+        holder.rollback()
+    for r in done:
+        if locked == "dpcli_release_store" and r.args[0] != "release":
+            ok(r)  # they never read the store
+            continue
+        one_line(r, 5, "could not lock ledger", "--lock-timeout")
+    assert rows(pg_url) == before
+    assert not (work / "paid.csv").exists() and not (work / "new.csv").exists()
+
+
+def test_a_short_password_is_masked_in_the_url_only(pg_server: PgServer, pg_url: str, work: Path) -> None:
+    """Issue 23: the password was masked wherever its text occurred, so password "e" turned every "e" of the message
+    into "***" (`cannot conn***ct to l***dg***r`), which showed its letters. Now the URL's password component alone
+    is masked; and `plan --ledger` named the ledger by the URL as given, password and all, in its refusal."""
+    url = f"postgresql://postgres:e@127.0.0.1:{pg_server.port}/postgres"  # a wrong password: the server refuses it
+    r = dpcli("ledger", "verify", "--ledger", url)
+    one_line(r, 5, f"cannot connect to ledger postgresql://postgres:***@127.0.0.1:{pg_server.port}/postgres: ",
+             "password authentication failed for user")
+    assert r.stderr.count("***") == 1
+    p = ok(dpcli("plan", str(work / "spec.yaml"), "--ledger", pg_url))  # no cap yet: the plan says it would refuse
+    assert "no budget cap" in p.stdout and pg_server.password not in p.stdout + p.stderr
+
+
 def test_reading_an_empty_database_creates_nothing(pg_url: str, tmp_path: Path) -> None:
     v = ok(dpcli("ledger", "verify", "--ledger", pg_url))
     assert v.stdout.startswith("ledger OK: 0 record(s)")

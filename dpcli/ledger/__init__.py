@@ -14,6 +14,7 @@ fixed decimal grid so their sums stay short; caps are exact within a digit limit
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from dpcli.errors import LedgerError, UsageError
@@ -35,14 +36,34 @@ def ledger_key() -> bytes | None:
     raw_file = os.environb.get(b"DPCLI_LEDGER_KEY_FILE")
     if raw_file:
         key_file = raw_file.decode("utf-8", "backslashreplace")  # for messages only
-        try:
-            data = Path(os.fsdecode(raw_file)).read_bytes().strip()
-        except OSError as exc:
-            raise LedgerError(f"cannot read the ledger key file {key_file}: {exc.strerror or 'unreadable'}") from None
+        data = _read_key_file(raw_file, key_file).strip()
         if not data:
             raise LedgerError(f"the ledger key file {key_file} is empty")
         return data
     return None
+
+
+def _read_key_file(raw_file: bytes, key_file: str) -> bytes:
+    """The key file's bytes. Opened without blocking and refused unless a regular file (exit 2): a FIFO named by
+    $DPCLI_LEDGER_KEY_FILE would otherwise hang every command that reads the ledger, and a device never end."""
+    try:
+        fd = os.open(raw_file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise LedgerError(f"cannot read the ledger key file {key_file}: {exc.strerror or 'unreadable'}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(
+                f"DPCLI_LEDGER_KEY_FILE names {key_file}, which is not a regular file (a FIFO, a device or a "
+                "directory): put the key in a file"
+            )
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise LedgerError(f"cannot read the ledger key file {key_file}: {exc.strerror or 'unreadable'}") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def resolve_ledger(explicit: str | Path | None, spec_ledger: str | Path | None) -> str | Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -25,8 +26,10 @@ from dpcli.accounting import (
 from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
-# Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default).
+# Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
+# may be set to (as --input-timeout's: a finite wait, within PostgreSQL's lock_timeout range of 2^31 - 1 ms).
 DEFAULT_LOCK_TIMEOUT = 30.0
+MAX_LOCK_TIMEOUT = 1_000_000.0
 RECORD_TYPES = ("cap", "spend", "released")
 
 # Every spend is charged rounded UP to a multiple of 10^-18 (pure epsilon and rho alike), so the sum of any number
@@ -160,6 +163,15 @@ def new_record(records: list[Record], fields: dict[str, Any], key: bytes | None)
     if key is not None:
         full["mac"] = "hmac-sha256"
     return Record(full, record_hash(full, key))
+
+
+def check_lock_timeout(seconds: float) -> float:
+    """A usable lock timeout: UsageError (exit 2) for inf, nan, negatives and huge values (inf waited forever)."""
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_LOCK_TIMEOUT:
+        raise UsageError(
+            f"must be between 0 and {MAX_LOCK_TIMEOUT:.0f} seconds", argument="lock_timeout", option="--lock-timeout"
+        )
+    return float(seconds)
 
 
 def lock_timed_out(ledger_name: str, seconds: float, why: str) -> LedgerError:
@@ -500,7 +512,9 @@ class Ledger(ABC):
         def build(records: list[Record]) -> dict[str, Any]:
             if before_append is not None:
                 before_append()
-            return spend_fields(records, self.name, dataset, epsilon, rho, details, delta)
+            fields = spend_fields(records, self.name, dataset, epsilon, rho, details, delta)
+            self.check_store()  # under the lock, once more: nothing is paid for that could not be stored
+            return fields
 
         return self._write(build, "recording the spend")
 
@@ -519,6 +533,12 @@ class Ledger(ABC):
     @abstractmethod
     def load_table(self, release_key: str) -> bytes | None:
         """The stored table of a release, or None when it is not there."""
+
+    @abstractmethod
+    def check_store(self) -> None:
+        """Raise LedgerError (exit 5, nothing spent) when the release store could not take a table: checked before
+        the spend (``check``, and ``spend`` under the lock), since a paid release whose table cannot be stored is
+        exit 5 after the spend and its id is never drawn again."""
 
     def find_release(self, key: str, records: list[Record] | None = None) -> tuple[Record, Record | None, bytes | None]:
         """The release named ``key`` (release_key) if it was paid for: (spend, released record or None, stored table
@@ -559,8 +579,10 @@ class Ledger(ABC):
         self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0), records: list[Record] | None = None,
         delta: Fraction = Fraction(0),
     ) -> None:
-        """A read-only pre-check on verified ``records`` (read when not given); ``spend`` repeats it under the lock."""
+        """A read-only pre-check on verified ``records`` (read when not given) and of the release store; ``spend``
+        repeats both under the lock."""
         check_spend(self.status(dataset, records), dataset, epsilon, self.name, rho, delta)
+        self.check_store()
 
     @property
     @abstractmethod

@@ -38,6 +38,7 @@ from dpcli.ledger.base import (
     HEX_HEAD,
     Ledger,
     Record,
+    check_lock_timeout,
     head_mac,
     lock_timed_out,
     new_record,
@@ -62,7 +63,7 @@ class JsonlLedger(Ledger):
     def __init__(self, path: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, key: bytes | None = None):
         self.path = Path(path)
         self.name = str(path)
-        self.lock_timeout = max(0.0, float(lock_timeout))
+        self.lock_timeout = check_lock_timeout(lock_timeout)
         self.key = key
         try:
             if self.path.is_symlink():
@@ -427,6 +428,31 @@ class JsonlLedger(Ledger):
             raise LedgerError(f"ledger {self.name}: malformed release key")
         return self.store_dir / f"{release_key}.json"
 
+    def check_store(self) -> None:
+        """The release store is a directory dpcli can write in, or is absent from a directory where it can be made
+        (store_table makes it). access() sees permissions and a read-only mount alike."""
+        try:
+            st = os.stat(self.store_dir)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise LedgerError(
+                f"ledger {self.name}: its release store {self.store_dir} is unusable: {_strerror(exc, 'cannot stat')};"
+                " nothing was spent"
+            ) from None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            raise LedgerError(
+                f"ledger {self.name}: its release store {self.store_dir} is not a directory, so no released table "
+                "could be kept; nothing was spent"
+            )
+        where = self.store_dir if st is not None else self._directory
+        if not os.access(where, os.W_OK | os.X_OK):
+            raise LedgerError(
+                f"ledger {self.name}: its release store {self.store_dir} cannot be written "
+                f"({'read-only or no permission' if st is not None else f'{where} is not writable'}); "
+                "nothing was spent"
+            )
+
     def store_table(self, release_key: str, table: bytes) -> None:
         try:
             self.store_dir.mkdir(exist_ok=True)
@@ -437,11 +463,35 @@ class JsonlLedger(Ledger):
             ) from None
 
     def load_table(self, release_key: str) -> bytes | None:
+        """The stored table; a name that is not a regular file (a FIFO, a symlink, a directory) is an edited store:
+        LedgerError, never a hang, and the id is never drawn again (as for a table that does not match)."""
+        path = self._table_path(release_key)
         try:
-            return self._table_path(release_key).read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._edited_store(path) from None
+            raise LedgerError(
+                f"cannot read the release store {self.store_dir}: {exc.strerror or 'read failed'}"
+            ) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise self._edited_store(path)
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
         except OSError as exc:
             raise LedgerError(
                 f"cannot read the release store {self.store_dir}: {exc.strerror or 'read failed'}"
             ) from None
+        finally:
+            os.close(fd)
+
+    def _edited_store(self, path: Path) -> LedgerError:
+        return LedgerError(
+            f"ledger {self.name}: the stored table {path.name} is not a regular file (the release store was edited); "
+            "its release is never drawn again"
+        )

@@ -17,13 +17,17 @@ arithmetic and inserts the record and the new head, and commits with ``synchrono
 durable before any noise is drawn). A serialization failure, deadlock or a concurrent insert of the same ``seq``
 (a writer that skipped the lock) is retried until ``lock_timeout`` seconds have passed; a lock wait that runs out
 is a LedgerError (exit 5). Missing tables are created under a transaction-scoped advisory lock. Reads use one
-REPEATABLE READ snapshot so the records and the head row always agree.
+REPEATABLE READ snapshot so the records and the head row always agree. Every transaction, reads included, sets
+``lock_timeout`` to what is left of the lock timeout and ``statement_timeout`` to that plus STATEMENT_GRACE_MS: no
+statement waits for a lock past it, or runs past it plus the grace (a client holding a lock on a ledger table ends
+the command with exit 5, nothing spent).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -36,6 +40,7 @@ from dpcli.ledger.base import (
     Ledger,
     Record,
     canonical,
+    check_lock_timeout,
     lock_timed_out,
     new_record,
     verify_chain,
@@ -71,6 +76,11 @@ CREATE TABLE IF NOT EXISTS {STORE_TABLE} (
 # both skipped the advisory lock and picked the same seq: the chain they read is stale, read it again)
 RETRYABLE = {"40001", "40P01", "23505"}
 LOCK_NOT_AVAILABLE = "55P03"
+QUERY_CANCELED = "57014"  # statement_timeout ran out
+# What a statement may take beyond the time left of --lock-timeout for its own work, once it holds its locks:
+# statement_timeout = the time left + this, so a statement stuck on something lock_timeout does not cover (a stalled
+# server, an I/O wait) ends too, without cutting short the reading of a long ledger under a short --lock-timeout.
+STATEMENT_GRACE_MS = 10_000
 
 
 def redact_url(url: str) -> str:
@@ -101,7 +111,7 @@ class PostgresLedger(Ledger):
     def __init__(self, url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, key: bytes | None = None):
         self.url = url
         self.name = redact_url(url)
-        self.lock_timeout = max(0.0, float(lock_timeout))
+        self.lock_timeout = check_lock_timeout(lock_timeout)
         self.key = key
         try:
             raw = urlsplit(url).password
@@ -118,8 +128,9 @@ class PostgresLedger(Ledger):
         self._psycopg = psycopg
         try:
             params = conninfo_to_dict(url)
-        except psycopg.Error as exc:
-            raise UsageError(f"ledger {self.name} is not a valid PostgreSQL URL: {self._scrub(exc)}") from None
+        except psycopg.Error:
+            # not libpq's words: a parse error quotes the part of the URL it could not read, the password included
+            raise UsageError(f"ledger {self.name} is not a valid PostgreSQL URL") from None
         if params.get("password"):
             self._secrets = sorted({*self._secrets, str(params["password"])}, key=len, reverse=True)
         self._connect_kwargs: dict[str, Any] = {"autocommit": True}
@@ -138,12 +149,16 @@ class PostgresLedger(Ledger):
     # -- connection and errors ---------------------------------------------------------------------------------
 
     def _scrub(self, exc: BaseException) -> str:
-        """A driver's message, first line only, without the password (libpq should never echo it, but be sure)."""
+        """A driver's message, first line only, never with the password. libpq should never echo it, but be sure,
+        without masking it inside the message's own words (password "e" once made every "e" "***", which showed
+        its letters): the URL is replaced whole by its redacted form, and a message that still holds the password
+        as a word of its own (or a long password anywhere) is withheld whole."""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = text.replace(self.url, self.name)
         for secret in self._secrets:
-            text = text.replace(secret, "***")
-        if self.url in text:
-            text = text.replace(self.url, self.name)
+            as_word = re.search(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", text)
+            if as_word or (len(secret) >= 8 and secret in text):
+                return f"{type(exc).__name__} (the server's message is withheld: it may hold the password)"
         return text[:300]
 
     def _connection(self) -> Any:
@@ -173,17 +188,22 @@ class PostgresLedger(Ledger):
     # -- transactions ------------------------------------------------------------------------------------------
 
     def _read_tx(self, body: Callable[[Any], T], doing: str) -> T:
-        """``body(cursor)`` in one REPEATABLE READ, READ ONLY snapshot."""
+        """``body(cursor)`` in one REPEATABLE READ, READ ONLY snapshot, within the lock timeout: a client holding
+        an ACCESS EXCLUSIVE lock on a ledger table once made every read (a release's first step) wait forever."""
         psycopg = self._psycopg
+        deadline = time.monotonic() + self.lock_timeout
         conn = self._connection()
         try:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             with conn.transaction(), conn.cursor() as cur:
+                self._set_local_timeouts(cur, deadline)
                 return body(cur)
         except DpcliError:
             raise
         except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) in (LOCK_NOT_AVAILABLE, QUERY_CANCELED):
+                raise self._waited(exc) from None
             raise self._db_error(exc, doing) from None
 
     def _write_tx(self, body: Callable[[Any], T], doing: str, lock: bool = True) -> T:
@@ -213,7 +233,9 @@ class PostgresLedger(Ledger):
                 raise
             except psycopg.Error as exc:
                 state = getattr(exc, "sqlstate", None)
-                if state == LOCK_NOT_AVAILABLE or (state in RETRYABLE and time.monotonic() >= deadline):
+                if state in (LOCK_NOT_AVAILABLE, QUERY_CANCELED):
+                    raise self._waited(exc, attempt) from None
+                if state in RETRYABLE and time.monotonic() >= deadline:
                     raise self._timeout(attempt) from None
                 if state in RETRYABLE:
                     # jittered backoff between serialization retries (timing only; nothing released depends on it)
@@ -226,12 +248,24 @@ class PostgresLedger(Ledger):
             self.name, self.lock_timeout, f"other dpcli runs are writing to it; {attempts} attempt(s)"
         )
 
+    def _waited(self, exc: BaseException, attempts: int = 1) -> LedgerError:
+        """A statement that ran out of lock_timeout or statement_timeout: the lock timeout's exit 5."""
+        if self._conn is not None and self._conn.closed:
+            self._conn = None
+        if getattr(exc, "sqlstate", None) == QUERY_CANCELED:
+            return lock_timed_out(self.name, self.lock_timeout, "a statement ran past its timeout")
+        return lock_timed_out(self.name, self.lock_timeout, f"another client holds a lock on its tables; "
+                                                            f"{attempts} attempt(s)")
+
     @staticmethod
     def _set_local_timeouts(cur: Any, deadline: float) -> None:
-        # utility statements: they do not fix the transaction's snapshot. lock_timeout 0 would mean "wait
-        # forever" to PostgreSQL, so always at least 1 ms. synchronous_commit on: the spend is on disk at COMMIT.
+        # utility statements: they do not fix the transaction's snapshot. lock_timeout (and statement_timeout) 0
+        # would mean "wait forever" to PostgreSQL, so always at least 1 ms. synchronous_commit on: the spend is on
+        # disk at COMMIT. Every statement of the transaction then ends within the time left of --lock-timeout
+        # when it waits for a lock, and within STATEMENT_GRACE_MS more whatever it waits for.
         left_ms = max(1, int((deadline - time.monotonic()) * 1000))
         cur.execute(f"SET LOCAL lock_timeout = {left_ms:d}")
+        cur.execute(f"SET LOCAL statement_timeout = {left_ms + STATEMENT_GRACE_MS:d}")
         cur.execute("SET LOCAL synchronous_commit = on")
 
     def _ensure_schema(self, deadline: float) -> None:
@@ -263,8 +297,8 @@ class PostgresLedger(Ledger):
         except DpcliError:
             raise
         except psycopg.Error as exc:
-            if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
-                raise self._timeout(1) from None
+            if getattr(exc, "sqlstate", None) in (LOCK_NOT_AVAILABLE, QUERY_CANCELED):
+                raise self._waited(exc) from None
             raise self._db_error(exc, "creating the ledger tables") from None
         self._schema_ok = True
 
@@ -339,6 +373,9 @@ class PostgresLedger(Ledger):
     def _check_release_key(self, release_key: str) -> None:
         if not release_key.isalnum():
             raise LedgerError(f"ledger {self.name}: malformed release key")
+
+    def check_store(self) -> None:
+        """Nothing to check before the spend: the store is a table of the ledger's database, made with the others."""
 
     def store_table(self, release_key: str, table: bytes) -> None:
         self._check_release_key(release_key)
