@@ -457,3 +457,30 @@ def test_persons_under_a_shared_key_prefix_are_numbered_apart_from_the_others() 
     numbered = persons._cut(frame, [], 4, numbered=True)
     assert numbered.height == 4 and numbered[persons._PERSON].n_unique() == 4
     assert numbered[persons._RANK].to_list() == [0, 0, 0, 0]
+
+
+COUNTS_ONLY = """\
+version: 1
+dataset: people
+privacy: {epsilon: 1, unit: {id: pid, max_rows: 2, missing_id: person}}
+columns:
+  amount: {type: int, bounds: [0, 10]}
+statistics:
+  - {name: rows, kind: count}
+  - {name: persons, kind: count, of: persons}
+"""
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_rows_without_an_id_are_persons_of_their_own_when_no_cell_is_read(tmp_path: Path, suffix: str) -> None:
+    """Issue 23 (12): with counts alone (no statistic reads a cell) ``missing_id: person`` counted nothing: a file
+    whose rows had no id released 0 rows and 0 persons. Each id-less row is a person of its own, with that row."""
+    plan = make_plan(parse_spec(COUNTS_ONLY))
+    for ids, rows, persons_seen in [([None] * 3, 3, 3), ([None, "p1", None, "p1", "p1", ""], 5, 4)]:
+        path = tmp_path / f"in.{suffix}"
+        frame = pl.DataFrame({"pid": ids, "amount": list(range(len(ids)))}, schema={"pid": pl.String, "amount": pl.Int64})
+        if suffix == "csv":
+            frame.write_csv(path)
+        else:
+            frame.write_parquet(path)
+        assert [e.counts.tolist() for e in aggregate(plan, path, secret=SECRET)] == [[rows], [persons_seen]]

@@ -261,10 +261,13 @@ class PersonRows:
         if alone:
             cells = [e.alias(n) for n, e in self.cells.items()]
             for read in reads:
-                frame = read.filter(missing_id(pl.col(ID_COLUMN))).select(cells).with_columns(
+                # the row numbers are selected with the cells, not added after them: with no cell read (a release
+                # of counts alone) a select of the cells alone would keep no row, and count nothing
+                frame = read.filter(missing_id(pl.col(ID_COLUMN))).select(
                     pl.int_range(pl.len(), dtype=pl.Int64).alias(_PERSON),
                     pl.lit(0, dtype=pl.UInt64).alias(_PID),
                     pl.lit(0, dtype=pl.Int64).alias(_RANK),
+                    *cells,
                 )
                 queries += [rule.totals(frame) for rule in self.statistics]
         results = pl.collect_all(queries)
