@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -27,6 +28,7 @@ from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default).
 DEFAULT_LOCK_TIMEOUT = 30.0
+MAX_LOCK_TIMEOUT = 1_000_000.0  # seconds (11.6 days): longer is a mistake, and inf or nan would mean no deadline
 RECORD_TYPES = ("cap", "spend", "released")
 
 # Every spend is charged rounded UP to a multiple of 10^-18 (pure epsilon and rho alike), so the sum of any number
@@ -338,6 +340,16 @@ def check_spend(
         )
 
 
+def check_lock_timeout(seconds: float) -> float:
+    """A usable wait for the ledger's lock; UsageError (exit 2) for inf, nan, negatives and huge values (a deadline
+    of inf never comes, and PostgreSQL's lock_timeout is a whole number of milliseconds)."""
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_LOCK_TIMEOUT:
+        raise UsageError(
+            f"must be between 0 and {MAX_LOCK_TIMEOUT:.0f} seconds", argument="lock_timeout", option="--lock-timeout"
+        )
+    return seconds
+
+
 def check_pin(status: BudgetStatus | None, dataset: str, unit: str, neighbours: str, ledger_name: str) -> None:
     """Refuse (exit 2) a cap or spend whose privacy unit or neighbour relation differs from the dataset's pin.
 
@@ -348,12 +360,25 @@ def check_pin(status: BudgetStatus | None, dataset: str, unit: str, neighbours: 
     if status is None or status.neighbours is None:
         return
     if (status.unit, status.neighbours) != (unit, neighbours):
+        # the unit includes a person unit's id field (person:FIELD): ε per person of one id is not ε per person of
+        # another (two fields can group the same rows into other persons)
+        remedy = (
+            f"write the spec with neighbours: {status.neighbours}" if status.unit == unit
+            else f"write the spec with the unit {_unit_text(status.unit)}"
+        )
         raise UsageError(
             f"dataset '{dataset}' is accounted under unit '{status.unit}' with neighbours '{status.neighbours}' in "
             f"ledger {ledger_name}; this asks for unit '{unit}' with neighbours '{neighbours}'. Budgets add up only "
-            "under one relation (a replace release is not add/remove DP; an add/remove ε is 2ε under replace): "
-            f"write the spec with neighbours: {status.neighbours}, or use a new dataset name"
+            "under one relation (a replace release is not add/remove DP; an add/remove ε is 2ε under replace; a "
+            f"person told by another id field is another unit): {remedy}, or use a new dataset name"
         )
+
+
+def _unit_text(unit: str | None) -> str:
+    """A pinned unit as a spec says it."""
+    if unit is not None and unit.startswith("person:"):
+        return f"{{id: {unit[len('person:'):]}, ...}}"
+    return str(unit)
 
 
 def cap_fields(
