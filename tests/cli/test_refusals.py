@@ -179,4 +179,4 @@ def test_one_list_of_the_tables_columns() -> None:
     """Every column the table can have besides the dimensions is a reserved name, and the report knows the same."""
     table = Table(dimensions=("d", "quantile"), blocks=(), with_rho=True, with_bins=True, with_flag=True)
     assert set(table.columns) - {"d"} == set(OUTPUT_COLUMNS)
-    assert KNOWN_COLUMNS == frozenset(OUTPUT_COLUMNS)
+    assert frozenset(OUTPUT_COLUMNS) == KNOWN_COLUMNS
