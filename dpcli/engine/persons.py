@@ -161,7 +161,7 @@ def _cut(frame: pl.DataFrame, cells: list[str], k: int, *, numbered: bool = Fals
 
     The rows are ordered by ``_KEY`` (the id's hash's upper 40 bits, then h's upper 24 bits): a 64-bit key sorts
     about twice as fast as the 128-bit (id hash, h) it replaced (4M rows on the shared 2-core machine: 0.48 s
-    against 1.0 s), and only the key, the id's hash and its text are moved to find the rows kept; the kept rows alone
+    against 1.0 s), and only the key and the id's text are moved to find the rows kept; the kept rows alone
     are then gathered. So ordered, every person's rows form a run in h order, except where two persons share the
     key's 40 bits of the id's hash, or two rows tie on the key. Both show on neighbouring rows (a person is the id's
     text: two persons whose id hashes agree in all 64 bits still differ there); only the rows under such a 40-bit
@@ -169,7 +169,7 @@ def _cut(frame: pl.DataFrame, cells: list[str], k: int, *, numbered: bool = Fals
     per person (a window over the id's text), so that a tie or a shared prefix never lets one person's rows change
     another's choice. Rows equal in every held column are interchangeable."""
     order = frame.select(pl.col(_KEY).arg_sort()).to_series().alias("#i")
-    s = frame.select(_KEY, _PID, _IDTEXT)[order]
+    s = frame.select(_KEY, _IDTEXT)[order]
     same = _prefix() == _prefix().shift()
     ambiguous = same & ((pl.col(_KEY) == pl.col(_KEY).shift()) | _other_person())
     shared = s.filter(ambiguous).select(_prefix()).to_series().implode()
@@ -200,7 +200,8 @@ def _own_text(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _other_person() -> pl.Expr:
-    return (pl.col(_PID) != pl.col(_PID).shift()) | (pl.col(_IDTEXT) != pl.col(_IDTEXT).shift())
+    """A row of another person than the row before: another id text (equal texts have equal hashes)."""
+    return pl.col(_IDTEXT) != pl.col(_IDTEXT).shift()
 
 
 def _prefix() -> pl.Expr:
