@@ -37,9 +37,9 @@ How it is done, and where that is finer than the rules above:
   sensitivity the plan charges). A keyed hash would make a merge rare, not impossible, and polars' seeded hash is no
   PRF: for text it is XXH3 with a 64-bit seed, for which a pair of ids colliding with probability about 2^-27 under
   a random seed can be written down without knowing the seed (Cyan4973/xxHash#1127). Holding and comparing the
-  text instead of a second 64-bit hash costs little: 10M rows, 1M persons, K=4, in one run (best of 3, on the
-  shared 2-core machine at load 7-10; ``bench/bench_person_ids.py``): 13.45 s against 12.07 s (1.12x), peak RSS
-  1211 against 1130 MiB (1.07x).
+  text instead of a second 64-bit hash costs about a tenth: 10M rows, 1M persons, K=4, in one run (best of 3, on
+  the shared 2-core machine at load 7-8; ``bench/bench_person_ids.py``): 8.02 s against 7.13 s (1.12x), 7.23
+  against 6.64 CPU seconds (1.09x), peak RSS 1186 against 1159 MiB (1.02x).
 - A row is held as what the statistics read of it (its cell codes, open keys and grid values, one column per
   distinct expression), with the id's text and its keyed hash, h, and a 64-bit sort key (the id hash's upper 40
   bits, then h's upper 24: see ``_cut``, which orders the rare rows where that key is not enough the exact way).
