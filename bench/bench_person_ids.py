@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_persons as bp
 
 ROOT = Path(__file__).resolve().parent.parent
-# the last commit whose persons.py told persons apart by two hashes of the id
-BEFORE = "df35d94"
+# a commit of main whose persons.py told persons apart by two hashes of the id (the bench's spec has
+# missing_id: drop, so that version's missing_id: person defect, issue 23's finding 12, does not show here)
+BEFORE = "cb3675c"
 
 CHILD = """
 import importlib.util, sys, time
