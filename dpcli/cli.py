@@ -31,7 +31,7 @@ from dpcli.errors import (
     UsageError,
 )
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
-from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
+from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT, check_lock_timeout
 from dpcli.locations import is_ledger_url
 from dpcli.spec_fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
@@ -104,8 +104,9 @@ SummaryMdOpt = typer.Option(
 )
 LockOpt = typer.Option(
     DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
-    help="Seconds to wait for the ledger (its lock, or a PostgreSQL statement) before exit 5.", min=0,
-    max=MAX_LOCK_TIMEOUT,
+    help=f"Seconds to wait for the ledger (its lock, or a PostgreSQL statement) before exit 5 (0 to "
+    f"{MAX_LOCK_TIMEOUT:.0f}).",
+    callback=check_lock_timeout,  # inf, nan, negative or huge: exit 2 (a float range lets inf and nan through)
 )
 
 
@@ -700,9 +701,10 @@ def budget_set(
         None, "--neighbours",
         help="Pin the dataset's neighbour relation; else the first release pins it.",
     ),
-    unit: str = typer.Option(
-        "row", "--unit", metavar="UNIT",
-        help="The privacy unit pinned with --neighbours: row, or person:FIELD (a spec's person unit with id FIELD).",
+    unit: str | None = typer.Option(
+        None, "--unit", metavar="UNIT",
+        help="The privacy unit pinned with --neighbours (needs it): row (the default), or person:FIELD (a spec's "
+        "person unit with id FIELD).",
     ),
     ledger: str | None = LedgerOpt,
     lock_timeout: float = LockOpt,
@@ -719,13 +721,19 @@ def budget_set(
         raise UsageError("--epsilon: a cap must be positive")
     if not 0 <= dlt < 1:
         raise UsageError("--delta: must be in [0, 1)")
-    if unit != "row" and not (unit.startswith("person:") and len(unit) > len("person:")):
+    if unit is not None and unit != "row" and not (unit.startswith("person:") and len(unit) > len("person:")):
         raise UsageError(f"--unit: '{unit[:40]}' is not a unit (row, or person:FIELD)")
+    if unit is not None and neighbours is None:
+        # a pin is a unit and a neighbour relation together: a unit alone would pin nothing, without a word
+        raise UsageError(
+            "--unit pins the dataset's unit together with its neighbour relation: give --neighbours too "
+            "(add_remove or replace)"
+        )
     book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     new_here = book.status(dataset) is None
     pair = other_ledger(ledger, None)
     pinned = None if neighbours is None else neighbours.value
-    rec = book.set_cap(dataset, eps, dlt, allow_raise, unit if pinned else None, pinned)
+    rec = book.set_cap(dataset, eps, dlt, allow_raise, (unit or "row") if pinned else None, pinned)
     status = book.status(dataset)
     render.info(
         f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"

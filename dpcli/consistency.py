@@ -304,11 +304,16 @@ def _policy(plan: Plan, sp: StatisticPlan) -> PostProcess:
 
 
 def check_plan(plan: Plan) -> None:
-    """Refusals before the spend: a finest table over ``MAX_FINEST_CELLS``."""
+    """Refusals before the spend: a finest table over ``MAX_FINEST_CELLS``, and any statistic asking for
+    consistency over more cells than that, whether or not another statistic shares its rows (so the rule reads off
+    the spec: a statistic that would be left alone today is not refused later because another is added)."""
     for group in consistency_groups(plan)[0]:
         check_finest_size(
             plan.statistics[group.finest].cells, [plan.statistics[i].statistic.name for i in group.members]
         )
+    for sp in plan.statistics:
+        if _policy(plan, sp).consistent and _skip_reason(plan, sp) is None:
+            check_finest_size(sp.cells, [sp.statistic.name])
 
 
 def plan_notes(plan: Plan) -> list[str | None]:

@@ -48,16 +48,24 @@ from dpcli.spec import (
     candidate_grid,
 )
 
+# the table's own columns: one declaration, which the spec's loader also reads (no dimension may take these names)
+from dpcli.spec_fields import (
+    BIN_COLUMNS,
+    DESCRIBING_COLUMNS,
+    FIXED_COLUMNS_AFTER,
+    FLAG_COLUMN,
+    RHO_COLUMN,
+    STATISTIC_COLUMN,
+)
+
 if TYPE_CHECKING:
     import polars as pl
 
     from dpcli.ledger import Record
     from dpcli.mechanisms import Noisy
 
-FIXED_COLUMNS_AFTER = ("value", "ci_low", "ci_high", "epsilon")
-# Contract 0.3: what each row is (after `statistic`), and a binned row's edges as numbers (after the dimensions)
-DESCRIBING_COLUMNS = ("kind", "column")
-BIN_COLUMNS = ("bin_low", "bin_high")
+# Contract 0.3: what each row is (DESCRIBING_COLUMNS, after `statistic`), and a binned row's edges as numbers
+# (BIN_COLUMNS, after the dimensions)
 # The table's contract: the columns and labels this version writes (docs/contract-0.3.md). A table stored by
 # dpcli 0.2 is re-issued in the layout it was first written in ("0.2"): a re-issue gives back the same bytes.
 CONTRACT = "0.3"
@@ -416,14 +424,14 @@ class Table:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        rho = ("rho",) if self.with_rho else ()
+        rho = (RHO_COLUMN,) if self.with_rho else ()
         if self.contract == LEGACY_CONTRACT:
-            return ("statistic", *self.dimensions, *FIXED_COLUMNS_AFTER, *rho)
+            return (STATISTIC_COLUMN, *self.dimensions, *FIXED_COLUMNS_AFTER, *rho)
         dims = tuple(d for d in self.dimensions if d != QUANTILE_COLUMN)
         bins = BIN_COLUMNS if self.with_bins else ()
         level = (QUANTILE_COLUMN,) if QUANTILE_COLUMN in self.dimensions else ()
-        flag = ("flag",) if self.with_flag else ()
-        return ("statistic", *DESCRIBING_COLUMNS, *dims, *bins, *level, *FIXED_COLUMNS_AFTER, *rho, *flag)
+        flag = (FLAG_COLUMN,) if self.with_flag else ()
+        return (STATISTIC_COLUMN, *DESCRIBING_COLUMNS, *dims, *bins, *level, *FIXED_COLUMNS_AFTER, *rho, *flag)
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.blocks)

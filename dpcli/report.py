@@ -34,15 +34,13 @@ from dpcli.errors import UsageError
 from dpcli.files import atomic_write
 from dpcli.ledger.base import BudgetStatus
 from dpcli.plan import NOTHING_SPENT, cost_text
+from dpcli.spec_fields import OUTPUT_COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 # columns with a meaning of their own; every other column of the table is a dimension (a breakdown's label)
-KNOWN_COLUMNS = frozenset(
-    {"statistic", "kind", "column", "bin_low", "bin_high", "quantile", "value", "ci_low", "ci_high", "epsilon", "rho",
-     "flag"}
-)
+KNOWN_COLUMNS = frozenset(OUTPUT_COLUMNS)
 # a table with more rows for one statistic than this is shown by its plot and a note, not a row per cell; the report
 # keeps no more rows than this per statistic (the others are counted), so its memory is bounded by the statistics
 MAX_TABLE_ROWS = 200

@@ -41,7 +41,9 @@ Stricter than the loader (rare; quote the value to satisfy both): names and path
 the loader's limits (40 significant digits, 1e-40 <= |x| < 1e40, p/q of 40 digits each): as text the schema takes
 20 digits before and 20 after the point with an exponent within ±19, or one digit and 19 decimals with an exponent
 from -40 to 39 (``NUMBER_PATTERN``); as a JSON number at most 1e39 in magnitude. Gaps the other way:
-``version: 1.0`` passes the schema (its ``const: 1`` equals 1.0) while the loader wants the text ``1``, and a
+``version: 1.0`` passes the schema (its ``const: 1`` equals 1.0) while the loader wants the text ``1``, as does an
+integer field written ``1e3`` or ``1000.0`` (``max_rows``, ``k``, ``digits``: YAML 1.2 tools read a float whose value
+is whole, which JSON Schema's ``integer`` takes) while the loader takes digits only, and a
 number written with more than 17 significant digits is a double to YAML 1.2 tools, so the schema checks the double
 while the loader counts the digits written. YAML 1.1 tools read ``yes``/``no`` as booleans; the schema follows
 YAML 1.2.

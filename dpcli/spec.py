@@ -33,12 +33,14 @@ from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
 from dpcli.locations import is_ledger_url, is_url
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
+    ALWAYS_COLUMNS,
     BOOL_KEYS,
     COLUMN,
     COLUMN_TYPES,
     CSV,
     DATASET_NAME,
     DEFAULT_KEY_LENGTH,
+    FLAG_COLUMN,
     MAX_ABS_BOUND,
     MAX_CANDIDATES,
     MAX_CELLS,
@@ -59,6 +61,8 @@ from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are 
     POSTPROCESS,
     POSTPROCESS_KINDS,
     PRIVACY,
+    QUANTILE_COLUMN,
+    SOMETIMES_COLUMNS,
     SPEC_VERSION,
     STATISTIC,
     STATISTIC_KINDS,
@@ -280,8 +284,6 @@ class Frequency(_StatisticFields):
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
 Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
-# The output column that names a quantile's level (a column of the table only when the spec has a quantile)
-QUANTILE_COLUMN = "quantile"
 # the kinds whose column is summed (the numeric kinds); variance and std also sum its squares
 NUMERIC_KINDS = ("sum", "mean", "variance", "std")
 SQUARED_KINDS = ("variance", "std")
@@ -607,9 +609,10 @@ def _bins(path: str, raw: tuple[Fraction, ...] | GridSpec) -> Bins:
 
 
 def _reserved(name: str) -> str:
+    sometimes = "; ".join(f"{c} in {where}" for c, where in SOMETIMES_COLUMNS.items())
     return (
         f"'{name}' cannot be an output dimension: the table already has a column of that name "
-        f"({', '.join(OUTPUT_COLUMNS)})"
+        f"({', '.join(ALWAYS_COLUMNS)}; {sometimes})"
     )
 
 
@@ -631,7 +634,7 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             )
         if b in by or b == column_name:
             raise RuleError(f"{path}.by[{j}]", f"'{b}' is used twice")
-        if b in OUTPUT_COLUMNS:
+        if b in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.by[{j}]", _reserved(b))
         by.append(b)
     bins = None
@@ -643,12 +646,12 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
                 f"{path}.column",
                 f"a {kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
             )
-        if column.name in OUTPUT_COLUMNS:
+        if column.name in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.column", _reserved(column.name))
         if not column.open and f.get("k", 1) > len(column.keys):
             raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
     if column is not None and kind == "histogram":
-        if column.name in OUTPUT_COLUMNS:
+        if column.name in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.column", _reserved(column.name))
         if column.numeric:
             if "bins" not in f:
@@ -675,7 +678,7 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         if column.numeric or column.open:
             raise RuleError(f"{path}.column", f"'{column.name}' is {'open' if column.open else column.type}: a "
                             "frequency is estimated over the declared keys of a category or bool column")
-        if column.name in OUTPUT_COLUMNS:
+        if column.name in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.column", _reserved(column.name))
         stat = Frequency(column=column_name, randomized_epsilon=f["randomized"]["epsilon"], **common)
     elif kind == "sum":
@@ -985,6 +988,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         out.attempt(STATISTIC.load, f"statistics[{i}]", raw, out.list) for i, raw in enumerate(raw_stats)
     ]
     stats: list[Statistic] = []
+    stat_index: list[int] = []  # each one's place in the spec's list
     names: set[str] = set()
     for i, tagged in enumerate(loaded):
         # a statistic's cross-field rules need its fields and the columns it names, all loaded
@@ -998,15 +1002,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
             out.attempt(_raise, RuleError(f"statistics[{i}].name", f"duplicate statistic name '{st.name}'"))
         names.add(st.name)
         stats.append(st)
-    if any(isinstance(st, Quantile) for st in stats):
-        for i, st in enumerate(stats):
-            if QUANTILE_COLUMN in st.dimensions:
-                where = "by" if QUANTILE_COLUMN in st.by else "column"
-                out.attempt(_raise, RuleError(
-                    f"statistics[{i}].{where}",
-                    f"'{QUANTILE_COLUMN}' cannot be an output dimension in a release with a quantile: the table has "
-                    "a column of that name (the level)",
-                ))
+        stat_index.append(i)
     header = csv.get("header", True) if csv is not None else True
     if isinstance(header, tuple):
         undeclared = [name for name in columns if name not in header]
@@ -1021,6 +1017,18 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
     )
     own_post = [None if t is None else t[1].get("postprocess") for t in loaded]
     postprocess = out.attempt(_postprocess, top_post, stats, own_post) if len(stats) == len(raw_stats) else None
+    # the table's columns of some releases only (a quantile's level, the small-cell flag): no dimension of that name
+    # in a release whose table has it
+    present = {
+        QUANTILE_COLUMN: any(isinstance(st, Quantile) for st in stats),
+        FLAG_COLUMN: any(p.small_cells is not None for p in (postprocess or {}).values()),
+    }
+    for i, st in zip(stat_index, stats, strict=True):
+        by: tuple[str, ...] = getattr(st, "by", ())
+        for name in st.dimensions:
+            if present.get(name):
+                where = f"by[{by.index(name)}]" if name in by else "column"
+                out.attempt(_raise, SpecError(f"statistics[{i}].{where}", _reserved(name)))
     if priv is None or len(stats) != len(raw_stats) or out.count():
         return None
     privacy = _privacy(priv, stats, columns)

@@ -67,10 +67,29 @@ DELIMITERS = (",", ";", "\t", "|", "tab")  # "tab" is "\t" spelled out
 # in it become U+FFFD, so a missing cell); the list is short on purpose: each one is tested.
 ENCODINGS = ("utf-8", "latin-1", "iso-8859-15", "cp1252", "cp1250", "ascii", "utf-16", "utf-16-le", "utf-16-be")
 LINE_ENDS = ("lf", "cr")
-# Columns of the output table besides the dimensions: a dimension with one of these names would duplicate a header
-# (and make the JSON output ambiguous), so such a column cannot be grouped by or histogrammed.
-# rho: the zCDP table's last column; kind, column, bin_low, bin_high: contract 0.3's (what a row is, a bin's edges)
-OUTPUT_COLUMNS = ("statistic", "value", "ci_low", "ci_high", "epsilon", "rho", "kind", "column", "bin_low", "bin_high")
+# The output table's columns besides the dimensions (dpcli/output.py lays the table out from these names): a
+# dimension with one of these names would duplicate a header (and make the JSON output ambiguous), so such a column
+# cannot be grouped by or histogrammed. kind, column, bin_low, bin_high: contract 0.3's (what a row is, a bin's
+# edges); quantile: a quantile's level; rho: the zCDP table's; flag: the small-cell policy's last column.
+STATISTIC_COLUMN = "statistic"
+DESCRIBING_COLUMNS = ("kind", "column")
+BIN_COLUMNS = ("bin_low", "bin_high")
+QUANTILE_COLUMN = "quantile"
+FIXED_COLUMNS_AFTER = ("value", "ci_low", "ci_high", "epsilon")
+RHO_COLUMN = "rho"
+FLAG_COLUMN = "flag"
+OUTPUT_COLUMNS = (
+    STATISTIC_COLUMN, *FIXED_COLUMNS_AFTER, RHO_COLUMN, *DESCRIBING_COLUMNS, *BIN_COLUMNS, QUANTILE_COLUMN, FLAG_COLUMN
+)
+# The two the table has only in some releases, with the releases that have them: a dimension of that name is
+# refused there only (a data column called flag is common, and a table without a small-cell policy has no flag
+# column). Every other one is refused in every release (rho too: a spec does not become invalid when its budget
+# changes form).
+SOMETIMES_COLUMNS = {
+    QUANTILE_COLUMN: "a release with a quantile (the level)",
+    FLAG_COLUMN: "a release with a small-cell policy (postprocess: small_cells)",
+}
+ALWAYS_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c not in SOMETIMES_COLUMNS)
 
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
 DATASET_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}"
@@ -240,22 +259,39 @@ class Number:
         return number_schema(lo, hi, exclusive)
 
 
+# An integer field's text: its digits and nothing else (no sign, point, exponent, fraction or space), no leading zero
+INTEGER_PATTERN = r"^(0|[1-9][0-9]{0,39})$"
+_INTEGER = re.compile(INTEGER_PATTERN)
+
+
 @dataclass(eq=False, repr=False)
 class Whole:
-    """A whole number in [low, high] (a person unit's K, G, R; an open column's max_length)."""
+    """An integer field, in [low, high] (a person unit's K, G, R; an open column's max_length; top_k's k; digits;
+    expected_rows). A count, not a measurement: written as its digits only (``1000``, quoted or not), never as a
+    number that happens to be whole (``1e3``, ``1000.0``, ``2000/2``), which a reader could take for another value
+    or another type (YAML 1.1 tools read ``1e3`` as a string)."""
 
     low: int
     high: int
     description: str = ""
 
     def load(self, path: str, raw: Any) -> int:
-        x = Number(Fraction(self.low), Fraction(self.high), range_name="the value").load(path, raw)
-        if x.denominator != 1:
-            raise RuleError(path, f"must be a whole number, got {short(x)}", rule="text range")
-        return int(x)
+        text = text_value(path, raw)
+        if not _INTEGER.fullmatch(text):
+            x = parse_number(path, raw)  # refuses what is no number at all, or has a leading zero, in those words
+            shown = text if len(text) <= 40 else text[:40] + "…"
+            raise RuleError(
+                path,
+                f"'{shown}' is not written as an integer: an integer field takes digits only"
+                + (f" ({short(x)})" if x.denominator == 1 and abs(x) < 10**40 else "")
+                + ", with no sign, decimal point, exponent or fraction",
+                rule="text range",
+            )
+        return int(Number(Fraction(self.low), Fraction(self.high), range_name="the value").load(path, raw))
 
     def schema(self) -> dict:
-        out: dict = {"anyOf": [{"type": "integer", "minimum": self.low, "maximum": self.high}, NUMBER_TEXT]}
+        text = {"type": "string", "pattern": INTEGER_PATTERN}
+        out: dict = {"anyOf": [{"type": "integer", "minimum": self.low, "maximum": self.high}, text]}
         return {**out, **({"description": self.description} if self.description else {})}
 
 
@@ -343,7 +379,7 @@ class Name:
             }
         out: dict[str, Any] = {"type": "string", "pattern": f"^{NAME_PATTERN}$", **extra}
         if self.not_output_column:
-            out["not"] = {"enum": list(OUTPUT_COLUMNS)}
+            out["not"] = {"enum": list(ALWAYS_COLUMNS)}
         return out
 
 

@@ -382,7 +382,7 @@ def test_release_of_open_keys_end_to_end(tmp_path):
     )
     ledger = tmp_path / "ledger.jsonl"
     r = run_in_process("budget", "set", "panel", "--epsilon", "10", "--delta", "1e-6", "--unit", "person:pid",
-                       "--ledger", str(ledger))
+                       "--neighbours", "add_remove", "--ledger", str(ledger))
     assert r.returncode == 0, r.stderr.decode()
     r = run_in_process("release", str(spec), "--ledger", str(ledger), "--output", str(tmp_path / "out.csv"))
     assert r.returncode == 0, r.stderr.decode()

@@ -82,7 +82,8 @@ def test_a_person_unit_and_open_keys_load_as_declared() -> None:
     ("{epsilon: 1, unit: {id: pid, max_rows: 0, missing_id: drop}}", COLUMNS, "  - {name: t, kind: count}\n",
      "privacy.unit.max_rows: the value must be in [1, 1000000], got 0"),
     ("{epsilon: 1, unit: {id: pid, max_rows: '2.5', missing_id: drop}}", COLUMNS, "  - {name: t, kind: count}\n",
-     "privacy.unit.max_rows: must be a whole number, got 2.5"),
+     "privacy.unit.max_rows: '2.5' is not written as an integer: an integer field takes digits only, with no sign, "
+     "decimal point, exponent or fraction"),
     ("{epsilon: 1, unit: person}", COLUMNS, "  - {name: t, kind: count}\n",
      "privacy.unit: 'person' is not a unit: row, or a person unit {id: FIELD, max_rows: K, missing_id: drop or "
      "person}"),

@@ -449,11 +449,80 @@ def test_persons_under_a_shared_key_prefix_are_numbered_apart_from_the_others() 
         {
             persons._KEY: [1 * prefix, 2 * prefix, 2 * prefix + 1, 3 * prefix],
             persons._PID: [1 * prefix, 2 * prefix, 2 * prefix + 5, 3 * prefix],
-            persons._PID2: [11, 12, 13, 14],
+            persons._IDTEXT: ["a", "b", "c", "d"],
             persons._H: [0, 0, 1 << 40, 0],
         },
-        schema=dict.fromkeys([persons._KEY, persons._PID, persons._PID2, persons._H], pl.UInt64),
+        schema={**dict.fromkeys([persons._KEY, persons._PID, persons._H], pl.UInt64), persons._IDTEXT: pl.String},
     )
     numbered = persons._cut(frame, [], 4, numbered=True)
     assert numbered.height == 4 and numbered[persons._PERSON].n_unique() == 4
     assert numbered[persons._RANK].to_list() == [0, 0, 0, 0]
+
+
+COUNTS_ONLY = """\
+version: 1
+dataset: people
+privacy: {epsilon: 1, unit: {id: pid, max_rows: 2, missing_id: person}}
+columns:
+  amount: {type: int, bounds: [0, 10]}
+statistics:
+  - {name: rows, kind: count}
+  - {name: persons, kind: count, of: persons}
+"""
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_rows_without_an_id_are_persons_of_their_own_when_no_cell_is_read(tmp_path: Path, suffix: str) -> None:
+    """Issue 23 (12): with counts alone (no statistic reads a cell) ``missing_id: person`` counted nothing: a file
+    whose rows had no id released 0 rows and 0 persons. Each id-less row is a person of its own, with that row."""
+    plan = make_plan(parse_spec(COUNTS_ONLY))
+    for ids, rows, persons_seen in [([None] * 3, 3, 3), ([None, "p1", None, "p1", "p1", ""], 5, 4)]:
+        path = tmp_path / f"in.{suffix}"
+        frame = pl.DataFrame(
+            {"pid": ids, "amount": list(range(len(ids)))}, schema={"pid": pl.String, "amount": pl.Int64}
+        )
+        if suffix == "csv":
+            frame.write_csv(path)
+        else:
+            frame.write_parquet(path)
+        assert [e.counts.tolist() for e in aggregate(plan, path, secret=SECRET)] == [[rows], [persons_seen]]
+
+
+@pytest.mark.parametrize("numbered", [False, True])
+def test_two_persons_whose_id_hashes_agree_are_two_persons(numbered: bool) -> None:
+    """Issue 23 (8): a person is the id's text, not its hash. Two persons whose keyed id hashes agree in all 64 bits
+    (which a hash can never rule out, and polars' seeded XXH3 does not make hard to write down) still keep K rows
+    each: merged, the pair would keep K rows of both, and one person's presence could move 2K rows."""
+    k = 2
+    frame = pl.DataFrame(
+        {
+            persons._KEY: [5 << persons._ROW_BITS | i for i in range(6)],
+            persons._PID: [5 << persons._ROW_BITS] * 6,  # one id hash for both persons
+            persons._IDTEXT: ["alice", "mallory", "alice", "mallory", "alice", "mallory"],
+            persons._H: [0, 1, 2, 3, 4, 5],
+        },
+        schema={**dict.fromkeys([persons._KEY, persons._PID, persons._H], pl.UInt64), persons._IDTEXT: pl.String},
+    )
+    kept = persons._cut(frame, [], k, numbered=numbered)
+    assert sorted(kept[persons._IDTEXT].to_list()) == ["alice", "alice", "mallory", "mallory"]
+    assert sorted(kept[persons._H].to_list()) == [0, 1, 2, 3]  # each person's two smallest h
+    if numbered:
+        assert kept[persons._PERSON].n_unique() == 2
+
+
+def test_held_ids_own_their_text() -> None:
+    """The rows a cut keeps hold their ids' text in buffers of their own (a gather of polars strings shares its
+    source's buffers), so that the rows held stay bounded by the persons, not by the file: here 100 persons with
+    40-character ids, 100,000 rows in 20 chunks, K = 2."""
+    plan = make_plan(parse_spec(spec_text(person_unit(2, None, None, "drop"), "row")))
+    held = PersonRows(plan, SECRET)
+    held.COMPACT_ROWS = 1000
+    schema = {ID_COLUMN: pl.String, "sex": pl.String, "country": pl.String, "amount": pl.Int64}
+    for chunk in range(20):
+        ids = [f"{(chunk * 5000 + i) % 100:040d}" for i in range(5000)]
+        held.add(pl.DataFrame({ID_COLUMN: ids, "sex": ["F"] * 5000, "country": ["Fr"] * 5000, "amount": [1] * 5000},
+                              schema=schema))
+    held._cut_all()
+    views = pl.CompatLevel.newest()  # as polars holds them (string views and their buffers), not copied to Arrow's
+    text = sum(part.select(persons._IDTEXT).to_arrow(compat_level=views).nbytes for part in held.parts)
+    assert held.held_rows == 200 and text < 200 * (16 + 40) * 2, text

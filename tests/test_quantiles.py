@@ -148,7 +148,7 @@ def test_refused_under_a_person_unit_and_beside_a_dimension_named_quantile() -> 
     clash = spec_text("  - {name: q, kind: median, column: x}\n  - {name: n, kind: count, by: [quantile]}\n").replace(
         "  c: {type", "  quantile: {type: bool}\n  c: {type"
     )
-    with pytest.raises(SpecError, match=r"statistics\[1\].by: 'quantile' cannot be an output dimension"):
+    with pytest.raises(SpecError, match=r"statistics\[1\].by\[0\]: 'quantile' cannot be an output dimension"):
         parse_spec(clash)
 
 

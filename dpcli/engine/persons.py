@@ -31,25 +31,33 @@ gives, per statistic in plan order, the partial per-cell totals: ``code`` (Int64
 (``missing_id: person``) are persons of their own, so they may fall in any partition.
 
 How it is done, and where that is finer than the rules above:
-- A person is told by two independent 64-bit keyed hashes of the id text (a 128-bit key), so the rows held never
-  carry the text: two ids are one person only if both hashes agree, about n^2 / 2^129 for n persons (1e-27 for a
-  million). Such a merge could only lower what the two contribute.
+- A person is told by the id's own text: two rows are one person's exactly when their ids are equal, never because
+  two hashes agree. A merge of two persons is not harmless: with a person added, the merged pair keeps K rows of
+  both, so the other person's K kept rows can be swapped for K of the newcomer's and 2K rows move (twice the
+  sensitivity the plan charges). A keyed hash would make a merge rare, not impossible, and polars' seeded hash is no
+  PRF: for text it is XXH3 with a 64-bit seed, for which a pair of ids colliding with probability about 2^-27 under
+  a random seed can be written down without knowing the seed (Cyan4973/xxHash#1127). Holding and comparing the
+  text instead of a second 64-bit hash costs about a tenth: 10M rows, 1M persons, K=4, in one run (best of 3, on
+  the shared 2-core machine at load 7-8; ``bench/bench_person_ids.py``): 8.02 s against 7.13 s (1.12x), 7.23
+  against 6.64 CPU seconds (1.09x), peak RSS 1186 against 1159 MiB (1.02x).
 - A row is held as what the statistics read of it (its cell codes, open keys and grid values, one column per
-  distinct expression), with the id's two hashes, h, and a 64-bit sort key (the id's first hash's upper 40 bits,
-  then h's upper 24: see ``_cut``, which orders the rare rows where that key is not enough the exact way). Rows
-  tying on h are ordered by those columns, not by their text: rows that differ only in what no statistic reads are
-  interchangeable. Either way the order depends on the row alone, never on the file's order.
+  distinct expression), with the id's text and its keyed hash, h, and a 64-bit sort key (the id hash's upper 40
+  bits, then h's upper 24: see ``_cut``, which orders the rare rows where that key is not enough the exact way).
+  Rows tying on h are ordered by those columns, not by their text: rows that differ only in what no statistic reads
+  are interchangeable. Either way the order depends on the row alone, never on the file's order.
 - Memory is bounded by the persons, not the rows: each chunk is sorted on the key as it arrives (in the polars
   engine's worker threads), and the rows held are cut to K per person whenever they have grown past ``GROWTH`` (4)
   times their size after the last cut (plus ``COMPACT_ROWS``); rows with a missing id that are persons of their
   own are counted at once and never held.
 
-The keyed hash is polars' seeded ``hash`` (its seeds drawn from the 32-byte secret by keyed BLAKE2b; polars 2.1
-takes one 64-bit seed per hash), the same in every process of one polars version. Measured on 500,000 rows (an id
-and three used cells, one run on the shared 2-core machine): 0.024 s for polars' hash of the rows, 1.19 s for a
-keyed ``hashlib.blake2b`` of each row in Python, ~50x slower, which would be most of a release's time. The
-privacy guarantee does not rest on the hash's strength: any rule that looks only at the person's own rows bounds
-their contribution; the secret keeps the choice from being predictable from the data.
+The keyed hashes (of the id, ordering the rows; of a row, h; of a person's cell) are polars' seeded ``hash`` (its
+seeds drawn from the 32-byte secret by keyed BLAKE2b; polars 2.1 takes one 64-bit seed per hash), the same in every
+process of one polars version. Measured on 500,000 rows (an id and three used cells, one run on the shared 2-core
+machine): 0.024 s for polars' hash of the rows, 1.19 s for a keyed ``hashlib.blake2b`` of each row in Python, ~50x
+slower, which would be most of a release's time. The privacy guarantee does not rest on the hashes' strength: who
+is whom is decided by the ids' text, and h and the cell hash only order one person's own rows (any rule that looks
+only at the person's own rows bounds their contribution); the secret keeps the choice from being predictable from
+the data. A collision of the id hash across persons only sends their rows down ``_cut``'s exact path.
 """
 
 from __future__ import annotations
@@ -78,7 +86,7 @@ from dpcli.spec import PersonUnit, Spec
 ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column's name cannot start with #)
 SECRET_BYTES = 32
 _PID = "#pid"  # keyed hash of the id
-_PID2 = "#pid2"  # a second keyed hash of the id: with _PID, the person (see _cut)
+_IDTEXT = "#idtext"  # the id's own text among the rows held: with _PID, the person (see _cut); never a hash alone
 _H = "#h"  # h, the keyed hash of the row: its place among the person's rows
 _KEY = "#key"  # the upper 40 bits of _PID, then the upper _ROW_BITS of h: what the rows are sorted on (see _cut)
 _ROW_BITS = 24
@@ -90,10 +98,10 @@ _G = "#g"  # keyed hash of (person, cell): the cell's place among the person's c
 
 @dataclass(frozen=True)
 class Seeds:
-    """The keyed hashes' seeds, drawn from the release's secret (polars' hash takes one 64-bit seed)."""
+    """The keyed hashes' seeds, drawn from the release's secret (polars' hash takes one 64-bit seed): of the id (the
+    rows' order), of a row (h) and of a person's cell."""
 
     person: int
-    person2: int
     row: int
     cell: int
 
@@ -102,7 +110,8 @@ class Seeds:
         if len(secret) != SECRET_BYTES:
             raise ValueError(f"the person-level secret is {SECRET_BYTES} bytes")
         digest = hashlib.blake2b(b"dpcli person-level seeds", key=secret, digest_size=32).digest()
-        return cls(*(int.from_bytes(digest[i : i + 8], "little") for i in (0, 8, 16, 24)))
+        # bytes 8..15 seeded a second hash of the id, which told persons apart before the id's text did
+        return cls(*(int.from_bytes(digest[i : i + 8], "little") for i in (0, 16, 24)))
 
 
 def check_id_field(path: Path, fields: Iterable[str], spec: Spec, where: str) -> None:
@@ -152,14 +161,15 @@ def _cut(frame: pl.DataFrame, cells: list[str], k: int, *, numbered: bool = Fals
 
     The rows are ordered by ``_KEY`` (the id's hash's upper 40 bits, then h's upper 24 bits): a 64-bit key sorts
     about twice as fast as the 128-bit (id hash, h) it replaced (4M rows on the shared 2-core machine: 0.48 s
-    against 1.0 s), and only the key and the person's hashes are moved to find the rows kept; the kept rows alone
+    against 1.0 s), and only the key and the id's text are moved to find the rows kept; the kept rows alone
     are then gathered. So ordered, every person's rows form a run in h order, except where two persons share the
-    key's 40 bits of the id's hash, or two rows tie on the key. Both show on neighbouring rows; only the rows under
-    such a 40-bit prefix are then ordered the exact way, by (key, the person's hashes, h, cells), and each row's
-    place counted per person (a window over the id's hashes), so that a tie or a shared prefix never lets one
-    person's rows change another's choice. Rows equal in every held column are interchangeable."""
+    key's 40 bits of the id's hash, or two rows tie on the key. Both show on neighbouring rows (a person is the id's
+    text: two persons whose id hashes agree in all 64 bits still differ there); only the rows under such a 40-bit
+    prefix are then ordered the exact way, by (key, the id's hash and text, h, cells), and each row's place counted
+    per person (a window over the id's text), so that a tie or a shared prefix never lets one person's rows change
+    another's choice. Rows equal in every held column are interchangeable."""
     order = frame.select(pl.col(_KEY).arg_sort()).to_series().alias("#i")
-    s = frame.select(_KEY, _PID, _PID2)[order]
+    s = frame.select(_KEY, _IDTEXT)[order]
     same = _prefix() == _prefix().shift()
     ambiguous = same & ((pl.col(_KEY) == pl.col(_KEY).shift()) | _other_person())
     shared = s.filter(ambiguous).select(_prefix()).to_series().implode()
@@ -172,17 +182,26 @@ def _cut(frame: pl.DataFrame, cells: list[str], k: int, *, numbered: bool = Fals
         kept = kept.with_columns(runs[_RANK], runs[_PERSON].cum_sum().cast(pl.Int64))
     if not shared.list.len().item():
         return kept
-    exact = frame.filter(_prefix().is_in(shared)).sort([_KEY, _PID, _PID2, _H, *cells], nulls_last=True)
-    place = pl.int_range(pl.len(), dtype=pl.Int64).over(_PID, _PID2)
+    exact = frame.filter(_prefix().is_in(shared)).sort([_KEY, _PID, _IDTEXT, _H, *cells], nulls_last=True)
+    place = pl.int_range(pl.len(), dtype=pl.Int64).over(_PID, _IDTEXT)
     exact = exact.with_columns(place.alias(_RANK)).filter(pl.col(_RANK) < k)
     if not numbered:
         return pl.concat([kept, exact.drop(_RANK)], how="vertical")
-    person = pl.struct(_PID, _PID2).rank("dense").cast(pl.Int64) + kept.height + 1
+    person = pl.struct(_PID, _IDTEXT).rank("dense").cast(pl.Int64) + kept.height + 1
     return pl.concat([kept, exact.with_columns(person.alias(_PERSON))], how="vertical")
 
 
+def _own_text(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with their ids' text copied out of the buffers it was gathered from. A gather of polars strings
+    shares its source's buffers, so the few rows a cut keeps of each part would keep every long id of that part
+    alive, and memory would grow with the file rather than the persons (20 gathers of 1,000 rows from 40 MB of
+    40-character ids each held 946 MB; copied, 186 MB)."""
+    return rows.with_columns(pl.concat_str(pl.col(_IDTEXT), pl.lit("")).alias(_IDTEXT))
+
+
 def _other_person() -> pl.Expr:
-    return (pl.col(_PID) != pl.col(_PID).shift()) | (pl.col(_PID2) != pl.col(_PID2).shift())
+    """A row of another person than the row before: another id text (equal texts have equal hashes)."""
+    return pl.col(_IDTEXT) != pl.col(_IDTEXT).shift()
 
 
 def _prefix() -> pl.Expr:
@@ -229,7 +248,7 @@ class PersonRows:
         self.schema = pl.DataFrame(schema={ID_COLUMN: pl.String(), **typed}).lazy().select(
             pl.lit(0, dtype=pl.UInt64).alias(_KEY),
             pl.lit(0, dtype=pl.UInt64).alias(_PID),
-            pl.lit(0, dtype=pl.UInt64).alias(_PID2),
+            pl.lit("", dtype=pl.String).alias(_IDTEXT),
             pl.lit(0, dtype=pl.UInt64).alias(_H),
             *(e.alias(n) for n, e in self.cells.items()),
         ).collect().clear()
@@ -261,10 +280,13 @@ class PersonRows:
         if alone:
             cells = [e.alias(n) for n, e in self.cells.items()]
             for read in reads:
-                frame = read.filter(missing_id(pl.col(ID_COLUMN))).select(cells).with_columns(
+                # the row numbers are selected with the cells, not added after them: with no cell read (a release
+                # of counts alone) a select of the cells alone would keep no row, and count nothing
+                frame = read.filter(missing_id(pl.col(ID_COLUMN))).select(
                     pl.int_range(pl.len(), dtype=pl.Int64).alias(_PERSON),
                     pl.lit(0, dtype=pl.UInt64).alias(_PID),
                     pl.lit(0, dtype=pl.Int64).alias(_RANK),
+                    *cells,
                 )
                 queries += [rule.totals(frame) for rule in self.statistics]
         results = pl.collect_all(queries)
@@ -286,12 +308,12 @@ class PersonRows:
         return rows.lazy().select(ID_COLUMN, *self.used).with_columns(self.normal)
 
     def _keyed(self, read: pl.LazyFrame) -> pl.LazyFrame:
-        """The rows of ``read`` (normalised) with an id: the id's hashes, h, the sort key and the cells held."""
+        """The rows of ``read`` (normalised) with an id: the id's hash and text, h, the sort key and the cells held."""
         pid = pl.col(ID_COLUMN).hash(self.seeds.person)
         h = pl.struct(ID_COLUMN, *self.used).hash(self.seeds.row)
         return read.filter(~missing_id(pl.col(ID_COLUMN))).select(
             pid.alias(_PID),
-            pl.col(ID_COLUMN).hash(self.seeds.person2).alias(_PID2),
+            pl.col(ID_COLUMN).alias(_IDTEXT),
             h.alias(_H),
             *(e.alias(n) for n, e in self.cells.items()),
         ).with_columns(((pl.col(_PID) & _PREFIX_MASK) | (pl.col(_H) // (1 << (64 - _ROW_BITS)))).alias(_KEY))
@@ -332,7 +354,7 @@ class PersonRows:
             # not rechunked: _cut gathers the rows kept from the parts (8 sorted parts of 700k rows: 0.47-0.55 s CPU
             # against 0.64-0.71 s rechunked; not told apart in a whole release at load 15-23)
             both = pl.concat(self.parts, how="vertical", rechunk=False) if self.parts else self.schema
-            self.parts = [_cut(both, list(self.cells), self.unit.max_rows)]
+            self.parts = [_own_text(_cut(both, list(self.cells), self.unit.max_rows))]
         self.held = self.after_cut = sum(p.height for p in self.parts)
 
     # -- results -----------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
 # may be set to (as --input-timeout's: a finite wait, within PostgreSQL's lock_timeout range of 2^31 - 1 ms).
 DEFAULT_LOCK_TIMEOUT = 30.0
-MAX_LOCK_TIMEOUT = 1_000_000.0
+MAX_LOCK_TIMEOUT = 1_000_000.0  # seconds (11.6 days): longer is a mistake, and inf or nan would mean no deadline
 RECORD_TYPES = ("cap", "spend", "released")
 
 # Every spend is charged rounded UP to a multiple of 10^-18 (pure epsilon and rho alike), so the sum of any number
@@ -360,12 +360,25 @@ def check_pin(status: BudgetStatus | None, dataset: str, unit: str, neighbours: 
     if status is None or status.neighbours is None:
         return
     if (status.unit, status.neighbours) != (unit, neighbours):
+        # the unit includes a person unit's id field (person:FIELD): ε per person of one id is not ε per person of
+        # another (two fields can group the same rows into other persons)
+        remedy = (
+            f"write the spec with neighbours: {status.neighbours}" if status.unit == unit
+            else f"write the spec with the unit {_unit_text(status.unit)}"
+        )
         raise UsageError(
             f"dataset '{dataset}' is accounted under unit '{status.unit}' with neighbours '{status.neighbours}' in "
             f"ledger {ledger_name}; this asks for unit '{unit}' with neighbours '{neighbours}'. Budgets add up only "
-            "under one relation (a replace release is not add/remove DP; an add/remove ε is 2ε under replace): "
-            f"write the spec with neighbours: {status.neighbours}, or use a new dataset name"
+            "under one relation (a replace release is not add/remove DP; an add/remove ε is 2ε under replace; a "
+            f"person told by another id field is another unit): {remedy}, or use a new dataset name"
         )
+
+
+def _unit_text(unit: str | None) -> str:
+    """A pinned unit as a spec says it."""
+    if unit is not None and unit.startswith("person:"):
+        return f"{{id: {unit[len('person:'):]}, ...}}"
+    return str(unit)
 
 
 def cap_fields(
