@@ -227,6 +227,48 @@ def test_declared_encodings_read_like_utf8(tmp_path: Path, encoding: str) -> Non
         assert aggregate(make_plan(parse_spec(spec)), other)[0].counts.tolist() == [0, 0, 0]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-16"])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_utf16_record_with_an_odd_byte_count_leaves_every_later_record_alone(
+    tmp_path: Path, encoding: str, compressed: bool
+) -> None:
+    """Issue 23 (1): 50 records and one record of one byte counted 1 (the stream was decoded before it was cut into
+    lines, so every record after the odd one was read a byte off and merged). Each record now ends at its own line
+    end's code unit and is decoded on its own: 51 records, the 50 read as before, the odd one's cell missing."""
+    codec = {"utf-16": "utf-16-le"}.get(encoding, encoding)
+    spec = (
+        f"version: 1\ndataset: e\nprivacy: {{epsilon: 1}}\ncsv: {{encoding: {encoding}}}\ncolumns:\n"
+        "  age: {type: int, bounds: [0, 99]}\nstatistics:\n  - {name: n, kind: count}\n"
+        "  - {name: a, kind: sum, column: age}\n"
+    )
+    head = ("\ufeff" if encoding == "utf-16" else "") + "age\n"
+    honest = [f"{i}\n".encode(codec) for i in range(50)]
+    for odd in (b"1", b"7\x00\x00", b"\x00\xd8", b"\x0a"):
+        data = head.encode(codec) + b"".join(honest[:25]) + odd + "\n".encode(codec) + b"".join(honest[25:])
+        path = tmp_path / ("o.csv.gz" if compressed else "o.csv")
+        path.write_bytes(gzip.compress(data) if compressed else data)
+        got = aggregate(make_plan(parse_spec(spec)), path)
+        assert got[0].counts.tolist() == [51], odd
+        assert got[1].sums is not None and int(got[1].sums.sum()) == sum(range(50)), odd
+
+
+UTF16_BYTES = st.lists(st.sampled_from([b"\x00", b"\n", b"\r", b"a", b"\xd8", b"\xdc", b"\xff", b"\x0a\x00", b"\x00\x0a"]))
+
+
+@given(parts=UTF16_BYTES, codec=st.sampled_from(["utf-16-le", "utf-16-be"]), eol=st.sampled_from([b"\n", b"\r"]))
+@settings(max_examples=200, deadline=None)
+def test_utf16_records_are_decoded_each_on_its_own(parts: list[bytes], codec: str, eol: bytes) -> None:
+    """The definition of a UTF-16 record (docs/spec.md, "CSV dialects"): the bytes up to the line end's code unit
+    found at any offset, decoded from their own first byte. The fast path (records of whole code units decoded in
+    one go) must agree with it."""
+    from dpcli.engine.source import utf16_lines
+
+    data = b"".join(parts)
+    term = eol.decode().encode(codec)
+    want = eol.join(r.decode(codec, "replace").encode("utf-8") for r in data.split(term))
+    assert utf16_lines(data, codec, eol) == want
+
+
 def test_bytes_invalid_in_the_declared_encoding_are_missing_cells(tmp_path: Path) -> None:
     spec = (
         "version: 1\ndataset: e\nprivacy: {epsilon: 1}\ncsv: {encoding: ascii}\ncolumns:\n"
