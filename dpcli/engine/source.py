@@ -14,7 +14,8 @@ input. Where the bytes come from:
 
 Two public limits bound what one record can cost (docs/spec.md, "Limits"): a compressed input's decompressed size
 is capped (``max_input_bytes``: past it the run ends with exit 3 before anything is spent), and a record longer
-than ``MAX_RECORD_BYTES`` is read as an empty record (all its cells missing) without ever being held whole.
+than the spec's ``csv.max_record_bytes`` is read as an empty record (all its cells missing) without ever being held
+whole.
 
 Nothing here looks at a data line's content to decide anything: the header (or the spec, for a file without one)
 decides the layout, and chunks are cut at the line end that decided.
@@ -36,16 +37,12 @@ import numpy as np
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, head_layout, read_head
 from dpcli.errors import InputError
 from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
-from dpcli.spec import Spec
+from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, Spec
 
 # measured on 10M rows, two chunks in flight: 16 and 32 MB take the same time (1.20 s), 16 MB peaks lower (272 MB)
 CHUNK_BYTES = 16 << 20
 _HEAD_BYTES = MAX_HEADER_BYTES + 8
 _PROGRESS_STEP = 8 << 20  # on_bytes is called about this often (and once at the end)
-# The longest record read as what it holds: a longer one (its bytes as in the file, decompressed, line end excluded)
-# is an empty record, all its cells missing. Public (docs/spec.md, "Limits"): what one record can cost in memory and
-# time is bounded by it, not by the record (a 400 MB line in a .gz took 4.2 GB and 31 s).
-MAX_RECORD_BYTES = 4 << 20
 UTF16 = ("utf-16", "utf-16-le", "utf-16-be")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
@@ -247,14 +244,13 @@ class CsvSource:
         fmt: str = "csv",
         on_bytes: OnBytes | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-        max_record_bytes: int = MAX_RECORD_BYTES,
     ):
         self.path = Path(path)
         self.spec = spec
         self.fmt = fmt
         self.on_bytes = on_bytes
         self.max_input_bytes = max_input_bytes
-        self.max_record_bytes = max_record_bytes
+        self.max_record_bytes = spec.csv.max_record_bytes
         self._fh: IO[bytes] | None = None
         self._stream: _Reader | None = None
         self._head = b""
@@ -435,7 +431,7 @@ def _mapped_chunks(
     eol: bytes,
     chunk_bytes: int,
     on_bytes: OnBytes | None,
-    max_record: int = MAX_RECORD_BYTES,
+    max_record: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> Iterator[bytes]:
     """Whole lines of a regular file from ``start``, one mapped window at a time (each window unmapped before the
     next is mapped, so resident memory stays at about two chunks); a line longer than ``max_record`` bytes is an
