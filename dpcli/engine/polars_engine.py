@@ -283,7 +283,7 @@ def aggregate(
     if fmt in ("parquet", "arrow"):
         if persons is not None:
             with reading:
-                person_rows_columnar(path, fmt, spec, persons)  # type: ignore[arg-type]
+                person_rows_columnar(path, fmt, spec, persons, max_input_bytes)  # type: ignore[arg-type]
             if on_bytes is not None:
                 size = path.stat().st_size
                 on_bytes(size, size)
@@ -292,7 +292,9 @@ def aggregate(
         # file's row count is not bounded by its size
         queries = Queries(plan, pl.Int128())
         with reading:
-            grouped = collect_columnar(path, fmt, spec, used_columns(spec), queries.apply)  # type: ignore[arg-type]
+            grouped = collect_columnar(
+                path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes  # type: ignore[arg-type]
+            )
         if on_bytes is not None:
             size = path.stat().st_size
             on_bytes(size, size)
