@@ -18,9 +18,9 @@ from typing import Any
 from dpcli.errors import SpecError
 from dpcli.locations import is_ledger_url
 from dpcli.spec import (
+    DEFAULT_MAX_RECORD_BYTES,
     MAX_SPEC_BYTES,
     Column,
-    DEFAULT_MAX_RECORD_BYTES,
     CsvDialect,
     _Collector,
     _column,

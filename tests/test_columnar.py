@@ -419,7 +419,9 @@ statistics:
 
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 def test_a_string_longer_than_max_record_bytes_is_missing(tmp_path: Path, fmt: str) -> None:
-    frame = pl.DataFrame({"k": ["a", "a" * 1025, "b", "x" * 1024, "y" * 5000], "n": ["1", " " * 2000 + "2", "3", "4", "5"]})
+    frame = pl.DataFrame(
+        {"k": ["a", "a" * 1025, "b", "x" * 1024, "y" * 5000], "n": ["1", " " * 2000 + "2", "3", "4", "5"]}
+    )
     path = tmp_path / f"d.{fmt}"
     frame.write_parquet(path) if fmt == "parquet" else frame.write_ipc(path, compression="zstd")
     exact = aggregate(make_plan(parse_spec(LONG_STRING_SPEC)), path)

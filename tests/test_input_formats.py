@@ -252,7 +252,9 @@ def test_a_utf16_record_with_an_odd_byte_count_leaves_every_later_record_alone(
         assert got[1].sums is not None and int(got[1].sums.sum()) == sum(range(50)), odd
 
 
-UTF16_BYTES = st.lists(st.sampled_from([b"\x00", b"\n", b"\r", b"a", b"\xd8", b"\xdc", b"\xff", b"\x0a\x00", b"\x00\x0a"]))
+UTF16_BYTES = st.lists(
+    st.sampled_from([b"\x00", b"\n", b"\r", b"a", b"\xd8", b"\xdc", b"\xff", b"\x0a\x00", b"\x00\x0a"])
+)
 
 
 @given(parts=UTF16_BYTES, codec=st.sampled_from(["utf-16-le", "utf-16-be"]), eol=st.sampled_from([b"\n", b"\r"]))
@@ -497,7 +499,7 @@ def test_a_record_over_max_record_bytes_is_an_empty_record(
     spec = parse_spec(LONG_SPEC % ("" if encoding == "utf-8" else f", encoding: {encoding}"))
     path = tmp_path / f"r.{fmt}"
     path.write_bytes(_encoded(records, eol, final, fmt, encoding))
-    width = 2 if encoding != "utf-8" else 1  # the limit counts a record's bytes in the file: UTF-16 has two per byte here
+    width = 2 if encoding != "utf-8" else 1  # the limit counts bytes in the file (UTF-16: two a character)
     kept = [r if len(r) * width <= spec.csv.max_record_bytes else b"" for r in records]
     want = b"".join(r + eol for r in kept)
     if records and not final and kept[-1] == records[-1]:

@@ -535,7 +535,10 @@ def utf16_case(draw: st.DrawFn, spec: str, encoding: str, header: bytes, base: l
             text = line.raw.decode("utf-8", "replace")
             raw = (text.replace("\r", "\n") if cr_file else text).encode(codec)
             junk = draw(st.lists(st.sampled_from(UTF16_JUNK), max_size=2))
-            raw = b"".join(junk[:1]) + raw + b"".join(junk[1:]) if junk and draw(st.booleans()) else raw + b"".join(junk)
+            if junk and draw(st.booleans()):  # one piece before the text, the other after it
+                raw = junk[0] + raw + b"".join(junk[1:])
+            else:
+                raw += b"".join(junk)
             while term in raw:
                 raw = raw.replace(term, b"")
             memo[id(line)] = raw

@@ -1022,7 +1022,8 @@ def test_csv_quoted_line_breaks_accepted(value, expected):
         ),
         (
             "csv: {separator: ';'}\n",
-            "csv.separator: unknown field (allowed: delimiter, encoding, header, line_end, max_record_bytes, quoted_line_breaks)",
+            "csv.separator: unknown field (allowed: delimiter, encoding, header, line_end, max_record_bytes, "
+            "quoted_line_breaks)",
         ),
         (
             "csv: {quoted_line_breaks: true, encoding: klingon}\n",

@@ -29,8 +29,8 @@ import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
-from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES, used_column_sizes
+from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
 from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.plan import Plan
