@@ -170,25 +170,31 @@ def utf16_lines(data: bytes, codec: str, eol: bytes) -> bytes:
     like a line end across two code units split a record of an honest file there (docs/spec.md, "CSV dialects"
     names which characters do)."""
     term = eol.decode("ascii").encode(codec)
-    parts = data.split(term)
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    odd = np.flatnonzero(lengths & 1).tolist()
-    if not odd:
-        # every record has whole code units, so each starts at an even offset: decoded in one go, they read as each
-        # on its own (a lone surrogate next to a line end is U+FFFD either way, and the line end stays a line end)
-        return data.decode(codec, "replace").encode("utf-8")
-    starts = np.concatenate(([0], np.cumsum(lengths + len(term))[:-1])).tolist()
     text = eol.decode("ascii")
+    # the two bytes at every odd offset, as one number: a line end there puts a record off the even offsets
+    pairs = (len(data) - 1) // 2
+    at_odd = np.frombuffer(data, dtype="<u2", offset=1, count=pairs) if pairs else np.zeros(0, dtype="<u2")
+    if not np.any(at_odd == int.from_bytes(term, "little")):
+        # every line end lies at an even offset, so every record but the last has whole code units and starts at
+        # an even offset: decoded in one go, the records read as each on its own (a lone surrogate next to a line end
+        # is U+FFFD either way, the line end stays a line end, and an odd last byte is U+FFFD at the very end)
+        return data.decode(codec, "replace").encode("utf-8")
+    view = np.frombuffer(data, dtype=np.uint8)
+    # the line ends: every occurrence of the two bytes (they cannot overlap: 0A 00 and 00 0A do not self-overlap)
+    ends = np.flatnonzero((view[:-1] == term[0]) & (view[1:] == term[1]))
+    starts = np.concatenate(([0], ends + 2))
+    stops = np.append(ends, len(data))
+    odd = np.flatnonzero((stops - starts) & 1).tolist()
     out: list[str] = []
     run = 0  # the first record of the run of whole-code-unit records not yet decoded
     for i in odd:
         if i > run:
             out.append(data[starts[run] : starts[i]].decode(codec, "replace"))
-        out.append(parts[i].decode(codec, "replace"))
-        if i < len(parts) - 1:
+        out.append(data[starts[i] : stops[i]].decode(codec, "replace"))
+        if i < len(stops) - 1:
             out.append(text)
         run = i + 1
-    if run < len(parts):
+    if run < len(stops):
         out.append(data[starts[run] :].decode(codec, "replace"))
     return "".join(out).encode("utf-8")
 
