@@ -172,7 +172,7 @@ def utf16_lines(data: bytes, codec: str, eol: bytes) -> bytes:
     term = eol.decode("ascii").encode(codec)
     text = eol.decode("ascii")
     # the two bytes at every odd offset, as one number: a line end there puts a record off the even offsets
-    pairs = (len(data) - 1) // 2
+    pairs = max(0, (len(data) - 1) // 2)
     at_odd = np.frombuffer(data, dtype="<u2", offset=1, count=pairs) if pairs else np.zeros(0, dtype="<u2")
     if not np.any(at_odd == int.from_bytes(term, "little")):
         # every line end lies at an even offset, so every record but the last has whole code units and starts at
