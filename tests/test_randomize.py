@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpcli.errors import SpecError
+from dpcli.errors import InputError, SpecError
 from dpcli.randomize_spec import parse_randomize_spec
 from dpcli.randomized_response import estimate_counts, randomize_keys
 from tests.helpers import run_in_process
@@ -436,6 +436,31 @@ def test_an_empty_cell_of_a_one_column_file_keeps_its_row(tmp_path: Path) -> Non
     path.write_text("colour\nred\n\nblue\n\n", encoding="utf-8")
     (colour,) = read_keys(spec, path)
     assert colour.tolist() == [0, -1, 2, -1]
+
+
+@pytest.mark.parametrize("fmt", ["csv.gz", "csv.zst"])
+def test_randomize_reads_a_compressed_input(tmp_path: Path, fmt: str) -> None:
+    """Issue 23: the reader was handed no format, so a documented .csv.gz input was refused as "looks
+    gzip-compressed"; it reads as its plain text does, within --max-input-bytes of decompressed text."""
+    import gzip
+
+    import zstandard
+
+    from dpcli.randomize import read_keys
+
+    spec = setup(tmp_path)
+    data = (tmp_path / "people.csv").read_bytes()
+    packed = tmp_path / f"people.{fmt}"
+    packed.write_bytes(gzip.compress(data) if fmt == "csv.gz" else zstandard.ZstdCompressor().compress(data))
+    code, err = dpcli(tmp_path, "randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-i", packed,
+                      "-o", tmp_path / "rr.csv")
+    assert code == 0, err
+    assert pl.read_csv(tmp_path / "rr.csv", infer_schema=False).height == len(ROWS)
+    plain_keys = read_keys(parse_randomize_spec(SPEC.format(epsilon="100")), tmp_path / "people.csv")
+    packed_keys = read_keys(parse_randomize_spec(SPEC.format(epsilon="100")), packed, fmt)
+    assert [k.tolist() for k in packed_keys] == [k.tolist() for k in plain_keys]
+    with pytest.raises(InputError, match="decompresses to more than the input cap"):
+        read_keys(parse_randomize_spec(SPEC.format(epsilon="100")), packed, fmt, len(data) - 1)
 
 
 def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Path) -> None:
