@@ -404,8 +404,9 @@ class CsvSource:
             if len(pending) - open_at > limit:
                 if open_at:
                     yield drop_long_records(bytes(pending[:open_at]), term, limit)
-                done = not self._skip_record(pending[open_at:], term)
-                pending = bytearray(term) + (self._after_skip if not done else b"")
+                after = self._skip_record(pending[open_at:], term)
+                done = after is None
+                pending = bytearray(term) + (after or b"")  # the long record as an empty one, then what follows
                 continue
             cut = len(pending) if done else open_at
             if cut and (len(pending) >= chunk_bytes or done):
@@ -414,19 +415,18 @@ class CsvSource:
         if pending:
             yield drop_long_records(bytes(pending), term, limit)
 
-    def _skip_record(self, seen: bytearray, term: bytes) -> bool:
-        """Read past the end of a record too long to read, holding at most a block of it: True when it has a line
-        end (what follows it is ``self._after_skip``), False when the stream ended first."""
+    def _skip_record(self, seen: bytearray, term: bytes) -> bytes | None:
+        """Read past the end of a record too long to read, holding at most a block of it: what follows its line end,
+        or None when the stream ends first."""
         carry = bytes(seen[-(len(term) - 1) :]) if len(term) > 1 else b""
         while True:
             block = self._read_decoded(CHUNK_BYTES)
             if not block:
-                return False
+                return None
             data = carry + block
             at = data.find(term)
             if at >= 0:
-                self._after_skip = data[at + len(term) :]
-                return True
+                return data[at + len(term) :]
             carry = data[-(len(term) - 1) :] if len(term) > 1 else b""
 
 
