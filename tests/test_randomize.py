@@ -475,3 +475,21 @@ def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Pat
     assert summary["rows"] == len(ROWS) and summary["epsilon_spent"] == "100" and summary["output"] == "-"
     assert hashlib.sha256(r.stdout).hexdigest() == summary["output_sha256"] == ledger(tmp_path)[-1]["output_sha256"]
     assert r.stdout.decode().splitlines()[0] == "colour,smoker"
+
+
+def test_a_utf16_record_with_an_odd_byte_count_shifts_no_later_row(tmp_path: Path) -> None:
+    """Issue 23 (1): randomize reads through the release's reader, so a UTF-16 record of an odd number of bytes is
+    its own row (its cells missing) and every later row keeps its keys and its position."""
+    from dpcli.randomize import read_keys
+
+    text = SPEC.format(epsilon="2").replace("columns:\n", "csv: {encoding: utf-16-le}\ncolumns:\n", 1)
+    spec = parse_randomize_spec(text)
+    honest = [f"{a},{c},{s}\n".encode("utf-16-le") for c, s, a in ROWS]
+    path = tmp_path / "people.csv"
+    path.write_bytes("age,colour,smoker\n".encode("utf-16-le") + honest[0] + b"7" + "\n".encode("utf-16-le")
+                     + b"".join(honest[1:]))
+    colour, smoker = read_keys(spec, path)
+    write_input(tmp_path)
+    plain_colour, plain_smoker = read_keys(parse_randomize_spec(SPEC.format(epsilon="2")), tmp_path / "people.csv")
+    assert colour.tolist() == [plain_colour[0], -1, *plain_colour[1:]]
+    assert smoker.tolist() == [plain_smoker[0], -1, *plain_smoker[1:]]
