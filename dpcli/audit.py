@@ -653,7 +653,8 @@ class _Engine:
 
     def one_record(self, row: Row) -> bool:
         """The row's bytes hold no line end of the file (UTF-16: its code unit at any offset), so it is one record."""
-        return self.term not in self._line(row) and (self.codec.startswith("utf-16") or b"\n" not in self._line(row))
+        line = self._line(row)
+        return self.term not in line and (self.codec.startswith("utf-16") or b"\n" not in line)
 
     def _run(self, person: Person | None, path: Path) -> list[ExactStatistic]:
         # the candidate's rows first: a record whose bytes reached the records after it would show there

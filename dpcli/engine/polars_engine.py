@@ -272,8 +272,8 @@ def aggregate(
     ``input_format``: csv, csv.gz, csv.zst, parquet or arrow (None: the spec's ``input_format:``, else from the
     extension). ``on_bytes(read, total)`` hears the progress of the reading in bytes of the file. ``secret``: a
     person-level release's 32-byte secret (``dpcli.engine.persons``); None draws a fresh one. ``max_input_bytes``:
-    the cap on a compressed input's decompressed size (InputError, exit 3, past it: the engine reads before the
-    spend)."""
+    the cap on a compressed input's decompressed size, and on a Parquet file's used columns decompressed
+    (InputError, exit 3, past it: the engine reads before the spend)."""
     path = Path(path)
     spec = plan.spec
     fmt = input_format_of(path, input_format, spec.input_format)
