@@ -73,7 +73,6 @@ only ``rho`` is audited at δ = ``ASSUMED_DELTA`` (the report says so).
 
 from __future__ import annotations
 
-import csv
 import decimal
 import itertools
 import math
@@ -141,6 +140,24 @@ EVIDENCE_NOTE = (
 )
 
 Row = tuple[str, ...]  # one candidate CSV row, in the spec's column order
+
+
+class RawCell(str):
+    """A candidate cell written as these bytes, as they are (unquoted, not encoded): byte-level hostility a writer
+    could never produce (an odd number of bytes in UTF-16, a code unit or sequence not valid in the encoding, a stray
+    quote). Its text, shown in the report, names the bytes."""
+
+    raw: bytes
+
+    def __new__(cls, raw: bytes) -> RawCell:
+        cell = super().__new__(cls, f"<bytes {raw.hex(' ')}>")
+        cell.raw = raw
+        return cell
+
+
+# Raw bytes tried in every column of every candidate row set, whatever the encoding (each must stay one record: a
+# byte string that would hold the file's line end, in some encoding, is left out there; see _Engine.one_record)
+HOSTILE_BYTES = (b"\xff", b"\xc3", b'"', b'"x', b'x"y', b"\xd8", b"\x00\xd8", b"\xd8\x00", b"\xdc\x00\xd8", b"\x00")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -593,6 +610,7 @@ class _Engine:
             self.base_row = (*base, PERSON_ID)
             self.base_rows = [(*row, f"{BASE_ID}-{j}") for j, row in enumerate([base] * BASE_ROWS + shared)]
         self.files = 0
+        self._dialect()
         self.base = self._run(None, self._name())
         self.deltas: dict[Person, Delta] = {}
         self.open = [sp.selection is not None for sp in plan.statistics]
@@ -607,13 +625,46 @@ class _Engine:
         self.files += 1
         return self.folder / f"{self.files}.csv"
 
+    def _dialect(self) -> None:
+        """How candidate files are written: in the spec's dialect (``csv:``), so that the engine reads them as it
+        reads the spec's input: its delimiter, encoding (UTF-16 with a BOM for ``utf-16``), header line or declared
+        field names, and line end."""
+        dialect = self.plan.spec.csv
+        self.delimiter = dialect.delimiter
+        self.codec = {"utf-16": "utf-16-le"}.get(dialect.encoding, dialect.encoding)
+        self.bom = b"\xff\xfe" if dialect.encoding == "utf-16" else b""
+        self.eol = "\r" if dialect.line_end == "cr" else "\n"
+        self.term = self.eol.encode(self.codec)
+        names = self.plan.spec.field_names
+        self.fields = list(names) if names is not None else list(self.header)
+        self.header_line = None if names is not None else self._line(tuple(self.header), self.header)
+
+    def _line(self, row: Row, fields: list[str] | None = None) -> bytes:
+        """One record's bytes, line end excluded: its fields in the file's order (a field the audit does not fill
+        is empty), quoted where a writer would quote them; a RawCell's bytes as they are."""
+        values = dict(zip(self.header, row, strict=True)) if fields is None else dict(zip(fields, row, strict=True))
+        out = []
+        for name in self.fields if fields is None else fields:
+            text = values.get(name, "")
+            if isinstance(text, RawCell):
+                out.append(text.raw)
+                continue
+            if any(ch in text for ch in (self.delimiter, '"', "\r", "\n")):
+                text = '"' + text.replace('"', '""') + '"'
+            # a character the encoding lacks becomes "?" (an undeclared key), as a writer in that encoding would have it
+            out.append(text.encode(self.codec, "replace"))
+        return self.delimiter.encode(self.codec).join(out)
+
+    def one_record(self, row: Row) -> bool:
+        """The row's bytes hold no line end of the file (UTF-16: its code unit at any offset), so it is one record."""
+        line = self._line(row)
+        return self.term not in line and (self.codec.startswith("utf-16") or b"\n" not in line)
+
     def _run(self, person: Person | None, path: Path) -> list[ExactStatistic]:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(self.header)
-            w.writerows(self.base_rows)
-            if person is not None:
-                w.writerows(person)
+        # the candidate's rows first: a record whose bytes reached the records after it would show there
+        rows = [*(person or ()), *self.base_rows]
+        lines = ([] if self.header_line is None else [self.header_line]) + [self._line(row) for row in rows]
+        path.write_bytes(self.bom + self.term.join(lines) + self.term)
         if self.person is None:
             return aggregate(self.plan, path)
         return aggregate(self.plan, path, secret=AUDIT_SECRET)
@@ -895,6 +946,9 @@ def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]],
     rows = [_set(eng.base_row, eng.index, dict(zip(own, combo, strict=True))) for combo in itertools.product(*choices)]
     # every column alone, the statistic's own ones included (their values left out of a capped product)
     rows += [_set(eng.base_row, eng.index, {c: v}) for c in spec.columns for v in values[c]]
+    # and raw bytes in each column, where they leave the row one record
+    hostile = [_set(eng.base_row, eng.index, {c: RawCell(raw)}) for c in spec.columns for raw in HOSTILE_BYTES]
+    rows += [row for row in hostile if eng.one_record(row)]
     return list(dict.fromkeys(rows))
 
 

@@ -125,7 +125,7 @@ def randomize(
     say("budget available")
 
     with InputFile(source, input_timeout, max_input_bytes) as src:
-        truth = read_keys(spec, src.path)
+        truth = read_keys(spec, src.path, fmt, max_input_bytes)
     rows = len(truth[0]) if truth else 0
     say("input read")
 
@@ -180,7 +180,9 @@ def randomize(
     return Randomized(spec, spend, status, output_path, digest, book.name, release_id, rows)
 
 
-def read_keys(spec: RandomizeSpec, path: Path, fmt: str = "csv") -> list[np.ndarray]:
+def read_keys(
+    spec: RandomizeSpec, path: Path, fmt: str = "csv", max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[np.ndarray]:
     """Each chosen column's declared-key index per record (−1: missing, or undeclared with no rule for it), in input
     order. Records are read by the release's line rules (docs/spec.md, "How lines are read": one physical line is one
     record whatever its bytes, quotes honoured within a line, ragged lines, the header's line ends, encodings and
@@ -193,7 +195,7 @@ def read_keys(spec: RandomizeSpec, path: Path, fmt: str = "csv") -> list[np.ndar
     (found by a byte search) split again in place. Splitting every line in Python instead made the whole call 3.4x
     slower (bench/bench_randomize.py at 299,000 rows: 7.9 s against 2.3 s, same loaded machine)."""
     # CsvSource reads .csv, .quoted_line_breaks and .field_names, which a RandomizeSpec has as a Spec does
-    with reading, CsvSource(path, spec, fmt) as source:  # type: ignore[arg-type]
+    with reading, CsvSource(path, spec, fmt, max_input_bytes=max_input_bytes) as source:  # type: ignore[arg-type]
         layout = source.layout
         names = list(layout.names)
         positions = _positions(spec, path, names)

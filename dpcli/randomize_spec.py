@@ -18,6 +18,7 @@ from typing import Any
 from dpcli.errors import SpecError
 from dpcli.locations import is_ledger_url
 from dpcli.spec import (
+    DEFAULT_MAX_RECORD_BYTES,
     MAX_SPEC_BYTES,
     Column,
     CsvDialect,
@@ -140,6 +141,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
             header=header is True,
             names=header if isinstance(header, tuple) else (None if header is True else tuple(raw_columns)),
             line_end=csv.get("line_end"),
+            max_record_bytes=csv.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
         ),
         input_format=fmt,
     )

@@ -233,7 +233,8 @@ def release(
                 say("input spooled")
             check_input(spec, src.path, input_fmt)
             say("header has every declared column")
-            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes, **chosen)
+            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes,
+                              max_input_bytes=max_input_bytes, **chosen)
             say("exact aggregates computed")
 
     # SIGINT/SIGTERM/SIGHUP wait from the moment the spend is about to be written (under the ledger's lock) until the

@@ -67,6 +67,7 @@ DELIMITERS = (",", ";", "\t", "|", "tab")  # "tab" is "\t" spelled out
 # in it become U+FFFD, so a missing cell); the list is short on purpose: each one is tested.
 ENCODINGS = ("utf-8", "latin-1", "iso-8859-15", "cp1252", "cp1250", "ascii", "utf-16", "utf-16-le", "utf-16-be")
 LINE_ENDS = ("lf", "cr")
+MIN_RECORD_BYTES, MAX_RECORD_BYTES = 1 << 10, 1 << 30  # csv.max_record_bytes: 1 KiB to 1 GiB
 # The output table's columns besides the dimensions (dpcli/output.py lays the table out from these names): a
 # dimension with one of these names would duplicate a header (and make the JSON output ambiguous), so such a column
 # cannot be grouped by or histogrammed. kind, column, bin_low, bin_high: contract 0.3's (what a row is, a bin's
@@ -997,6 +998,11 @@ CSV = Section(
                 "lf (default) or cr: the line end of a file without a header line (with a header, the header "
                 "decides; a declared line_end must then agree)"
             ),
+        ),
+        "max_record_bytes": Whole(
+            MIN_RECORD_BYTES, MAX_RECORD_BYTES,
+            "the longest record read as what it holds (default 1048576): a longer one is an empty record, all its "
+            "cells missing, never held whole; in a Parquet/Arrow input, a longer string is missing",
         ),
         "quoted_line_breaks": Choice(
             BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,

@@ -397,3 +397,66 @@ def test_release_of_a_columnar_file_end_to_end(tmp_path: Path, writer: str) -> N
     assert r.returncode == 3
     assert b"declared column(s) missing from the schema: sex" in r.stderr
     assert SECRET.encode() not in r.stderr + r.stdout
+
+
+# Issue 23 (5): a Parquet or Arrow file can carry one huge, compressible string in one row. Its decompressed sizes are
+# public (the footer and page headers state them): past the input cap, or with a page over MAX_PAGE_BYTES in a used
+# column, a Parquet file is exit 3 before anything is read or spent; a string longer than csv.max_record_bytes is a
+# missing cell.
+LONG_STRING_SPEC = """\
+version: 1
+dataset: t
+privacy: {epsilon: 1}
+csv: {max_record_bytes: 1024}
+columns:
+  k: {type: category, categories: [a, b], other: b}
+  n: {type: int, bounds: [0, 9]}
+statistics:
+  - {name: c, kind: count, by: [k]}
+  - {name: s, kind: sum, column: n}
+"""
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_a_string_longer_than_max_record_bytes_is_missing(tmp_path: Path, fmt: str) -> None:
+    frame = pl.DataFrame(
+        {"k": ["a", "a" * 1025, "b", "x" * 1024, "y" * 5000], "n": ["1", " " * 2000 + "2", "3", "4", "5"]}
+    )
+    path = tmp_path / f"d.{fmt}"
+    frame.write_parquet(path) if fmt == "parquet" else frame.write_ipc(path, compression="zstd")
+    exact = aggregate(make_plan(parse_spec(LONG_STRING_SPEC)), path)
+    # "x" * 1024 is at the limit: an undeclared key, counted under b; "a" * 1025 and "y" * 5000 are missing
+    assert exact[0].counts.tolist() == [1, 2]
+    assert exact[1].sums is not None and exact[1].sums.tolist() == [1 + 3 + 4 + 5]
+
+
+def test_parquet_columns_that_decompress_past_the_input_cap_are_exit_3_before_the_spend(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(LONG_STRING_SPEC.replace("csv: {max_record_bytes: 1024}\n", ""))
+    data = tmp_path / "d.parquet"
+    pl.DataFrame({"k": [f"a{i}" for i in range(200_000)], "n": ["1"] * 200_000}).write_parquet(data)
+    ledger = tmp_path / "l.jsonl"
+    assert run_in_process("budget", "set", "t", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    before = ledger.read_bytes()
+    out = tmp_path / "o.csv"
+    done = run_in_process("release", spec, "--input", data, "--ledger", ledger, "-o", out, "--max-input-bytes", "1M")
+    assert done.returncode == 3, done.stderr
+    assert "its used columns decompress to more than the input cap (1048576 bytes): nothing was spent" in \
+        done.stderr.decode()
+    assert ledger.read_bytes() == before and not out.exists()
+    assert run_in_process("release", spec, "--input", data, "--ledger", ledger, "-o", out).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_parquet_page_over_the_page_limit_is_exit_3_before_anything_is_read(tmp_path: Path) -> None:
+    """One row's 400 MB string compresses to a few hundred KB; polars would decompress its page whole."""
+    path = tmp_path / "d.parquet"
+    pl.DataFrame({"k": ["a", "x" * 400_000_000, "b"], "n": ["1", "2", "3"]}).write_parquet(path, compression="zstd")
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(InputError, match=r"holds a page over 64 MiB uncompressed in a used column: nothing was spent"):
+        aggregate(make_plan(parse_spec(LONG_STRING_SPEC)), path)
+    # a release that does not use the column reads the file
+    spec = LONG_STRING_SPEC.replace("  - {name: c, kind: count, by: [k]}\n", "").replace(
+        "  k: {type: category, categories: [a, b], other: b}\n", "")
+    sums = aggregate(make_plan(parse_spec(spec)), path)[0].sums
+    assert sums is not None and sums.tolist() == [6]

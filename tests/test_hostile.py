@@ -438,8 +438,11 @@ LENIENT_CASES = [
     ),
     ("cr_only", b"age,income,sex\r1,2,F\r3,4,M\r", b"age,income,sex\n1,2,F\n3,4,M\n"),
     ("nul_in_a_cell", b"age,income,sex\n3\x00,4,M\n1,2,F\x00\n", b"age,income,sex\n,4,M\n1,2,\n"),
-    ("megabyte_number", b"age,income,sex\n1," + b"9" * (1 << 20) + b",F\n3,4,M\n", b"age,income,sex\n1,,F\n3,4,M\n"),
-    ("megabyte_text", b'age,income,sex,note\n1,2,"' + b"x" * (1 << 20) + b'",n\n', b"age,income,sex,note\n1,2,,n\n"),
+    # a field of almost 1 MiB is a missing cell; a line over csv.max_record_bytes (1 MiB) is an empty record
+    ("long_number", b"age,income,sex\n1," + b"9" * 1_048_000 + b",F\n3,4,M\n", b"age,income,sex\n1,,F\n3,4,M\n"),
+    ("long_text", b'age,income,sex,note\n1,2,"' + b"x" * 1_048_000 + b'",n\n', b"age,income,sex,note\n1,2,,n\n"),
+    ("megabyte_number", b"age,income,sex\n1," + b"9" * (1 << 20) + b",F\n3,4,M\n", b"age,income,sex\n\n3,4,M\n"),
+    ("megabyte_text", b'age,income,sex,note\n1,2,"' + b"x" * (1 << 20) + b'",n\n', b"age,income,sex,note\n\n"),
     ("blank_line_is_an_empty_row", b"age,income,sex\n1,2,F\n\n3,4,M\n", b"age,income,sex\n1,2,F\n,,\n3,4,M\n"),
     ("header_only_no_newline", b"age,income,sex", b"age,income,sex\n"),
 ]

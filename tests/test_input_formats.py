@@ -227,6 +227,50 @@ def test_declared_encodings_read_like_utf8(tmp_path: Path, encoding: str) -> Non
         assert aggregate(make_plan(parse_spec(spec)), other)[0].counts.tolist() == [0, 0, 0]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-16"])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_utf16_record_with_an_odd_byte_count_leaves_every_later_record_alone(
+    tmp_path: Path, encoding: str, compressed: bool
+) -> None:
+    """Issue 23 (1): 50 records and one record of one byte counted 1 (the stream was decoded before it was cut into
+    lines, so every record after the odd one was read a byte off and merged). Each record now ends at its own line
+    end's code unit and is decoded on its own: 51 records, the 50 read as before, the odd one's cell missing."""
+    codec = {"utf-16": "utf-16-le"}.get(encoding, encoding)
+    spec = (
+        f"version: 1\ndataset: e\nprivacy: {{epsilon: 1}}\ncsv: {{encoding: {encoding}}}\ncolumns:\n"
+        "  age: {type: int, bounds: [0, 99]}\nstatistics:\n  - {name: n, kind: count}\n"
+        "  - {name: a, kind: sum, column: age}\n"
+    )
+    head = ("\ufeff" if encoding == "utf-16" else "") + "age\n"
+    honest = [f"{i}\n".encode(codec) for i in range(50)]
+    for odd in (b"1", b"7\x00\x00", b"\x00\xd8", b"\x0a"):
+        data = head.encode(codec) + b"".join(honest[:25]) + odd + "\n".encode(codec) + b"".join(honest[25:])
+        path = tmp_path / ("o.csv.gz" if compressed else "o.csv")
+        path.write_bytes(gzip.compress(data) if compressed else data)
+        got = aggregate(make_plan(parse_spec(spec)), path)
+        assert got[0].counts.tolist() == [51], odd
+        assert got[1].sums is not None and int(got[1].sums.sum()) == sum(range(50)), odd
+
+
+UTF16_BYTES = st.lists(
+    st.sampled_from([b"\x00", b"\n", b"\r", b"a", b"\xd8", b"\xdc", b"\xff", b"\x0a\x00", b"\x00\x0a"])
+)
+
+
+@given(parts=UTF16_BYTES, codec=st.sampled_from(["utf-16-le", "utf-16-be"]), eol=st.sampled_from([b"\n", b"\r"]))
+@settings(max_examples=200, deadline=None)
+def test_utf16_records_are_decoded_each_on_its_own(parts: list[bytes], codec: str, eol: bytes) -> None:
+    """The definition of a UTF-16 record (docs/spec.md, "CSV dialects"): the bytes up to the line end's code unit
+    found at any offset, decoded from their own first byte. The fast path (records of whole code units decoded in
+    one go) must agree with it."""
+    from dpcli.engine.source import utf16_lines
+
+    data = b"".join(parts)
+    term = eol.decode().encode(codec)
+    want = eol.join(r.decode(codec, "replace").encode("utf-8") for r in data.split(term))
+    assert utf16_lines(data, codec, eol) == want
+
+
 def test_bytes_invalid_in_the_declared_encoding_are_missing_cells(tmp_path: Path) -> None:
     spec = (
         "version: 1\ndataset: e\nprivacy: {epsilon: 1}\ncsv: {encoding: ascii}\ncolumns:\n"
@@ -401,3 +445,95 @@ def test_check_reads_the_input_as_declared(tmp_path: Path, plain: tuple[Path, li
     )
     bad = run_in_process("check", spec, "--input", path, "--input-format", "xlsx")
     assert bad.returncode == 2
+
+
+# Issue 23 (5): one record set a compressed input's memory and time (a 400 MB line in a .gz: 4.2 GB, 31 s). A record
+# longer than csv.max_record_bytes is an empty record (all its cells missing), never held whole; a compressed input's
+# decompressed size is capped by --max-input-bytes, checked while it is read, before the spend.
+LONG_SPEC = """\
+version: 1
+dataset: long
+privacy: {epsilon: 1}
+csv: {max_record_bytes: 1024%s}
+columns:
+  age: {type: int, bounds: [0, 99]}
+  sex: {type: category, categories: [a, b]}
+statistics:
+  - {name: n, kind: count}
+  - {name: by_sex, kind: count, by: [sex]}
+  - {name: ages, kind: sum, column: age}
+"""
+
+
+def _encoded(records: list[bytes], eol: bytes, final: bool, fmt: str, encoding: str) -> bytes:
+    body = eol.join([b"age,sex", *records]) + (eol if final else b"")
+    if encoding != "utf-8":
+        body = body.decode().encode(encoding)
+    if fmt == "csv.gz":
+        return gzip.compress(body, mtime=0)
+    if fmt == "csv.zst":
+        return zstandard.ZstdCompressor().compress(body)
+    return body
+
+
+@given(
+    records=st.lists(
+        st.one_of(
+            st.sampled_from([b"1,a", b"2,b", b"", b'3,"a', b"x"]),
+            st.tuples(st.sampled_from([b"4,a", b'5,"b']), st.integers(900, 2600)).map(lambda t: t[0] + b"y" * t[1]),
+        ),
+        max_size=12,
+    ),
+    eol=st.sampled_from([b"\n", b"\r"]),
+    final=st.booleans(),
+    fmt=st.sampled_from(["csv", "csv.gz", "csv.zst"]),
+    encoding=st.sampled_from(["utf-8", "utf-16-le"]),
+    chunk_bytes=st.sampled_from([7, 600, 1500, 5000]),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_record_over_max_record_bytes_is_an_empty_record(
+    tmp_path: Path, records: list[bytes], eol: bytes, final: bool, fmt: str, encoding: str, chunk_bytes: int
+) -> None:
+    """Every record over the limit (its bytes in the file, decompressed) reads as an empty line, wherever the chunks
+    are cut, terminated or not; every other record as it is."""
+    spec = parse_spec(LONG_SPEC % ("" if encoding == "utf-8" else f", encoding: {encoding}"))
+    path = tmp_path / f"r.{fmt}"
+    path.write_bytes(_encoded(records, eol, final, fmt, encoding))
+    width = 2 if encoding != "utf-8" else 1  # the limit counts bytes in the file (UTF-16: two a character)
+    kept = [r if len(r) * width <= spec.csv.max_record_bytes else b"" for r in records]
+    want = b"".join(r + eol for r in kept)
+    if records and not final and kept[-1] == records[-1]:
+        want = want[: -len(eol)]  # the last record keeps its lack of a line end (an empty one gets one)
+    with CsvSource(path, spec, fmt) as source:
+        got = b"".join(source.chunks(chunk_bytes))
+    assert got == want
+
+
+def test_a_long_record_counts_once_with_its_cells_missing(tmp_path: Path) -> None:
+    short = [b"1,a", b"2,b", b"3,a"]
+    for fmt in ("csv", "csv.gz"):
+        path = tmp_path / f"l.{fmt}"
+        path.write_bytes(_encoded([short[0], b"50,b," + b"z" * 5000, *short[1:], b'60,"a' + b"z" * 3000], b"\n",
+                                  False, fmt, "utf-8"))
+        exact = aggregate(make_plan(parse_spec(LONG_SPEC % "")), path)
+        assert exact[0].counts.tolist() == [5]
+        assert exact[1].counts.tolist() == [2, 1]
+        assert exact[2].sums is not None and exact[2].sums.tolist() == [6]
+
+
+@pytest.mark.parametrize("fmt", ["csv.gz", "csv.zst"])
+def test_a_compressed_input_past_the_input_cap_is_exit_3_before_the_spend(tmp_path: Path, fmt: str) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text((LONG_SPEC % "").replace("csv: {max_record_bytes: 1024}\n", ""))
+    data = tmp_path / f"d.{fmt}"
+    data.write_bytes(_encoded([b"1,a"] * 400_000, b"\n", True, fmt, "utf-8"))  # 1.6 MB of text, a few KB packed
+    ledger = tmp_path / "l.jsonl"
+    assert run_in_process("budget", "set", "long", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    before = ledger.read_bytes()
+    out = tmp_path / "o.csv"
+    done = run_in_process("release", spec, "--input", data, "--ledger", ledger, "-o", out, "--max-input-bytes", "1M")
+    assert done.returncode == 3, done.stderr
+    assert "decompresses to more than the input cap (1048576 bytes): nothing was spent" in done.stderr.decode()
+    assert ledger.read_bytes() == before and not out.exists()
+    done = run_in_process("release", spec, "--input", data, "--ledger", ledger, "-o", out, "--max-input-bytes", "2M")
+    assert done.returncode == 0, done.stderr

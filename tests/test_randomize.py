@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpcli.errors import SpecError
+from dpcli.errors import InputError, SpecError
 from dpcli.randomize_spec import parse_randomize_spec
 from dpcli.randomized_response import estimate_counts, randomize_keys
 from tests.helpers import run_in_process
@@ -438,6 +438,31 @@ def test_an_empty_cell_of_a_one_column_file_keeps_its_row(tmp_path: Path) -> Non
     assert colour.tolist() == [0, -1, 2, -1]
 
 
+@pytest.mark.parametrize("fmt", ["csv.gz", "csv.zst"])
+def test_randomize_reads_a_compressed_input(tmp_path: Path, fmt: str) -> None:
+    """Issue 23: the reader was handed no format, so a documented .csv.gz input was refused as "looks
+    gzip-compressed"; it reads as its plain text does, within --max-input-bytes of decompressed text."""
+    import gzip
+
+    import zstandard
+
+    from dpcli.randomize import read_keys
+
+    spec = setup(tmp_path)
+    data = (tmp_path / "people.csv").read_bytes()
+    packed = tmp_path / f"people.{fmt}"
+    packed.write_bytes(gzip.compress(data) if fmt == "csv.gz" else zstandard.ZstdCompressor().compress(data))
+    code, err = dpcli(tmp_path, "randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-i", packed,
+                      "-o", tmp_path / "rr.csv")
+    assert code == 0, err
+    assert pl.read_csv(tmp_path / "rr.csv", infer_schema=False).height == len(ROWS)
+    plain_keys = read_keys(parse_randomize_spec(SPEC.format(epsilon="100")), tmp_path / "people.csv")
+    packed_keys = read_keys(parse_randomize_spec(SPEC.format(epsilon="100")), packed, fmt)
+    assert [k.tolist() for k in packed_keys] == [k.tolist() for k in plain_keys]
+    with pytest.raises(InputError, match="decompresses to more than the input cap"):
+        read_keys(parse_randomize_spec(SPEC.format(epsilon="100")), packed, fmt, len(data) - 1)
+
+
 def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Path) -> None:
     from tests.helpers import run_dpcli
 
@@ -450,3 +475,21 @@ def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Pat
     assert summary["rows"] == len(ROWS) and summary["epsilon_spent"] == "100" and summary["output"] == "-"
     assert hashlib.sha256(r.stdout).hexdigest() == summary["output_sha256"] == ledger(tmp_path)[-1]["output_sha256"]
     assert r.stdout.decode().splitlines()[0] == "colour,smoker"
+
+
+def test_a_utf16_record_with_an_odd_byte_count_shifts_no_later_row(tmp_path: Path) -> None:
+    """Issue 23 (1): randomize reads through the release's reader, so a UTF-16 record of an odd number of bytes is
+    its own row (its cells missing) and every later row keeps its keys and its position."""
+    from dpcli.randomize import read_keys
+
+    text = SPEC.format(epsilon="2").replace("columns:\n", "csv: {encoding: utf-16-le}\ncolumns:\n", 1)
+    spec = parse_randomize_spec(text)
+    honest = [f"{a},{c},{s}\n".encode("utf-16-le") for c, s, a in ROWS]
+    path = tmp_path / "people.csv"
+    path.write_bytes("age,colour,smoker\n".encode("utf-16-le") + honest[0] + b"7" + "\n".encode("utf-16-le")
+                     + b"".join(honest[1:]))
+    colour, smoker = read_keys(spec, path)
+    write_input(tmp_path)
+    plain_colour, plain_smoker = read_keys(parse_randomize_spec(SPEC.format(epsilon="2")), tmp_path / "people.csv")
+    assert colour.tolist() == [plain_colour[0], -1, *plain_colour[1:]]
+    assert smoker.tolist() == [plain_smoker[0], -1, *plain_smoker[1:]]

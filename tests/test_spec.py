@@ -1023,7 +1023,8 @@ def test_csv_quoted_line_breaks_accepted(value, expected):
         ),
         (
             "csv: {separator: ';'}\n",
-            "csv.separator: unknown field (allowed: delimiter, encoding, header, line_end, quoted_line_breaks)",
+            "csv.separator: unknown field (allowed: delimiter, encoding, header, line_end, max_record_bytes, "
+            "quoted_line_breaks)",
         ),
         (
             "csv: {quoted_line_breaks: true, encoding: klingon}\n",
@@ -1034,6 +1035,7 @@ def test_csv_quoted_line_breaks_accepted(value, expected):
         ("csv: {header: maybe}\n", "csv.header: 'maybe' is not true, false or a list of field names"),
         ("csv: {header: [a, a]}\n", "csv.header[1]: duplicate field name 'a'"),
         ("csv: {line_end: crlf}\n", "csv.line_end: 'crlf' is not one of: lf, cr"),
+        ("csv: {max_record_bytes: 100}\n", "csv.max_record_bytes: the value must be in [1024, 1073741824], got 100"),
         (
             "input_format: xlsx\n",
             "input_format: 'xlsx' is not an input format (one of: csv, csv.gz, csv.zst, parquet, arrow)",

@@ -29,10 +29,12 @@ import polars as pl
 
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
+from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES, used_column_sizes
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
+from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.plan import Plan
-from dpcli.spec import Column, Spec
+from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]
 _FORMAT_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC"}
@@ -98,19 +100,17 @@ def float_text(value: pl.Expr) -> pl.Expr:
     return text.str.replace("NaN", "nan", literal=True)
 
 
-def cell_text(name: str, dtype: pl.DataType) -> pl.Expr | None:
-    """A column's canonical text (what a CSV cell would hold), or None when its type has none (every cell missing)."""
+def cell_text(name: str, dtype: pl.DataType, max_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> pl.Expr | None:
+    """A column's canonical text (what a CSV cell would hold), or None when its type has none (every cell missing).
+    A string longer than ``max_bytes`` (the spec's ``csv.max_record_bytes``) is missing, as a CSV record that long
+    is."""
     value = pl.col(name)
-    if dtype == pl.String():
-        return value
+    if dtype == pl.String() or isinstance(dtype, (pl.Categorical, pl.Enum)):
+        text = value if dtype == pl.String() else value.cast(pl.String())
+        return pl.when(text.str.len_bytes() <= max_bytes).then(text)
     if dtype.is_float():
         return float_text(value)
-    if (
-        isinstance(dtype, (pl.Categorical, pl.Enum))
-        or dtype.is_integer()
-        or dtype.is_decimal()
-        or dtype in (pl.Boolean(), pl.Date())
-    ):
+    if dtype.is_integer() or dtype.is_decimal() or dtype in (pl.Boolean(), pl.Date()):
         return value.cast(pl.String())
     # times, timestamps, durations (no one text a spec could name: unit, zone), binary (polars cannot decode it
     # lossily, and a failed decode would end the run on one cell's bytes), nested and all-null columns
@@ -123,7 +123,7 @@ def parse_number(text: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     return text.str.strip_chars_start(" \t").cast(dtype, strict=False)
 
 
-def typed_column(column: Column, dtype: pl.DataType) -> pl.Expr:
+def typed_column(column: Column, dtype: pl.DataType, max_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> pl.Expr:
     """One used column of a typed file as the engine takes it (Int64, Float64 or String), null when missing."""
     name = column.name
     if column.type == "int" and dtype.is_integer():
@@ -131,7 +131,7 @@ def typed_column(column: Column, dtype: pl.DataType) -> pl.Expr:
     if column.type == "float" and (dtype.is_integer() or dtype.is_float()):
         return pl.col(name).cast(pl.Float64())  # exact or correctly rounded, as the parse of its text is
     target: pl.DataType = {"int": pl.Int64(), "float": pl.Float64()}.get(column.type, pl.String())
-    text = cell_text(name, dtype)
+    text = cell_text(name, dtype, max_bytes)
     if text is None:
         return pl.lit(None, dtype=target).alias(name)
     if column.type in ("int", "float"):
@@ -147,9 +147,10 @@ def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str], id_field: str 
     schema = frame.collect_schema()
     # with_columns, not select: a column without text is a null literal, which a select of literals alone would
     # broadcast to one row, where with_columns gives it the frame's height
-    columns = [typed_column(spec.columns[name], schema[name]) for name in used]
+    longest = spec.csv.max_record_bytes
+    columns = [typed_column(spec.columns[name], schema[name], longest) for name in used]
     if id_field is not None:
-        text = cell_text(id_field, schema[id_field])
+        text = cell_text(id_field, schema[id_field], longest)
         columns.append((pl.lit(None, dtype=pl.String()) if text is None else text).alias(ID_COLUMN))
         used = [*used, ID_COLUMN]
     return frame.with_columns(columns).select(used)
@@ -158,6 +159,27 @@ def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str], id_field: str 
 def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str], id_field: str | None = None) -> pl.DataFrame:
     """``typed_frame`` on a batch in memory (a Spark partition, a chunk): the same rules."""
     return typed_frame(batch.lazy(), spec, used, id_field).collect()
+
+
+def check_sizes(path: Path, fmt: ColumnarFormat, used: Iterable[str], max_input_bytes: int) -> None:
+    """A Parquet file's used columns, decompressed, within the input cap and its pages within MAX_PAGE_BYTES, from
+    its footer and page headers (public sizes, as the file's is), before any value is read: InputError (exit 3)
+    otherwise. An Arrow IPC file's record batches are not measured (docs/spec.md says what that leaves)."""
+    if fmt != "parquet":
+        return
+    sizes = used_column_sizes(path, used)
+    if sizes.uncompressed > max_input_bytes:
+        raise InputError(
+            f"input {path}: its used columns decompress to more than the input cap ({max_input_bytes} bytes): "
+            "nothing was spent",
+            hint="raise --max-input-bytes",
+        )
+    if sizes.largest_page > MAX_PAGE_BYTES:
+        raise InputError(
+            f"input {path} holds a page over {MAX_PAGE_BYTES >> 20} MiB uncompressed in a used column: nothing was "
+            "spent",
+            hint="write the file with smaller pages (or drop the long values)",
+        )
 
 
 # -- bounded memory: the streaming engine or nothing -----------------------------------------------------------------
@@ -189,9 +211,12 @@ def collect_columnar(
     spec: Spec,
     used: list[str],
     queries: Callable[[pl.LazyFrame], list[pl.LazyFrame]],
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> list[pl.DataFrame]:
     """The engine's ``queries`` over a Parquet/Arrow IPC file, on the streaming engine (bounded memory)."""
-    frame = typed_frame(scan_columnar(path, fmt, spec.columns.keys()), spec, used)
+    scan = scan_columnar(path, fmt, spec.columns.keys())
+    check_sizes(path, fmt, used, max_input_bytes)
+    frame = typed_frame(scan, spec, used)
     planned = queries(frame)
     check_streaming(planned)
     try:
@@ -213,10 +238,13 @@ def person_rows(frame: pl.LazyFrame, persons: PersonRows) -> None:
         persons.add(batch)
 
 
-def person_rows_columnar(path: Path, fmt: ColumnarFormat, spec: Spec, persons: PersonRows) -> None:
+def person_rows_columnar(
+    path: Path, fmt: ColumnarFormat, spec: Spec, persons: PersonRows, max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> None:
     """A person-level release over a Parquet/Arrow IPC file: its rows, typed as every input's, to ``persons``."""
     scan = scan_columnar(path, fmt, spec.columns.keys())
     check_id_field(path, scan.collect_schema().names(), spec, "schema")
+    check_sizes(path, fmt, [*used_columns(spec), *([spec.id_column] if spec.id_column else [])], max_input_bytes)
     frame = typed_frame(scan, spec, used_columns(spec), spec.id_column)
     try:
         person_rows(frame, persons)

@@ -46,6 +46,7 @@ from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_f
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
+from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.plan import Plan
 from dpcli.spec import Spec
 
@@ -264,12 +265,15 @@ def aggregate(
     input_format: str | None = None,
     on_bytes: OnBytes | None = None,
     secret: bytes | None = None,
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order: the input read once, in chunks.
 
     ``input_format``: csv, csv.gz, csv.zst, parquet or arrow (None: the spec's ``input_format:``, else from the
     extension). ``on_bytes(read, total)`` hears the progress of the reading in bytes of the file. ``secret``: a
-    person-level release's 32-byte secret (``dpcli.engine.persons``); None draws a fresh one."""
+    person-level release's 32-byte secret (``dpcli.engine.persons``); None draws a fresh one. ``max_input_bytes``:
+    the cap on a compressed input's decompressed size, and on a Parquet file's used columns decompressed
+    (InputError, exit 3, past it: the engine reads before the spend)."""
     path = Path(path)
     spec = plan.spec
     fmt = input_format_of(path, input_format, spec.input_format)
@@ -279,7 +283,7 @@ def aggregate(
     if fmt in ("parquet", "arrow"):
         if persons is not None:
             with reading:
-                person_rows_columnar(path, fmt, spec, persons)  # type: ignore[arg-type]
+                person_rows_columnar(path, fmt, spec, persons, max_input_bytes)  # type: ignore[arg-type]
             if on_bytes is not None:
                 size = path.stat().st_size
                 on_bytes(size, size)
@@ -288,7 +292,9 @@ def aggregate(
         # file's row count is not bounded by its size
         queries = Queries(plan, pl.Int128())
         with reading:
-            grouped = collect_columnar(path, fmt, spec, used_columns(spec), queries.apply)  # type: ignore[arg-type]
+            grouped = collect_columnar(
+                path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes  # type: ignore[arg-type]
+            )
         if on_bytes is not None:
             size = path.stat().st_size
             on_bytes(size, size)
@@ -296,7 +302,7 @@ def aggregate(
         totals.add([[frame] for frame in grouped])
         return totals.result()
     try:
-        with reading, CsvSource(path, spec, fmt, on_bytes) as source:
+        with reading, CsvSource(path, spec, fmt, on_bytes, max_input_bytes) as source:
             # no warning, no panic text (polars may name or quote what it read): nothing about the data
             check_fields(path, source.header.names, spec)
             if spec.quoted_line_breaks:

@@ -59,7 +59,7 @@ from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, UsageError
 from dpcli.locations import is_url
 from dpcli.plan import Plan
-from dpcli.spec import NUMERIC_KINDS, SQUARED_KINDS, Spec
+from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, NUMERIC_KINDS, SQUARED_KINDS, Spec
 
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'dpcli[spark]'"
@@ -408,9 +408,13 @@ def cell_rows(stats: list[ExactStatistic]) -> Any:
     return cell_table(statistic_frames(stats)).to_batches()
 
 
-def _line_chunks(batches: Iterator[Any], layout: CsvLayout, encoding: str) -> Iterator[bytes]:
+def _line_chunks(
+    batches: Iterator[Any], layout: CsvLayout, encoding: str, max_record: int = DEFAULT_MAX_RECORD_BYTES
+) -> Iterator[bytes]:
     """A partition's lines (Spark's Arrow batches of value, path, start), each file's header dropped by position,
-    joined again with the line end and decoded to UTF-8: chunks of whole lines of about ``_BUFFER_BYTES``."""
+    joined again with the line end and decoded to UTF-8: chunks of whole lines of about ``_BUFFER_BYTES``. A line
+    longer than ``max_record`` bytes is an empty line, as the polars engine reads it (docs/spec.md, "How lines are
+    read"; Hadoop's reader has held it whole by then)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -441,6 +445,9 @@ def _line_chunks(batches: Iterator[Any], layout: CsvLayout, encoding: str) -> It
             values = pc.if_else(bom, stripped, values)
         if len(values) == 0:
             continue
+        too_long = pc.greater(pc.binary_length(values), max_record)
+        if pc.any(too_long).as_py():
+            values = pc.if_else(too_long, pa.scalar(b"", values.type), values)
         lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), layout.eol)
         joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), b"")
         data = joined[0].as_py()
@@ -460,7 +467,7 @@ def partition_cells(plan: Plan, layout: CsvLayout) -> Any:
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         aggregator = _line_aggregator(plan, layout)
-        for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
+        for data in _line_chunks(batches, layout, plan.spec.csv.encoding, plan.spec.csv.max_record_bytes):
             aggregator.add(data)
         yield from cell_rows(aggregator.finish())
 
@@ -473,7 +480,7 @@ def partition_rows(plan: Plan, layout: CsvLayout, schema: Any) -> Any:
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         aggregator = _line_aggregator(plan, layout)
-        for data in _line_chunks(batches, layout, plan.spec.csv.encoding):
+        for data in _line_chunks(batches, layout, plan.spec.csv.encoding, plan.spec.csv.max_record_bytes):
             yield from _arrow_rows(aggregator.rows(data), schema)
 
     return run
