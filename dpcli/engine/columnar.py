@@ -30,7 +30,7 @@ import polars as pl
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
-from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
+from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.plan import Plan
 from dpcli.spec import Column, Spec
 
@@ -67,14 +67,14 @@ def scan_columnar(path: Path, fmt: ColumnarFormat, declared: Iterable[str]) -> p
     return frame
 
 
-def _failure(exc: BaseException, path: Path, what: str) -> InputError | InternalError:
+def _failure(exc: BaseException, path: Path, what: str) -> InputError | InternalError | ResourceError:
     """An error polars raised on a file, as one line that quotes nothing of its message (it could hold a value)."""
     name = type(exc).__name__
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         raise exc
     if name == "PanicException":  # pyo3's, a BaseException: not importable under a stable name
         if "TooManyOpenFiles" in str(exc):
-            return InternalError(TOO_MANY_FILES)
+            return ResourceError(TOO_MANY_FILES)
         return InternalError(f"the columnar reader (polars) failed on input {path} (PanicException); nothing was spent")
     if not isinstance(exc, (pl.exceptions.PolarsError, OSError)):
         raise exc
