@@ -75,6 +75,31 @@ def check_address_space(memory_mb: int) -> None:
         )
 
 
+# File descriptors a release opens at most at once beyond those open when it starts: the ledger, its head and lock,
+# the input (or its spool), the output's temporary file, polars' runtime (an epoll and its wakers). A release of
+# the 200k-row example needed 6 beyond stdin, stdout and stderr; below that, polars panicked starting its threads.
+SPARE_FILES = 10
+
+
+def check_open_files() -> None:
+    """ResourceError (exit 1) when the open-file limit (``ulimit -n``, the soft RLIMIT_NOFILE) leaves fewer than
+    SPARE_FILES descriptors beyond those open now: called before anything is read or spent, instead of a panic in
+    polars' threads or an error that would blame the input or the ledger."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        open_now = len(os.listdir("/proc/self/fd")) - 1  # less the listing's own descriptor
+    except OSError:  # no /proc (or no descriptor left to list it): stdin, stdout and stderr
+        open_now = 3
+    if soft != resource.RLIM_INFINITY and soft < open_now + SPARE_FILES:
+        raise ResourceError(
+            f"too many open files: the open-file limit (ulimit -n) is {soft}, below the {open_now + SPARE_FILES} "
+            f"this release needs ({open_now} open now, plus {SPARE_FILES}); nothing was read or spent",
+            hint="raise `ulimit -n`",
+        )
+
+
 def _cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
