@@ -308,3 +308,93 @@ def test_out_of_file_descriptors_is_one_line_and_spends_nothing(work: Path) -> N
     assert r.returncode in (1, 3, 5), err
     assert "Traceback" not in err and err.rstrip("\n").splitlines()[-1].startswith("dpcli: error: ")
     assert ledger_state(work) == before and not (work / "o.csv").exists()
+
+
+# -- issue 23: process limits and signals from the first instant --------------------------------------------------
+
+
+def test_an_open_file_limit_is_said_as_one_and_spends_nothing(work: Path) -> None:
+    """`ulimit -n 5` ended this release with exit 3 "cannot read input" (an input error, for a limit of the process;
+    `ulimit -n 8` did on a 200k-row file), 6 or 7 that file's with exit 5 "cannot read ledger". Now: exit 1 naming
+    the limit, before anything is read."""
+    import resource
+
+    before = ledger_state(work)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (5, 5))
+
+    r = subprocess.run([sys.executable, "-m", "dpcli", "release", str(work / "spec.yaml"), "-i", str(work / "data.csv"),
+                        "-o", str(work / "o.csv"), "--ledger", str(work / "L.jsonl")],
+                       capture_output=True, env=clean_env({"RUST_BACKTRACE": "0"}), preexec_fn=limit, timeout=60)
+    one_line_error(r, 1, "too many open files", "ulimit -n", "nothing was read or spent")
+    assert ledger_state(work) == before and not (work / "o.csv").exists()
+
+
+# Runs the real entry point (python -m dpcli) and sends itself a signal (argv[1]) as typer is imported: while the
+# command line is still loading, before cli.main runs.
+SIGNAL_WHILE_LOADING = """\
+import os, runpy, sys
+
+signum = int(sys.argv[1])
+
+class SignalOnImport:
+    def find_spec(self, name, path, target=None):
+        if name == "typer":
+            os.kill(os.getpid(), signum)
+        return None
+
+sys.meta_path.insert(0, SignalOnImport())
+sys.argv = ["dpcli", *sys.argv[2:]]
+runpy.run_module("dpcli", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_dpcli_loads_is_one_line_saying_nothing_was_spent(work: Path, signum: int) -> None:
+    """The handlers were installed by cli.main, after typer (and for a release, polars and numpy) were imported: a
+    SIGTERM in that first second killed the run without a word, and a SIGINT printed a traceback."""
+    before = ledger_state(work)
+    r = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING, str(int(signum)), "release",
+                        str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"),
+                        "--ledger", str(work / "L.jsonl")], capture_output=True, env=clean_env(), timeout=60)
+    assert r.stderr.decode() == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
+    assert r.returncode == 128 + signum
+    assert ledger_state(work) == before and not (work / "o.csv").exists()
+
+
+# A polars query whose own function sends SIGINT to the process while the query runs, under dpcli's handlers;
+# argv[1] == "ignored": SIGINT was ignored by the parent (a script's `cmd &`), as dpcli finds it at start.
+SIGINT_DURING_A_POLARS_QUERY = """\
+import os, signal, sys
+from dpcli import signals
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+signals.install()
+import polars as pl
+
+def interrupt(column):
+    os.kill(os.getpid(), signal.SIGINT)
+    return column
+
+query = pl.LazyFrame({"a": list(range(1000))}).select(pl.col("a").map_batches(interrupt, return_dtype=pl.Int64).sum())
+with signals.Held() as hold:
+    hold.hold_from_here()
+    print("query", query.collect().item(), flush=True)
+    try:
+        hold.release()
+        print("released: nothing raised", flush=True)
+    except BaseException as exc:
+        print("released:", type(exc).__name__, flush=True)
+"""
+
+
+@pytest.mark.parametrize("inherited", ["ignored", "handled"])
+def test_polars_native_sigint_handler_never_overrides_dpcli(inherited: str) -> None:
+    """polars installs a native SIGINT handler as it loads (it stops a running query with KeyboardInterrupt): with
+    SIGINT inherited ignored, a query was interrupted anyway (issue 25). dpcli sets each disposition again once
+    polars is loaded: an ignored SIGINT stays ignored, and a held one waits for the end of the held stretch."""
+    r = subprocess.run([sys.executable, "-c", SIGINT_DURING_A_POLARS_QUERY, inherited],
+                       capture_output=True, env=clean_env(), timeout=60)
+    expected = "nothing raised" if inherited == "ignored" else "Interrupted"
+    assert r.stdout.decode() == f"query 499500\nreleased: {expected}\n", (r.stdout, r.stderr.decode()[-500:])
