@@ -398,3 +398,59 @@ def test_polars_native_sigint_handler_never_overrides_dpcli(inherited: str) -> N
                        capture_output=True, env=clean_env(), timeout=60)
     expected = "nothing raised" if inherited == "ignored" else "Interrupted"
     assert r.stdout.decode() == f"query 499500\nreleased: {expected}\n", (r.stdout, r.stderr.decode()[-500:])
+
+
+ROWS_SPEC = """\
+version: 1
+dataset: toy
+privacy: {unit: row, neighbours: add_remove, epsilon: 1}
+columns:
+  age: {type: int, bounds: [0, 100]}
+  sex: {type: category, categories: [F, M]}
+  income: {type: float, bounds: [0, 5000000], precision: 1}
+statistics:
+"""
+LIMIT_RELEASES = {
+    # the issue's 200k-row release
+    "200k rows": ROWS_SPEC + "  - {name: n, kind: count, by: [sex]}\n  - {name: m, kind: mean, column: age}\n",
+    # a 5M-cell histogram, ~429 MB by the documented estimate
+    "5M cells": ROWS_SPEC + "  - {name: h, kind: histogram, column: income, bins: {start: 0, stop: 5000000, step: 1}}\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", sorted(LIMIT_RELEASES))
+def test_under_an_address_space_limit_a_release_runs_or_ends_in_one_line(tmp_path: Path, release: str) -> None:
+    """Under `prlimit --as` between 600 and 1000 MB a 200k-row release aborted in the allocator (SIGABRT, no message)
+    and a 5M-cell histogram too, though under the documented estimate: glibc gave each of polars' threads a 64 MB
+    arena, and Rust aborts on a failed allocation. Now each run either releases (one spend, its output) or ends
+    before anything is read: exit 1, one line naming the limit, the ledger unchanged. Never a signal."""
+    import resource
+
+    from dpcli.ledger import JsonlLedger
+    from tests.helpers import run_in_process
+
+    (tmp_path / "spec.yaml").write_text(LIMIT_RELEASES[release])
+    rows = 200_000 if release == "200k rows" else 1_000
+    (tmp_path / "data.csv").write_text(
+        "age,sex,income\n" + "".join(f"{i % 101},{'FM'[i % 2]},{i * 7919 % 5_000_000}.5\n" for i in range(rows)))
+    r = run_in_process("budget", "set", "toy", "--epsilon", "100", "--ledger", tmp_path / "L.jsonl")
+    assert r.returncode == 0, r.stderr
+    for limit_mb in (600, 700, 800, 900, 1000):
+        spent_before = len([x for x in JsonlLedger(tmp_path / "L.jsonl").records() if x.type == "spend"])
+        (tmp_path / "o.csv").unlink(missing_ok=True)
+
+        def limit(limit_mb: int = limit_mb) -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_mb * 2**20, limit_mb * 2**20))
+
+        # the timeout is a safety net against a hang, not a claim about speed
+        r = subprocess.run([sys.executable, "-m", "dpcli", "release", str(tmp_path / "spec.yaml"), "-i",
+                            str(tmp_path / "data.csv"), "-o", str(tmp_path / "o.csv"), "--ledger",
+                            str(tmp_path / "L.jsonl"), "--quiet"],
+                           capture_output=True, env=clean_env(), preexec_fn=limit, timeout=600)
+        spends = [x for x in JsonlLedger(tmp_path / "L.jsonl").records() if x.type == "spend"]
+        if r.returncode == 0:
+            assert len(spends) == spent_before + 1 and (tmp_path / "o.csv").exists() and r.stderr == b""
+        else:
+            one_line_error(r, 1, "ulimit -v", "nothing was read or spent")
+            assert len(spends) == spent_before and not (tmp_path / "o.csv").exists(), limit_mb
