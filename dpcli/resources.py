@@ -17,13 +17,13 @@ from dpcli.errors import ResourceError, SpentThenFailed
 M_ARENA_MAX = -8  # glibc's <malloc.h>: the most malloc arenas the process may make
 
 # Address space a release maps beyond its memory estimate (dpcli/plan.py, release_cost), with set_allocators() in
-# effect: the interpreter and the libraries' mappings, polars' and its runtime's thread stacks and allocator
-# reservations, and the scan of a large input (chunks of 16 MB, two at a time). Measured as VmPeak of whole `dpcli
-# release` runs (bench/bench_address_space.py): 405 MB for a 14-cell release of 1,000 rows (estimate 201 MB) with one
-# polars thread, 534 MB for the same spec on 2M rows (80 MB) with two, 582 MB for a 5M-cell histogram (estimate 429
-# MB) with two; each polars thread adds ~7.3 MB (three OS threads: its own, tokio's and an executor's).
-ADDRESS_SPACE_BASE_MB = 340
-ADDRESS_SPACE_PER_THREAD_MB = 8
+# effect: the interpreter and the libraries' mappings, the threads' stacks, the allocators' reservations and the scan
+# of the input (chunks of 16 MB, two at a time), of which each polars thread parses its share. VmPeak of whole `dpcli
+# release` runs (bench/bench_address_space.py, 2 CPUs): a 14-cell release (estimate 201 MB) maps 415 MB over 1,000
+# rows and 530 over 2M rows with 2 polars threads, 730 with 8; a 5M-cell histogram (estimate 429 MB) 554 with 2, 732
+# with 8. The smallest limits they ran under with 2 threads: 410, 537 and 565 MB.
+ADDRESS_SPACE_BASE_MB = 300
+ADDRESS_SPACE_PER_THREAD_MB = 32
 
 
 def set_allocators() -> None:
@@ -71,7 +71,7 @@ def check_address_space(memory_mb: int) -> None:
             f"the address-space limit (ulimit -v) is {soft // 2**20} MB, below the {needed} MB this release needs "
             f"(its estimated peak memory, {memory_mb} MB, plus {needed - memory_mb} MB for the libraries, threads "
             "and the input's scan); nothing was read or spent",
-            hint="raise `ulimit -v`, or split the release into smaller ones",
+            hint="raise `ulimit -v`, run fewer polars threads (POLARS_MAX_THREADS), or split the release",
         )
 
 

@@ -414,7 +414,8 @@ LIMIT_RELEASES = {
     # the 200k-row release
     "200k rows": ROWS_SPEC + "  - {name: n, kind: count, by: [sex]}\n  - {name: m, kind: mean, column: age}\n",
     # a 5M-cell histogram, ~429 MB by the documented estimate
-    "5M cells": ROWS_SPEC + "  - {name: h, kind: histogram, column: income, bins: {start: 0, stop: 5000000, step: 1}}\n",
+    "5M cells": ROWS_SPEC
+    + "  - {name: h, kind: histogram, column: income, bins: {start: 0, stop: 5000000, step: 1}}\n",
 }
 
 
