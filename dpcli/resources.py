@@ -35,8 +35,14 @@ def set_allocators() -> None:
     ``ulimit -v 1000000`` ended it in the allocator; with one arena it maps 490 MB. Python and numpy allocate from
     the main thread and polars from jemalloc, so one arena costs no measurable time. jemalloc's background threads
     (4) print a line each time one cannot start (hundreds of thousands of lines under a tight limit); they only
-    return freed pages sooner. A ``_RJEM_MALLOC_CONF`` of the caller's own is kept."""
+    return freed pages sooner. A ``_RJEM_MALLOC_CONF`` (or ``OPENBLAS_NUM_THREADS``) of the caller's own is kept."""
     os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:false")
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+        # numpy's OpenBLAS reserves a buffer per thread as it loads, and when one fails it prints its own line and
+        # ends the process: under an address-space limit, one thread (dpcli's algebra is small)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if sys.platform != "linux":
         return
     import ctypes
@@ -130,5 +136,9 @@ def process_limit(exc: BaseException) -> ResourceError | None:
             return ResourceError(f"{_LIMITS[errno.ENOMEM]}; nothing was spent")
         if isinstance(cause, OSError) and cause.errno in _LIMITS:
             return ResourceError(f"{_LIMITS[cause.errno]}; nothing was spent")
+        if isinstance(cause, ImportError) and any(
+            words in str(cause) for words in ("failed to map segment", "Cannot allocate memory")
+        ):  # the dynamic loader could not map a library (numpy's, polars') under `ulimit -v`
+            return ResourceError(f"{_LIMITS[errno.ENOMEM]}; nothing was spent")
         cause = cause.__cause__ or cause.__context__
     return None

@@ -86,8 +86,14 @@ class _PolarsWatch(MetaPathFinder):
 
 
 class _ThenReassert(Loader):
+    """polars' own loader, which sets the signals again once the package has run; anything else it is asked
+    (``get_resource_reader``, ``is_package``, ...) is the wrapped loader's."""
+
     def __init__(self, loader: Loader) -> None:
         self._loader = loader
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._loader, name)
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
