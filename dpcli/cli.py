@@ -26,6 +26,7 @@ from dpcli.errors import (
     InputError,
     Interrupted,
     LedgerError,
+    ResourceError,
     SpecError,
     SpentThenFailed,
     UsageError,
@@ -198,6 +199,7 @@ def release(
 
     On a terminal a bar shows the bytes of the input read so far, of its size (not with --quiet or --json, nor
     when $CI or $NO_COLOR is set)."""
+    from dpcli import signals
     from dpcli.release import release as run
 
     if verbose and quiet:
@@ -218,14 +220,13 @@ def release(
                 engine=None if engine is None else engine.value, spark_master=spark_master,
                 on_input_bytes=on_input_bytes, sidecar=meta, report=report_path, summary_md=summary_md,
             )
-    except (KeyboardInterrupt, Interrupted) as exc:
-        # release() turns a signal after its spend into exit 5 naming the record: one that escapes came before it
-        exc.dpcli_note = "; nothing was spent"  # type: ignore[union-attr]
-        raise
     except BudgetRefused:
         # no cap here may mean the cap is in the other ledger the environment or the spec names
         _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json, lock_timeout=lock_timeout)
         raise
+    # the release and its output are written (or a paid release's table written again): a signal from here on
+    # changes nothing, so that no exit reads "nothing was spent" after a spend
+    signals.finish()
     if verbose:
         # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
         _progress_printer(f"done in {time.monotonic() - started:.2f} s")
@@ -296,9 +297,11 @@ def randomize(
     """Write a local-DP copy of chosen category/bool columns (k-ary randomized response, ε per record).
 
     One row per input row, in input order, the chosen columns only; neighbours: replace. Spends like a release."""
+    from dpcli import signals
     from dpcli.randomize import randomize as run
 
     result = run(spec, input=input, output=output, ledger=ledger, release_id=release_id, lock_timeout=lock_timeout)
+    signals.finish()  # the file is written: a late signal changes nothing
     status = result.status
     summary = {
         "dataset": result.spec.dataset,
@@ -828,40 +831,69 @@ def main(argv: list[str] | None = None) -> None:
     traceback (it could carry data), whatever is raised: a BaseException such as polars' PanicException included.
 
     Typer runs with standalone_mode=False so that its usage errors come here and are said in the same one line.
-    SIGINT, SIGTERM and SIGHUP become ``Interrupted``; a run they end exits 128 + the signal's number.
+    SIGINT, SIGTERM and SIGHUP become ``Interrupted``; a run they end before the spend exits 128 + the signal's
+    number, saying that nothing was spent (after the spend, the release says which record paid: exit 5). A limit of
+    the process (file descriptors, memory) reached before the spend is a ResourceError (exit 1). Once the outcome is
+    decided, a late signal is ignored (signals.finish), through the interpreter's teardown.
     """
     from dpcli import signals
 
     code = 0
     render.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
     render.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
+    _quiet_warnings()
     signals.install()
     try:
         result = app(args=argv, prog_name="dpcli", standalone_mode=False)
         code = result if isinstance(result, int) else 0
-    except typer.Abort:
-        render.error("interrupted", "interrupted", 130)
-        code = 130
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    except DpcliError as exc:
-        _say_error(exc)
-        code = exc.exit_code
-    except (KeyboardInterrupt, Interrupted) as exc:
-        code = signals.exit_status(exc)
-        render.error(f"interrupted by {signals.signal_name(exc)}{getattr(exc, 'dpcli_note', '')}", "interrupted", code)
-    except BaseException as exc:  # noqa: BLE001 - a bug: say so, without a traceback that might carry data
-        click_code = _click_error(exc)
-        if click_code is not None:
-            code = click_code
-        elif "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
-            render.error(TOO_MANY_FILES)
-            code = 1
-        else:
-            render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
-            code = 1
+    except BaseException as exc:  # noqa: BLE001 - said in one line below, whatever it is
+        signals.finish()  # first: a signal from here on cannot replace this outcome
+        code = _say_outcome(exc)
+    signals.finish(last=True)
     _flush_quietly()
     sys.exit(code)
+
+
+def _quiet_warnings() -> None:
+    """No Python warning reaches stderr: its text names a source file and line, and whether one fires (an overflow in
+    numpy, a polars notice) can depend on the data. Everything dpcli means to say is its own one line; a
+    PYTHONWARNINGS or -W option that would print or raise one is overridden too."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+
+
+def _say_outcome(exc: BaseException) -> int:
+    """One line about ``exc``, which ended the command; its exit code."""
+    from dpcli import signals
+    from dpcli.resources import process_limit
+
+    if isinstance(exc, typer.Abort):
+        render.error("interrupted; nothing was spent", "interrupted", 130)
+        return 130
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if isinstance(exc, (KeyboardInterrupt, Interrupted)):
+        # release() and randomize() turn a signal after their spend into exit 5 naming the record: one that gets
+        # here came before any spend (or in a command that spends nothing)
+        code = signals.exit_status(exc)
+        render.error(f"interrupted by {signals.signal_name(exc)}; nothing was spent", "interrupted", code)
+        return code
+    limit = process_limit(exc)
+    if limit is not None:
+        _say_error(limit)
+        return limit.exit_code
+    if isinstance(exc, DpcliError):
+        _say_error(exc)
+        return exc.exit_code
+    click_code = _click_error(exc)
+    if click_code is not None:
+        return click_code
+    if "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
+        render.error(TOO_MANY_FILES, "resource", 1)
+        return 1
+    render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
+    return 1
 
 
 def _click_error(exc: BaseException) -> int | None:
@@ -892,6 +924,7 @@ def _wants_json(argv: list[str]) -> bool:
 ERROR_KINDS: tuple[tuple[type[DpcliError], str], ...] = (
     (SpecError, "spec"), (UsageError, "usage"), (InputError, "input"), (BudgetRefused, "budget"),
     (SpentThenFailed, "spent_then_failed"), (LedgerError, "ledger"), (AuditFailed, "audit"),
+    (ResourceError, "resource"),
 )
 
 

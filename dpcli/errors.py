@@ -34,8 +34,17 @@ class InternalError(DpcliError):
 
 
 # Out of file descriptors before the spend (`ulimit -n 5`): polars panics starting its threads. Not a bug, and not
-# about the input, spec or ledger: exit 1 with this message (docs/spec.md, "Limits").
+# about the input, spec or ledger: a ResourceError (exit 1) with this message (docs/spec.md, "Runs, paths and
+# failures").
 TOO_MANY_FILES = "too many open files (raise `ulimit -n`): polars cannot start its threads; nothing was spent"
+
+
+class ResourceError(DpcliError):
+    """A limit of the process, not a fault of the input, the spec or the ledger, reached before the spend: out of file
+    descriptors (``ulimit -n``), an address-space limit (``ulimit -v``) below what the release needs, out of memory.
+    Exit 1, like an internal error, but said as what it is; after the spend the same causes are SpentThenFailed."""
+
+    exit_code = 1
 
 
 class UsageError(DpcliError):

@@ -48,6 +48,7 @@ from dpcli.output import (
 from dpcli.paths import Protected, check_release_paths, check_targets, named_path, open_append
 from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
+from dpcli.resources import check_address_space, check_open_files
 from dpcli.spec import Spec, load_spec
 from dpcli.spec_fields import ENGINES, INPUT_FORMATS
 
@@ -154,7 +155,9 @@ def release(
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     plan = make_plan(spec)
-    check_cost(plan)  # over a public size limit (cells, memory estimate): exit 2 before anything is read or spent
+    cost = check_cost(plan)  # over a public size limit (cells, memory estimate): exit 2 before anything is read/spent
+    check_address_space(cost.memory_mb)  # an address-space limit (ulimit -v) too low for it: exit 1, likewise
+    check_open_files()  # and an open-file limit (ulimit -n)
     check_labels(plan)  # the table's labels are made from the spec: any failure there comes before the spend
     if spec.postprocess:  # the finest table's cap of `postprocess: {consistent: true}`, before the spend
         from dpcli.consistency import check_plan

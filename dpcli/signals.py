@@ -7,30 +7,117 @@ delivered when the block ends, so it cannot leave a paid release id without its 
 Until the ledger calls ``Held.hold_from_here`` (under its lock, just before the spend is written), a signal is
 handled at once, so a Ctrl-C during the lock wait ends the run with nothing spent. SIGKILL cannot be held or
 handled; the ledger's own crash safety covers it.
+
+For the command line (``install``): the handlers are the entry point's first act, before typer, polars or numpy are
+imported, so a signal at any moment of a run ends it with one line. Once the run's outcome is decided (a release's
+output written, or the line that ends the run said) ``finish`` ignores the three signals through the interpreter's
+teardown: a late signal can no longer turn a finished release into an exit that reads "nothing was spent".
+polars installs a native SIGINT handler of its own when it is imported (it stops a running query); that handler
+would run during a held stretch and where SIGINT was meant to stay ignored, so each disposition is set again as soon
+as polars is loaded.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from types import FrameType, TracebackType
+from collections.abc import Sequence
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec, PathFinder
+from types import FrameType, ModuleType, TracebackType
 
 from dpcli.errors import Interrupted
 
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+class _Run:
+    """The command line's state: whether ``install`` ran, and whether the run's outcome is decided."""
+
+    installed = False
+    finished = False
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    if not _Run.finished:  # once the outcome is decided, a late signal changes nothing
+        raise Interrupted(signum)
+
+
 def install() -> None:
     """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread (for the CLI; a library caller keeps its own
     handlers, and release() treats KeyboardInterrupt the same way). A signal the parent set to be ignored (nohup,
-    a shell's background job) stays ignored."""
-
-    def raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(signum)
-
+    a shell's background job) stays ignored. Called first by the entry point, and again by ``cli.main``."""
+    _Run.installed, _Run.finished = True, False
     for signum in HELD:
         if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, raise_interrupted)
+            signal.signal(signum, _raise_interrupted)
+    if "polars" in sys.modules:
+        reassert()
+    elif not any(isinstance(finder, _PolarsWatch) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PolarsWatch())
+
+
+def reassert() -> None:
+    """Set each signal's disposition again, as Python holds it, at the operating system: this removes a native
+    handler a library installed behind Python's back (polars' SIGINT handler, which stops a running query with
+    KeyboardInterrupt, also during a held stretch and where SIGINT was inherited ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in HELD:
+        handler = signal.getsignal(signum)
+        if handler is not None:
+            signal.signal(signum, handler)
+
+
+class _PolarsWatch(MetaPathFinder):
+    """Calls ``reassert`` right after polars is imported, wherever that happens (polars is imported lazily: a command
+    that needs no table never loads it)."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != "polars":
+            return None
+        spec = PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenReassert(spec.loader)
+        return spec
+
+
+class _ThenReassert(Loader):
+    """polars' own loader, which sets the signals again once the package has run; anything else it is asked
+    (``get_resource_reader``, ``is_package``, ...) is the wrapped loader's."""
+
+    def __init__(self, loader: Loader) -> None:
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        try:
+            self._loader.exec_module(module)
+        finally:
+            reassert()
+
+
+def finish(*, last: bool = False) -> None:
+    """The run's outcome is decided: from here SIGINT, SIGTERM and SIGHUP are ignored, through the interpreter's
+    teardown (which would otherwise put back their default action, ending a finished run by the signal). Only for
+    the command line: a library caller's handlers are left alone. ``last``: the command line's run is over (its
+    line said), so a library call later in this process (a test's) finds its own handlers and sets none."""
+    if not _Run.installed:
+        return
+    _Run.finished = True
+    if threading.current_thread() is threading.main_thread():
+        for signum in HELD:
+            signal.signal(signum, signal.SIG_IGN)
+    if last:
+        _Run.installed = False
 
 
 def signal_name(exc: BaseException) -> str:
@@ -93,4 +180,10 @@ class Held:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if kind is None and self._holding:
+            # the block ended after its spend with nothing raised: the release and its output are written, so the
+            # run's outcome is decided (first, so that a signal noted meanwhile is dropped, not raised)
+            finish()
         self.release()
+        if _Run.finished:
+            finish()  # release() put back the raising handlers: ignore the three again

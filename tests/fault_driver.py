@@ -35,6 +35,10 @@ PERSON_STEPS = (
     "select",  # while the open keys' noisy counts are compared with the threshold (after the spend)
 )
 ACTIONS = ("kill", "oserror", "memory", "sigint", "sigterm", "sighup")
+# After the release is written (issue 23): as the command prints its summary, and as the interpreter tears down
+# (an atexit callback, which runs after main() has decided the exit code). Only signals are sent there; ``warn``
+# raises a Python warning at any step (its text names a path: it must never reach stderr).
+LATE_STEPS = ("summary", "teardown")
 
 
 def act(action: str) -> None:
@@ -44,6 +48,10 @@ def act(action: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     elif action == "memory":
         raise MemoryError()
+    elif action == "warn":
+        import warnings
+
+        warnings.warn("a warning that names /a/source/path.py", RuntimeWarning, stacklevel=1)
     else:
         os.kill(os.getpid(), getattr(signal, action.upper()))
 
@@ -92,13 +100,21 @@ def inject(step: str, action: str, output: str) -> None:
     elif step == "select":
         # draw_noise calls it by its module's name
         wrap(dpcli.mechanisms, "select_entries", action, after=False)
+    elif step == "summary":
+        import dpcli.render
+
+        wrap(dpcli.render, "info", action, after=False)
+    elif step == "teardown":
+        import atexit
+
+        atexit.register(act, action)
     else:
         raise SystemExit(f"unknown step {step}")
 
 
 if __name__ == "__main__":
     step, action, sep, *argv = sys.argv[1:]
-    assert sep == "--" and step in STEPS + PERSON_STEPS and action in ACTIONS
+    assert sep == "--" and step in STEPS + PERSON_STEPS + LATE_STEPS and action in (*ACTIONS, "warn")
     output = argv[argv.index("-o") + 1]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     inject(step, action, output)

@@ -201,3 +201,29 @@ def no_lone_keys(work: Path) -> None:
         table = again.read_text(encoding="utf-8")
         assert "\nby_country,count,,Cuba," in table and "\nby_country,count,,Peru," in table, table
         assert ",k0" not in table, table
+
+
+# -- issue 23: after the release is written, a signal changes nothing; no Python warning reaches stderr -------------
+
+
+@pytest.mark.parametrize("step,action", [("summary", "sigterm"), ("teardown", "sigint")])
+def test_a_signal_after_the_release_is_written_changes_nothing(work: Path, step: str, action: str) -> None:
+    """A signal as the command prints its summary, or as the interpreter tears down, came after the spend and the
+    output: it used to end the run with 143 or 130 ("interrupted", which the contract reads as nothing spent) or a
+    traceback from the atexit callback. Now the run's outcome stands: exit 0, the summary alone."""
+    args = [a for a in release_args(work, "o.csv") if a != "--quiet"]
+    r = subprocess.run([sys.executable, str(DRIVER), step, action, "--", *args],
+                       capture_output=True, env=clean_env(), timeout=120)
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert err.startswith("dpcli: released ") and "error" not in err and "Exception" not in err, err
+    assert len(spends(work)) == 1 and (work / "out" / "o.csv").exists()
+
+
+def test_a_python_warning_never_reaches_stderr(work: Path) -> None:
+    """A Python warning raised during a release (here right after the spend, its text naming a path) printed its
+    source file and line on stderr; stderr now holds dpcli's own lines only (none under --quiet)."""
+    r = subprocess.run([sys.executable, str(DRIVER), "spent", "warn", "--", *release_args(work, "o.csv")],
+                       capture_output=True, env=clean_env({"PYTHONWARNINGS": "always"}), timeout=120)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert (work / "out" / "o.csv").exists()

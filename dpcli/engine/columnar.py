@@ -31,7 +31,7 @@ from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
 from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES, used_column_sizes
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
-from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
+from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.plan import Plan
 from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, Column, Spec
@@ -69,14 +69,14 @@ def scan_columnar(path: Path, fmt: ColumnarFormat, declared: Iterable[str]) -> p
     return frame
 
 
-def _failure(exc: BaseException, path: Path, what: str) -> InputError | InternalError:
+def _failure(exc: BaseException, path: Path, what: str) -> InputError | InternalError | ResourceError:
     """An error polars raised on a file, as one line that quotes nothing of its message (it could hold a value)."""
     name = type(exc).__name__
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         raise exc
     if name == "PanicException":  # pyo3's, a BaseException: not importable under a stable name
         if "TooManyOpenFiles" in str(exc):
-            return InternalError(TOO_MANY_FILES)
+            return ResourceError(TOO_MANY_FILES)
         return InternalError(f"the columnar reader (polars) failed on input {path} (PanicException); nothing was spent")
     if not isinstance(exc, (pl.exceptions.PolarsError, OSError)):
         raise exc

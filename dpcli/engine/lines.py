@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcli.errors import TOO_MANY_FILES, InternalError
+from dpcli.errors import TOO_MANY_FILES, ResourceError
 
 CHUNK_BYTES = 8 << 20  # lines with quotes are classified and parsed this many bytes at a time
 SPARSE = 256  # at most one quote per this many bytes: quoted lines are found one by one (measured faster)
@@ -138,7 +138,7 @@ def _silence_fd(fd: int) -> int | None:
         if exc.errno == errno.EBADF:
             return None  # no stderr at all: nothing to protect
         if exc.errno in (errno.EMFILE, errno.ENFILE):
-            raise InternalError(TOO_MANY_FILES) from None
+            raise ResourceError(TOO_MANY_FILES) from None
         raise
     os.dup2(null, fd)
     os.close(null)

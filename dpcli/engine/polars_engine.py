@@ -45,7 +45,7 @@ from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
 from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, swap_rows
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
-from dpcli.errors import TOO_MANY_FILES, InputError, InternalError
+from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.plan import Plan
 from dpcli.spec import Spec
@@ -341,10 +341,10 @@ def check_fields(path: Path, header: list[str], spec: Spec) -> None:
     check_id_field(path, header, spec, "header")
 
 
-def _panic(exc: BaseException, path: Path) -> InputError | InternalError:
+def _panic(exc: BaseException, path: Path) -> InternalError | ResourceError:
     """A Rust panic inside polars, as one line that quotes nothing of its message (it could hold a cell)."""
     if "TooManyOpenFiles" in str(exc):  # `ulimit -n 5`: polars cannot start its threads; the file was never read
-        return InternalError(TOO_MANY_FILES)
+        return ResourceError(TOO_MANY_FILES)
     return InternalError(f"the CSV reader (polars) failed on input {path} (PanicException); nothing was spent")
 
 

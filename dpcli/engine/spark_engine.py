@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 import threading
 import warnings
@@ -56,7 +57,7 @@ from dpcli.engine.persons import (
     hash_probe,
 )
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
-from dpcli.errors import DpcliError, InputError, InternalError, UsageError
+from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
 from dpcli.locations import is_url
 from dpcli.plan import Plan
 from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, NUMERIC_KINDS, SQUARED_KINDS, Spec
@@ -125,6 +126,7 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> An
         if active is not None:
             return active
         master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+        previous_sigint = signal.getsignal(signal.SIGINT)
         if _java() is None:
             raise UsageError("the Spark engine needs Java 17 or later: no `java` on PATH or in $JAVA_HOME")
         if master.startswith("local"):
@@ -144,11 +146,16 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> An
                 warnings.simplefilter("ignore")
                 spark = builder.getOrCreate()
         except Exception as exc:  # noqa: BLE001 - any failure to start is reported by class name only
+            _reraise_interruption(exc)
             raise UsageError(
                 f"the Spark engine could not start a Spark session on master {master} ({type(exc).__name__}): "
                 "it needs Java 17 or later, and a reachable master"
             ) from None
         spark.sparkContext.setLogLevel("ERROR")
+        # pyspark's SparkContext sets a SIGINT handler of its own, over dpcli's (and over a SIGINT the parent set to
+        # be ignored, a script's `cmd &`): each disposition back as dpcli had it
+        if previous_sigint is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous_sigint)
         return spark
 
 
@@ -591,10 +598,11 @@ def aggregate(
     else:
         secret = secrets.token_bytes(SECRET_BYTES) if secret is None else secret
         PersonRows(plan, secret)  # a secret of the wrong length fails here, as on the polars engine, not in a job
+    fmt = input_format_of(shown, input_format)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if input_format_of(shown, input_format) == "parquet":
+            if fmt == "parquet":
                 parquet = True
                 cells = _parquet(spark, plan, path, secret)
             else:
@@ -604,14 +612,40 @@ def aggregate(
     except DpcliError:
         raise
     except Exception as exc:  # noqa: BLE001 - Spark, Py4J and Java errors alike: their text may quote a value
+        _reraise_interruption(exc)
         raise _failure(exc, shown, parquet) from None
     return exact_statistics(plan, table)
+
+
+def _reraise_interruption(exc: BaseException) -> None:
+    """A signal that came during a Spark call, raised again: pyspark's and Py4J's clean-up (closing a result socket,
+    joining the thread that served it) can fail while the interruption unwinds, and what reached this driver was
+    then their error (a TypeError, a Py4JError), the interruption only in its context: an internal error, exit 1,
+    where the contract says 128 + n and nothing spent."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, (KeyboardInterrupt, Interrupted)):
+            raise cause from None
+        cause = cause.__cause__ or cause.__context__
+
+
+# Java exceptions of a compressed stream that ends early or does not decode (a truncated or corrupt .gz or .bz2): about
+# the file as a whole, never a cell (a compressor writes any bytes as a valid stream)
+_CORRUPT_STREAM = ("java.io.EOFException", "java.util.zip.ZipException")
 
 
 def _failure(exc: BaseException, shown: str, parquet: bool) -> DpcliError:
     """A failed Spark job as a dpcli error that quotes nothing of the exception's text (only a class name, or the
     polars version an executor reported)."""
     name = _class_name(exc)
+    corrupt = next((c for c in _java_classes(exc) if c in _CORRUPT_STREAM), None)
+    if corrupt is not None and not parquet:
+        # as the polars engine says it (dpcli/engine/source.py): exit 3. Hadoop tells the codec by the file's name
+        # (a directory's parts each by their own): the format named is the path's when it has a codec's suffix
+        label = next((f"csv{ext}" for ext in (".gz", ".bz2") if shown.lower().endswith(ext)), "compressed CSV")
+        return InputError(f"input {shown} is not a valid {label} file ({corrupt}): nothing was spent")
     mismatch = re.search(re.escape(_MARK) + r":version:([0-9A-Za-z.+-]{1,40}):", str(exc))
     if mismatch is not None:
         return UsageError(
@@ -750,6 +784,17 @@ def _parquet(spark: Any, plan: Plan, path: str | Path, secret: bytes | None) -> 
     return by_person(rows, spark_schema.names).mapInArrow(
         partition_persons(plan, secret, expected_polars(), _MARK), _cell_schema()
     )
+
+
+def _java_classes(exc: BaseException, depth: int = 16) -> list[str]:
+    """The Java classes of an exception and its causes (names only, never a message), outermost first."""
+    names: list[str] = []
+    java = getattr(exc, "java_exception", None)
+    with contextlib.suppress(Exception):
+        while java is not None and len(names) < depth:
+            names.append(str(java.getClass().getName()))
+            java = java.getCause()
+    return names
 
 
 def _class_name(exc: BaseException) -> str:
