@@ -12,7 +12,8 @@ max_examples themselves keep it; tests/test_sensitivity_property.py scales its c
 """
 
 import os
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,24 @@ def make_work(tmp_path: Path) -> Callable[..., Path]:
         return tmp_path
 
     return make
+
+
+# The signals dpcli handles. A run of dpcli.cli.main in this process (an in-process test) leaves them ignored once its
+# outcome is decided (signals.finish: a late signal must not change a finished run), and a child process inherits an
+# ignored disposition and keeps it (as it must under nohup or a shell's `&`): a later test that signals a child would
+# then test an ignored signal. And `make test` started from a script's `&` starts with SIGINT ignored. So every test
+# starts from Python's defaults, and whatever it set is put back after it.
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_DEFAULT_DISPOSITIONS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+                         signal.SIGHUP: signal.SIG_DFL}
+
+
+@pytest.fixture(autouse=True)
+def _default_signal_dispositions() -> Iterator[None]:
+    saved = {signum: signal.getsignal(signum) for signum in _HANDLED_SIGNALS}
+    for signum, handler in _DEFAULT_DISPOSITIONS.items():
+        signal.signal(signum, handler)
+    yield
+    for signum, handler in saved.items():
+        if handler is not None:
+            signal.signal(signum, handler)
