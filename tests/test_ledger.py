@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.accounting import Budget
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import canonical
@@ -466,12 +467,12 @@ def test_symlinked_ledger_and_ledger_as_output_or_input_are_refused(work: Path) 
 def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
     book.set_cap("d", Fraction(3, 10), Fraction(0), allow_raise=False)
-    book.spend("d", Fraction(1, 10), {})
-    book.spend("d", Fraction(2, 10), {})
+    book.spend("d", Budget(Fraction(1, 10)))
+    book.spend("d", Budget(Fraction(2, 10)))
     status = book.status("d")
     assert status is not None and status.remaining == 0
     with pytest.raises(Exception) as exc:
-        book.spend("d", Fraction(1, 10**9), {})
+        book.spend("d", Budget(Fraction(1, 10**9)))
     assert exc.value.exit_code == 4
     with pytest.raises(UsageError):
         book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
@@ -502,8 +503,9 @@ READER = textwrap.dedent(
     print(failures)
     """
 )
-WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.ledger import JsonlLedger\n" \
-    "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Fraction(1, 1000), {})\n"
+WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.accounting import Budget\n" \
+    "from dpcli.ledger import JsonlLedger\n" \
+    "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Budget(Fraction(1, 1000)))\n"
 
 
 @pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
