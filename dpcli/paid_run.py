@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from dpcli import signals
@@ -56,7 +58,8 @@ from dpcli.ledger import Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import check_pin, paid_spend, release_key
 
 __all__ = [
-    "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "spent_then_failed", "what_failed",
+    "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "leaves_nothing", "spent_then_failed",
+    "what_failed",
 ]
 
 # A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
@@ -261,6 +264,30 @@ class PaidRun(Generic[R]):
                 hint="use a new --release-id",
             )
         return work.republish(spend, stored)
+
+
+@contextlib.contextmanager
+def leaves_nothing(*paths: Path) -> Iterator[None]:
+    """Writing outputs (each by atomic_write): whatever stops the block (disk full, an I/O error, a signal, memory),
+    a file among ``paths`` that it renamed into place is removed, so a failed run leaves no new or half-described
+    output behind (a table without its sidecar, a file the error says was not written)."""
+    before = [_identity(p) for p in paths]
+    try:
+        yield
+    except BaseException:
+        for p, was in zip(paths, before, strict=True):
+            if _identity(p) != was:  # renamed into place by this run
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+        raise
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
 
 
 def spent_then_failed(exc: BaseException, paid: Paid, book: Ledger, key: str) -> SpentThenFailed:

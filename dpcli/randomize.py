@@ -48,7 +48,7 @@ from dpcli.ledger import (
     resolve_ledger,
 )
 from dpcli.ledger.base import release_key
-from dpcli.paid_run import Paid, PaidRun, Unpaid, check_release_id
+from dpcli.paid_run import Paid, PaidRun, Unpaid, check_release_id, leaves_nothing
 from dpcli.paths import check_release_paths
 from dpcli.paths import output_path as checked_output
 from dpcli.randomize_spec import RANDOMIZE_FORMATS, RandomizeSpec, load_randomize_spec
@@ -303,7 +303,8 @@ def _write(data: bytes, output_path: Path | None, paid: Paid | Unpaid) -> None:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         else:
-            atomic_write(output_path, lambda fh: fh.write(data))
+            with leaves_nothing(output_path):  # a failure after the rename: the error says no file was written
+                atomic_write(output_path, lambda fh: fh.write(data))
     except OSError as exc:
         where = "standard output" if output_path is None else str(output_path)
         raise OutputError(f"could not write the randomized file to {where}: {exc.strerror or type(exc).__name__}; "

@@ -13,7 +13,6 @@ reuse check to the report of a failure, is dpcli.paid_run's; this module gives i
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import secrets
@@ -53,7 +52,7 @@ from dpcli.output import (
     write_sidecar,
     write_table,
 )
-from dpcli.paid_run import RELEASE_ID, Paid, PaidRun, Unpaid, check_release_id, what_failed
+from dpcli.paid_run import RELEASE_ID, Paid, PaidRun, Unpaid, check_release_id, leaves_nothing, what_failed
 from dpcli.paths import Protected, check_release_paths, check_targets, named_path, open_append
 from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
@@ -415,32 +414,17 @@ def _write_outputs(
                     hint=paid.hint(),
                 ) from None
         return out_sha
-    targets = (output_path, meta_path or sidecar_path(output_path))
-    before = [_identity(p) for p in targets]
     try:
-        out_sha = write_table(table, output_path, fmt)
-        write_sidecar(output_path, {**meta, "output_sha256": out_sha}, meta_path)
+        with leaves_nothing(output_path, meta_path or sidecar_path(output_path)):  # never a table without its sidecar
+            out_sha = write_table(table, output_path, fmt)
+            write_sidecar(output_path, {**meta, "output_sha256": out_sha}, meta_path)
         return out_sha
-    except BaseException as exc:
-        for p, was in zip(targets, before, strict=True):
-            if _identity(p) != was:  # renamed into place by this run: a table without its sidecar is not left
-                with contextlib.suppress(OSError):
-                    os.unlink(p)
-        if isinstance(exc, OSError):
-            raise OutputError(
-                f"could not write the output {output_path}: {exc.strerror or type(exc).__name__}; {paid.text()}; "
-                "no output file was left",
-                hint=paid.hint(),
-            ) from None
-        raise
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+    except OSError as exc:
+        raise OutputError(
+            f"could not write the output {output_path}: {exc.strerror or type(exc).__name__}; {paid.text()}; "
+            "no output file was left",
+            hint=paid.hint(),
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
