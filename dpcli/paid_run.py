@@ -45,7 +45,6 @@ import hashlib
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ from dpcli import signals
 from dpcli.accounting import Budget
 from dpcli.errors import DpcliError, Interrupted, LedgerError, ReleaseIdPaid, SpentThenFailed, UsageError
 from dpcli.ledger import Delivery, Ledger, Purchase, Record
-from dpcli.ledger.base import check_pin, paid_spend, release_key
+from dpcli.ledger.base import check_pin, paid_spend
 
 __all__ = [
     "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "leaves_nothing", "spent_then_failed",
@@ -165,18 +164,6 @@ class PaidRun(Generic[R]):
     named: bool
     wait: float  # seconds to wait for a concurrent run's stored state (the lock timeout)
     say: Callable[[str], None]
-
-    @classmethod
-    def start(
-        cls, book: Ledger, dataset: str, cost: Budget, spec_sha256: str, release_id: str | None, *, unit: str,
-        neighbours: str, statistics: tuple[str, ...], wait: float, say: Callable[[str], None],
-        command: str | None = None,
-    ) -> PaidRun[R]:
-        named = release_id is not None
-        rid = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
-        key = release_key(dataset, spec_sha256, rid)
-        purchase = Purchase(rid, key, spec_sha256, unit, neighbours, statistics, command)
-        return cls(book, dataset, cost, purchase, named, wait, say)
 
     @property
     def release_id(self) -> str:
