@@ -7,9 +7,9 @@ that a frequency release's input is such a copy.
 Like a release: it takes a release id (the same dataset, spec bytes and id write the stored file again and spend
 nothing), it is paid before any randomized cell is drawn, and a failure after the spend is SpentThenFailed naming the
 paid record: the paid-run protocol (dpcli.paid_run) runs that sequence, this module gives it the randomized file
-(``_RandomizeWork``). The ``released`` record holds the output file's sha256 (a hash of published data, so keeping it leaks
-nothing) and each column's ε and keys, which is how a ``{kind: frequency, randomized: ...}`` statistic knows that its
-input is a randomize output of this ledger (``find_randomized``).
+(``_RandomizeWork``). The ``released`` record holds the output file's sha256 (a hash of published data, so keeping it
+leaks nothing) and each column's ε and keys, which is how a ``{kind: frequency, randomized: ...}`` statistic knows
+that its input is a randomize output of this ledger (``find_randomized``).
 """
 
 from __future__ import annotations
