@@ -234,11 +234,11 @@ class PaidRun(Generic[R]):
                 raise failure from None
         return done
 
-    def reissue(self, work: Work[R], wait: float | None = None) -> R:
+    def reissue(self, work: Work[R]) -> R:
         """Publish again the stored state of the release paid for under this id (same numbers, no new noise, no
-        spend). A run that paid and has not stored its state yet is waited for, up to ``wait`` seconds (default:
-        the run's). A paid release whose state is missing or altered is exit 5: the id is never drawn again."""
-        deadline = time.monotonic() + (self.wait if wait is None else wait)
+        spend). A run that paid and has not stored its state yet is waited for, up to the run's ``wait`` seconds. A
+        paid release whose state is missing or altered is exit 5: the id is never drawn again."""
+        deadline = time.monotonic() + self.wait
         while True:
             spend, done, stored = self.book.find_release(self.key)
             if done is not None or time.monotonic() >= deadline:

@@ -133,7 +133,7 @@ def randomize(
     work = _RandomizeWork(spec, book, release_id, output_path, say)
     if run.paid_earlier(records):
         say(f"release id '{release_id}' of this spec is paid for: writing its stored file, reading no input")
-        return run.reissue(work, wait=0.0)
+        return run.reissue(work)  # a concurrent run that paid is waited for, as a release waits
     run.check_budget(records)
     say("budget available")
 

@@ -22,7 +22,9 @@ noise).
 Issue 24: the same matrix against every command that spends through the paid-run protocol (dpcli.paid_run):
 `dpcli randomize` (its own draw; no sidecar) with the same invariants, and the frequency release, which spends
 nothing: a fault while it writes leaves no output and no ledger record, exits as the contract says (a signal 128 + its
-number, an I/O error 5 saying nothing was spent), and its re-run writes the same numbers.
+number, an I/O error 5 saying nothing was spent), and its re-run writes the same numbers. Concurrent randomize runs
+under one release id spend once and all write the paid file (a run that finds the id paid waits for its file, as a
+release waits for its table).
 
 The whole matrix (54 + 66 + 48 + 18 cases) is marked slow (make test-slow); thirteen of them run in `make test`.
 """
@@ -318,3 +320,16 @@ def test_a_fault_in_a_frequency_release_spends_and_leaves_nothing(frequency_work
 @pytest.mark.parametrize("step", FREQUENCY_STEPS)
 def test_every_fault_in_a_frequency_release(frequency_work: Path, step: str, action: str) -> None:
     run_frequency_case(frequency_work, step, action)
+
+
+@pytest.mark.slow
+def test_concurrent_randomize_runs_under_one_id_spend_once_and_write_the_same_file(randomize_work: Path) -> None:
+    """Eight `dpcli randomize` processes under one release id: one spend, and every run writes the paid file (a run
+    that lost the race waits for the winner's stored file; none draws its own)."""
+    work = randomize_work
+    procs = [subprocess.Popen([sys.executable, "-m", "dpcli", *randomize_args(work, f"out{i}.csv")], env=clean_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(8)]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0] * 8, [p.stderr.read() for p in procs if p.stderr]
+    assert len(spends(work)) == 1
+    assert len({(work / "out" / f"out{i}.csv").read_bytes() for i in range(8)}) == 1
