@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -41,6 +42,31 @@ def parse_exact(text: str) -> Fraction:
     if exponent and abs(int(exponent)) > _MAX_EXPONENT:
         raise ValueError("exponent out of range")
     return Fraction(s)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy cost or allowance, as one typed value (what the ledger's interface takes, never loose numbers).
+
+    ``epsilon`` is pure ε-DP, ``rho`` zCDP ρ (converted against a cap's δ only when budgets are compared),
+    ``selection_delta`` the δ that partition selections spend outright (the spend record's ``delta``). ``delta`` is a
+    cap's own δ (the one zCDP is converted at); a spend has none. Room to grow: per-period caps of a series
+    (issue 26) and the exponential mechanism's selection charge (issue 27) become fields here, and every backend
+    and check sees them through this one value.
+    """
+
+    epsilon: Fraction = Fraction(0)
+    rho: Fraction = Fraction(0)
+    selection_delta: Fraction = Fraction(0)
+    delta: Fraction = Fraction(0)
+
+    def __post_init__(self) -> None:
+        for name in ("epsilon", "rho", "selection_delta", "delta"):
+            value = getattr(self, name)
+            # a float here is a bug (budgets are exact); an int is taken as the Fraction it is
+            if isinstance(value, bool) or not isinstance(value, int | Fraction) or value < 0:
+                raise TypeError(f"a budget's {name} is a non-negative Fraction, not {value!r}")
+            object.__setattr__(self, name, Fraction(value))
 
 
 def decimal_places(den: int) -> int | None:

@@ -6,14 +6,14 @@ that a frequency release's input is such a copy.
 
 Like a release: it takes a release id (the same dataset, spec bytes and id write the stored file again and spend
 nothing), it is paid before any randomized cell is drawn, and a failure after the spend is SpentThenFailed naming the
-paid record. The ``released`` record holds the output file's sha256 (a hash of published data, so keeping it leaks
-nothing) and each column's ε and keys, which is how a ``{kind: frequency, randomized: ...}`` statistic knows that its
-input is a randomize output of this ledger (``find_randomized``).
+paid record: the paid-run protocol (dpcli.paid_run) runs that sequence, this module gives it the randomized file
+(``_RandomizeWork``). The ``released`` record holds the output file's sha256 (a hash of published data, so keeping it
+leaks nothing) and each column's ε and keys, which is how a ``{kind: frequency, randomized: ...}`` statistic knows
+that its input is a randomize output of this ledger (``find_randomized``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import json
@@ -28,27 +28,35 @@ from types import SimpleNamespace
 import numpy as np
 import polars as pl
 
-from dpcli import signals
-from dpcli.accounting import format_exact
+from dpcli.accounting import Budget, format_exact
 from dpcli.engine import input_format as format_of
 from dpcli.engine.cells import key_index
 from dpcli.engine.lines import _RESTORE, _SENTINELS, reading
 from dpcli.engine.polars_engine import _lines, _Reader, _reader
 from dpcli.engine.source import CsvSource
-from dpcli.errors import InputError, InternalError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, UsageError
+from dpcli.errors import InputError, InternalError, OutputError, UsageError
 from dpcli.files import atomic_write
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
-from dpcli.ledger.base import check_pin, paid_spend, release_key
+from dpcli.ledger import (
+    DEFAULT_LOCK_TIMEOUT,
+    BudgetStatus,
+    Delivery,
+    Ledger,
+    Purchase,
+    RandomizedColumn,
+    Record,
+    open_ledger,
+    resolve_ledger,
+)
+from dpcli.ledger.base import release_key
+from dpcli.paid_run import Paid, PaidRun, Unpaid, check_release_id, leaves_nothing
 from dpcli.paths import check_release_paths
 from dpcli.paths import output_path as checked_output
-from dpcli.plan import Plan
 from dpcli.randomize_spec import RANDOMIZE_FORMATS, RandomizeSpec, load_randomize_spec
 from dpcli.randomized_response import randomize_keys
-from dpcli.release import Release, _Paid, check_release_id, spent_then_failed
 from dpcli.spec import Column
 
-__all__ = ["RANDOMIZE_COMMAND", "Randomized", "find_randomized", "keys_sha256", "randomize", "release_frequencies"]
+__all__ = ["RANDOMIZE_COMMAND", "Randomized", "find_randomized", "keys_sha256", "randomize"]
 
 RANDOMIZE_COMMAND = "randomize"  # the spend record's ``command``: what a frequency release looks for
 
@@ -116,68 +124,78 @@ def randomize(
 
     records = book.records()
     say("ledger chain verified")
-    if named and paid_spend(records, key) is not None:
+    run: PaidRun[Randomized] = PaidRun(
+        book, spec.dataset, Budget(spec.epsilon),
+        Purchase(release_id, key, spec.sha256, spec.unit, spec.neighbours, tuple(c.name for c in spec.columns),
+                 RANDOMIZE_COMMAND),
+        named, lock_timeout, say,
+    )
+    work = _RandomizeWork(spec, book, release_id, output_path, say)
+    if run.paid_earlier(records):
         say(f"release id '{release_id}' of this spec is paid for: writing its stored file, reading no input")
-        return _reissue(spec, book, key, release_id, output_path)
-    status = book.status(spec.dataset, records)
-    check_pin(status, spec.dataset, spec.unit, spec.neighbours, book.name)
-    book.check(spec.dataset, spec.epsilon, records=records)
+        return run.reissue(work)  # a concurrent run that paid is waited for, as a release waits
+    run.check_budget(records)
     say("budget available")
 
     with InputFile(source, input_timeout, max_input_bytes) as src:
-        truth = read_keys(spec, src.path, fmt, max_input_bytes)
-    rows = len(truth[0]) if truth else 0
+        work.truth = read_keys(spec, src.path, fmt, max_input_bytes)
+    work.rows = len(work.truth[0]) if work.truth else 0
     say("input read")
+    return run.pay(work)
 
-    with signals.Held() as hold:
-        try:
-            spend = book.spend(
-                spec.dataset,
-                spec.epsilon,
-                {
-                    "command": RANDOMIZE_COMMAND,
-                    "release_id": release_id,
-                    "release_key": key,
-                    "spec_sha256": spec.sha256,
-                    "unit": spec.unit,
-                    "neighbours": spec.neighbours,
-                    "statistics": [c.name for c in spec.columns],
-                },
-                before_append=hold.hold_from_here,
-            )
-        except ReleaseIdPaid:
-            hold.release()
-            say(f"release id '{release_id}' was paid for by a concurrent run: waiting for its file")
-            return _reissue(spec, book, key, release_id, output_path, lock_timeout)
-        paid = _Paid(book.name, spend.seq, release_id, named)
-        try:
-            say(f"spend recorded: ledger record {spend.seq}")
-            data = _randomized_csv(spec, truth)
-            del truth
-            digest = hashlib.sha256(data).hexdigest()
-            book.store_table(key, data)
-            book.mark_released(key, {
-                "release_id": release_id,
-                "table_sha256": digest,
-                "output_sha256": digest,
-                "randomized": [
-                    {"column": c.name, "epsilon": format_exact(spec.column_epsilon), "keys_sha256": keys_sha256(c.keys)}
-                    for c in spec.columns
-                ],
-            })
-            paid.stored = True
-            say("randomized file stored and the release recorded as done")
-            hold.release()
-            _write(data, output_path, paid.text(), paid.hint())
-            say("output written")
-            status = book.status(spec.dataset)
-        except BaseException as exc:  # noqa: BLE001 - after the spend every failure must name what was paid
-            report = spent_then_failed(exc, paid, book, key)
-            # a signal held until now must not replace this report
-            with contextlib.suppress(KeyboardInterrupt, Interrupted):
-                hold.release()
-            raise report from None
-    return Randomized(spec, spend, status, output_path, digest, book.name, release_id, rows)
+
+@dataclass
+class _RandomizeWork:
+    """A randomize run's part of the paid run (dpcli.paid_run): the randomized file, drawn once from the true keys and
+    stored whole (it is the output); written from the store on a re-run under the release id."""
+
+    spec: RandomizeSpec
+    book: Ledger
+    release_id: str
+    output_path: Path | None
+    say: Callable[[str], None]
+    truth: list[np.ndarray] | None = None
+    rows: int = 0
+    data: bytes | None = None
+    waiting_for: str = "its file"
+    stored_note: str = "randomized file stored"
+
+    def draw(self) -> bytes:
+        truth, self.truth = self.truth, None
+        if truth is None:
+            raise InternalError("a randomized file is drawn once, from the input's keys")
+        self.data = _randomized_csv(self.spec, truth)
+        return self.data
+
+    def delivery(self, release_id: str, stored_sha256: str) -> Delivery:
+        spec = self.spec
+        return Delivery(
+            release_id, stored_sha256, output_sha256=stored_sha256,
+            randomized=tuple(RandomizedColumn(c.name, spec.column_epsilon, keys_sha256(c.keys)) for c in spec.columns),
+        )
+
+    def publish(self, spend: Record, paid: Paid) -> Randomized:
+        data = self.data
+        if data is None:
+            raise InternalError("a randomized file is written after it is drawn")
+        _write(data, self.output_path, paid)
+        self.say("output written")
+        status = self.book.status(self.spec.dataset)
+        return Randomized(self.spec, spend, status, self.output_path, hashlib.sha256(data).hexdigest(),
+                          self.book.name, self.release_id, self.rows)
+
+    def republish(self, spend: Record, stored: bytes) -> Randomized:
+        """The stored file written again: no new randomness, no spend."""
+        _write(stored, self.output_path, Unpaid.reissue(spend))
+        rows = max(stored.count(b"\n") - 1, 0)
+        return Randomized(self.spec, spend, self.book.status(self.spec.dataset), self.output_path,
+                          hashlib.sha256(stored).hexdigest(), self.book.name, self.release_id, rows, reused=True)
+
+    def unstored(self, released: bool) -> str:
+        return "its randomized file was never stored"
+
+    def drop(self) -> None:
+        self.truth = None
 
 
 def read_keys(
@@ -280,42 +298,18 @@ def _randomized_csv(spec: RandomizeSpec, truth: list[np.ndarray]) -> bytes:
     return pl.DataFrame(columns).write_csv().encode("utf-8")
 
 
-def _write(data: bytes, output_path: Path | None, paid: str, hint: str | None) -> None:
+def _write(data: bytes, output_path: Path | None, paid: Paid | Unpaid) -> None:
     try:
         if output_path is None:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         else:
-            atomic_write(output_path, lambda fh: fh.write(data))
+            with leaves_nothing(output_path):  # a failure after the rename: the error says no file was written
+                atomic_write(output_path, lambda fh: fh.write(data))
     except OSError as exc:
         where = "standard output" if output_path is None else str(output_path)
         raise OutputError(f"could not write the randomized file to {where}: {exc.strerror or type(exc).__name__}; "
-                          f"{paid}", hint=hint) from None
-
-
-def _reissue(
-    spec: RandomizeSpec, book: Ledger, key: str, release_id: str, output_path: Path | None,
-    wait: float = 0.0,
-) -> Randomized:
-    """Write the stored file of the randomize run paid for under ``key`` again: no new randomness, no spend."""
-    import time
-
-    deadline = time.monotonic() + wait
-    while True:
-        spend, done, stored = book.find_release(key)
-        if done is not None or time.monotonic() >= deadline:
-            break
-        time.sleep(0.1)
-    if stored is None:
-        raise LedgerError(
-            f"ledger {book.name}: release id '{release_id}' of this spec was paid for by record {spend.seq}, but its "
-            "randomized file was never stored; a paid release id is never drawn again",
-            hint="use a new --release-id",
-        )
-    _write(stored, output_path, f"nothing was spent (ledger record {spend.seq} already paid for this release)", None)
-    rows = max(stored.count(b"\n") - 1, 0)
-    return Randomized(spec, spend, book.status(spec.dataset), output_path, hashlib.sha256(stored).hexdigest(),
-                      book.name, release_id, rows, reused=True)
+                          f"{paid.text()}", hint=paid.hint()) from None
 
 
 def find_randomized(
@@ -350,65 +344,3 @@ def find_randomized(
         f"the input is not a randomize output recorded in ledger {ledger_name}: a frequency statistic reads only a "
         "file `dpcli randomize` wrote and recorded, unchanged"
     )
-
-
-def release_frequencies(
-    plan: Plan, book: Ledger, records: list[Record], source: Path | None, input_fmt: str, engine: str,
-    spark_master: str | None, output_path: Path | None, fmt: str, input_timeout: float | None, max_input_bytes: int,
-    on_input_bytes: Callable[[int, int | None], None] | None, say: Callable[[str], None], release_id: str,
-) -> Release:
-    """A release of ``kind: frequency`` statistics (``dpcli.release.release`` hands it over once the paths and the
-    ledger's chain are checked): the input must be a randomize output this ledger recorded, for every statistic's
-    column, ε and keys (else InputError, before anything is read further); then its exact key counts (any engine:
-    a frequency is a histogram of the column to ``engine/cells.py``) and their unbiased estimates. Nothing is spent
-    and no ledger record is written: the estimates are post-processing of a published file, and the same file always
-    gives the same numbers."""
-    from dpcli.engine import aggregate, check_input
-    from dpcli.mechanisms import Noisy
-    from dpcli.output import build_table
-    from dpcli.release import _write_outputs
-
-    spec = plan.spec
-    with InputFile(source, input_timeout, max_input_bytes, on_input_bytes) as src:
-        digest = _file_sha256(src.path)
-        vouchers = [
-            find_randomized(records, book.name, digest, spec.dataset, spec.columns[sp.statistic.column],  # type: ignore[index]
-                            sp.statistic.randomized_epsilon)  # type: ignore[union-attr]
-            for sp in plan.statistics
-        ]
-        say(f"input is the randomize output recorded by ledger record {vouchers[0].seq}")
-        if engine == "spark":
-            from dpcli.engine import spark_engine
-
-            exact = spark_engine.aggregate(plan, str(src.path), master=spark_master, input_format=input_fmt)
-        else:
-            check_input(spec, src.path, input_fmt)
-            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)
-        say("exact key counts computed")
-    table = build_table(plan, [Noisy(ex.counts, None) for ex in exact])
-    from dpcli.output import CONTRACT
-
-    meta = {
-        "contract": CONTRACT,
-        "dpcli_release": "frequency estimates from a randomized file (nothing spent)",
-        "dataset": spec.dataset,
-        "spec_sha256": spec.sha256,
-        # the recorded output's hash (public, in the ledger), which the input was just found to be
-        "input_sha256": vouchers[0].get("output_sha256"),
-        "ledger": {"name": book.name, "randomize_records": sorted({r.seq for r in vouchers})},
-    }
-    out_sha = _write_outputs(table, output_path, fmt, meta, "nothing was spent (estimates from a randomized file)")
-    say("output written")
-    return Release(plan, table, vouchers[0], book.status(spec.dataset), output_path, out_sha, book.name, release_id,
-                   meta)
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-    except OSError as exc:
-        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
-    return digest.hexdigest()

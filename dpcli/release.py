@@ -7,17 +7,15 @@ Everything that can fail is checked before the spend (paths, output target, size
 header and the aggregates). The spend is on disk before any noise is even drawn, so no noisy value can leave the
 process unpaid; SIGINT/SIGTERM/SIGHUP are held from the spend until the table is stored, so a Ctrl-C cannot burn a
 release id. A failure after the spend is SpentThenFailed (exit 5) naming the paid record; there is no automatic
-refund (the safe direction), but a stored table can be written again under its release id.
+refund (the safe direction), but a stored table can be written again under its release id. That sequence, from the
+reuse check to the report of a failure, is dpcli.paid_run's; this module gives it the table (``_TableWork``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import re
 import secrets
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,17 +23,26 @@ from fractions import Fraction
 from pathlib import Path
 from typing import BinaryIO
 
-from dpcli import signals
-from dpcli.accounting import parse_exact
-from dpcli.engine import aggregate, check_input
+from dpcli.accounting import Budget, parse_exact
+from dpcli.engine import ExactStatistic, aggregate, check_input
 from dpcli.engine import input_format as format_of
-from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, SpentThenFailed, UsageError
+from dpcli.errors import InputError, InternalError, LedgerError, OutputError, UsageError
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
-from dpcli.ledger.base import check_pin, paid_spend, release_key
+from dpcli.ledger import (
+    DEFAULT_LOCK_TIMEOUT,
+    BudgetStatus,
+    Delivery,
+    Ledger,
+    Purchase,
+    Record,
+    open_ledger,
+    resolve_ledger,
+)
+from dpcli.ledger.base import release_key
 from dpcli.locations import is_url
-from dpcli.mechanisms import draw_noise
+from dpcli.mechanisms import Noisy, draw_noise
 from dpcli.output import (
+    CONTRACT,
     Table,
     build_table,
     check_labels,
@@ -45,9 +52,11 @@ from dpcli.output import (
     write_sidecar,
     write_table,
 )
+from dpcli.paid_run import RELEASE_ID, Paid, PaidRun, Unpaid, check_release_id, leaves_nothing, what_failed
 from dpcli.paths import Protected, check_release_paths, check_targets, named_path, open_append
 from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, check_cost, make_plan
+from dpcli.randomize import find_randomized
 from dpcli.resources import check_address_space, check_open_files
 from dpcli.spec import Spec, load_spec
 from dpcli.spec_fields import ENGINES, INPUT_FORMATS
@@ -82,20 +91,6 @@ class Release:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The release
-
-
-# A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
-RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}")
-_WAIT_POLL = 0.1  # seconds between looks at the ledger while another run under the same release id finishes
-
-
-def check_release_id(release_id: str) -> str:
-    if not RELEASE_ID.fullmatch(release_id):
-        raise UsageError(
-            f"release id '{release_id[:60]}' is not valid: 1 to 128 letters, digits and . _ : + @ -, "
-            "starting with a letter or digit"
-        )
-    return release_id
 
 
 def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:
@@ -202,22 +197,25 @@ def release(
     records = book.records()  # verify the chain (exit 5) before any work
     say("ledger chain verified")
     if plan.frequency_only:  # estimates from a randomized file: nothing is spent (dpcli.randomize)
-        from dpcli.randomize import release_frequencies
-
         if remote:
             raise UsageError("frequency statistics check their input's hash: give a local file, not a URL")
         if meta_path is not None:
             raise UsageError("--meta: a frequency estimate's sidecar is written beside its output file only")
-        done = release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
-                                   input_timeout, max_input_bytes, on_input_bytes, say, release_id)
-        return pages.write(done, "nothing was spent (estimates from a randomized file)")
-    if named and paid_spend(records, key) is not None:
+        done = _release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
+                                    input_timeout, max_input_bytes, on_input_bytes, say, release_id)
+        return pages.write(done, _FREQUENCY.text())
+    run: PaidRun[Release] = PaidRun(
+        book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
+        Purchase(release_id, key, spec.sha256, spec.privacy.pinned_unit, spec.privacy.neighbours,
+                 tuple(s.statistic.name for s in plan.statistics)),
+        named, lock_timeout, say,
+    )
+    work = _TableWork(plan, book, release_id, output_path, fmt, meta_path, pages, say)
+    if run.paid_earlier(records):
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
-        return pages.write(_reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path))
+        return run.reissue(work)
     # fast refusal before the scan, on the records verified above; the binding check is in spend()
-    status = book.status(spec.dataset, records)
-    check_pin(status, spec.dataset, spec.privacy.pinned_unit, spec.privacy.neighbours, book.name)
-    book.check(spec.dataset, plan.epsilon, plan.rho, records, plan.selection_delta)
+    run.check_budget(records)
     say("budget available")
 
     # A person unit's rows are chosen by a keyed hash under a secret of this run alone (never stored or shown):
@@ -240,67 +238,81 @@ def release(
                               max_input_bytes=max_input_bytes, **chosen)
             say("exact aggregates computed")
 
-    # SIGINT/SIGTERM/SIGHUP wait from the moment the spend is about to be written (under the ledger's lock) until the
-    # table is stored: a paid release id always gets its table, so an interrupted run is recovered with --release-id
-    # instead of burning the id. Before that moment (the lock wait) a signal ends the run with nothing spent.
-    with signals.Held() as hold:
+    work.exact = exact
+    del exact
+    # the summary file is opened under the ledger's lock, before the spend: refused there, nothing is spent
+    return run.pay(work, before_spend=pages.open)
 
-        def before_append() -> None:  # under the ledger's lock, before the spend is written
-            pages.open()  # the summary file: refused here, nothing is spent
-            hold.hold_from_here()  # a Ctrl-C until then (the lock wait): nothing spent
 
+@dataclass
+class _TableWork:
+    """A release's part of the paid run (dpcli.paid_run): the noisy table, drawn once from the exact aggregates and
+    stored as compact JSON; the table, its sidecar, the report and the summary written from it, or from the stored
+    table of the run that paid (a re-run under the release id)."""
+
+    plan: Plan
+    book: Ledger
+    release_id: str
+    output_path: Path | None
+    fmt: str
+    meta_path: Path | None
+    pages: _Pages
+    say: Callable[[str], None]
+    exact: list[ExactStatistic] | None = None
+    table: Table | None = None
+    waiting_for: str = "its table"
+    stored_note: str = "table stored"
+
+    def draw(self) -> bytes:
+        exact, self.exact = self.exact, None
+        if exact is None:
+            raise InternalError("a release's noise is drawn once, from its exact aggregates")
+        noisy = draw_noise(self.plan, exact)
+        del exact
+        self.table = build_table(self.plan, noisy)
+        del noisy
+        self.say("noise drawn and table built")
+        return self.table.to_json()
+
+    def delivery(self, release_id: str, stored_sha256: str) -> Delivery:
+        return Delivery(release_id, stored_sha256)
+
+    def publish(self, spend: Record, paid: Paid) -> Release:
+        table = self.table
+        if table is None:
+            raise InternalError("a release is published after its table is drawn")
+        meta = release_metadata(self.plan, spend, spend.hash)
+        out_sha = _write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
+        self.say("output written")
+        status = self.book.status(self.plan.spec.dataset)
+        done = Release(self.plan, table, spend, status, self.output_path, out_sha, self.book.name, self.release_id,
+                       meta)
+        return self.pages.write(done, paid.text())
+
+    def republish(self, spend: Record, stored: bytes) -> Release:
+        """The stored table written again: same numbers, no new noise, no spend."""
         try:
-            spend = book.spend(
-                spec.dataset,
-                plan.epsilon,
-                {
-                    "release_id": release_id,
-                    "release_key": key,
-                    "spec_sha256": spec.sha256,
-                    "unit": spec.privacy.pinned_unit,
-                    "neighbours": spec.privacy.neighbours,
-                    "statistics": [s.statistic.name for s in plan.statistics],
-                },
-                rho=plan.rho,
-                before_append=before_append,
-                delta=plan.selection_delta,
-            )
-        except ReleaseIdPaid:
-            # another run under the same id spent first (we raced it): its table is the release, ours is never drawn
-            del exact
-            hold.release()
-            say(f"release id '{release_id}' was paid for by a concurrent run: waiting for its table")
-            return pages.write(_reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path))
-        paid = _Paid(book.name, spend.seq, release_id, named)
-        try:
-            say(f"spend recorded: ledger record {spend.seq}")
-            noisy = draw_noise(plan, exact)
-            del exact
-            table = build_table(plan, noisy)
-            del noisy
-            say("noise drawn and table built")
-            # The table is stored and recorded before the output is written: a paid release id always has its
-            # table, so if writing the output fails, a re-run under the id writes these numbers (never new noise).
-            stored = table.to_json()
-            book.store_table(key, stored)
-            book.mark_released(key, {"release_id": release_id, "table_sha256": hashlib.sha256(stored).hexdigest()})
-            del stored
-            paid.stored = True
-            say("table stored and the release recorded as done")
-            hold.release()  # a signal that came meanwhile is raised here, and reported below with the paid record
-            meta = release_metadata(plan, spend, spend.hash)
-            out_sha = _write_outputs(table, output_path, fmt, meta, paid.text(), paid.hint(), meta_path)
-            say("output written")
-            status = book.status(spec.dataset)
-            done = Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta)
-            pages.write(done, paid.text())
-        except BaseException as exc:  # noqa: BLE001 - after the spend every failure must name what was paid
-            failure = spent_then_failed(exc, paid, book, key)
-            # a signal held until now must not replace this report with "nothing was spent"
-            with contextlib.suppress(KeyboardInterrupt, Interrupted):
-                hold.release()
-            raise failure from None
-    return done
+            table = Table.from_json(stored)  # this version's compact form, or dpcli 0.2's text form
+        except (ValueError, KeyError, TypeError):
+            # hash-checked, so written by a dpcli whose store format this one does not know (a newer one)
+            raise LedgerError(
+                f"ledger {self.book.name}: the stored table of release id '{self.release_id}' (record {spend.seq}) is "
+                "in a format this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
+            ) from None
+        meta = {**release_metadata(self.plan, spend, spend.hash, table.contract), "reissued": True}
+        out_sha = _write_outputs(table, self.output_path, self.fmt, meta, Unpaid.reissue(spend), self.meta_path)
+        status = self.book.status(self.plan.spec.dataset)
+        done = Release(self.plan, table, spend, status, self.output_path, out_sha, self.book.name, self.release_id,
+                       meta, reused=True)
+        return self.pages.write(done)
+
+    def unstored(self, released: bool) -> str:
+        if not released:
+            return "its table was never stored (the run that paid is still running, or failed after the spend)"
+        return "its stored table is missing from the release store"
+
+    def drop(self) -> None:
+        self.exact = None
 
 
 @dataclass
@@ -341,7 +353,7 @@ class _Pages:
         if self.report is None and self.summary is None:
             return done
         if paid is None:
-            paid = f"nothing was spent (ledger record {done.spend.seq} already paid for this release)"
+            paid = Unpaid.reissue(done.spend).text()
         from dpcli import report as page  # matplotlib only for a run that asks for a report
 
         try:
@@ -354,68 +366,10 @@ class _Pages:
                 page.append_summary(self.summary, page.render_markdown(data), self.handle)
         except BaseException as exc:  # noqa: BLE001 - the table is out: every failure must say so, and what paid
             raise OutputError(
-                f"the report could not be written ({_what_failed(exc)}); {paid}; the table was written",
+                f"the report could not be written ({what_failed(exc)}); {paid}; the table was written",
                 hint="make the report again with `dpcli report`",
             ) from None
         return done
-
-
-@dataclass
-class _Paid:
-    """What a run that failed after its spend must say: which record paid, whether its table is stored (the fact),
-    and how to get the table written (the hint, which names the CLI's flag)."""
-
-    ledger: str
-    record: int
-    release_id: str
-    named: bool
-    stored: bool = False
-
-    def text(self) -> str:
-        paid = f"the release was paid for by ledger {self.ledger} record {self.record}, with no refund"
-        if not self.stored:
-            return f"{paid}; its table was not stored, so release id '{self.release_id}' can never be written"
-        return f"{paid}; its table is stored under release id '{self.release_id}'"
-
-    def hint(self) -> str | None:
-        if not self.stored:
-            return None
-        again = f"--release-id {self.release_id}" + ("" if self.named else " (the id this run drew)")
-        return f"re-run with {again} to write it"
-
-
-def spent_then_failed(exc: BaseException, paid: _Paid, book: Ledger, key: str) -> SpentThenFailed:
-    """The report (exit 5) of ``exc``, raised after the spend ``paid``: what failed, which record paid, and whether a
-    re-run under the release id can write the stored result (shared with dpcli.randomize)."""
-    paid.stored = paid.stored or _recorded(book, key)
-    if isinstance(exc, SpentThenFailed):  # an OutputError already names the record
-        return SpentThenFailed(exc.fact, hint=exc.hint)
-    message = f"{_what_failed(exc)} after the spend: {paid.text()}"
-    hints = (exc.hint if isinstance(exc, DpcliError) else None, paid.hint())
-    return SpentThenFailed(message, hint="; ".join(h for h in hints if h) or None)
-
-
-def _recorded(book: Ledger, key: str) -> bool:
-    """Whether the `released` record and the stored table of ``key`` are in the ledger (asked after a failure, which
-    may have come between writing them and taking note: the message must say whether --release-id can recover)."""
-    try:
-        _spend, done, stored = book.find_release(key)
-    except Exception:  # noqa: BLE001 - the ledger may be what failed: then say "not stored", the safe claim
-        return False
-    return done is not None and stored is not None
-
-
-def _what_failed(exc: BaseException) -> str:
-    """One line about an exception, without its message (which might quote a value)."""
-    if isinstance(exc, (KeyboardInterrupt, Interrupted)):
-        return f"interrupted by {signals.signal_name(exc)}"
-    if isinstance(exc, MemoryError):
-        return "out of memory"
-    if isinstance(exc, OSError):
-        return f"an I/O error ({exc.strerror or type(exc).__name__})"
-    if isinstance(exc, DpcliError):
-        return str(exc)
-    return f"an internal error ({type(exc).__name__}; a bug in dpcli, please report it)"
 
 
 def _meta_path(
@@ -435,102 +389,102 @@ def _meta_path(
 
 
 def _write_outputs(
-    table: Table, output_path: Path | None, fmt: str, meta: dict, paid: str, hint: str | None = None,
-    meta_path: Path | None = None,
+    table: Table, output_path: Path | None, fmt: str, meta: dict, paid: Paid | Unpaid, meta_path: Path | None = None,
 ) -> str:
     """Write the table (and its sidecar: at ``meta_path``, else beside a file); returns the table's sha256.
 
     Whatever stops it (disk full, an I/O error, a signal, memory), a failed run leaves no new or half-described
     output behind: the table's temporary file is gone (atomic_write), and a table or sidecar already renamed into
     place is removed. An OSError becomes OutputError (exit 5) naming what was paid; anything else is re-raised for
-    release() to report the same way.
+    the paid run (dpcli.paid_run) to report the same way.
     """
     if output_path is None:
         try:
             out_sha = write_table(table, None, fmt)
         except OSError as exc:
             raise OutputError(
-                f"could not write the table to standard output: {exc.strerror or type(exc).__name__}; {paid}; "
+                f"could not write the table to standard output: {exc.strerror or type(exc).__name__}; {paid.text()}; "
                 "standard output may hold part of the table: discard it",
-                hint=hint,
+                hint=paid.hint(),
             ) from None
         if meta_path is not None:  # the sidecar of a table on standard output (`-o - --meta PATH`)
             try:
                 write_sidecar(meta_path, {**meta, "output_sha256": out_sha}, meta_path)
             except OSError as exc:
                 raise OutputError(
-                    f"could not write the sidecar {meta_path}: {exc.strerror or type(exc).__name__}; {paid}; "
+                    f"could not write the sidecar {meta_path}: {exc.strerror or type(exc).__name__}; {paid.text()}; "
                     "the table went to standard output",
-                    hint=hint,
+                    hint=paid.hint(),
                 ) from None
         return out_sha
-    targets = (output_path, meta_path or sidecar_path(output_path))
-    before = [_identity(p) for p in targets]
     try:
-        out_sha = write_table(table, output_path, fmt)
-        write_sidecar(output_path, {**meta, "output_sha256": out_sha}, meta_path)
+        with leaves_nothing(output_path, meta_path or sidecar_path(output_path)):  # never a table without its sidecar
+            out_sha = write_table(table, output_path, fmt)
+            write_sidecar(output_path, {**meta, "output_sha256": out_sha}, meta_path)
         return out_sha
-    except BaseException as exc:
-        for p, was in zip(targets, before, strict=True):
-            if _identity(p) != was:  # renamed into place by this run: a table without its sidecar is not left
-                with contextlib.suppress(OSError):
-                    os.unlink(p)
-        if isinstance(exc, OSError):
-            raise OutputError(
-                f"could not write the output {output_path}: {exc.strerror or type(exc).__name__}; {paid}; "
-                "no output file was left",
-                hint=hint,
-            ) from None
-        raise
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns)
-
-
-def _reissue(
-    plan: Plan, book: Ledger, key: str, release_id: str, output_path: Path | None, fmt: str, wait: float,
-    meta_path: Path | None = None,
-) -> Release:
-    """Write the stored table of the release paid for under ``key`` again (same numbers, no new noise, no spend).
-
-    A run that paid and has not stored its table yet is waited for, up to ``wait`` seconds. A paid release whose
-    table is missing or altered is exit 5: the id is never drawn again (fresh noise for a question already answered
-    would let averaging cancel the noise).
-    """
-    deadline = time.monotonic() + wait
-    while True:
-        spend, done, stored = book.find_release(key)
-        if done is not None or time.monotonic() >= deadline:
-            break
-        time.sleep(_WAIT_POLL)
-    if stored is None:
-        state = (
-            "its table was never stored (the run that paid is still running, or failed after the spend)"
-            if done is None else "its stored table is missing from the release store"
-        )
-        raise LedgerError(
-            f"ledger {book.name}: release id '{release_id}' of this spec was paid for by record {spend.seq}, but "
-            f"{state}; a paid release id is never drawn again",
-            hint="use a new --release-id",
-        )
-    try:
-        table = Table.from_json(stored)  # this version's compact form, or dpcli 0.2's text form
-    except (ValueError, KeyError, TypeError):
-        # hash-checked, so written by a dpcli whose store format this one does not know (a newer one)
-        raise LedgerError(
-            f"ledger {book.name}: the stored table of release id '{release_id}' (record {spend.seq}) is in a format "
-            "this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
+    except OSError as exc:
+        raise OutputError(
+            f"could not write the output {output_path}: {exc.strerror or type(exc).__name__}; {paid.text()}; "
+            "no output file was left",
+            hint=paid.hint(),
         ) from None
-    meta = {**release_metadata(plan, spend, spend.hash, table.contract), "reissued": True}
-    out_sha = _write_outputs(
-        table, output_path, fmt, meta, f"nothing was spent (ledger record {spend.seq} already paid for this release)",
-        meta_path=meta_path,
-    )
-    status = book.status(plan.spec.dataset)
-    return Release(plan, table, spend, status, output_path, out_sha, book.name, release_id, meta, reused=True)
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# Frequency estimates from a randomized file: nothing is spent
+
+_FREQUENCY = Unpaid("nothing was spent (estimates from a randomized file)")
+
+
+def _release_frequencies(
+    plan: Plan, book: Ledger, records: list[Record], source: Path | None, input_fmt: str, engine: str,
+    spark_master: str | None, output_path: Path | None, fmt: str, input_timeout: float | None, max_input_bytes: int,
+    on_input_bytes: Callable[[int, int | None], None] | None, say: Callable[[str], None], release_id: str,
+) -> Release:
+    """A release of ``kind: frequency`` statistics (once the paths and the ledger's chain are checked): the input
+    must be a randomize output this ledger recorded, for every statistic's column, ε and keys (else InputError,
+    before anything is read further); then its exact key counts (any engine: a frequency is a histogram of the column
+    to ``engine/cells.py``) and their unbiased estimates. Nothing is spent and no ledger record is written: the
+    estimates are post-processing of a published file, and the same file always gives the same numbers."""
+    spec = plan.spec
+    with InputFile(source, input_timeout, max_input_bytes, on_input_bytes) as src:
+        digest = _file_sha256(src.path)
+        vouchers = [
+            find_randomized(records, book.name, digest, spec.dataset, spec.columns[sp.statistic.column],  # type: ignore[index]
+                            sp.statistic.randomized_epsilon)  # type: ignore[union-attr]
+            for sp in plan.statistics
+        ]
+        say(f"input is the randomize output recorded by ledger record {vouchers[0].seq}")
+        if engine == "spark":
+            from dpcli.engine import spark_engine
+
+            exact = spark_engine.aggregate(plan, str(src.path), master=spark_master, input_format=input_fmt)
+        else:
+            check_input(spec, src.path, input_fmt)
+            exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)
+        say("exact key counts computed")
+    table = build_table(plan, [Noisy(ex.counts, None) for ex in exact])
+    meta = {
+        "contract": CONTRACT,
+        "dpcli_release": "frequency estimates from a randomized file (nothing spent)",
+        "dataset": spec.dataset,
+        "spec_sha256": spec.sha256,
+        # the recorded output's hash (public, in the ledger), which the input was just found to be
+        "input_sha256": vouchers[0].get("output_sha256"),
+        "ledger": {"name": book.name, "randomize_records": sorted({r.seq for r in vouchers})},
+    }
+    out_sha = _write_outputs(table, output_path, fmt, meta, _FREQUENCY)
+    say("output written")
+    return Release(plan, table, vouchers[0], book.status(spec.dataset), output_path, out_sha, book.name, release_id,
+                   meta)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read input {path}: {exc.strerror or 'unreadable'}") from None
+    return digest.hexdigest()

@@ -1,6 +1,9 @@
-"""Run the real `dpcli` command with one fault injected at one step of the release path.
+"""Run the real `dpcli` command with one fault injected at one step of a paid run (dpcli.paid_run).
 
     python tests/fault_driver.py STEP ACTION -- DPCLI-ARGS...
+
+DPCLI-ARGS are `release ...` (a table, or frequency estimates from a randomized file) or `randomize ...`: the steps
+are the protocol's, and where a command draws its own noise ("spent", "noise") the wrapped function is its own.
 
 A child process of tests/test_faults.py. The step's real function is wrapped so that the fault happens right before
 or right after it runs (the function itself still runs); nothing of dpcli is replaced. ACTION is ``kill`` (SIGKILL,
@@ -34,6 +37,9 @@ PERSON_STEPS = (
     "persons",  # as the engine finishes choosing each person's rows (before the spend)
     "select",  # while the open keys' noisy counts are compared with the threshold (after the spend)
 )
+# `dpcli randomize` writes no sidecar; a frequency release spends nothing, so only its writing steps apply
+RANDOMIZE_STEPS = tuple(s for s in STEPS if s != "sidecar")
+FREQUENCY_STEPS = ("rename-before", "rename-after", "sidecar")
 ACTIONS = ("kill", "oserror", "memory", "sigint", "sigterm", "sighup")
 # After the release is written (issue 23): as the command prints its summary, and as the interpreter tears down
 # (an atexit callback, which runs after main() has decided the exit code). Only signals are sent there; ``warn``
@@ -71,8 +77,9 @@ def wrap(owner: Any, name: str, action: str, after: bool, when: Callable[..., bo
     setattr(owner, name, faulty)
 
 
-def inject(step: str, action: str, output: str) -> None:
+def inject(step: str, action: str, output: str, command: str = "release") -> None:
     import dpcli.mechanisms
+    import dpcli.randomize
     import dpcli.release
     from dpcli.ledger.jsonl import JsonlLedger
 
@@ -81,8 +88,12 @@ def inject(step: str, action: str, output: str) -> None:
 
     if step == "lock":
         wrap(JsonlLedger, "_stage_head", action, after=False)
+    elif step == "spent" and command == "randomize":
+        wrap(dpcli.randomize, "_randomized_csv", action, after=False)
     elif step == "spent":
         wrap(dpcli.release, "draw_noise", action, after=False)
+    elif step == "noise" and command == "randomize":
+        wrap(dpcli.randomize, "randomize_keys", action, after=False)  # the first column's draw
     elif step == "noise":
         wrap(dpcli.mechanisms, "add_discrete_laplace", action, after=False)
     elif step in ("store", "stored"):
@@ -117,7 +128,7 @@ if __name__ == "__main__":
     assert sep == "--" and step in STEPS + PERSON_STEPS + LATE_STEPS and action in (*ACTIONS, "warn")
     output = argv[argv.index("-o") + 1]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    inject(step, action, output)
+    inject(step, action, output, argv[0])
     from dpcli.cli import main
 
     main(argv)

@@ -19,7 +19,14 @@ rows (before the spend: a signal ends the run with 128 + its number, an I/O erro
 MemoryError a bug's exit 1, and nothing is spent) and during the open keys' selection (after the spend, like the
 noise).
 
-The whole matrix (54 + 66 cases) is marked slow (make test-slow); ten of them run in `make test`.
+Issue 24: the same matrix against every command that spends through the paid-run protocol (dpcli.paid_run):
+`dpcli randomize` (its own draw; no sidecar) with the same invariants, and the frequency release, which spends
+nothing: a fault while it writes leaves no output and no ledger record, exits as the contract says (a signal 128 + its
+number, an I/O error 5 saying nothing was spent), and its re-run writes the same numbers. Concurrent randomize runs
+under one release id spend once and all write the paid file (a run that finds the id paid waits for its file, as a
+release waits for its table).
+
+The whole matrix (54 + 66 + 48 + 18 cases) is marked slow (make test-slow); thirteen of them run in `make test`.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.ledger import JsonlLedger
-from tests.fault_driver import ACTIONS, PERSON_STEPS, STEPS
+from tests.fault_driver import ACTIONS, FREQUENCY_STEPS, PERSON_STEPS, RANDOMIZE_STEPS, STEPS
 from tests.helpers import TOY_SPEC, clean_env, run_dpcli, run_in_process
 
 SPEC = TOY_SPEC + "  - {name: ages, kind: histogram, column: age, bins: [0, 20, 40, 60, 80, 101]}\n"
@@ -125,8 +132,8 @@ def expected(step: str, action: str) -> tuple[int, bool, bool]:
     return 5, True, recorded
 
 
-def run_case(work: Path, step: str, action: str) -> None:
-    r = subprocess.run([sys.executable, str(DRIVER), step, action, "--", *release_args(work, "o.csv")],
+def run_case(work: Path, step: str, action: str, args: Callable[[Path, str], list[str]] = release_args) -> None:
+    r = subprocess.run([sys.executable, str(DRIVER), step, action, "--", *args(work, "o.csv")],
                        capture_output=True, env=clean_env(), timeout=120)
     err = r.stderr.decode()
     code, spent, stored = expected(step, action)
@@ -149,7 +156,7 @@ def run_case(work: Path, step: str, action: str) -> None:
     if "o.csv" in out:
         assert spent
     # the re-run under the same release id: never a second spend
-    again = run_dpcli(*release_args(work, "again.csv"), cwd=work)
+    again = run_dpcli(*args(work, "again.csv"), cwd=work)
     after = spends(work)
     if spent:
         assert len(after) == 1, (step, action)
@@ -227,3 +234,128 @@ def test_a_python_warning_never_reaches_stderr(work: Path) -> None:
                        capture_output=True, env=clean_env({"PYTHONWARNINGS": "always"}), timeout=120)
     assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
     assert (work / "out" / "o.csv").exists()
+
+
+# -- issue 24: `dpcli randomize` and the frequency release ------------------------------------------------------
+
+RANDOMIZE_SPEC = """\
+version: 1
+dataset: survey
+privacy:
+  unit: row
+  neighbours: replace
+  epsilon: 2
+columns:
+  colour: {type: category, categories: [red, green, blue]}
+  smoker: {type: bool}
+randomize:
+  columns: [colour, smoker]
+"""
+FREQUENCY_SPEC = """\
+version: 1
+dataset: survey
+privacy:
+  neighbours: replace
+columns:
+  colour: {type: category, categories: [red, green, blue]}
+  smoker: {type: bool}
+statistics:
+  - {name: colours, kind: frequency, column: colour, randomized: {epsilon: 1}}
+  - {name: smokers, kind: frequency, column: smoker, randomized: {epsilon: 1}}
+"""
+
+
+@pytest.fixture()
+def randomize_work(make_work: Callable[..., Path]) -> Path:
+    work = make_work(RANDOMIZE_SPEC, "colour,smoker\nred,true\ngreen,false\nblue,1\n,\npurple,maybe\n", cap="10",
+                     dataset="survey")
+    (work / "out").mkdir()
+    return work
+
+
+def randomize_args(work: Path, name: str) -> list[str]:
+    return ["randomize", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "out" / name),
+            "--ledger", str(work / "L.jsonl"), "--release-id", RID, "--lock-timeout", "1", "--quiet"]
+
+
+@pytest.fixture()
+def frequency_work(randomize_work: Path) -> Path:
+    """A randomize output recorded in the ledger, a frequency spec of it, and its estimates as a clean run wrote them
+    (ref.csv)."""
+    work = randomize_work
+    r = run_in_process("randomize", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "rr.csv",
+                       "--ledger", work / "L.jsonl", "--release-id", "rr", "--quiet")
+    assert r.returncode == 0, r.stderr
+    (work / "freq.yaml").write_text(FREQUENCY_SPEC)
+    r = run_in_process(*frequency_args(work, "ref.csv"))
+    assert r.returncode == 0, r.stderr
+    (work / "ref.csv").write_bytes((work / "out" / "ref.csv").read_bytes())
+    for written in (work / "out").iterdir():
+        written.unlink()
+    return work
+
+
+def frequency_args(work: Path, name: str) -> list[str]:
+    return ["release", str(work / "freq.yaml"), "-i", str(work / "rr.csv"), "-o", str(work / "out" / name),
+            "--ledger", str(work / "L.jsonl"), "--release-id", RID, "--lock-timeout", "1", "--quiet"]
+
+
+def run_frequency_case(work: Path, step: str, action: str) -> None:
+    ledger = (work / "L.jsonl").read_bytes()
+    r = subprocess.run([sys.executable, str(DRIVER), step, action, "--", *frequency_args(work, "o.csv")],
+                       capture_output=True, env=clean_env(), timeout=120)
+    err = r.stderr.decode()
+    assert "Traceback" not in err
+    assert (work / "L.jsonl").read_bytes() == ledger, (step, action)  # nothing spent, nothing recorded
+    if action == "kill":
+        assert r.returncode == -int(signal.SIGKILL), (step, action, err)
+    else:
+        # a signal: 128 + its number; an I/O error writing: exit 5; a MemoryError: a bug's exit 1
+        code = 128 + int(SIGNAL[action]) if action in SIGNAL else 5 if action == "oserror" else 1
+        assert r.returncode == code, (step, action, r.returncode, err)
+        assert err.startswith("dpcli: error: ") and err.count("\n") == 1, err
+        if action != "memory":
+            assert "nothing was spent" in err, err
+        assert sorted(p.name for p in (work / "out").iterdir()) == [], (step, action)
+    # the re-run: the same numbers (estimates of a published file), still nothing recorded
+    again = run_dpcli(*frequency_args(work, "again.csv"), cwd=work)
+    assert again.returncode == 0, again.stderr.decode()
+    assert (work / "out" / "again.csv").read_bytes() == (work / "ref.csv").read_bytes()
+    assert (work / "L.jsonl").read_bytes() == ledger
+
+
+@pytest.mark.parametrize("step,action", [("lock", "sigterm"), ("rename-after", "oserror")])
+def test_a_fault_in_randomize_keeps_the_invariants(randomize_work: Path, step: str, action: str) -> None:
+    run_case(randomize_work, step, action, randomize_args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("step", RANDOMIZE_STEPS)
+def test_every_fault_in_randomize_keeps_the_invariants(randomize_work: Path, step: str, action: str) -> None:
+    run_case(randomize_work, step, action, randomize_args)
+
+
+@pytest.mark.parametrize("step,action", [("sidecar", "oserror")])
+def test_a_fault_in_a_frequency_release_spends_and_leaves_nothing(frequency_work: Path, step: str, action: str) -> None:
+    run_frequency_case(frequency_work, step, action)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("step", FREQUENCY_STEPS)
+def test_every_fault_in_a_frequency_release(frequency_work: Path, step: str, action: str) -> None:
+    run_frequency_case(frequency_work, step, action)
+
+
+@pytest.mark.slow
+def test_concurrent_randomize_runs_under_one_id_spend_once_and_write_the_same_file(randomize_work: Path) -> None:
+    """Eight `dpcli randomize` processes under one release id: one spend, and every run writes the paid file (a run
+    that lost the race waits for the winner's stored file; none draws its own)."""
+    work = randomize_work
+    procs = [subprocess.Popen([sys.executable, "-m", "dpcli", *randomize_args(work, f"out{i}.csv")], env=clean_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(8)]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0] * 8, [p.stderr.read() for p in procs if p.stderr]
+    assert len(spends(work)) == 1
+    assert len({(work / "out" / f"out{i}.csv").read_bytes() for i in range(8)}) == 1

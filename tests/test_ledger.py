@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.errors import LedgerError, UsageError
-from dpcli.ledger import JsonlLedger
+from dpcli.accounting import Budget
+from dpcli.errors import InternalError, LedgerError, UsageError
+from dpcli.ledger import Delivery, JsonlLedger, Purchase, RandomizedColumn
 from dpcli.ledger.base import canonical
 from tests.helpers import clean_env, run_dpcli
 
@@ -466,12 +467,12 @@ def test_symlinked_ledger_and_ledger_as_output_or_input_are_refused(work: Path) 
 def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
     book.set_cap("d", Fraction(3, 10), Fraction(0), allow_raise=False)
-    book.spend("d", Fraction(1, 10), {})
-    book.spend("d", Fraction(2, 10), {})
+    book.spend("d", Budget(Fraction(1, 10)))
+    book.spend("d", Budget(Fraction(2, 10)))
     status = book.status("d")
     assert status is not None and status.remaining == 0
     with pytest.raises(Exception) as exc:
-        book.spend("d", Fraction(1, 10**9), {})
+        book.spend("d", Budget(Fraction(1, 10**9)))
     assert exc.value.exit_code == 4
     with pytest.raises(UsageError):
         book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
@@ -502,8 +503,9 @@ READER = textwrap.dedent(
     print(failures)
     """
 )
-WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.ledger import JsonlLedger\n" \
-    "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Fraction(1, 1000), {})\n"
+WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.accounting import Budget\n" \
+    "from dpcli.ledger import JsonlLedger\n" \
+    "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Budget(Fraction(1, 1000)))\n"
 
 
 @pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
@@ -519,3 +521,29 @@ def test_readers_never_see_a_half_moved_head(tmp_path: Path) -> None:
     failures = [int(r.communicate(timeout=300)[0]) for r in readers]
     assert failures == [0, 0]
     assert len(JsonlLedger(led).records()) == 301
+
+
+def test_the_ledger_takes_exact_typed_budgets_and_writes_the_records_it_always_wrote(tmp_path: Path) -> None:
+    """Issue 24: the ledger's interface takes a Budget (exact, non-negative) and a Purchase/Delivery; the records on
+    disk keep their fields and texts (old ledgers verify, new ones read as before)."""
+    with pytest.raises(TypeError):
+        Budget(0.1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Budget(Fraction(-1, 10))
+    book = JsonlLedger(tmp_path / "L.jsonl")
+    book.set_cap("d", Fraction(100), Fraction(1, 10**6), allow_raise=False)
+    with pytest.raises(InternalError):  # a spend's δ is its selections'; a cap's δ is not something a spend has
+        book.spend("d", Budget(Fraction(1, 10), delta=Fraction(1, 10**6)))
+    spend = book.spend("d", Budget(Fraction(1, 10), rho=Fraction(1, 3), selection_delta=Fraction(1, 10**7)),
+                       Purchase("r1", "k1", "s1", "row", "replace", ("a", "b"), "randomize"))
+    done = book.mark_released("k1", Delivery("r1", "t1", "o1", (RandomizedColumn("a", Fraction(1, 2), "h1"),)))
+    assert {k: v for k, v in spend.fields.items() if k not in ("time", "prev")} == {
+        "seq": 1, "type": "spend", "dataset": "d", "epsilon": "0.1", "rho": "0.333333333333333334",
+        "delta": "0.0000001", "command": "randomize", "release_id": "r1", "release_key": "k1", "spec_sha256": "s1",
+        "unit": "row", "neighbours": "replace", "statistics": ["a", "b"],
+    }
+    assert {k: v for k, v in done.fields.items() if k not in ("time", "prev")} == {
+        "seq": 2, "type": "released", "release_key": "k1", "release_id": "r1", "table_sha256": "t1",
+        "output_sha256": "o1", "randomized": [{"column": "a", "epsilon": "0.5", "keys_sha256": "h1"}],
+    }
+    assert [r.as_dict() for r in JsonlLedger(tmp_path / "L.jsonl").records()][1:] == [spend.as_dict(), done.as_dict()]

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.accounting import Budget
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
-from dpcli.ledger import JsonlLedger
+from dpcli.ledger import JsonlLedger, Purchase
 from dpcli.ledger.base import budgets, canonical
 from tests.helpers import TOY_SPEC, clean_env, mounted_tmpfs, run_dpcli, run_in_process
 from tests.test_ledger_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
@@ -77,6 +78,7 @@ SPENDER = textwrap.dedent(
     """
     import json, sys
     from fractions import Fraction
+    from dpcli.accounting import Budget
     from dpcli.errors import BudgetRefused, LedgerError
     from dpcli.ledger import JsonlLedger
     path, n = sys.argv[1], int(sys.argv[2])
@@ -84,7 +86,7 @@ SPENDER = textwrap.dedent(
     message = ""
     for _ in range(n):
         try:
-            JsonlLedger(path, lock_timeout=60).spend("d", Fraction(1, 100), {})
+            JsonlLedger(path, lock_timeout=60).spend("d", Budget(Fraction(1, 100)))
             ok += 1
         except BudgetRefused:
             refused += 1
@@ -129,6 +131,7 @@ ROUND_SPENDER = textwrap.dedent(
     """
     import json, sys, time
     from fractions import Fraction
+    from dpcli.accounting import Budget
     from dpcli.errors import BudgetRefused, LedgerError
     from dpcli.ledger import JsonlLedger
     directory, name, rounds, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -136,7 +139,7 @@ ROUND_SPENDER = textwrap.dedent(
     for r in range(rounds):
         time.sleep(max(0.0, start + 0.1 * r - time.time()))  # both processes spend at the same moment
         try:
-            JsonlLedger(f"{directory}/{name}{r}.jsonl", lock_timeout=10).spend("d", Fraction(1, 100), {})
+            JsonlLedger(f"{directory}/{name}{r}.jsonl", lock_timeout=10).spend("d", Budget(Fraction(1, 100)))
             ok.append(r)
         except BudgetRefused:
             pass
@@ -233,8 +236,8 @@ def test_two_long_exact_shares_no_longer_brick_the_ledger(work: Path) -> None:
     book.set_cap("toy", Fraction(1), Fraction(0), allow_raise=False)
     a, b = long_share(3, 4600), long_share(7, 2600)  # coprime denominators: their exact sum has ~4,400 digits
     assert len(str(a.denominator)) > 2000 and len(str(b.denominator)) > 2000
-    book.spend("toy", a, {})
-    book.spend("toy", b, {})
+    book.spend("toy", Budget(a))
+    book.spend("toy", Budget(b))
     for rec, share in zip([x for x in lines(led) if x["type"] == "spend"], (a, b), strict=True):
         charged = Fraction(rec["epsilon"])
         assert share <= charged < share + Fraction(1, 10**18) and (charged * 10**18).denominator == 1
@@ -245,9 +248,9 @@ def test_two_long_exact_shares_no_longer_brick_the_ledger(work: Path) -> None:
     (toy,) = json.loads(show.stdout)
     assert Fraction(toy["spent"]) >= a + b and len(toy["spent"]) < 40
     # the next spend works, and one past the cap is refused (exit 4), not a crash
-    book.spend("toy", Fraction(1, 10), {})
+    book.spend("toy", Budget(Fraction(1, 10)))
     with pytest.raises(BudgetRefused) as exc:
-        book.spend("toy", long_share(11, 2100), {})
+        book.spend("toy", Budget(long_share(11, 2100)))
     assert "requested ε=0.33" in str(exc.value)
     r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "o.csv", "--ledger", led)
     one_line_error(r, 4, "budget refused")
@@ -257,13 +260,13 @@ def test_charges_round_up_so_three_thirds_do_not_fit_a_cap_of_one(tmp_path: Path
     """The documented price of the grid: 1/3 is charged 0.333333333333333334."""
     book = JsonlLedger(tmp_path / "L.jsonl")
     book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
-    assert book.spend("d", Fraction(1, 3), {}).get("epsilon") == "0.333333333333333334"
-    book.spend("d", Fraction(1, 3), {})
+    assert book.spend("d", Budget(Fraction(1, 3))).get("epsilon") == "0.333333333333333334"
+    book.spend("d", Budget(Fraction(1, 3)))
     with pytest.raises(BudgetRefused):
-        book.spend("d", Fraction(1, 3), {})
+        book.spend("d", Budget(Fraction(1, 3)))
     # what is left is on the grid too, and fits exactly
     assert book.status("d").remaining == Fraction(333333333333333332, 10**18)
-    book.spend("d", Fraction(333333333333333332, 10**18), {})
+    book.spend("d", Budget(Fraction(333333333333333332, 10**18)))
     assert book.status("d").remaining == 0
 
 
@@ -339,8 +342,9 @@ FAULTY_WRITE = textwrap.dedent(
     """
     import errno, os, sys
     from fractions import Fraction
+    from dpcli.accounting import Budget
     from dpcli.errors import LedgerError
-    from dpcli.ledger import JsonlLedger
+    from dpcli.ledger import JsonlLedger, Purchase
     mode, path = sys.argv[1], sys.argv[2]
     real_write = os.write
     def write(fd, data):
@@ -352,7 +356,7 @@ FAULTY_WRITE = textwrap.dedent(
         return done
     os.write = write
     try:
-        JsonlLedger(path).spend("d", Fraction(1, 10), {"statistics": ["n"]})
+        JsonlLedger(path).spend("d", Budget(Fraction(1, 10)), Purchase("r", "k", "s", "row", "add_remove", ("n",)))
     except LedgerError as exc:
         print(exc)
     """
@@ -363,7 +367,7 @@ FAULTY_WRITE = textwrap.dedent(
 def test_a_failed_append_is_truncated_back(tmp_path: Path, mode: str) -> None:
     led = tmp_path / "L.jsonl"
     JsonlLedger(led).set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
-    JsonlLedger(led).spend("d", Fraction(1, 10), {})
+    JsonlLedger(led).spend("d", Budget(Fraction(1, 10)))
     before, head = led.read_bytes(), (tmp_path / "L.jsonl.head").read_bytes()
     p = child(FAULTY_WRITE, mode, led)
     out, err = p.communicate(timeout=60)
@@ -372,7 +376,7 @@ def test_a_failed_append_is_truncated_back(tmp_path: Path, mode: str) -> None:
     assert "nothing was recorded" in out.decode(), out
     assert sorted(x.name for x in tmp_path.iterdir()) == ["L.jsonl", "L.jsonl.head"]
     assert run_dpcli("ledger", "verify", "--ledger", led).returncode == 0
-    JsonlLedger(led).spend("d", Fraction(1, 10), {})  # and the next spend works
+    JsonlLedger(led).spend("d", Budget(Fraction(1, 10)))  # and the next spend works
     assert len(JsonlLedger(led).records()) == 3
 
 
@@ -430,13 +434,13 @@ def test_a_full_disk_during_the_append_leaves_the_ledger_as_it_was(work: Path) -
         filler = fill(small)
         spare.unlink()
         before, head = led.read_bytes(), (small / "L.jsonl.head").read_bytes()
-        big = {"statistics": [f"statistic_{i:04d}_" + "x" * 30 for i in range(1000)]}
+        big = Purchase("r", "k", "s", "row", "add_remove", tuple(f"statistic_{i:04d}_" + "x" * 30 for i in range(1000)))
         with pytest.raises(LedgerError) as exc:
-            book.spend("d", Fraction(1, 10), big)
+            book.spend("d", Budget(Fraction(1, 10)), big)
         assert led.read_bytes() == before and (small / "L.jsonl.head").read_bytes() == head
         assert "nothing was recorded" in str(exc.value) and "\n" not in str(exc.value)
         filler.unlink()
-        book.spend("d", Fraction(1, 10), big)
+        book.spend("d", Budget(Fraction(1, 10)), big)
         assert run_dpcli("ledger", "verify", "--ledger", led).returncode == 0
 
 
@@ -552,7 +556,9 @@ def ledger_copy(work: Path, target: Path) -> Path:
     """A ledger of two records and its head, copied into ``target`` as an auditor would receive them."""
     (work / "src").mkdir()
     JsonlLedger(work / "src" / "L.jsonl").set_cap("toy", Fraction(1), Fraction(0), allow_raise=False)
-    JsonlLedger(work / "src" / "L.jsonl").spend("toy", Fraction(1, 4), {"statistics": ["n"]})
+    JsonlLedger(work / "src" / "L.jsonl").spend(
+        "toy", Budget(Fraction(1, 4)), Purchase("r", "k", "s", "row", "add_remove", ("n",))
+    )
     for name in ("L.jsonl", "L.jsonl.head"):
         shutil.copyfile(work / "src" / name, target / name)
     return target / "L.jsonl"

@@ -12,7 +12,7 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from dpcli.accounting import selection_delta, selection_threshold, zcdp_to_epsilon
+from dpcli.accounting import Budget, selection_delta, selection_threshold, zcdp_to_epsilon
 from dpcli.errors import BudgetRefused, SpecError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import check_pin
@@ -275,24 +275,24 @@ def test_a_zcdp_release_converts_at_what_the_selections_leave() -> None:
 def test_selection_deltas_add_up_against_the_caps_delta(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
     book.set_cap("d", F(10), F(3, 10**6), allow_raise=False)
-    book.spend("d", F(1), {}, delta=F(2, 10**6))
+    book.spend("d", Budget(F(1), selection_delta=F(2, 10**6)))
     status = book.status("d")
     assert status is not None and status.delta_spent == F(2, 10**6) and status.spent == 1
     with pytest.raises(BudgetRefused) as exc:
-        book.spend("d", F(1), {}, delta=F(2, 10**6))
+        book.spend("d", Budget(F(1), selection_delta=F(2, 10**6)))
     assert str(exc.value) == (
         "budget refused for dataset 'd': its partition selections spend δ=0.000002, and the cap's δ=0.000003 has "
         "δ=0.000001 left"
     )
     assert book.status("d") == status
     # zCDP spends are converted at what the selections left of the cap's delta
-    book.spend("d", F(0), {}, rho=F(1, 100))
+    book.spend("d", Budget(F(0), rho=F(1, 100)))
     after = book.status("d")
     assert after is not None and after.spent == min(
         F(1) + zcdp_to_epsilon(F(1, 100), F(1, 10**6)), zcdp_to_epsilon(F(1, 100) + F(1, 2), F(1, 10**6))
     )
     with pytest.raises(BudgetRefused, match="would leave no δ of the cap"):
-        book.spend("d", F(0), {}, delta=F(1, 10**6))
+        book.spend("d", Budget(F(0), selection_delta=F(1, 10**6)))
     spends = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines() if '"spend"' in line]
     assert [s.get("delta") for s in spends] == ["0.000002", None]
 
@@ -301,7 +301,7 @@ def test_a_selection_against_a_cap_without_delta_is_refused(tmp_path: Path) -> N
     book = JsonlLedger(tmp_path / "l.jsonl")
     book.set_cap("d", F(10), F(0), allow_raise=False)
     with pytest.raises(BudgetRefused, match="has δ=0 left"):
-        book.spend("d", F(1), {}, delta=F(1, 10**9))
+        book.spend("d", Budget(F(1), selection_delta=F(1, 10**9)))
 
 
 def test_the_person_unit_is_pinned_with_its_id_field(tmp_path: Path) -> None:

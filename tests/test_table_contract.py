@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.accounting import Budget
 from dpcli.engine import aggregate
-from dpcli.ledger import open_ledger
+from dpcli.ledger import Delivery, Purchase, open_ledger
 from dpcli.ledger.base import release_key
 from dpcli.mechanisms import exact_noisy
 from dpcli.output import SIDECAR_SCHEMA, Table, Texts, bin_edge_columns, build_table, write_table
@@ -168,10 +169,10 @@ def test_a_release_reissuing_a_02_table_writes_its_bytes_and_a_02_sidecar(tmp_pa
     # a release paid and stored by dpcli 0.2 (its spend, its stored table, its `released` record)
     key = release_key(spec.dataset, spec.sha256, "r1")
     stored = (STORE_02 / "table.store.json").read_bytes()
-    spend = book.spend(spec.dataset, make_plan(spec).epsilon, {"release_id": "r1", "release_key": key,
-                                                               "spec_sha256": spec.sha256})
+    spend = book.spend(spec.dataset, Budget(make_plan(spec).epsilon),
+                       Purchase("r1", key, spec.sha256, spec.privacy.pinned_unit, spec.privacy.neighbours, ()))
     book.store_table(key, stored)
-    book.mark_released(key, {"release_id": "r1", "table_sha256": hashlib.sha256(stored).hexdigest()})
+    book.mark_released(key, Delivery("r1", hashlib.sha256(stored).hexdigest()))
     again = release(spec, input=ADULT, output=tmp_path / "b.csv", ledger=ledger, release_id="r1")
     assert again.reused
     assert (tmp_path / "b.csv").read_bytes() == (STORE_02 / "table.csv").read_bytes()

@@ -9,7 +9,14 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from dpcli.accounting import epsilon_delta_to_rho, format_exact, pure_to_rho, rho_to_pure_epsilon, zcdp_to_epsilon
+from dpcli.accounting import (
+    Budget,
+    epsilon_delta_to_rho,
+    format_exact,
+    pure_to_rho,
+    rho_to_pure_epsilon,
+    zcdp_to_epsilon,
+)
 from dpcli.errors import BudgetRefused, SpecError
 from dpcli.ledger import JsonlLedger
 from dpcli.plan import make_plan
@@ -166,8 +173,8 @@ def test_mixed_pure_and_zcdp_spends_against_an_epsilon_delta_cap(tmp_path: Path)
     book = JsonlLedger(tmp_path / "l.jsonl")
     delta = F(1, 10**6)
     book.set_cap("d", F(3), delta, allow_raise=False)
-    book.spend("d", F(1, 2), {})
-    book.spend("d", F(0), {}, rho=F(1, 100))
+    book.spend("d", Budget(F(1, 2)))
+    book.spend("d", Budget(F(0), rho=F(1, 100)))
     status = book.status("d")
     assert status is not None
     expected = min(F(1, 2) + zcdp_to_epsilon(F(1, 100), delta), zcdp_to_epsilon(F(1, 100) + F(1, 8), delta))
@@ -175,7 +182,7 @@ def test_mixed_pure_and_zcdp_spends_against_an_epsilon_delta_cap(tmp_path: Path)
     assert status.remaining == 3 - expected
     # a spend that would push the converted total past the cap is refused, and names the difference
     with pytest.raises(BudgetRefused) as exc:
-        book.spend("d", F(0), {}, rho=F(1, 2))
+        book.spend("d", Budget(F(0), rho=F(1, 2)))
     assert "requested ε=" in str(exc.value) and "(ρ=0.5 at δ=0.000001)" in str(exc.value)
     assert book.status("d") == status  # nothing recorded
 
@@ -184,7 +191,7 @@ def test_zcdp_spend_against_a_delta_zero_cap_is_refused(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
     book.set_cap("d", F(10), F(0), allow_raise=False)
     with pytest.raises(BudgetRefused) as exc:
-        book.spend("d", F(0), {}, rho=F(1, 1000))
+        book.spend("d", Budget(F(0), rho=F(1, 1000)))
     assert "cap has δ=0" in str(exc.value)
 
 

@@ -21,7 +21,10 @@ from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger.base import (
     DEFAULT_LOCK_TIMEOUT,
     BudgetStatus,
+    Delivery,
     Ledger,
+    Purchase,
+    RandomizedColumn,
     Record,
     VerifyReport,
     check_lock_timeout,
@@ -99,8 +102,11 @@ def open_ledger(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "BudgetStatus",
+    "Delivery",
     "JsonlLedger",
     "Ledger",
+    "Purchase",
+    "RandomizedColumn",
     "Record",
     "VerifyReport",
     "is_ledger_url",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcli.accounting import (
+    Budget,
     format_decimal,
     format_exact,
     parse_exact,
@@ -23,7 +24,7 @@ from dpcli.accounting import (
     round_up_to,
     zcdp_to_epsilon,
 )
-from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
+from dpcli.errors import BudgetRefused, InternalError, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
@@ -419,6 +420,59 @@ def release_key(dataset: str, spec_sha256: str, release_id: str) -> str:
     return hashlib.sha256(f"{dataset}\0{spec_sha256}\0{release_id}".encode()).hexdigest()[:40]
 
 
+@dataclass(frozen=True)
+class Purchase:
+    """What a spend pays for, as its record names it: public facts only (the release id and key, the spec's hash,
+    the pinned unit and relation, the statistics' names, and the command when it is not ``release``)."""
+
+    release_id: str
+    release_key: str
+    spec_sha256: str
+    unit: str
+    neighbours: str
+    statistics: tuple[str, ...]
+    command: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {} if self.command is None else {"command": self.command}
+        out.update(
+            release_id=self.release_id, release_key=self.release_key, spec_sha256=self.spec_sha256, unit=self.unit,
+            neighbours=self.neighbours, statistics=list(self.statistics),
+        )
+        return out
+
+
+@dataclass(frozen=True)
+class RandomizedColumn:
+    """One column of a randomize run, as its ``released`` record names it (what a frequency release checks)."""
+
+    column: str
+    epsilon: Fraction
+    keys_sha256: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a ``released`` record says: the release id, the sha256 of the stored result, and for a randomize run
+    the published file's sha256 and its columns."""
+
+    release_id: str
+    table_sha256: str
+    output_sha256: str | None = None
+    randomized: tuple[RandomizedColumn, ...] = ()
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"release_id": self.release_id, "table_sha256": self.table_sha256}
+        if self.output_sha256 is not None:
+            out["output_sha256"] = self.output_sha256
+        if self.randomized:
+            out["randomized"] = [
+                {"column": c.column, "epsilon": format_exact(c.epsilon), "keys_sha256": c.keys_sha256}
+                for c in self.randomized
+            ]
+        return out
+
+
 def paid_spend(records: list[Record], key: str) -> Record | None:
     """The spend record that paid for the release named ``key`` (see release_key), if any."""
     for rec in records:
@@ -428,29 +482,31 @@ def paid_spend(records: list[Record], key: str) -> Record | None:
 
 
 def spend_fields(
-    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, rho: Fraction, details: dict[str, Any],
-    delta: Fraction = Fraction(0),
+    records: list[Record], ledger_name: str, dataset: str, cost: Budget, purchase: Purchase | None = None,
 ) -> dict[str, Any]:
     """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
     paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
-    key = details.get("release_key")
-    if key is not None:
-        earlier = paid_spend(records, str(key))
+    if cost.delta:
+        raise InternalError("a spend has no δ of its own: its partition selections' δ is selection_delta")
+    epsilon, rho, delta = cost.epsilon, cost.rho, cost.selection_delta
+    if purchase is not None:
+        earlier = paid_spend(records, purchase.release_key)
         if earlier is not None:
             raise ReleaseIdPaid(
-                f"ledger {ledger_name}: release id '{details.get('release_id')}' of this spec was paid for by "
+                f"ledger {ledger_name}: release id '{purchase.release_id}' of this spec was paid for by "
                 f"record {earlier.seq}",
                 earlier.seq,
             )
     status = budgets(records, ledger_name).get(dataset)
-    if details.get("neighbours") is not None:
-        check_pin(status, dataset, str(details.get("unit")), str(details["neighbours"]), ledger_name)
+    if purchase is not None:
+        check_pin(status, dataset, purchase.unit, purchase.neighbours, ledger_name)
     check_spend(status, dataset, epsilon, ledger_name, rho, delta)
     charged_eps, charged_rho = charge(epsilon), charge(rho)
     if not (within_limits(charged_eps) and within_limits(charged_rho) and within_limits(delta)):
         # never write what could not be read back
         raise UsageError(f"a spend may have at most {MAX_DIGITS} digits in its charged numerator and denominator")
     # the record holds what is charged (on the grid): the exact request is in the spec, named by its hash
+    details = {} if purchase is None else purchase.fields()
     fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
     if charged_rho:
         fields["rho"] = format_exact(charged_rho)
@@ -512,29 +568,31 @@ class Ledger(ABC):
         )
 
     def spend(
-        self, dataset: str, epsilon: Fraction, details: dict[str, Any], rho: Fraction = Fraction(0),
-        before_append: Callable[[], None] | None = None, delta: Fraction = Fraction(0),
+        self, dataset: str, cost: Budget, purchase: Purchase | None = None,
+        before_append: Callable[[], None] | None = None,
     ) -> Record:
         """Atomically check the cap and append a durable spend record; BudgetRefused when it does not fit.
 
-        ``epsilon`` is the pure-DP part, ``rho`` the zCDP part (stored as ``rho`` when non-zero), ``delta`` what
-        partition selections spend outright (stored as ``delta`` when non-zero). ``before_append``
+        ``cost.epsilon`` is the pure-DP part, ``cost.rho`` the zCDP part (stored as ``rho`` when non-zero),
+        ``cost.selection_delta`` what partition selections spend outright (stored as ``delta`` when non-zero);
+        ``purchase`` what it pays for (a release key already paid for is ReleaseIdPaid). ``before_append``
         runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
-        spent (release() raises there a signal that came during the lock wait)."""
+        spent (the paid-run protocol raises there a signal that came during the lock wait)."""
 
         def build(records: list[Record]) -> dict[str, Any]:
             if before_append is not None:
                 before_append()
-            fields = spend_fields(records, self.name, dataset, epsilon, rho, details, delta)
+            fields = spend_fields(records, self.name, dataset, cost, purchase)
             self.check_store()  # under the lock, once more: nothing is paid for that could not be stored
             return fields
 
         return self._write(build, "recording the spend")
 
-    def mark_released(self, release_key: str, details: dict[str, Any]) -> Record:
-        """Append the ``released`` record of a spend (its table is stored and its output written)."""
+    def mark_released(self, release_key: str, delivery: Delivery) -> Record:
+        """Append the ``released`` record of a spend (its result is stored)."""
         return self._write(
-            lambda records: {**details, "type": "released", "release_key": release_key}, "recording the release"
+            lambda records: {**delivery.fields(), "type": "released", "release_key": release_key},
+            "recording the release",
         )
 
     # -- the release store: noisy tables of earlier releases, for idempotent re-runs ---------------------------
@@ -588,13 +646,10 @@ class Ledger(ABC):
     def status(self, dataset: str, records: list[Record] | None = None) -> BudgetStatus | None:
         return budgets(self.records() if records is None else records, self.name).get(dataset)
 
-    def check(
-        self, dataset: str, epsilon: Fraction, rho: Fraction = Fraction(0), records: list[Record] | None = None,
-        delta: Fraction = Fraction(0),
-    ) -> None:
-        """A read-only pre-check on verified ``records`` (read when not given) and of the release store; ``spend``
-        repeats both under the lock."""
-        check_spend(self.status(dataset, records), dataset, epsilon, self.name, rho, delta)
+    def check(self, dataset: str, cost: Budget, records: list[Record] | None = None) -> None:
+        """A read-only pre-check of ``cost`` on verified ``records`` (read when not given) and of the release store;
+        ``spend`` repeats both under the lock."""
+        check_spend(self.status(dataset, records), dataset, cost.epsilon, self.name, cost.rho, cost.selection_delta)
         self.check_store()
 
     @property
