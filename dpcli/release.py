@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -28,30 +26,24 @@ from typing import BinaryIO
 from dpcli import signals
 from dpcli.accounting import parse_exact
 from dpcli.engine import aggregate, check_input
-from dpcli.engine import input_format as format_of
-from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, SpentThenFailed, UsageError
-from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record, open_ledger, resolve_ledger
-from dpcli.ledger.base import check_pin, paid_spend, release_key
-from dpcli.locations import is_url
+from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, SpentThenFailed
+from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
+from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record
 from dpcli.mechanisms import draw_noise
 from dpcli.output import (
     Table,
     build_table,
-    check_labels,
-    output_format,
     release_metadata,
     sidecar_path,
     write_sidecar,
     write_table,
 )
-from dpcli.paths import Protected, check_release_paths, check_targets, named_path, open_append
-from dpcli.paths import output_path as checked_output
-from dpcli.plan import Plan, check_cost, make_plan
-from dpcli.spec import Spec, load_spec
-from dpcli.spec_fields import ENGINES, INPUT_FORMATS
+from dpcli.paths import open_append
+from dpcli.plan import Plan
+from dpcli.prepare import RELEASE_ID, check_release_id, prepare
+from dpcli.spec import Spec
 
-__all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]
+__all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.prepare
 
 
 @dataclass
@@ -83,24 +75,7 @@ class Release:
 # The release
 
 
-# A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
-RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}")
 _WAIT_POLL = 0.1  # seconds between looks at the ledger while another run under the same release id finishes
-
-
-def check_release_id(release_id: str) -> str:
-    if not RELEASE_ID.fullmatch(release_id):
-        raise UsageError(
-            f"release id '{release_id[:60]}' is not valid: 1 to 128 letters, digits and . _ : + @ -, "
-            "starting with a letter or digit"
-        )
-    return release_id
-
-
-def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:
-    if value is not None and value not in choices:
-        raise UsageError(f"'{value[:40]}' is not one of: {', '.join(choices)}", argument=argument, option=option)
-    return value
 
 
 def release(
@@ -151,71 +126,26 @@ def release(
     existing summary file is opened before the spend; a failure writing them after the spend is exit 5.
     """
     say = progress or (lambda _msg: None)
-    if not isinstance(spec, Spec):
-        spec = load_spec(spec)
-    plan = make_plan(spec)
-    check_cost(plan)  # over a public size limit (cells, memory estimate): exit 2 before anything is read or spent
-    check_labels(plan)  # the table's labels are made from the spec: any failure there comes before the spend
-    if spec.postprocess:  # the finest table's cap of `postprocess: {consistent: true}`, before the spend
-        from dpcli.consistency import check_plan
-
-        check_plan(plan)
-    say(
-        f"spec valid and planned: {len(plan.statistics)} statistic(s), "
-        f"{sum(sp.cells for sp in plan.statistics if sp.selection is None)} declared cell(s)"
-        + (", plus open keys chosen by partition selection" if any(sp.selection for sp in plan.statistics) else "")
-        + f", {plan.cost_text()}"
+    # every check that needs no data, shared with `dpcli check` and `dpcli plan` (dpcli.prepare)
+    ready = prepare(
+        spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=release_id, lock_timeout=lock_timeout,
+        input_timeout=input_timeout, input_format=input_format, engine=engine, sidecar=sidecar, report=report,
+        summary_md=summary_md, say=say,
     )
-    named = release_id is not None
-    release_id = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
-    key = release_key(spec.dataset, spec.sha256, release_id)
-    input_timeout = check_input_timeout(input_timeout)
-
-    location_given = input if input is not None else spec.input
-    # a Spark engine's hdfs://, s3a://, file:// input
-    remote = location_given if is_url(location_given) else None
-    source = None if remote else input_path(input, spec.input)
-    input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
-                          spec.input_format)
-    engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
-    if remote and engine != "spark":
-        raise UsageError(f"input {remote[:200]} is a URL: only the Spark engine reads one", hint="use --engine spark")
-    if engine == "spark" and not remote and source is None:
-        raise UsageError("the Spark engine reads files, not standard input", hint="pass --input PATH")
-    output_path = checked_output(output if output is not None else spec.output)
-    location: str | Path | None = None  # a Ledger object passed in has no location to check against the paths
-    if isinstance(ledger, Ledger):
-        book = ledger
-    else:
-        location = resolve_ledger(ledger, spec.ledger)
-        book = open_ledger(location, lock_timeout=lock_timeout)
-    spec_file = Path(spec.source) if spec.source != "<string>" else None
-    check_release_paths(spec_file, source, output_path, book, location)
-    meta_path = _meta_path(sidecar, output_path, spec_file, source, book, location)
-    pages = _Pages.checked(report, summary_md, spec_file, source, output_path, meta_path, book, location)
-    fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
-    say("paths checked")
-
-    records = book.records()  # verify the chain (exit 5) before any work
-    say("ledger chain verified")
+    spec, plan, book, key, release_id, named = ready.spec, ready.plan, ready.book, ready.key, ready.release_id, \
+        ready.named
+    remote, source, input_fmt, engine = ready.remote, ready.source, ready.input_format, ready.engine
+    input_timeout, output_path, fmt, meta_path = ready.input_timeout, ready.output, ready.fmt, ready.meta
+    pages = _Pages(ready.report, ready.summary)
     if plan.frequency_only:  # estimates from a randomized file: nothing is spent (dpcli.randomize)
         from dpcli.randomize import release_frequencies
 
-        if remote:
-            raise UsageError("frequency statistics check their input's hash: give a local file, not a URL")
-        if meta_path is not None:
-            raise UsageError("--meta: a frequency estimate's sidecar is written beside its output file only")
-        done = release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
-                                   input_timeout, max_input_bytes, on_input_bytes, say, release_id)
+        done = release_frequencies(plan, book, ready.records, source, input_fmt, engine, spark_master, output_path,
+                                   fmt, input_timeout, max_input_bytes, on_input_bytes, say, release_id)
         return pages.write(done, "nothing was spent (estimates from a randomized file)")
-    if named and paid_spend(records, key) is not None:
+    if ready.paid is not None:
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
         return pages.write(_reissue(plan, book, key, release_id, output_path, fmt, lock_timeout, meta_path))
-    # fast refusal before the scan, on the records verified above; the binding check is in spend()
-    status = book.status(spec.dataset, records)
-    check_pin(status, spec.dataset, spec.privacy.pinned_unit, spec.privacy.neighbours, book.name)
-    book.check(spec.dataset, plan.epsilon, plan.rho, records, plan.selection_delta)
-    say("budget available")
 
     # A person unit's rows are chosen by a keyed hash under a secret of this run alone (never stored or shown):
     # whoever wrote the rows cannot foresee which are kept, and every engine keeps the same ones
@@ -302,29 +232,12 @@ def release(
 
 @dataclass
 class _Pages:
-    """``--report`` and ``--summary-md`` of one release: checked with the table before anything is read (one
-    checker, dpcli.paths), the summary opened for appending before the spend, both written after the table."""
+    """``--report`` and ``--summary-md`` of one release: checked with the table before anything is read
+    (dpcli.prepare), the summary opened for appending before the spend, both written after the table."""
 
     report: Path | None = None
     summary: Path | None = None
     handle: BinaryIO | None = None
-
-    @classmethod
-    def checked(
-        cls, report: str | Path | None, summary: str | Path | None, spec_file: Path | None, source: Path | None,
-        output: Path | None, meta_path: Path | None, book: Ledger, location: str | Path | None,
-    ) -> _Pages:
-        pages = cls(
-            None if report is None else named_path(os.fspath(report), "report"),
-            None if summary is None else named_path(os.fspath(summary), "summary"),
-        )
-        if pages.report is None and pages.summary is None:
-            return pages
-        keep = Protected().add(spec_file, "the spec").add(source, "the input file").add_ledger(book, location)
-        keep.add(output, "the output").add(meta_path or (None if output is None else sidecar_path(output)),
-                                           "the output's sidecar")
-        check_targets([(pages.report, "report"), (pages.summary, "summary")], keep)
-        return pages
 
     def open(self) -> None:
         """Before the spend: an existing summary file (e.g. $GITHUB_STEP_SUMMARY) opened for appending, so that a
@@ -413,22 +326,6 @@ def _what_failed(exc: BaseException) -> str:
     if isinstance(exc, DpcliError):
         return str(exc)
     return f"an internal error ({type(exc).__name__}; a bug in dpcli, please report it)"
-
-
-def _meta_path(
-    meta: str | Path | None, output: Path | None, spec_file: Path | None, source: Path | None, book: Ledger,
-    location: str | Path | None,
-) -> Path | None:
-    """``--meta PATH``: checked as an output is, before the spend (exit 2/3), and never the table itself."""
-    meta_path = checked_output(meta)
-    if meta_path is None:
-        if meta is not None:
-            raise UsageError("--meta names a file: the sidecar is JSON, and standard output holds the table")
-        return None
-    if output is not None and os.path.abspath(meta_path) == os.path.abspath(output):
-        raise UsageError(f"--meta {meta_path} is the output: the sidecar needs its own file")
-    check_release_paths(spec_file, source, meta_path, book, location)
-    return meta_path
 
 
 def _write_outputs(
