@@ -576,7 +576,7 @@ def check(
     --ledger, the ledger's too). Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line
     each (exit 2)."""
     from dpcli.engine import check_input
-    from dpcli.prepare import prepare
+    from dpcli.prepare import prepare, stored_table
     from dpcli.randomize_spec import is_randomize_spec
     from dpcli.spec import spec_errors
 
@@ -594,10 +594,16 @@ def check(
             _say_error(error)
         raise errors[-1]
     # the checks release makes before it reads the data, in its order (dpcli.prepare): its refusal, said the same way
-    ready = prepare(
-        spec, input=input, output=output, ledger=ledger, check_ledger=ledger is not None, release_id=release_id,
-        lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
-    )
+    try:
+        ready = prepare(
+            spec, input=input, output=output, ledger=ledger, check_ledger=ledger is not None, release_id=release_id,
+            lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
+        )
+    except BudgetRefused:  # as release says it: no cap here may mean the cap is in another ledger named
+        _warn_other_ledger(spec, ledger, first_spend=False, quiet=False, lock_timeout=lock_timeout)
+        raise
+    if ready.paid is not None:  # release would write the stored table again: it must be there and readable
+        stored_table(ready.book, ready.key, ready.release_id, lock_timeout)
     the_plan = ready.plan
     if ready.source is not None:
         check_input(ready.spec, ready.source, ready.input_format)

@@ -15,28 +15,30 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpcli.engine import input_format as format_of
-from dpcli.errors import UsageError
+from dpcli.errors import LedgerError, UsageError
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, check_input_timeout, input_path
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Record, open_ledger, resolve_ledger
 from dpcli.ledger.base import check_pin, paid_spend, release_key
 from dpcli.locations import is_url
-from dpcli.output import check_labels, output_format, sidecar_path
+from dpcli.output import Table, check_labels, output_format, sidecar_path
 from dpcli.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.paths import output_path as checked_output
 from dpcli.plan import Plan, ReleaseCost, check_cost, make_plan
 from dpcli.spec import Spec, load_spec
 from dpcli.spec_fields import ENGINES, INPUT_FORMATS
 
-__all__ = ["RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "prepare", "prepare_spec"]
+__all__ = ["RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "prepare", "prepare_spec", "stored_table"]
 
 # A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
 RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}")
+_WAIT_POLL = 0.1  # seconds between looks at the ledger while another run under the same release id finishes
 
 
 def check_release_id(release_id: str) -> str:
@@ -231,3 +233,37 @@ def _page_paths(
                                        "the output's sidecar")
     check_targets([(report_path, "report"), (summary_path, "summary")], keep)
     return report_path, summary_path
+
+
+def stored_table(book: Ledger, key: str, release_id: str, wait: float) -> tuple[Record, Table]:
+    """The spend and the stored table of the release paid for under ``key``, which a re-run writes again.
+
+    A run that paid and has not stored its table yet is waited for, up to ``wait`` seconds. A paid release whose
+    table is missing, altered or unreadable is exit 5: the id is never drawn again (fresh noise for a question
+    already answered would let averaging cancel the noise). Reads only: ``dpcli check --release-id`` asks it too.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        spend, done, stored = book.find_release(key)
+        if done is not None or time.monotonic() >= deadline:
+            break
+        time.sleep(_WAIT_POLL)
+    if stored is None:
+        state = (
+            "its table was never stored (the run that paid is still running, or failed after the spend)"
+            if done is None else "its stored table is missing from the release store"
+        )
+        raise LedgerError(
+            f"ledger {book.name}: release id '{release_id}' of this spec was paid for by record {spend.seq}, but "
+            f"{state}; a paid release id is never drawn again",
+            hint="use a new --release-id",
+        )
+    try:
+        table = Table.from_json(stored)  # this version's compact form, or dpcli 0.2's text form
+    except (ValueError, KeyError, TypeError):
+        # hash-checked, so written by a dpcli whose store format this one does not know (a newer one)
+        raise LedgerError(
+            f"ledger {book.name}: the stored table of release id '{release_id}' (record {spend.seq}) is in a format "
+            "this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
+        ) from None
+    return spend, table

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import os
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -26,7 +25,7 @@ from typing import BinaryIO
 from dpcli import signals
 from dpcli.accounting import parse_exact
 from dpcli.engine import aggregate, check_input
-from dpcli.errors import DpcliError, Interrupted, LedgerError, OutputError, ReleaseIdPaid, SpentThenFailed
+from dpcli.errors import DpcliError, Interrupted, OutputError, ReleaseIdPaid, SpentThenFailed
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Ledger, Record
 from dpcli.mechanisms import draw_noise
@@ -40,7 +39,7 @@ from dpcli.output import (
 )
 from dpcli.paths import open_append
 from dpcli.plan import Plan
-from dpcli.prepare import RELEASE_ID, check_release_id, prepare
+from dpcli.prepare import RELEASE_ID, check_release_id, prepare, stored_table
 from dpcli.spec import Spec
 
 __all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.prepare
@@ -73,9 +72,6 @@ class Release:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The release
-
-
-_WAIT_POLL = 0.1  # seconds between looks at the ledger while another run under the same release id finishes
 
 
 def release(
@@ -396,30 +392,7 @@ def _reissue(
     table is missing or altered is exit 5: the id is never drawn again (fresh noise for a question already answered
     would let averaging cancel the noise).
     """
-    deadline = time.monotonic() + wait
-    while True:
-        spend, done, stored = book.find_release(key)
-        if done is not None or time.monotonic() >= deadline:
-            break
-        time.sleep(_WAIT_POLL)
-    if stored is None:
-        state = (
-            "its table was never stored (the run that paid is still running, or failed after the spend)"
-            if done is None else "its stored table is missing from the release store"
-        )
-        raise LedgerError(
-            f"ledger {book.name}: release id '{release_id}' of this spec was paid for by record {spend.seq}, but "
-            f"{state}; a paid release id is never drawn again",
-            hint="use a new --release-id",
-        )
-    try:
-        table = Table.from_json(stored)  # this version's compact form, or dpcli 0.2's text form
-    except (ValueError, KeyError, TypeError):
-        # hash-checked, so written by a dpcli whose store format this one does not know (a newer one)
-        raise LedgerError(
-            f"ledger {book.name}: the stored table of release id '{release_id}' (record {spend.seq}) is in a format "
-            "this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
-        ) from None
+    spend, table = stored_table(book, key, release_id, wait)
     meta = {**release_metadata(plan, spend, spend.hash, table.contract), "reissued": True}
     out_sha = _write_outputs(
         table, output_path, fmt, meta, f"nothing was spent (ledger record {spend.seq} already paid for this release)",
