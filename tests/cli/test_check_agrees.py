@@ -173,3 +173,16 @@ def test_check_refuses_exactly_what_release_refuses_before_the_data(tmp_path: Pa
     assert len(said) == 1 and case.message in said[0], released.stderr
     assert said[0] in _error_lines(checked.stderr)  # check says every error of a spec; release's first among them
     assert (ledger.read_text().count('"type":"spend"') if ledger.exists() else 0) == spends  # nothing spent
+
+
+def test_check_of_a_randomize_spec_refuses_the_release_options(tmp_path: Path) -> None:
+    """A randomize spec's check covers the spec and its input only: --ledger, --output or --release-id would be
+    checked by nobody, so they are refused rather than silently passed over."""
+    spec_file = Path(__file__).resolve().parents[2] / "configs" / "randomize.yaml"
+    done = run_in_process("check", spec_file, "--ledger", tmp_path / "ledger.jsonl")
+    assert done.returncode == 2
+    assert _error_lines(done.stderr) == [
+        "dpcli: error: --output, --ledger and --release-id check a release spec; `dpcli check` of a randomize spec "
+        "checks the spec and its input"
+    ]
+    assert not (tmp_path / "ledger.jsonl").exists()
