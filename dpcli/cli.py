@@ -464,9 +464,8 @@ def plan(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
-    from dpcli.plan import check_cost, make_plan
+    from dpcli.prepare import prepare_spec
     from dpcli.randomize_spec import is_randomize_spec
-    from dpcli.spec import load_spec
 
     if is_randomize_spec(spec):
         from dpcli.randomize_spec import load_randomize_spec
@@ -475,9 +474,7 @@ def plan(
         text = render.randomize_plan_text(randomize_plan)
         sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
         return
-    the_plan = make_plan(load_spec(spec))
-    check_cost(the_plan)  # a release too large to run is refused here too (exit 2)
-    _check_postprocess(the_plan)
+    the_plan = prepare_spec(spec).plan  # every check of the spec alone that a release makes (exit 2)
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
     if as_json:
         sys.stdout.write(render.plan_json(the_plan, planning))
@@ -552,15 +549,7 @@ def audit_command(
         )
 
 
-def _check_postprocess(the_plan: Any) -> None:
-    """A finest table too large to make consistent is refused by `plan` and `check` as `release` refuses it."""
-    if the_plan.spec.postprocess:
-        from dpcli.consistency import check_plan
-
-        check_plan(the_plan)
-
-
-@app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv"))
+@app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv --ledger ledger.jsonl"))
 def check(
     spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
     input: str | None = typer.Option(  # noqa: A002
@@ -570,16 +559,34 @@ def check(
         None, "--input-format",
         help="csv, csv.gz, csv.zst, parquet or arrow (default: the spec's input_format:, else the extension).",
     ),
+    output: str | None = typer.Option(
+        None, "--output", "-o", metavar="PATH", help="Check this output as release would (default: spec's output:)."
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", metavar="PATH|URL",
+        help="Also check the ledger as release would: its chain, the unit pin, the cap, the release id (reads only).",
+    ),
+    release_id: str | None = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
+        help="Check this release id as release would (with --ledger: whether it is paid for already).",
+    ),
+    lock_timeout: float = LockOpt,
 ) -> None:
-    """Validate the spec, and that the input's header (or schema) has the declared columns. Reads the header only.
+    """Validate the spec as release would before reading any data, and that the input's header (or schema) has the
+    declared columns. Reads the header only; spends nothing and writes nothing.
 
-    Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line each (exit 2)."""
+    Valid exactly when `dpcli release` with the same options would pass every check that needs no data (with
+    --ledger, the ledger's too). Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line
+    each (exit 2)."""
     from dpcli.engine import check_input
-    from dpcli.plan import check_cost, make_plan
+    from dpcli.prepare import prepare, stored_table
     from dpcli.randomize_spec import is_randomize_spec
-    from dpcli.spec import load_spec, spec_errors
+    from dpcli.spec import spec_errors
 
     if is_randomize_spec(spec):
+        if output is not None or ledger is not None or release_id is not None:
+            raise UsageError("--output, --ledger and --release-id check a release spec; `dpcli check` of a "
+                             "randomize spec checks the spec and its input")
         from dpcli.randomize import check_randomize
 
         render.info(check_randomize(spec, input))
@@ -589,19 +596,33 @@ def check(
         for error in errors[:-1]:
             _say_error(error)
         raise errors[-1]
-    the_spec = load_spec(spec)
-    the_plan = make_plan(the_spec)
-    cost = check_cost(the_plan)
-    _check_postprocess(the_plan)
-    source = the_spec.input if input is None else None if input == "-" else Path(input)
-    if isinstance(source, Path) and str(source) != "-":
-        check_input(the_spec, source, None if input_format is None else input_format.value)
-        checked = f"; {source} has every declared column"
+    # the checks release makes before it reads the data, in its order (dpcli.prepare): its refusal, said the same way
+    try:
+        ready = prepare(
+            spec, input=input, output=output, ledger=ledger, check_ledger=ledger is not None, release_id=release_id,
+            lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
+        )
+    except BudgetRefused:  # as release says it: no cap here may mean the cap is in another ledger named
+        _warn_other_ledger(spec, ledger, first_spend=False, quiet=False, lock_timeout=lock_timeout)
+        raise
+    if ready.paid is not None:  # release would write the stored table again: it must be there and readable
+        stored_table(ready.run, ready.release_id)
+    the_plan = ready.plan
+    if ready.source is not None:
+        check_input(ready.spec, ready.source, ready.input_format)
+        checked = f"; {ready.source} has every declared column"
     else:
         checked = ""  # standard input, or a URL that only Spark reads
+    if ready.ledger is None or the_plan.frequency_only:
+        budget = ""  # without --ledger; a frequency estimate spends nothing
+    elif ready.paid is not None:
+        budget = (f"; release id '{ready.release_id}' is paid for by ledger {ready.ledger.name} record "
+                  f"{ready.paid.seq}: release writes its stored table again, spending nothing")
+    else:
+        budget = f"; ledger {ready.ledger.name} allows the spend"
     render.info(
-        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {cost.text()}, "
-        f"{the_plan.cost_text()}{checked}"
+        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {ready.cost.text()}, "
+        f"{the_plan.cost_text()}{checked}{budget}"
     )
 
 

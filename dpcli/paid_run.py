@@ -236,21 +236,29 @@ class PaidRun(Generic[R]):
 
     def reissue(self, work: Work[R]) -> R:
         """Publish again the stored state of the release paid for under this id (same numbers, no new noise, no
-        spend). A run that paid and has not stored its state yet is waited for, up to the run's ``wait`` seconds. A
-        paid release whose state is missing or altered is exit 5: the id is never drawn again."""
+        spend). A paid release whose state is missing or altered is exit 5: the id is never drawn again."""
+        spend, done, stored = self.stored_state()
+        if stored is None:
+            raise self.unstored_error(spend, work.unstored(done is not None))
+        return work.republish(spend, stored)
+
+    def stored_state(self) -> tuple[Record, Record | None, bytes | None]:
+        """The spend, the `released` record and the stored state of this id (paid for): a run that paid and has not
+        stored its state yet is waited for, up to the run's ``wait`` seconds. Reads only."""
         deadline = time.monotonic() + self.wait
         while True:
             spend, done, stored = self.book.find_release(self.key)
             if done is not None or time.monotonic() >= deadline:
-                break
+                return spend, done, stored
             time.sleep(_WAIT_POLL)
-        if stored is None:
-            raise LedgerError(
-                f"ledger {self.book.name}: release id '{self.release_id}' of this spec was paid for by record "
-                f"{spend.seq}, but {work.unstored(done is not None)}; a paid release id is never drawn again",
-                hint="use a new --release-id",
-            )
-        return work.republish(spend, stored)
+
+    def unstored_error(self, spend: Record, what: str) -> LedgerError:
+        """Exit 5 for a paid id whose state cannot be had (``what``): it is never drawn again."""
+        return LedgerError(
+            f"ledger {self.book.name}: release id '{self.release_id}' of this spec was paid for by record "
+            f"{spend.seq}, but {what}; a paid release id is never drawn again",
+            hint="use a new --release-id",
+        )
 
 
 @contextlib.contextmanager

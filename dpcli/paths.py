@@ -66,10 +66,12 @@ def ledger_file(location: str | Path | None) -> Path | None:
 
 
 def check_release_paths(
-    spec_file: Path | None, input_path: Path | None, output: Path | None, book: Ledger, location: str | Path | None
+    spec_file: Path | None, input_path: Path | None, output: Path | None, book: Ledger | None,
+    location: str | Path | None,
 ) -> None:
     """Everything about where a release reads and writes that can be refused before the spend (exit 2): the ledger
-    is not the input; the output (and its sidecar) is none of the spec, the input, the ledger's files."""
+    is not the input; the output (and its sidecar) is none of the spec, the input, the ledger's files (``book``
+    None: no ledger is checked, as by `dpcli check` without --ledger)."""
     ledger_path = ledger_file(location)
     if input_path is not None and ledger_path is not None and _same(input_path, _stat(input_path), ledger_path):
         raise UsageError(f"the ledger {ledger_path} is the input file")
@@ -80,8 +82,8 @@ def check_release_paths(
         spec=spec_file,
         input=input_path,
         ledger=ledger_path,
-        protected=book.own_paths,
-        protected_trees=book.own_trees,
+        protected=() if book is None else book.own_paths,
+        protected_trees=() if book is None else book.own_trees,
     )
 
 

@@ -14,54 +14,36 @@ reuse check to the report of a failure, is dpcli.paid_run's; this module gives i
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import BinaryIO
 
-from dpcli.accounting import Budget, parse_exact
+from dpcli.accounting import parse_exact
 from dpcli.engine import ExactStatistic, aggregate, check_input
-from dpcli.engine import input_format as format_of
-from dpcli.errors import InputError, InternalError, LedgerError, OutputError, UsageError
-from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
-from dpcli.ledger import (
-    DEFAULT_LOCK_TIMEOUT,
-    BudgetStatus,
-    Delivery,
-    Ledger,
-    Purchase,
-    Record,
-    open_ledger,
-    resolve_ledger,
-)
-from dpcli.ledger.base import release_key
-from dpcli.locations import is_url
+from dpcli.errors import InputError, InternalError, OutputError
+from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
+from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Record
 from dpcli.mechanisms import Noisy, draw_noise
 from dpcli.output import (
     CONTRACT,
     Table,
     build_table,
-    check_labels,
-    output_format,
     release_metadata,
     sidecar_path,
     write_sidecar,
     write_table,
 )
 from dpcli.paid_run import RELEASE_ID, Paid, PaidRun, Unpaid, check_release_id, leaves_nothing, what_failed
-from dpcli.paths import Protected, check_release_paths, check_targets, named_path, open_append
-from dpcli.paths import output_path as checked_output
-from dpcli.plan import Plan, check_cost, make_plan
+from dpcli.paths import open_append
+from dpcli.plan import Plan
+from dpcli.prepare import UNSTORED_TABLE, load_stored_table, prepare
 from dpcli.randomize import find_randomized
-from dpcli.resources import check_address_space, check_open_files
-from dpcli.spec import Spec, load_spec
-from dpcli.spec_fields import ENGINES, INPUT_FORMATS
+from dpcli.spec import Spec
 
-__all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]
+__all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.paid_run
 
 
 @dataclass
@@ -91,12 +73,6 @@ class Release:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The release
-
-
-def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:
-    if value is not None and value not in choices:
-        raise UsageError(f"'{value[:40]}' is not one of: {', '.join(choices)}", argument=argument, option=option)
-    return value
 
 
 def release(
@@ -147,76 +123,26 @@ def release(
     existing summary file is opened before the spend; a failure writing them after the spend is exit 5.
     """
     say = progress or (lambda _msg: None)
-    if not isinstance(spec, Spec):
-        spec = load_spec(spec)
-    plan = make_plan(spec)
-    cost = check_cost(plan)  # over a public size limit (cells, memory estimate): exit 2 before anything is read/spent
-    check_address_space(cost.memory_mb)  # an address-space limit (ulimit -v) too low for it: exit 1, likewise
-    check_open_files()  # and an open-file limit (ulimit -n)
-    check_labels(plan)  # the table's labels are made from the spec: any failure there comes before the spend
-    if spec.postprocess:  # the finest table's cap of `postprocess: {consistent: true}`, before the spend
-        from dpcli.consistency import check_plan
-
-        check_plan(plan)
-    say(
-        f"spec valid and planned: {len(plan.statistics)} statistic(s), "
-        f"{sum(sp.cells for sp in plan.statistics if sp.selection is None)} declared cell(s)"
-        + (", plus open keys chosen by partition selection" if any(sp.selection for sp in plan.statistics) else "")
-        + f", {plan.cost_text()}"
+    # every check that needs no data, shared with `dpcli check` and `dpcli plan` (dpcli.prepare), the ledger's
+    # included: its chain, whether this release id is paid for, the pin, the cap and the store
+    ready = prepare(
+        spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=release_id, lock_timeout=lock_timeout,
+        input_timeout=input_timeout, input_format=input_format, engine=engine, sidecar=sidecar, report=report,
+        summary_md=summary_md, say=say,
     )
-    named = release_id is not None
-    release_id = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
-    key = release_key(spec.dataset, spec.sha256, release_id)
-    input_timeout = check_input_timeout(input_timeout)
-
-    location_given = input if input is not None else spec.input
-    # a Spark engine's hdfs://, s3a://, file:// input
-    remote = location_given if is_url(location_given) else None
-    source = None if remote else input_path(input, spec.input)
-    input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
-                          spec.input_format)
-    engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
-    if remote and engine != "spark":
-        raise UsageError(f"input {remote[:200]} is a URL: only the Spark engine reads one", hint="use --engine spark")
-    if engine == "spark" and not remote and source is None:
-        raise UsageError("the Spark engine reads files, not standard input", hint="pass --input PATH")
-    output_path = checked_output(output if output is not None else spec.output)
-    location: str | Path | None = None  # a Ledger object passed in has no location to check against the paths
-    if isinstance(ledger, Ledger):
-        book = ledger
-    else:
-        location = resolve_ledger(ledger, spec.ledger)
-        book = open_ledger(location, lock_timeout=lock_timeout)
-    spec_file = Path(spec.source) if spec.source != "<string>" else None
-    check_release_paths(spec_file, source, output_path, book, location)
-    meta_path = _meta_path(sidecar, output_path, spec_file, source, book, location)
-    pages = _Pages.checked(report, summary_md, spec_file, source, output_path, meta_path, book, location)
-    fmt = output_format(output_path, fmt)  # after the paths: "is the ledger" says more than "not a .jsonl writer"
-    say("paths checked")
-
-    records = book.records()  # verify the chain (exit 5) before any work
-    say("ledger chain verified")
-    if plan.frequency_only:  # estimates from a randomized file: nothing is spent (dpcli.randomize)
-        if remote:
-            raise UsageError("frequency statistics check their input's hash: give a local file, not a URL")
-        if meta_path is not None:
-            raise UsageError("--meta: a frequency estimate's sidecar is written beside its output file only")
-        done = _release_frequencies(plan, book, records, source, input_fmt, engine, spark_master, output_path, fmt,
-                                    input_timeout, max_input_bytes, on_input_bytes, say, release_id)
+    spec, plan, book, release_id = ready.spec, ready.plan, ready.book, ready.release_id
+    remote, source, input_fmt, engine = ready.remote, ready.source, ready.input_format, ready.engine
+    input_timeout, output_path, fmt, meta_path = ready.input_timeout, ready.output, ready.fmt, ready.meta
+    pages = _Pages(ready.report, ready.summary)
+    if plan.frequency_only:  # estimates from a randomized file: nothing is spent
+        done = _release_frequencies(plan, book, ready.records, source, input_fmt, engine, spark_master, output_path,
+                                    fmt, input_timeout, max_input_bytes, on_input_bytes, say, release_id)
         return pages.write(done, _FREQUENCY.text())
-    run: PaidRun[Release] = PaidRun(
-        book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
-        Purchase(release_id, key, spec.sha256, spec.privacy.pinned_unit, spec.privacy.neighbours,
-                 tuple(s.statistic.name for s in plan.statistics)),
-        named, lock_timeout, say,
-    )
+    run: PaidRun[Release] = ready.run
     work = _TableWork(plan, book, release_id, output_path, fmt, meta_path, pages, say)
-    if run.paid_earlier(records):
+    if ready.paid is not None:
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
         return run.reissue(work)
-    # fast refusal before the scan, on the records verified above; the binding check is in spend()
-    run.check_budget(records)
-    say("budget available")
 
     # A person unit's rows are chosen by a keyed hash under a secret of this run alone (never stored or shown):
     # whoever wrote the rows cannot foresee which are kept, and every engine keeps the same ones
@@ -291,14 +217,7 @@ class _TableWork:
 
     def republish(self, spend: Record, stored: bytes) -> Release:
         """The stored table written again: same numbers, no new noise, no spend."""
-        try:
-            table = Table.from_json(stored)  # this version's compact form, or dpcli 0.2's text form
-        except (ValueError, KeyError, TypeError):
-            # hash-checked, so written by a dpcli whose store format this one does not know (a newer one)
-            raise LedgerError(
-                f"ledger {self.book.name}: the stored table of release id '{self.release_id}' (record {spend.seq}) is "
-                "in a format this dpcli cannot read: re-run with the dpcli that released it; it is never drawn again"
-            ) from None
+        table = load_stored_table(self.book, self.release_id, spend, stored)
         meta = {**release_metadata(self.plan, spend, spend.hash, table.contract), "reissued": True}
         out_sha = _write_outputs(table, self.output_path, self.fmt, meta, Unpaid.reissue(spend), self.meta_path)
         status = self.book.status(self.plan.spec.dataset)
@@ -307,9 +226,7 @@ class _TableWork:
         return self.pages.write(done)
 
     def unstored(self, released: bool) -> str:
-        if not released:
-            return "its table was never stored (the run that paid is still running, or failed after the spend)"
-        return "its stored table is missing from the release store"
+        return UNSTORED_TABLE[released]
 
     def drop(self) -> None:
         self.exact = None
@@ -323,23 +240,6 @@ class _Pages:
     report: Path | None = None
     summary: Path | None = None
     handle: BinaryIO | None = None
-
-    @classmethod
-    def checked(
-        cls, report: str | Path | None, summary: str | Path | None, spec_file: Path | None, source: Path | None,
-        output: Path | None, meta_path: Path | None, book: Ledger, location: str | Path | None,
-    ) -> _Pages:
-        pages = cls(
-            None if report is None else named_path(os.fspath(report), "report"),
-            None if summary is None else named_path(os.fspath(summary), "summary"),
-        )
-        if pages.report is None and pages.summary is None:
-            return pages
-        keep = Protected().add(spec_file, "the spec").add(source, "the input file").add_ledger(book, location)
-        keep.add(output, "the output").add(meta_path or (None if output is None else sidecar_path(output)),
-                                           "the output's sidecar")
-        check_targets([(pages.report, "report"), (pages.summary, "summary")], keep)
-        return pages
 
     def open(self) -> None:
         """Before the spend: an existing summary file (e.g. $GITHUB_STEP_SUMMARY) opened for appending, so that a
@@ -370,22 +270,6 @@ class _Pages:
                 hint="make the report again with `dpcli report`",
             ) from None
         return done
-
-
-def _meta_path(
-    meta: str | Path | None, output: Path | None, spec_file: Path | None, source: Path | None, book: Ledger,
-    location: str | Path | None,
-) -> Path | None:
-    """``--meta PATH``: checked as an output is, before the spend (exit 2/3), and never the table itself."""
-    meta_path = checked_output(meta)
-    if meta_path is None:
-        if meta is not None:
-            raise UsageError("--meta names a file: the sidecar is JSON, and standard output holds the table")
-        return None
-    if output is not None and os.path.abspath(meta_path) == os.path.abspath(output):
-        raise UsageError(f"--meta {meta_path} is the output: the sidecar needs its own file")
-    check_release_paths(spec_file, source, meta_path, book, location)
-    return meta_path
 
 
 def _write_outputs(
