@@ -31,6 +31,7 @@ import yaml
 
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
+from dpcli.kinds import KINDS, ColumnNeed, Family
 from dpcli.locations import is_ledger_url, is_url
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
     ALWAYS_COLUMNS,
@@ -284,9 +285,11 @@ class Frequency(_StatisticFields):
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
 Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
-# the kinds whose column is summed (the numeric kinds); variance and std also sum its squares
-NUMERIC_KINDS = ("sum", "mean", "variance", "std")
-SQUARED_KINDS = ("variance", "std")
+
+
+def summed_column(stat: Statistic) -> str | None:
+    """The column whose values a statistic sums (its kind's ``sums_column``: dpcli/kinds.py), None if it sums none."""
+    return stat.column if KINDS[stat.kind].sums_column else None
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,7 @@ def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dic
     none are left out. The top level's ``consistent: true`` applies to counts and histograms only."""
     out: dict[str, PostProcess] = {}
     for i, (st, mine) in enumerate(zip(stats, own, strict=True)):
-        if mine is not None and mine.get("consistent") == "true" and st.kind not in ("count", "histogram"):
+        if mine is not None and mine.get("consistent") == "true" and not KINDS[st.kind].consistent:
             raise RuleError(f"statistics[{i}].postprocess.consistent", "applies to counts and histograms only")
         if st.kind not in POSTPROCESS_KINDS:
             continue
@@ -369,7 +372,7 @@ def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dic
         out[st.name] = PostProcess(
             digits=f.get("digits"),
             nonnegative=f.get("nonnegative") == "true",
-            consistent=f.get("consistent") == "true" and st.kind in ("count", "histogram"),
+            consistent=f.get("consistent") == "true" and KINDS[st.kind].consistent,
             max_relative_width=None if cells is None else cells["max_relative_width"],
             small_cells=None if cells is None else cells["action"],
         )
@@ -646,9 +649,9 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             raise SpecError(f"{path}.by[{j}]", _reserved(b))
         by.append(b)
     bins = None
-    if column is not None and kind in (*NUMERIC_KINDS, "quantile", "median") and not column.numeric:
+    if column is not None and KINDS[kind].column is ColumnNeed.NUMERIC and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
-    if column is not None and kind in ("top_k", "mode"):
+    if column is not None and KINDS[kind].family is Family.RANKING:
         if column.numeric:
             raise RuleError(
                 f"{path}.column",
@@ -658,7 +661,7 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
             raise SpecError(f"{path}.column", _reserved(column.name))
         if not column.open and f.get("k", 1) > len(column.keys):
             raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
-    if column is not None and kind == "histogram":
+    if column is not None and KINDS[kind].has_bins:
         if column.name in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.column", _reserved(column.name))
         if column.numeric:
@@ -766,9 +769,9 @@ def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> Non
         if stat.delta is not None:
             raise RuleError(f"{path}.delta", "only for a statistic with open keys (its partition selection's delta)")
         return
-    if stat.kind not in ("count", "histogram", "top_k", "mode"):
+    if not KINDS[stat.kind].open_keys:
         raise RuleError(
-            f"{path}.by" if stat.kind != "histogram" else f"{path}.column",
+            f"{path}.column" if KINDS[stat.kind].has_bins else f"{path}.by",
             f"open keys ('{opened[0]}') are released only by counts and histograms (a key is released with its "
             "noisy count)",
         )
@@ -828,7 +831,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     """
     raw_unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
     eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
-    if any(s.kind == "frequency" for s in stats):
+    if any(isinstance(s, Frequency) for s in stats):
         return _frequency_privacy(priv, stats)
     gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
     opened = [i for i, s in enumerate(stats) if open_dimensions(s, columns)]
@@ -859,7 +862,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     if person is None:
         for i, s in enumerate(stats):
             if getattr(s, "of", "rows") == "persons" or getattr(s, "clamp", None) == "person":
-                field = "of" if s.kind == "count" else "clamp"
+                field = "of" if isinstance(s, Count) else "clamp"
                 raise RuleError(f"statistics[{i}].{field}", "needs a person unit (privacy.unit: {id: FIELD, ...})")
     if opened and delta is not None:
         _selection_deltas(delta, zcdp, [stats[i] for i in opened], opened)
@@ -871,7 +874,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
 def _frequency_privacy(priv: dict, stats: list[Statistic]) -> Privacy:
     """A release of frequency statistics reads a randomized file (published data) and spends nothing: it holds
     nothing else, and states no budget and no person unit (the randomized file's own spend covers it)."""
-    other = next((i for i, s in enumerate(stats) if s.kind != "frequency"), None)
+    other = next((i for i, s in enumerate(stats) if not isinstance(s, Frequency)), None)
     if other is not None:
         raise RuleError(f"statistics[{other}].kind", "a spec with frequency statistics reads a randomized file: "
                         "other statistics belong in a spec of their own")
@@ -899,13 +902,13 @@ def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column
                 f"a {s.kind} is not available under a person unit (its utility's sensitivity is derived for one row "
                 "per person): use privacy.unit: row",
             )
-        if s.kind in SQUARED_KINDS:
+        if isinstance(s, Variance):  # and Std
             # the person engine (dpcli.engine.persons) sums no squares yet: refused before anything is read or spent
             raise RuleError(
                 f"statistics[{i}].kind",
                 f"a {s.kind} is not available under a person unit yet: use a mean, or unit: row",
             )
-        if s.kind in ("sum", "mean") and getattr(s, "clamp", None) is None:
+        if isinstance(s, Sum | Mean) and s.clamp is None:
             raise RuleError(
                 f"statistics[{i}].clamp",
                 "required under a person unit: row (clamp each row's value) or person (clamp each person's total)",
@@ -1047,7 +1050,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
                 "privacy.unit.id", f"'{privacy.person.id[:60]}' is not among the input's fields: name it in csv.header"
             ))
             return None
-    if csv and any(s.kind == "frequency" for s in stats):
+    if csv and any(isinstance(s, Frequency) for s in stats):
         # a randomize output is comma-separated UTF-8 with a header line: another dialect would read every cell as
         # missing and estimate every frequency from zero counts, without a word
         out.attempt(_raise, RuleError(
