@@ -41,6 +41,7 @@ from dpcli.accounting import (
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
+from dpcli.kinds import KINDS, Family
 from dpcli.quantiles import rank_bound, utility_sensitivity
 from dpcli.spec import (
     Column,
@@ -227,7 +228,8 @@ class Plan:
     @property
     def frequency_only(self) -> bool:
         """Estimates from a randomized file only (``kind: frequency``): nothing is spent, no noise is drawn."""
-        return bool(self.statistics) and all(sp.statistic.kind == "frequency" for sp in self.statistics)
+        return bool(self.statistics) and all(KINDS[sp.statistic.kind].family is Family.RANDOMIZED
+                                             for sp in self.statistics)
 
     def cost_text(self, cap_delta: Fraction | None = None) -> str:
         """What the release charges, as `release`, `plan` and the report say it (``cost_text`` below); a zCDP rho
@@ -331,7 +333,7 @@ def split_budget(spec: Spec) -> Budget:
     more; otherwise the budget is split by weight (default 1), exactly.
     """
     p = spec.privacy
-    if spec.statistics and all(st.kind == "frequency" for st in spec.statistics):
+    if spec.statistics and all(KINDS[st.kind].family is Family.RANDOMIZED for st in spec.statistics):
         # estimates from a randomized file: post-processing of published data (the loader allows nothing else)
         return Budget("epsilon", Fraction(0), tuple(Fraction(0) for _ in spec.statistics))
     if p.accounting == "zcdp":
@@ -957,17 +959,9 @@ def bin_label(bins: EdgeBins | GridBins, i: int) -> str:
 MAX_RELEASE_CELLS = 10_000_000
 MAX_RELEASE_MEMORY_MB = 1024
 # The estimate: a fixed part (interpreter, polars, numpy, the ledger; the scan of a small input) plus bytes per cell
-# by kind, measured with /usr/bin/time (peak RSS of `dpcli release`, 10^5 to 10^7 cells; docs/benchmarks.md) and
-# rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
-# mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
-# Variance and std: 192 B/cell for a std by two 1000- and 2000-key columns (10^6 and 4 x 10^6 cells: 337 and 900 MB
-# peak), against 86 B/cell for a mean in the same runs; rounded up as the mean's 125 was to 144.
+# by kind (its ``memory_per_cell``, measured with /usr/bin/time: dpcli/kinds.py). The scan of a large input needs
+# more on its own.
 MEMORY_BASE_MB = 200
-# a frequency is a histogram of its column to the engine
-MEMORY_BYTES_PER_CELL = {
-    "count": 48, "histogram": 48, "sum": 80, "mean": 144, "quantile": 48, "median": 48, "top_k": 48, "mode": 48,
-    "variance": 224, "std": 224, "frequency": 48,
-}
 
 
 @dataclass(frozen=True)
@@ -988,7 +982,7 @@ class ReleaseCost:
 def release_cost(plan: Plan) -> ReleaseCost:
     """Cells and memory estimate of a plan: a function of the spec only (declared keys, bins and kinds)."""
     cells = sum(sp.cells for sp in plan.statistics)
-    per_cell = sum(sp.cells * MEMORY_BYTES_PER_CELL[sp.statistic.kind] for sp in plan.statistics)
+    per_cell = sum(sp.cells * KINDS[sp.statistic.kind].memory_per_cell for sp in plan.statistics)
     return ReleaseCost(cells, MEMORY_BASE_MB + -(-per_cell // 2**20))
 
 
