@@ -93,7 +93,7 @@ from dpcli.errors import UsageError
 from dpcli.mechanisms import add_noise
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.samplers import exponential_sample
-from dpcli.spec import Column, GridBins, Quantile, Spec, candidate_grid, load_spec, quantile_bins
+from dpcli.spec import Column, GridBins, Histogram, Quantile, Spec, candidate_grid, load_spec, quantile_bins
 
 DEFAULT_TRIALS = 200_000
 MIN_TRIALS = 1_000
@@ -500,7 +500,7 @@ def _values(spec: Spec) -> dict[str, list[str]]:
             glo, ghi = column.grid_bounds
             ks = [glo, ghi, (glo + ghi) // 2]
             for stat in spec.statistics:
-                if stat.kind == "histogram" and stat.column == name and stat.bins is not None:
+                if isinstance(stat, Histogram) and stat.column == name and stat.bins is not None:
                     ks += _bin_starts(column, stat.bins)
             width = ghi - glo
             texts = [_grid_text(column, k) for k in ks]
