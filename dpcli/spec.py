@@ -20,7 +20,7 @@ import math
 import os
 import re
 import stat as _stat
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -31,7 +31,7 @@ import yaml
 
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
-from dpcli.kinds import KINDS, ColumnNeed, Family
+from dpcli.kinds import KINDS, ColumnNeed
 from dpcli.locations import is_ledger_url, is_url
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
     ALWAYS_COLUMNS,
@@ -648,71 +648,117 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         if b in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.by[{j}]", _reserved(b))
         by.append(b)
-    bins = None
     if column is not None and KINDS[kind].column is ColumnNeed.NUMERIC and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
-    if column is not None and KINDS[kind].family is Family.RANKING:
-        if column.numeric:
-            raise RuleError(
-                f"{path}.column",
-                f"a {kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
-            )
-        if column.name in ALWAYS_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        if not column.open and f.get("k", 1) > len(column.keys):
-            raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
-    if column is not None and KINDS[kind].has_bins:
-        if column.name in ALWAYS_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        if column.numeric:
-            if "bins" not in f:
-                raise RuleError(
-                    f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})"
-                )
-            bins = _bins(f"{path}.bins", f["bins"])
-        elif "bins" in f:
-            raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
     common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta", "expected_rows") if k in f}
     if "target" in f:
         common["target"] = Target(f["target"]["error95"], Fraction(95, 100))
-    stat: Statistic
-    if kind == "count":
-        stat = Count(by=tuple(by), of=f.get("of", "rows"), **common)
-    elif column_name is None:  # the declaration requires it (STATISTIC's variants): never reached
-        raise SpecError(f"{path}.column", f"required for a {kind}")
-    elif kind == "histogram":
-        stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
-    elif kind in ("top_k", "mode"):
-        stat = TopK(kind=kind, column=column_name, k=f.get("k", 1), **common)
-    elif kind == "frequency":
-        assert column is not None
-        if column.numeric or column.open:
-            raise RuleError(f"{path}.column", f"'{column.name}' is {'open' if column.open else column.type}: a "
-                            "frequency is estimated over the declared keys of a category or bool column")
-        if column.name in ALWAYS_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        stat = Frequency(column=column_name, randomized_epsilon=f["randomized"]["epsilon"], **common)
-    elif kind == "sum":
-        stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
-    elif kind == "mean":
-        stat = Mean(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
-    elif kind in ("quantile", "median"):
-        assert column is not None
-        stat = _quantile(path, kind, f, column, tuple(by), common)
-    else:
-        stat = (Std if kind == "std" else Variance)(column=column_name, by=tuple(by), **common)
+    stat = STATISTIC_BUILDERS[kind](_Declared(path, kind, f, column, tuple(by), common))
     _open_keys(path, stat, columns)
     cells = 1
     for d in stat.dimensions:
         dim = columns[d]
         if dim.open:
             continue  # observed keys, selected privately: not known before the release
-        cells *= bins.count if (d == column_name and bins is not None) else len(dim.keys)
+        cells *= stat.bins.count if (d == column_name and stat.bins is not None) else len(dim.keys)
     if isinstance(stat, Quantile):
         cells *= quantile_bins(stat, columns[stat.column])
     if cells > MAX_CELLS:
         raise RuleError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
     return stat
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """One statistic's fields as the declaration read them, its column and by: checked: what its kind's builder
+    makes its typed statistic from."""
+
+    path: str
+    kind: str
+    f: dict
+    column: Column | None
+    by: tuple[str, ...]
+    common: dict
+
+    @property
+    def named(self) -> Column:
+        """The statistic's column (every kind but a count has one: the declaration requires it)."""
+        if self.column is None:  # the declaration requires it (STATISTIC's variants): never reached
+            raise SpecError(f"{self.path}.column", f"required for a {self.kind}")
+        return self.column
+
+
+def _count(d: _Declared) -> Statistic:
+    return Count(by=d.by, of=d.f.get("of", "rows"), **d.common)
+
+
+def _histogram(d: _Declared) -> Statistic:
+    column, path, f = d.named, d.path, d.f
+    bins = None
+    if column.name in ALWAYS_COLUMNS:
+        raise SpecError(f"{path}.column", _reserved(column.name))
+    if column.numeric:
+        if "bins" not in f:
+            raise RuleError(
+                f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})"
+            )
+        bins = _bins(f"{path}.bins", f["bins"])
+    elif "bins" in f:
+        raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
+    return Histogram(column=column.name, by=d.by, bins=bins, **d.common)
+
+
+def _top_k(d: _Declared) -> Statistic:
+    column, path, f = d.named, d.path, d.f
+    if column.numeric:
+        raise RuleError(
+            f"{path}.column",
+            f"a {d.kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
+        )
+    if column.name in ALWAYS_COLUMNS:
+        raise SpecError(f"{path}.column", _reserved(column.name))
+    if not column.open and f.get("k", 1) > len(column.keys):
+        raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
+    return TopK(kind=d.kind, column=column.name, k=f.get("k", 1), **d.common)
+
+
+def _frequency(d: _Declared) -> Statistic:
+    column, path = d.named, d.path
+    if column.numeric or column.open:
+        raise RuleError(f"{path}.column", f"'{column.name}' is {'open' if column.open else column.type}: a "
+                        "frequency is estimated over the declared keys of a category or bool column")
+    if column.name in ALWAYS_COLUMNS:
+        raise SpecError(f"{path}.column", _reserved(column.name))
+    return Frequency(column=column.name, randomized_epsilon=d.f["randomized"]["epsilon"], **d.common)
+
+
+def _sum(d: _Declared) -> Statistic:
+    return Sum(column=d.named.name, by=d.by, clamp=d.f.get("clamp"), **d.common)
+
+
+def _mean(d: _Declared) -> Statistic:
+    return Mean(column=d.named.name, by=d.by, clamp=d.f.get("clamp"), **d.common)
+
+
+def _quantile_statistic(d: _Declared) -> Statistic:
+    return _quantile(d.path, d.kind, d.f, d.named, d.by, d.common)
+
+
+def _variance(d: _Declared) -> Statistic:
+    return Variance(column=d.named.name, by=d.by, **d.common)
+
+
+def _std(d: _Declared) -> Statistic:
+    return Std(column=d.named.name, by=d.by, **d.common)
+
+
+# Each kind's typed statistic from its declared fields (its traits: dpcli/kinds.py; tests/test_kinds.py checks that
+# every kind has its builder)
+STATISTIC_BUILDERS: Mapping[str, Callable[[_Declared], Statistic]] = MappingProxyType({
+    "count": _count, "histogram": _histogram, "sum": _sum, "mean": _mean, "quantile": _quantile_statistic,
+    "median": _quantile_statistic, "top_k": _top_k, "mode": _top_k, "variance": _variance, "std": _std,
+    "frequency": _frequency,
+})
 
 
 def candidate_grid(column: Column, step: Fraction | None) -> tuple[int, int, int]:

@@ -9,7 +9,7 @@ import typing
 import pytest
 
 from dpcli.kinds import KINDS, Family, Kind
-from dpcli.spec import Statistic, parse_spec
+from dpcli.spec import STATISTIC_BUILDERS, Statistic, parse_spec
 from dpcli.spec_fields import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
 
 # one statistic of each kind, as a spec writes it (a frequency reads a randomized file: no budget of its own)
@@ -40,6 +40,7 @@ def test_the_spec_accepts_exactly_the_kinds_of_the_table() -> None:
     assert STATISTIC_KINDS == tuple(KINDS)
     assert [v.tag for v in STATISTIC.variants] == list(KINDS)  # the declaration: one variant per kind
     assert set(EXAMPLES) == set(KINDS)
+    assert set(STATISTIC_BUILDERS) == set(KINDS)  # each kind's typed statistic
 
 
 @pytest.mark.parametrize("name", list(KINDS))
