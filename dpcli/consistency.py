@@ -39,7 +39,7 @@ from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
 from dpcli.kinds import KINDS
 from dpcli.plan import Plan, StatisticPlan
-from dpcli.spec import Column, EdgeBins, GridBins, PostProcess
+from dpcli.spec import Column, EdgeBins, GridBins, PostProcess, histogram_bins
 
 if TYPE_CHECKING:
     from dpcli.mechanisms import Noisy
@@ -376,7 +376,7 @@ def consistent_noisy(plan: Plan, noisy: list[Noisy]) -> list[Noisy]:
 
 
 def _sizes(sp: StatisticPlan) -> list[int]:
-    return [len(k) if k is not None else sp.statistic.bins.count for k in sp.dimension_keys]  # type: ignore[union-attr]
+    return [len(k) if k is not None else histogram_bins(sp.statistic).count for k in sp.dimension_keys]
 
 
 def sidecar_blocks(plan: Plan) -> dict[str, dict]:

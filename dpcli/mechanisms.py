@@ -28,7 +28,7 @@ from dpcli import quantiles
 from dpcli.kinds import KINDS, Family
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
-from dpcli.spec import Column, Quantile, TopK, candidate_grid, quantile_bins
+from dpcli.spec import Column, Quantile, TopK, candidate_grid, histogram_bins, quantile_bins
 from dpcli.topk import choose, ranked
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
@@ -96,7 +96,7 @@ def declared_sizes(sp: StatisticPlan) -> list[int]:
         if j == open_dim:
             sizes.append(0)
         else:
-            sizes.append(len(keys) if keys is not None else stat.bins.count)  # type: ignore[union-attr]
+            sizes.append(len(keys) if keys is not None else histogram_bins(stat).count)
     return sizes
 
 

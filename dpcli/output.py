@@ -46,6 +46,7 @@ from dpcli.spec import (
     Sum,
     TopK,
     candidate_grid,
+    histogram_bins,
 )
 
 # the table's own columns: one declaration, which the spec's loader also reads (no dimension may take these names)
@@ -690,7 +691,7 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
             out[name] = Texts([text for _, text in keys])
             continue
         declared = sp.dimension_keys[j]
-        names = list(declared) if declared is not None else bin_labels(stat.bins)  # type: ignore[arg-type]
+        names = list(declared) if declared is not None else bin_labels(histogram_bins(stat))
         index = (codes // inner) % sizes[j]
         out[name] = Texts([names[i] for i in index.tolist()])
         inner *= sizes[j]

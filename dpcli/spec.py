@@ -287,6 +287,13 @@ Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Freque
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
 
 
+def histogram_bins(stat: Statistic) -> Bins:
+    """The bins of a histogram of a numeric column: the cells of its one dimension without declared keys."""
+    if stat.bins is None:  # only a ``has_bins`` kind (dpcli/kinds.py) of a numeric column has them
+        raise ValueError(f"statistic {stat.name!r} has no bins: every dimension of it has declared keys")
+    return stat.bins
+
+
 def summed_column(stat: Statistic) -> str | None:
     """The column whose values a statistic sums (its kind's ``sums_column``: dpcli/kinds.py), None if it sums none."""
     return stat.column if KINDS[stat.kind].sums_column else None

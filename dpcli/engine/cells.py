@@ -40,7 +40,17 @@ import polars as pl
 
 from dpcli.kinds import KINDS
 from dpcli.plan import Plan, StatisticPlan, rounded_square, square_step
-from dpcli.spec import Column, GridBins, Quantile, Spec, candidate_grid, quantile_bins, summed_column
+from dpcli.spec import (
+    Column,
+    GridBins,
+    Histogram,
+    Quantile,
+    Spec,
+    candidate_grid,
+    histogram_bins,
+    quantile_bins,
+    summed_column,
+)
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.
@@ -135,10 +145,13 @@ def key_index(column: Column, raw: pl.Expr) -> pl.Expr:
 
 def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     """Histogram bin of a numeric value already on the integer grid; null outside the bins."""
-    column = spec.columns[sp.statistic.column]  # type: ignore[index]
+    stat = sp.statistic
+    if not isinstance(stat, Histogram):
+        raise ValueError(f"statistic {stat.name!r}: only a histogram has bins")
+    bins = histogram_bins(stat)
+    column = spec.columns[stat.column]
     p = column.precision
-    bins = sp.statistic.bins
-    assert p is not None and bins is not None
+    assert p is not None
     n = bins.count
     if isinstance(bins, GridBins):
         # v = k*p is in bin i = floor((v - start) / step) = floor((k*sd - sn) * wd / (sd * wn)), with
@@ -224,7 +237,7 @@ def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Re
         column = spec.columns[d]
         if column.numeric:  # a histogram's column
             idx = bin_index(spec, sp, numeric_value(column))
-            dims.append((q.key(f"bin:{stat.name}", idx), None, stat.bins.count))  # type: ignore[union-attr]
+            dims.append((q.key(f"bin:{stat.name}", idx), None, histogram_bins(stat).count))
         elif column.open:
             opened = (q.key(f"raw:{d}", pl.col(d)), column)
         else:
