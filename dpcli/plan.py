@@ -58,6 +58,8 @@ from dpcli.spec import (
     TopK,
     Variance,
     candidate_grid,
+    clamps_persons,
+    counts_persons,
     open_dimensions,
     quantile_bins,
 )
@@ -474,7 +476,7 @@ def _person_sum_component(
     offset = (glo + ghi) // 2 if centred else 0
     lo, hi = glo - offset, ghi - offset
     biggest, width = max(abs(lo), abs(hi)), hi - lo
-    per_person = getattr(stat, "clamp", None) == "person"
+    per_person = clamps_persons(stat)
     unit_text = "" if p == 1 else f" (grid step {format_exact(p)}: bounds {glo}..{ghi} steps)"
     clamped = "each person's total in a cell clamped" if per_person else "each row clamped"
     bounds = f"{clamped} to [{format_exact(glo * p)}, {format_exact(ghi * p)}]{unit_text}"
@@ -592,7 +594,7 @@ def _selection(
     """The threshold of an open-key statistic's partition selection, from its count's noise scale, the entries one
     person can bring (g) and their count in each (r): the smallest tau with g P(Z >= tau - r) <= delta."""
     column = next(d for d in stat.dimensions if spec.columns[d].open)
-    persons = getattr(stat, "of", "rows") == "persons"
+    persons = counts_persons(stat)
     keys = b.reach if b is not None else 1
     per_key = 1 if (b is None or persons) else b.per_cell
     assert count.scale is not None
@@ -799,7 +801,7 @@ def _components(
     path: str, spec: Spec, stat: Statistic, neighbours: str, budget: _Budget, b: Bounding | None
 ) -> tuple[NoiseComponent, ...]:
     """A statistic's noise components (a mean: half its share to the centred sum, half to its count)."""
-    persons = getattr(stat, "of", "rows") == "persons" or getattr(stat, "clamp", None) == "person"
+    persons = counts_persons(stat) or clamps_persons(stat)
     if isinstance(stat, Frequency):
         return ()  # no noise: the randomized file was paid for by `dpcli randomize` (dpcli.randomized_response)
     if isinstance(stat, (Count, Histogram, TopK)):  # a top_k here has open keys: ranked after their selection

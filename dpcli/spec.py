@@ -294,6 +294,16 @@ def histogram_bins(stat: Statistic) -> Bins:
     return stat.bins
 
 
+def counts_persons(stat: Statistic) -> bool:
+    """A count of distinct persons (``of: persons``), not of rows."""
+    return isinstance(stat, Count) and stat.of == "persons"
+
+
+def clamps_persons(stat: Statistic) -> bool:
+    """A sum or mean clamping each person's total in a cell (``clamp: person``), not each row."""
+    return isinstance(stat, Sum | Mean) and stat.clamp == "person"
+
+
 def summed_column(stat: Statistic) -> str | None:
     """The column whose values a statistic sums (its kind's ``sums_column``: dpcli/kinds.py), None if it sums none."""
     return stat.column if KINDS[stat.kind].sums_column else None
@@ -914,7 +924,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     person = _person_unit(raw_unit, stats, columns) if isinstance(raw_unit, dict) else None
     if person is None:
         for i, s in enumerate(stats):
-            if getattr(s, "of", "rows") == "persons" or getattr(s, "clamp", None) == "person":
+            if counts_persons(s) or clamps_persons(s):
                 field = "of" if isinstance(s, Count) else "clamp"
                 raise RuleError(f"statistics[{i}].{field}", "needs a person unit (privacy.unit: {id: FIELD, ...})")
     if opened and delta is not None:
