@@ -2,7 +2,7 @@
 
 A module that treats kinds differently asks the kind's traits (``KINDS[stat.kind].rounded``) or the statistic's
 type (``isinstance(stat, Quantile)``, which also narrows its fields), never a tuple of kind names. So a new kind is
-its entry here, its class in dpcli/spec.py and its own functions (plan, engine, mechanisms, post-processing):
+its entry here, its class and builder in dpcli/spec.py and its own functions (plan, engine, post-processing):
 docs/architecture.md, "A new statistic kind". tests/test_kinds.py fails when a kind the spec accepts has no entry,
 or an entry lacks a trait.
 

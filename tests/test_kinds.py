@@ -37,7 +37,7 @@ def spec_of(kind: str) -> str:
 
 
 def test_the_spec_accepts_exactly_the_kinds_of_the_table() -> None:
-    assert STATISTIC_KINDS == tuple(KINDS)
+    assert tuple(KINDS) == STATISTIC_KINDS
     assert [v.tag for v in STATISTIC.variants] == list(KINDS)  # the declaration: one variant per kind
     assert set(EXAMPLES) == set(KINDS)
     assert set(STATISTIC_BUILDERS) == set(KINDS)  # each kind's typed statistic
@@ -86,7 +86,7 @@ def test_the_traits_agree_with_each_other() -> None:
     for kind in KINDS.values():
         assert not kind.sums_squares or kind.sums_column, kind.name
         assert not (kind.nonnegative or kind.rounded or kind.consistent) or kind.postprocess, kind.name
-    assert POSTPROCESS_KINDS == tuple(name for name, kind in KINDS.items() if kind.postprocess)
+    assert tuple(name for name, kind in KINDS.items() if kind.postprocess) == POSTPROCESS_KINDS
     # `postprocess:` is one of the fields of exactly those kinds' variants
     assert [v.tag for v in STATISTIC.variants if "postprocess" in v.allowed] == list(POSTPROCESS_KINDS)
 
