@@ -380,7 +380,7 @@ def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dic
     for i, (st, mine) in enumerate(zip(stats, own, strict=True)):
         if mine is not None and mine.get("consistent") == "true" and not KINDS[st.kind].consistent:
             raise RuleError(f"statistics[{i}].postprocess.consistent", "applies to counts and histograms only")
-        if st.kind not in POSTPROCESS_KINDS:
+        if not KINDS[st.kind].postprocess:
             continue
         f = {**(top or {}), **(mine or {})}
         if not f:
