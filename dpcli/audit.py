@@ -93,7 +93,17 @@ from dpcli.errors import UsageError
 from dpcli.mechanisms import add_noise
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.samplers import exponential_sample
-from dpcli.spec import Column, GridBins, Quantile, Spec, candidate_grid, load_spec, quantile_bins
+from dpcli.spec import (
+    Column,
+    GridBins,
+    Histogram,
+    Quantile,
+    Spec,
+    candidate_grid,
+    histogram_bins,
+    load_spec,
+    quantile_bins,
+)
 
 DEFAULT_TRIALS = 200_000
 MIN_TRIALS = 1_000
@@ -500,7 +510,7 @@ def _values(spec: Spec) -> dict[str, list[str]]:
             glo, ghi = column.grid_bounds
             ks = [glo, ghi, (glo + ghi) // 2]
             for stat in spec.statistics:
-                if stat.kind == "histogram" and stat.column == name and stat.bins is not None:
+                if isinstance(stat, Histogram) and stat.column == name and stat.bins is not None:
                     ks += _bin_starts(column, stat.bins)
             width = ghi - glo
             texts = [_grid_text(column, k) for k in ks]
@@ -1209,7 +1219,7 @@ def _cell_label(sp: StatisticPlan, cell: Cell) -> str:
         return ""
     open_dim = sp.selection.dimension if sp.selection is not None else -1
     code, text = cell if isinstance(cell, tuple) else (cell, "")
-    sizes = [0 if j == open_dim else len(keys) if keys is not None else stat.bins.count  # type: ignore[union-attr]
+    sizes = [0 if j == open_dim else len(keys) if keys is not None else histogram_bins(stat).count
              for j, keys in enumerate(sp.dimension_keys)]
     parts = []
     rest = code
@@ -1219,7 +1229,7 @@ def _cell_label(sp: StatisticPlan, cell: Cell) -> str:
             parts.append(text)
             continue
         rest, k = divmod(rest, sizes[j])
-        parts.append(keys[k] if keys is not None else bin_label(stat.bins, k))  # type: ignore[arg-type]
+        parts.append(keys[k] if keys is not None else bin_label(histogram_bins(stat), k))
     return ", ".join(reversed(parts))
 
 

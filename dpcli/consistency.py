@@ -37,8 +37,9 @@ import numpy as np
 
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
+from dpcli.kinds import KINDS
 from dpcli.plan import Plan, StatisticPlan
-from dpcli.spec import Column, EdgeBins, GridBins, PostProcess
+from dpcli.spec import Column, EdgeBins, GridBins, PostProcess, histogram_bins
 
 if TYPE_CHECKING:
     from dpcli.mechanisms import Noisy
@@ -335,7 +336,7 @@ def plan_notes(plan: Plan) -> list[str | None]:
             parts.append(notes[i])
         if policy.nonnegative:
             parts.append("non-negative")
-        if policy.digits is not None and sp.statistic.kind not in ("count", "histogram"):
+        if policy.digits is not None and KINDS[sp.statistic.kind].rounded:
             parts.append(f"rounded to {policy.digits} decimal places")
         if policy.small_cells is not None:
             assert policy.max_relative_width is not None
@@ -375,7 +376,7 @@ def consistent_noisy(plan: Plan, noisy: list[Noisy]) -> list[Noisy]:
 
 
 def _sizes(sp: StatisticPlan) -> list[int]:
-    return [len(k) if k is not None else sp.statistic.bins.count for k in sp.dimension_keys]  # type: ignore[union-attr]
+    return [len(k) if k is not None else histogram_bins(sp.statistic).count for k in sp.dimension_keys]
 
 
 def sidecar_blocks(plan: Plan) -> dict[str, dict]:
@@ -404,8 +405,8 @@ def sidecar_blocks(plan: Plan) -> dict[str, dict]:
         out[sp.statistic.name] = {
             "consistent": consistent,
             "consistent_note": notes.get(i),
-            "nonnegative": policy.nonnegative and sp.statistic.kind in ("count", "histogram", "sum", "variance", "std"),
-            "digits": policy.digits if sp.statistic.kind in ("sum", "mean", "variance", "std") else None,
+            "nonnegative": policy.nonnegative and KINDS[sp.statistic.kind].nonnegative,
+            "digits": policy.digits if KINDS[sp.statistic.kind].rounded else None,
             "small_cells": None if policy.small_cells is None else {
                 "max_relative_width": format_exact(policy.max_relative_width),  # type: ignore[arg-type]
                 "action": policy.small_cells,

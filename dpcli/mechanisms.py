@@ -5,7 +5,9 @@ noise is added, so there are no low bits to leak (Mironov 2012). Values are int6
 arrays of Python ints (fixed-point sums, which may exceed 64 bits).
 
 ``draw_noise`` applies a plan's noise components to a release's exact aggregates (a new mechanism plugs in at
-``add_noise``, which picks the sampler by the component's mechanism name).
+``add_noise``, which picks the sampler by the component's mechanism name). How a statistic's numbers are drawn is
+its kind's family (dpcli/kinds.py): ``DRAWS`` holds one function per family, so a new kind of an existing family
+changes nothing here.
 
 Open-key statistics (``StatisticPlan.selection`` set) go through private partition selection (``select_entries``):
 the engine hands one entry per *observed* cell, each entry's count gets the plan's discrete Laplace noise, and an
@@ -15,7 +17,7 @@ in never appear, and nothing else about the data decides which keys are released
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -23,12 +25,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcli import quantiles
+from dpcli.kinds import KINDS, Family
 from dpcli.plan import NoiseComponent, Plan, StatisticPlan
 from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
-from dpcli.spec import Column, Quantile, candidate_grid, quantile_bins
+from dpcli.spec import Column, Quantile, TopK, candidate_grid, histogram_bins, quantile_bins
 from dpcli.topk import choose, ranked
-
-TOP_K_KINDS = ("top_k", "mode")
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic
@@ -95,7 +96,7 @@ def declared_sizes(sp: StatisticPlan) -> list[int]:
         if j == open_dim:
             sizes.append(0)
         else:
-            sizes.append(len(keys) if keys is not None else stat.bins.count)  # type: ignore[union-attr]
+            sizes.append(len(keys) if keys is not None else histogram_bins(stat).count)
     return sizes
 
 
@@ -142,24 +143,26 @@ def _checked_keys(sp: StatisticPlan, ex: ExactStatistic) -> Sequence[Entry]:
     return keys
 
 
-def _quantile_counts(column: Column, sp: StatisticPlan, ex: ExactStatistic) -> tuple[np.ndarray, int, int]:
-    """A quantile's exact counts as (declared cells x engine bins), its candidate spacing and count."""
+def _quantile_counts(
+    column: Column, sp: StatisticPlan, ex: ExactStatistic
+) -> tuple[Quantile, np.ndarray, int, int]:
+    """A quantile statistic, its exact counts as (declared cells x engine bins), its candidate spacing and count."""
     stat = sp.statistic
     assert isinstance(stat, Quantile)
     _, spacing, candidates = candidate_grid(column, stat.step)
     bins = quantile_bins(stat, column)
-    return np.asarray(ex.counts, dtype=np.int64).reshape(-1, bins), spacing, candidates
+    return stat, np.asarray(ex.counts, dtype=np.int64).reshape(-1, bins), spacing, candidates
 
 
 def draw_quantiles(
     column: Column, sp: StatisticPlan, ex: ExactStatistic, source: RandomSource | None = None
 ) -> Noisy:
     """A quantile's release: one exact permute-and-flip draw per declared cell and level (dpcli.quantiles)."""
-    counts, spacing, candidates = _quantile_counts(column, sp, ex)
-    levels = sp.statistic.levels  # type: ignore[union-attr]
+    stat, counts, spacing, candidates = _quantile_counts(column, sp, ex)
+    levels = stat.levels
     scales = tuple(c.scale for c in sp.components[: len(levels)])
     choices = quantiles.choose(counts, levels, scales, spacing, candidates, source)  # type: ignore[arg-type]
-    if sp.statistic.interval_share is None:  # type: ignore[union-attr]
+    if stat.interval_share is None:
         return Noisy(None, None, choices=choices)
     count = sp.component(quantiles.INTERVAL_COUNT)
     noisy_n = add_noise(counts.sum(axis=1), count)
@@ -173,30 +176,53 @@ def draw_quantiles(
     return Noisy(None, None, choices=choices, interval=interval)
 
 
+def draw_additive(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
+    """Each of the statistic's noise components added to its exact vector (counts, sums, squares); open keys: the
+    noisy counts' partition selection."""
+    if sp.selection is not None:
+        keys = _checked_keys(sp, ex)
+        return select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys)
+    has_count = any(c.role == "count" for c in sp.components)
+    counts = add_noise(_narrowed(ex.counts), sp.component("count")) if has_count else None
+    sums = add_noise(_narrowed(ex.sums), sp.component("sum")) if ex.sums is not None else None
+    squares = add_noise(_narrowed(ex.squares), sp.component("squares")) if ex.squares is not None else None
+    return Noisy(counts, sums, squares=squares)
+
+
+def draw_quantile(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
+    """A quantile's or median's draws (``draw_quantiles``) over its column's candidate grid."""
+    stat = sp.statistic
+    assert isinstance(stat, Quantile)
+    return draw_quantiles(plan.spec.columns[stat.column], sp, ex)
+
+
+def draw_ranking(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
+    """A top_k's or mode's keys: report-noisy-max over declared keys (dpcli.topk); open keys: partition selection
+    of the noisy counts, then their ranking (post-processing)."""
+    if sp.selection is None:
+        return Noisy(None, None, chosen=choose(sp, ex.counts))
+    noisy = add_noise(_narrowed(ex.counts), sp.component("count"))
+    return rank_entries(sp, select_entries(sp, noisy, _checked_keys(sp, ex)))
+
+
+def draw_randomized(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
+    """Never here: a frequency's counts are read from a randomized file (dpcli.randomize), which paid for them."""
+    raise ValueError(f"statistic {sp.statistic.name!r}: a frequency draws no noise (dpcli.randomize releases it)")
+
+
+# How each family of kinds (dpcli/kinds.py) draws a statistic's noisy numbers from its exact aggregates
+DRAWS: dict[Family, Callable[[Plan, StatisticPlan, ExactStatistic], Noisy]] = {
+    Family.ADDITIVE: draw_additive,
+    Family.QUANTILE: draw_quantile,
+    Family.RANKING: draw_ranking,
+    Family.RANDOMIZED: draw_randomized,
+}
+
+
 def draw_noise(plan: Plan, exact: list[ExactStatistic]) -> list[Noisy]:
-    """Add the plan's exact discrete noise to every exact vector. Only called after the spend is durable."""
-    out = []
-    for sp, ex in zip(plan.statistics, exact, strict=True):
-        if isinstance(sp.statistic, Quantile):
-            out.append(draw_quantiles(plan.spec.columns[sp.statistic.column], sp, ex))
-            continue
-        if sp.statistic.kind in TOP_K_KINDS:
-            if sp.selection is None:
-                out.append(Noisy(None, None, chosen=choose(sp, ex.counts)))
-            else:
-                noisy = add_noise(_narrowed(ex.counts), sp.component("count"))
-                out.append(rank_entries(sp, select_entries(sp, noisy, _checked_keys(sp, ex))))
-            continue
-        if sp.selection is not None:
-            keys = _checked_keys(sp, ex)
-            out.append(select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys))
-            continue
-        has_count = any(c.role == "count" for c in sp.components)
-        counts = add_noise(_narrowed(ex.counts), sp.component("count")) if has_count else None
-        sums = add_noise(_narrowed(ex.sums), sp.component("sum")) if ex.sums is not None else None
-        squares = add_noise(_narrowed(ex.squares), sp.component("squares")) if ex.squares is not None else None
-        out.append(Noisy(counts, sums, squares=squares))
-    return out
+    """Add the plan's exact discrete noise to every exact vector, as its kind's family draws it. Only called after
+    the spend is durable."""
+    return [DRAWS[KINDS[sp.statistic.kind].family](plan, sp, ex) for sp, ex in zip(plan.statistics, exact, strict=True)]
 
 
 def _narrowed(values: np.ndarray) -> np.ndarray:
@@ -219,18 +245,18 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
         return [Noisy(e.counts, e.sums, squares=e.squares) for e in exact]
     out = []
     for sp, e in zip(plan.statistics, exact, strict=True):
+        stat = sp.statistic
         if sp.selection is not None:
             selected = select_entries(sp, e.counts, _checked_keys(sp, e))
-            out.append(rank_entries(sp, selected) if sp.statistic.kind in TOP_K_KINDS else selected)
-        elif isinstance(sp.statistic, Quantile):  # the candidate of the largest utility
-            counts, spacing, candidates = _quantile_counts(plan.spec.columns[sp.statistic.column], sp, e)
-            levels = sp.statistic.levels
-            best = quantiles.best(counts, levels, spacing, candidates)
+            out.append(rank_entries(sp, selected) if isinstance(stat, TopK) else selected)
+        elif isinstance(stat, Quantile):  # the candidate of the largest utility
+            _, counts, spacing, candidates = _quantile_counts(plan.spec.columns[stat.column], sp, e)
+            best = quantiles.best(counts, stat.levels, spacing, candidates)
             # no noise: the interval is the value itself (docs/spec.md, "Quantiles and the median")
-            interval = (best * spacing, best * spacing) if sp.statistic.interval_share is not None else None
+            interval = (best * spacing, best * spacing) if stat.interval_share is not None else None
             out.append(Noisy(None, None, choices=best, interval=interval))
-        elif sp.statistic.kind in TOP_K_KINDS:  # the k largest exact counts (ties: the first declared key)
-            out.append(Noisy(None, None, chosen=ranked(e.counts, sp.statistic.k)))  # type: ignore[union-attr]
+        elif isinstance(stat, TopK):  # the k largest exact counts (ties: the first declared key)
+            out.append(Noisy(None, None, chosen=ranked(e.counts, stat.k)))
         else:
             out.append(Noisy(e.counts, e.sums, squares=e.squares))
     return out
@@ -239,8 +265,9 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
 def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
     """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
     first k of them (fewer when fewer keys pass)."""
-    assert selected.counts is not None and selected.keys is not None
-    order = ranked(selected.counts, sp.statistic.k).tolist()  # type: ignore[union-attr]
+    stat = sp.statistic
+    assert isinstance(stat, TopK) and selected.counts is not None and selected.keys is not None
+    order = ranked(selected.counts, stat.k).tolist()
     keys = tuple(selected.keys[i] for i in order)
     ranks = np.arange(len(order), dtype=np.int64)
     return Noisy(np.asarray(selected.counts, dtype=np.int64)[order], None, keys, chosen=ranks)

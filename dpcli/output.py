@@ -33,10 +33,10 @@ from dpcli import __version__, postprocess, variance
 from dpcli.accounting import format_decimal_up, format_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
+from dpcli.kinds import KINDS, Value
 from dpcli.plan import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
 from dpcli.spec import (
     QUANTILE_COLUMN,
-    SQUARED_KINDS,
     Column,
     Count,
     EdgeBins,
@@ -46,6 +46,7 @@ from dpcli.spec import (
     Sum,
     TopK,
     candidate_grid,
+    histogram_bins,
 )
 
 # the table's own columns: one declaration, which the spec's loader also reads (no dimension may take these names)
@@ -656,7 +657,7 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn] | None]:
     out: list[dict[str, LazyColumn] | None] = []
     for sp in plan.statistics:
         stat = sp.statistic
-        if sp.selection is not None or stat.kind in ("top_k", "mode"):  # rows: released entries, or chosen keys
+        if sp.selection is not None or KINDS[stat.kind].value is Value.RANK:  # rows: released entries, or chosen keys
             out.append(None)
             continue
         dims: list[Sequence[str] | EdgeBins | GridBins] = []
@@ -690,7 +691,7 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
             out[name] = Texts([text for _, text in keys])
             continue
         declared = sp.dimension_keys[j]
-        names = list(declared) if declared is not None else bin_labels(stat.bins)  # type: ignore[arg-type]
+        names = list(declared) if declared is not None else bin_labels(histogram_bins(stat))
         index = (codes // inner) % sizes[j]
         out[name] = Texts([names[i] for i in index.tolist()])
         inner *= sizes[j]
@@ -725,13 +726,14 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
     blocks = []
     for sp, nz, labels in zip(plan.statistics, noisy, statistic_labels(plan), strict=True):
         stat = sp.statistic
-        if stat.kind in ("top_k", "mode"):
-            blocks.append(_ranking_block(plan, sp, nz))
+        if isinstance(stat, TopK):
+            blocks.append(_ranking_block(plan, sp, stat, nz))
             continue
         if labels is None:
             assert nz.keys is not None
             labels = entry_labels(sp, nz.keys)
-        bounds = spec.columns[stat.column].grid_bounds if stat.kind in BOUNDED_KINDS else None  # type: ignore[index]
+        column = spec.columns[stat.column] if stat.column is not None else None
+        bounds = column.grid_bounds if column is not None and KINDS[stat.kind].bounded else None
         if isinstance(stat, Quantile):
             value, low, high = quantile_columns(spec.columns[stat.column], stat, nz)
         else:
@@ -739,7 +741,7 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
         flag = None
         policy = spec.postprocess.get(stat.name)
         if policy is not None:
-            value, low, high, flag = table_postprocess.apply(stat.kind, policy, value, low, high)
+            value, low, high, flag = table_postprocess.apply(KINDS[stat.kind], policy, value, low, high)
         rho = sp.rho if plan.rho else None
         low_edge, high_edge = bin_edge_columns(stat.bins, labels.get(stat.column or "")) if stat.bins else (None, None)
         blocks.append(
@@ -789,23 +791,20 @@ def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyCol
         ends.append(Ints(units, 0, *step) if isinstance(value, Ints) and step is not None
                     else Texts(decimal_text([int(g) * column.precision for g in units.tolist()])))
     return value, ends[0], ends[1]
-def _ranking_block(plan: Plan, sp: StatisticPlan, nz: Noisy) -> Block:
+def _ranking_block(plan: Plan, sp: StatisticPlan, stat: TopK, nz: Noisy) -> Block:
     """A top_k's or mode's rows: one per rank, its key in the column's dimension, value = the rank (1: the largest
     count), no interval (docs/spec.md, "Top-k and mode")."""
-    stat = sp.statistic
     assert nz.chosen is not None
     if nz.keys is not None:  # open keys: the selected entries in rank order
         labels = entry_labels(sp, nz.keys)
     else:
         keys = sp.dimension_keys[-1]
         assert keys is not None
-        labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}  # type: ignore[dict-item]
+        labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}
     n = len(nz.chosen)
     rho = sp.rho if plan.rho else None
     ranks = Ints(np.arange(1, n + 1, dtype=np.int64))
     return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho, stat.kind, stat.column)
-# the kinds whose released numbers depend on their column's bounds (clipping, fallbacks)
-BOUNDED_KINDS = ("mean", *SQUARED_KINDS)
 
 
 def number_columns(
@@ -815,18 +814,18 @@ def number_columns(
     """The released numbers of one statistic (dpcli.postprocess) as the table's value, ci_low and ci_high columns:
     int64 arrays on their decimal grid where they fit (always for counts), else the exact Fractions' text (the same
     text either way)."""
-    kind = sp.statistic.kind
-    if kind == "frequency":
+    meaning = KINDS[sp.statistic.kind].value
+    if meaning is Value.FREQUENCY:
         assert noisy_counts is not None
         value_texts, low_texts, high_texts = postprocess.frequencies(sp, noisy_counts)
         return Texts(value_texts), Texts(low_texts), Texts(high_texts)
-    if kind in ("count", "histogram"):
+    if meaning is Value.COUNT:
         assert noisy_counts is not None
         k = sp.component("count").halfwidth(confidence)
         values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
         return Ints(values), Ints(values, -k), Ints(values, k)
     assert noisy_sums is not None
-    if kind in SQUARED_KINDS:
+    if meaning in (Value.VARIANCE, Value.STD):
         assert noisy_counts is not None and noisy_squares is not None and bounds is not None
         *released, unit = variance.variance_grids(
             sp, np.asarray(noisy_counts), np.asarray(noisy_sums), np.asarray(noisy_squares), bounds, confidence
@@ -837,7 +836,7 @@ def number_columns(
             value, low, high = (np.asarray(column, dtype=np.int64) for column in released)
             return Ints(value, 0, *step), Ints(low, 0, *step), Ints(high, 0, *step)
         r = postprocess.Released(*([g * unit for g in column] for column in released))
-    elif kind == "sum":
+    elif meaning is Value.SUM:
         grid = postprocess.sum_grid(sp, noisy_sums, confidence)
         if grid is not None:
             values, k, mult, digits = grid

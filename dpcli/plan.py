@@ -41,6 +41,7 @@ from dpcli.accounting import (
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
+from dpcli.kinds import KINDS, Family
 from dpcli.quantiles import rank_bound, utility_sensitivity
 from dpcli.spec import (
     Column,
@@ -57,6 +58,8 @@ from dpcli.spec import (
     TopK,
     Variance,
     candidate_grid,
+    clamps_persons,
+    counts_persons,
     open_dimensions,
     quantile_bins,
 )
@@ -227,7 +230,8 @@ class Plan:
     @property
     def frequency_only(self) -> bool:
         """Estimates from a randomized file only (``kind: frequency``): nothing is spent, no noise is drawn."""
-        return bool(self.statistics) and all(sp.statistic.kind == "frequency" for sp in self.statistics)
+        return bool(self.statistics) and all(KINDS[sp.statistic.kind].family is Family.RANDOMIZED
+                                             for sp in self.statistics)
 
     def cost_text(self, cap_delta: Fraction | None = None) -> str:
         """What the release charges, as `release`, `plan` and the report say it (``cost_text`` below); a zCDP rho
@@ -331,7 +335,7 @@ def split_budget(spec: Spec) -> Budget:
     more; otherwise the budget is split by weight (default 1), exactly.
     """
     p = spec.privacy
-    if spec.statistics and all(st.kind == "frequency" for st in spec.statistics):
+    if spec.statistics and all(KINDS[st.kind].family is Family.RANDOMIZED for st in spec.statistics):
         # estimates from a randomized file: post-processing of published data (the loader allows nothing else)
         return Budget("epsilon", Fraction(0), tuple(Fraction(0) for _ in spec.statistics))
     if p.accounting == "zcdp":
@@ -472,7 +476,7 @@ def _person_sum_component(
     offset = (glo + ghi) // 2 if centred else 0
     lo, hi = glo - offset, ghi - offset
     biggest, width = max(abs(lo), abs(hi)), hi - lo
-    per_person = getattr(stat, "clamp", None) == "person"
+    per_person = clamps_persons(stat)
     unit_text = "" if p == 1 else f" (grid step {format_exact(p)}: bounds {glo}..{ghi} steps)"
     clamped = "each person's total in a cell clamped" if per_person else "each row clamped"
     bounds = f"{clamped} to [{format_exact(glo * p)}, {format_exact(ghi * p)}]{unit_text}"
@@ -590,7 +594,7 @@ def _selection(
     """The threshold of an open-key statistic's partition selection, from its count's noise scale, the entries one
     person can bring (g) and their count in each (r): the smallest tau with g P(Z >= tau - r) <= delta."""
     column = next(d for d in stat.dimensions if spec.columns[d].open)
-    persons = getattr(stat, "of", "rows") == "persons"
+    persons = counts_persons(stat)
     keys = b.reach if b is not None else 1
     per_key = 1 if (b is None or persons) else b.per_cell
     assert count.scale is not None
@@ -797,7 +801,7 @@ def _components(
     path: str, spec: Spec, stat: Statistic, neighbours: str, budget: _Budget, b: Bounding | None
 ) -> tuple[NoiseComponent, ...]:
     """A statistic's noise components (a mean: half its share to the centred sum, half to its count)."""
-    persons = getattr(stat, "of", "rows") == "persons" or getattr(stat, "clamp", None) == "person"
+    persons = counts_persons(stat) or clamps_persons(stat)
     if isinstance(stat, Frequency):
         return ()  # no noise: the randomized file was paid for by `dpcli randomize` (dpcli.randomized_response)
     if isinstance(stat, (Count, Histogram, TopK)):  # a top_k here has open keys: ranked after their selection
@@ -957,17 +961,9 @@ def bin_label(bins: EdgeBins | GridBins, i: int) -> str:
 MAX_RELEASE_CELLS = 10_000_000
 MAX_RELEASE_MEMORY_MB = 1024
 # The estimate: a fixed part (interpreter, polars, numpy, the ledger; the scan of a small input) plus bytes per cell
-# by kind, measured with /usr/bin/time (peak RSS of `dpcli release`, 10^5 to 10^7 cells; docs/benchmarks.md) and
-# rounded up: 26 B/cell for counts, 23-46 for histograms, 66 for sums, 125 for means (exact and noisy arrays, the
-# mean's parts, the int64 columns and one chunk of text). The scan of a large input needs more on its own.
-# Variance and std: 192 B/cell for a std by two 1000- and 2000-key columns (10^6 and 4 x 10^6 cells: 337 and 900 MB
-# peak), against 86 B/cell for a mean in the same runs; rounded up as the mean's 125 was to 144.
+# by kind (its ``memory_per_cell``, measured with /usr/bin/time: dpcli/kinds.py). The scan of a large input needs
+# more on its own.
 MEMORY_BASE_MB = 200
-# a frequency is a histogram of its column to the engine
-MEMORY_BYTES_PER_CELL = {
-    "count": 48, "histogram": 48, "sum": 80, "mean": 144, "quantile": 48, "median": 48, "top_k": 48, "mode": 48,
-    "variance": 224, "std": 224, "frequency": 48,
-}
 
 
 @dataclass(frozen=True)
@@ -988,7 +984,7 @@ class ReleaseCost:
 def release_cost(plan: Plan) -> ReleaseCost:
     """Cells and memory estimate of a plan: a function of the spec only (declared keys, bins and kinds)."""
     cells = sum(sp.cells for sp in plan.statistics)
-    per_cell = sum(sp.cells * MEMORY_BYTES_PER_CELL[sp.statistic.kind] for sp in plan.statistics)
+    per_cell = sum(sp.cells * KINDS[sp.statistic.kind].memory_per_cell for sp in plan.statistics)
     return ReleaseCost(cells, MEMORY_BASE_MB + -(-per_cell // 2**20))
 
 

@@ -19,13 +19,14 @@ from fractions import Fraction
 
 from dpcli.accounting import epsilon_delta_to_rho
 from dpcli.errors import BudgetRefused, SpecError, UsageError
+from dpcli.kinds import KINDS
 from dpcli.plan import Plan, StatisticPlan, make_plan
 from dpcli.spec import Mean, Target
 from dpcli.spec_fields import MAX_RELEASE_EPSILON
 
 # plan --target rounds the smallest epsilon up to this grid (and searches at most MAX_RELEASE_EPSILON)
 EPSILON_GRID = Fraction(1, 1000)
-TARGET_KINDS = ("count", "histogram", "sum", "mean")
+TARGET_KINDS = tuple(name for name, kind in KINDS.items() if kind.target)  # one error figure in their units
 
 
 def plan_at(plan: Plan, epsilon: Fraction) -> Plan:
@@ -83,13 +84,12 @@ def expected_error(plan: Plan, sp: StatisticPlan, confidence: Fraction) -> Fract
     |noise of N| <= e_N, each at (1 + confidence) / 2 (a union bound, as the table's intervals),
     |(S + a)/(N + b) - S/N| = |a N - b S| / (N (N + b)) <= (e_S + B e_N) / (N - e_N) for N > e_N: a bound, not an
     approximation, with N the expected rows per cell (clipping to the bounds only narrows it)."""
-    kind = sp.statistic.kind
     level = float(confidence)
-    if kind in ("count", "histogram", "sum"):
+    if not KINDS[sp.statistic.kind].target:
+        return None
+    if not isinstance(sp.statistic, Mean):  # a count, histogram or sum: its one noise component's half-width
         comp = sp.components[0]
         return comp.halfwidth(level) * comp.unit
-    if not isinstance(sp.statistic, Mean):
-        return None
     rows = expected_rows(plan, sp)
     if rows is None:
         return None
@@ -113,9 +113,9 @@ def targets_of(plan: Plan, extra: dict[str, Fraction]) -> dict[str, Target]:
     out.update({name: Target(error, Fraction(95, 100)) for name, error in extra.items()})
     for name in out:
         sp = names[name]
-        if sp.statistic.kind not in TARGET_KINDS:
+        if not KINDS[sp.statistic.kind].target:
             raise UsageError(f"--target: '{name}' is a {sp.statistic.kind}: targets are for {', '.join(TARGET_KINDS)}")
-        if sp.statistic.kind == "mean" and expected_rows(plan, sp) is None:
+        if isinstance(sp.statistic, Mean) and expected_rows(plan, sp) is None:
             raise SpecError(f"statistics '{name}'", "a mean's target needs expected_rows (on it or at the top level)")
     return out
 

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpcli.plan import CONFIDENCE, StatisticPlan
+from dpcli.spec import Frequency
 
 # A mean is released on a grid 1000 times finer than its column's precision: finer digits would only be noise.
 MEAN_DIGITS_BELOW_PRECISION = 3
@@ -212,7 +213,10 @@ def frequencies(sp: StatisticPlan, counts: np.ndarray) -> tuple[list[str], list[
     (dpcli.randomized_response.estimate_counts), as decimal text to two places."""
     from dpcli.randomized_response import estimate_counts
 
-    epsilon = sp.statistic.randomized_epsilon  # type: ignore[union-attr]
+    stat = sp.statistic
+    if not isinstance(stat, Frequency):
+        raise ValueError(f"statistic {stat.name!r} is a {stat.kind}, not a frequency")
+    epsilon = stat.randomized_epsilon
     values, half = estimate_counts(counts, epsilon)
     return (
         [f"{v:.2f}" for v in values], [f"{v - half:.2f}" for v in values], [f"{v + half:.2f}" for v in values]

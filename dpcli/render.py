@@ -15,8 +15,10 @@ from fractions import Fraction
 from typing import Any, TextIO
 
 from dpcli.accounting import format_decimal, format_exact
+from dpcli.kinds import KINDS, Interval, Value
 from dpcli.ledger import BudgetStatus, Record
 from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
+from dpcli.spec import Frequency, Mean
 from dpcli.spec_fields import MAX_RELEASE_EPSILON
 
 
@@ -99,8 +101,6 @@ def _writer(stream: TextIO) -> Any:
 
     return say
 
-
-QUANTILE_KINDS = ("quantile", "median")  # their ±error is a rank bound, not a noise halfwidth
 
 def eps(x: Fraction | None) -> str:
     if x is None:
@@ -217,9 +217,9 @@ def frequency_rows(plan: Plan) -> list[dict[str, Any]]:
     rows = []
     for sp in plan.statistics:
         stat = sp.statistic
-        if stat.kind != "frequency":
+        if not isinstance(stat, Frequency):
             continue
-        epsilon = stat.randomized_epsilon  # type: ignore[union-attr]
+        epsilon = stat.randomized_epsilon
         rows.append({
             "statistic": stat.name, "kind": stat.kind, "column": stat.column, "cells": sp.cells,
             "randomized_epsilon": format_exact(epsilon), "keep_probability": keep_probability(sp.cells, float(epsilon)),
@@ -294,7 +294,7 @@ def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
         "size": _size(plan),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
-    if any(sp.statistic.kind == "frequency" for sp in plan.statistics):
+    if any(isinstance(sp.statistic, Frequency) for sp in plan.statistics):
         doc["frequencies"] = frequency_rows(plan)
     if plan.spec.postprocess:
         from dpcli.consistency import plan_notes
@@ -344,7 +344,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
                     r["_budget"],
                     r["_param"],
                     format_decimal(Fraction(r["error"]), 6)
-                    + (" rank" if r["kind"] in QUANTILE_KINDS and r["mechanism"] == "exponential" else ""),
+                    + (" rank" if _interval(r) is Interval.RANK and r["mechanism"] == "exponential" else ""),
                 ]
                 for r in rows
             ],
@@ -353,7 +353,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
     say(f"size: {release_cost(plan).text()} (limits {MAX_RELEASE_CELLS} cells, {MAX_RELEASE_MEMORY_MB} MB)")
     for line in bounding_text(plan):
         say(line, indent="    ")
-    if any(r["kind"] in QUANTILE_KINDS for r in rows):
+    if any(_interval(r) is Interval.RANK for r in rows):  # a quantile's ±error is a rank bound
         say(
             f"a quantile's ±error is a rank bound: with {percent(plan.confidence)} probability the released value's "
             "rank error (rows off the q split) exceeds the best candidate's by at most that many rows; its table rows "
@@ -377,19 +377,28 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
             say(line, indent="    ")
     for line in postprocess_text(plan):
         say(line, indent="    ")
-    if any(r["kind"] == "mean" for r in rows):
+    if any(_value(r) is Value.MEAN for r in rows):
         say("a mean's error is about (sum error + |mean| × count error) / n for n rows with a value")
         for line in mean_error_text(plan):
             say(line, indent="    ")
-    if any(r["kind"] in ("top_k", "mode") for r in rows):
+    if any(_interval(r) is Interval.GAP for r in rows):
         say(f"a top_k's or mode's ±error is a count gap: with {percent(plan.confidence)} probability each chosen key's "
             "count is within it of the largest count among the keys not chosen before it (noise: the exponential "
             "mechanism's temperature)")
-    if any(r["kind"] in ("variance", "std") for r in rows):
+    if any(_value(r) in (Value.VARIANCE, Value.STD) for r in rows):
         say(
             "a variance's error is about (squares error + 2 |mean - centre| × sum error + variance × count error) / n "
             "for n rows with a value, a std's that / (2 std); their intervals take each part at 98.33% (union bound)"
         )
+
+
+def _interval(row: dict[str, Any]) -> Interval:
+    """What a plan row's ±error is, by its statistic's kind (dpcli/kinds.py)."""
+    return KINDS[row["kind"]].interval
+
+
+def _value(row: dict[str, Any]) -> Value:
+    return KINDS[row["kind"]].value
 
 
 # -- what-if planning (dpcli.planning) ---------------------------------------------------------------------------
@@ -405,7 +414,7 @@ def mean_error_text(plan: Plan) -> list[str]:
 
     out = []
     for sp in plan.statistics:
-        rows = expected_rows(plan, sp) if sp.statistic.kind == "mean" else None
+        rows = expected_rows(plan, sp) if isinstance(sp.statistic, Mean) else None
         if rows is not None:
             error = expected_error(plan, sp, plan.confidence)
             bound = "more noise than rows: no bound" if error is None else f"±{format_decimal(error, 6)}"
@@ -421,8 +430,8 @@ def _error_cells(plan: Plan) -> list[tuple[str, Any]]:
 
     out: list[tuple[str, Any]] = []
     for i, sp in enumerate(plan.statistics):
-        kind = sp.statistic.kind
-        if kind in ("count", "histogram", "sum") or (kind == "mean" and expected_rows(plan, sp) is not None):
+        one_figure = not isinstance(sp.statistic, Mean) or expected_rows(plan, sp) is not None  # a mean: with rows
+        if KINDS[sp.statistic.kind].target and one_figure:
             out.append((sp.statistic.name, lambda p, i=i: expected_error(p, p.statistics[i], p.confidence)))
             continue
         for j, c in enumerate(sp.components):

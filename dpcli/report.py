@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.errors import UsageError
 from dpcli.files import atomic_write
+from dpcli.kinds import KINDS, Kind, Value
 from dpcli.ledger.base import BudgetStatus
 from dpcli.plan import NOTHING_SPENT, cost_text
 from dpcli.spec_fields import OUTPUT_COLUMNS
@@ -44,8 +45,6 @@ KNOWN_COLUMNS = frozenset(OUTPUT_COLUMNS)
 # a table with more rows for one statistic than this is shown by its plot and a note, not a row per cell; the report
 # keeps no more rows than this per statistic (the others are counted), so its memory is bounded by the statistics
 MAX_TABLE_ROWS = 200
-# kinds whose value is a rank: shown as a ranked list, not a plot
-RANKED = frozenset({"top_k", "mode"})
 # a plot with more points than this shows the first ones and says how many it left out
 MAX_PLOT_POINTS = 60
 # statistics past this many are shown without a plot (a matplotlib figure costs ~50 ms; a 1 MiB spec can hold 30,000)
@@ -85,6 +84,11 @@ class StatisticView:
     meta: dict | None = None  # the sidecar's entry for this statistic, when there is a sidecar
     total: int = 0  # the statistic's rows in the table
     flags: int = 0  # of which flagged or suppressed
+
+    @property
+    def traits(self) -> Kind | None:
+        """The traits of the kind the table names (dpcli/kinds.py); None for a kind it does not know or states not."""
+        return KINDS.get(self.kind)
 
 
 @dataclass
@@ -380,10 +384,11 @@ def _draw(view: StatisticView, figure: type[Figure]) -> str:
     ax = fig.subplots()
     y = list(range(len(rows)))[::-1]  # first row on top, as in the table
     colours = ["#b45309" if r.flag == "flagged" else "#2563eb" for r in rows]
-    if view.kind == "histogram":
+    bars = view.traits is not None and view.traits.has_bins  # a histogram's bins: bars, other values: points
+    if bars:
         ax.barh(y, [0 if math.isnan(v) else v for v in shown], color=colours, alpha=0.55, height=0.7)
     ax.errorbar(shown, y, xerr=[lows, highs], fmt="none", ecolor="#111827", capsize=3, lw=1)
-    if view.kind != "histogram":
+    if not bars:
         ax.scatter(shown, y, c=colours, zorder=3, s=18)
     for yy, r in zip(y, rows, strict=True):
         if r.flag == "suppressed":
@@ -607,7 +612,7 @@ def render_html(data: ReportData) -> str:
     for n, view in enumerate(data.statistics):
         # top_k: value = rank, which a ranked list says and a bar of ranks would not
         extra = ""
-        if view.kind in RANKED:
+        if view.traits is not None and view.traits.value is Value.RANK:  # a ranked list, not a plot of ranks
             plot = _ranked_html(view)
         elif plotted < MAX_PLOTS:
             plot = _svg(view, f"dpcli-{n}")

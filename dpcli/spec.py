@@ -20,7 +20,7 @@ import math
 import os
 import re
 import stat as _stat
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -31,6 +31,7 @@ import yaml
 
 from dpcli.accounting import format_exact
 from dpcli.errors import SpecError
+from dpcli.kinds import KINDS, ColumnNeed
 from dpcli.locations import is_ledger_url, is_url
 from dpcli.spec_fields import (  # noqa: F401 - the spec's limits and names are read from here too
     ALWAYS_COLUMNS,
@@ -284,9 +285,28 @@ class Frequency(_StatisticFields):
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
 Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
-# the kinds whose column is summed (the numeric kinds); variance and std also sum its squares
-NUMERIC_KINDS = ("sum", "mean", "variance", "std")
-SQUARED_KINDS = ("variance", "std")
+
+
+def histogram_bins(stat: Statistic) -> Bins:
+    """The bins of a histogram of a numeric column: the cells of its one dimension without declared keys."""
+    if stat.bins is None:  # only a ``has_bins`` kind (dpcli/kinds.py) of a numeric column has them
+        raise ValueError(f"statistic {stat.name!r} has no bins: every dimension of it has declared keys")
+    return stat.bins
+
+
+def counts_persons(stat: Statistic) -> bool:
+    """A count of distinct persons (``of: persons``), not of rows."""
+    return isinstance(stat, Count) and stat.of == "persons"
+
+
+def clamps_persons(stat: Statistic) -> bool:
+    """A sum or mean clamping each person's total in a cell (``clamp: person``), not each row."""
+    return isinstance(stat, Sum | Mean) and stat.clamp == "person"
+
+
+def summed_column(stat: Statistic) -> str | None:
+    """The column whose values a statistic sums (its kind's ``sums_column``: dpcli/kinds.py), None if it sums none."""
+    return stat.column if KINDS[stat.kind].sums_column else None
 
 
 @dataclass(frozen=True)
@@ -358,9 +378,9 @@ def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dic
     none are left out. The top level's ``consistent: true`` applies to counts and histograms only."""
     out: dict[str, PostProcess] = {}
     for i, (st, mine) in enumerate(zip(stats, own, strict=True)):
-        if mine is not None and mine.get("consistent") == "true" and st.kind not in ("count", "histogram"):
+        if mine is not None and mine.get("consistent") == "true" and not KINDS[st.kind].consistent:
             raise RuleError(f"statistics[{i}].postprocess.consistent", "applies to counts and histograms only")
-        if st.kind not in POSTPROCESS_KINDS:
+        if not KINDS[st.kind].postprocess:
             continue
         f = {**(top or {}), **(mine or {})}
         if not f:
@@ -369,7 +389,7 @@ def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dic
         out[st.name] = PostProcess(
             digits=f.get("digits"),
             nonnegative=f.get("nonnegative") == "true",
-            consistent=f.get("consistent") == "true" and st.kind in ("count", "histogram"),
+            consistent=f.get("consistent") == "true" and KINDS[st.kind].consistent,
             max_relative_width=None if cells is None else cells["max_relative_width"],
             small_cells=None if cells is None else cells["action"],
         )
@@ -645,71 +665,117 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         if b in ALWAYS_COLUMNS:
             raise SpecError(f"{path}.by[{j}]", _reserved(b))
         by.append(b)
-    bins = None
-    if column is not None and kind in (*NUMERIC_KINDS, "quantile", "median") and not column.numeric:
+    if column is not None and KINDS[kind].column is ColumnNeed.NUMERIC and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
-    if column is not None and kind in ("top_k", "mode"):
-        if column.numeric:
-            raise RuleError(
-                f"{path}.column",
-                f"a {kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
-            )
-        if column.name in ALWAYS_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        if not column.open and f.get("k", 1) > len(column.keys):
-            raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
-    if column is not None and kind == "histogram":
-        if column.name in ALWAYS_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        if column.numeric:
-            if "bins" not in f:
-                raise RuleError(
-                    f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})"
-                )
-            bins = _bins(f"{path}.bins", f["bins"])
-        elif "bins" in f:
-            raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
     common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta", "expected_rows") if k in f}
     if "target" in f:
         common["target"] = Target(f["target"]["error95"], Fraction(95, 100))
-    stat: Statistic
-    if kind == "count":
-        stat = Count(by=tuple(by), of=f.get("of", "rows"), **common)
-    elif column_name is None:  # the declaration requires it (STATISTIC's variants): never reached
-        raise SpecError(f"{path}.column", f"required for a {kind}")
-    elif kind == "histogram":
-        stat = Histogram(column=column_name, by=tuple(by), bins=bins, **common)
-    elif kind in ("top_k", "mode"):
-        stat = TopK(kind=kind, column=column_name, k=f.get("k", 1), **common)
-    elif kind == "frequency":
-        assert column is not None
-        if column.numeric or column.open:
-            raise RuleError(f"{path}.column", f"'{column.name}' is {'open' if column.open else column.type}: a "
-                            "frequency is estimated over the declared keys of a category or bool column")
-        if column.name in ALWAYS_COLUMNS:
-            raise SpecError(f"{path}.column", _reserved(column.name))
-        stat = Frequency(column=column_name, randomized_epsilon=f["randomized"]["epsilon"], **common)
-    elif kind == "sum":
-        stat = Sum(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
-    elif kind == "mean":
-        stat = Mean(column=column_name, by=tuple(by), clamp=f.get("clamp"), **common)
-    elif kind in ("quantile", "median"):
-        assert column is not None
-        stat = _quantile(path, kind, f, column, tuple(by), common)
-    else:
-        stat = (Std if kind == "std" else Variance)(column=column_name, by=tuple(by), **common)
+    stat = STATISTIC_BUILDERS[kind](_Declared(path, kind, f, column, tuple(by), common))
     _open_keys(path, stat, columns)
     cells = 1
     for d in stat.dimensions:
         dim = columns[d]
         if dim.open:
             continue  # observed keys, selected privately: not known before the release
-        cells *= bins.count if (d == column_name and bins is not None) else len(dim.keys)
+        cells *= stat.bins.count if (d == column_name and stat.bins is not None) else len(dim.keys)
     if isinstance(stat, Quantile):
         cells *= quantile_bins(stat, columns[stat.column])
     if cells > MAX_CELLS:
         raise RuleError(path, f"{cells} cells is over the limit of {MAX_CELLS} per statistic")
     return stat
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """One statistic's fields as the declaration read them, its column and by: checked: what its kind's builder
+    makes its typed statistic from."""
+
+    path: str
+    kind: str
+    f: dict
+    column: Column | None
+    by: tuple[str, ...]
+    common: dict
+
+    @property
+    def named(self) -> Column:
+        """The statistic's column (every kind but a count has one: the declaration requires it)."""
+        if self.column is None:  # the declaration requires it (STATISTIC's variants): never reached
+            raise SpecError(f"{self.path}.column", f"required for a {self.kind}")
+        return self.column
+
+
+def _count(d: _Declared) -> Statistic:
+    return Count(by=d.by, of=d.f.get("of", "rows"), **d.common)
+
+
+def _histogram(d: _Declared) -> Statistic:
+    column, path, f = d.named, d.path, d.f
+    bins = None
+    if column.name in ALWAYS_COLUMNS:
+        raise SpecError(f"{path}.column", _reserved(column.name))
+    if column.numeric:
+        if "bins" not in f:
+            raise RuleError(
+                f"{path}.bins", "required for a histogram of a numeric column (edges or {start, stop, step})"
+            )
+        bins = _bins(f"{path}.bins", f["bins"])
+    elif "bins" in f:
+        raise RuleError(f"{path}.bins", "a histogram of a category or bool column has one bin per declared key")
+    return Histogram(column=column.name, by=d.by, bins=bins, **d.common)
+
+
+def _top_k(d: _Declared) -> Statistic:
+    column, path, f = d.named, d.path, d.f
+    if column.numeric:
+        raise RuleError(
+            f"{path}.column",
+            f"a {d.kind} ranks the keys of a category or bool column; '{column.name}' is {column.type}",
+        )
+    if column.name in ALWAYS_COLUMNS:
+        raise SpecError(f"{path}.column", _reserved(column.name))
+    if not column.open and f.get("k", 1) > len(column.keys):
+        raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
+    return TopK(kind=d.kind, column=column.name, k=f.get("k", 1), **d.common)
+
+
+def _frequency(d: _Declared) -> Statistic:
+    column, path = d.named, d.path
+    if column.numeric or column.open:
+        raise RuleError(f"{path}.column", f"'{column.name}' is {'open' if column.open else column.type}: a "
+                        "frequency is estimated over the declared keys of a category or bool column")
+    if column.name in ALWAYS_COLUMNS:
+        raise SpecError(f"{path}.column", _reserved(column.name))
+    return Frequency(column=column.name, randomized_epsilon=d.f["randomized"]["epsilon"], **d.common)
+
+
+def _sum(d: _Declared) -> Statistic:
+    return Sum(column=d.named.name, by=d.by, clamp=d.f.get("clamp"), **d.common)
+
+
+def _mean(d: _Declared) -> Statistic:
+    return Mean(column=d.named.name, by=d.by, clamp=d.f.get("clamp"), **d.common)
+
+
+def _quantile_statistic(d: _Declared) -> Statistic:
+    return _quantile(d.path, d.kind, d.f, d.named, d.by, d.common)
+
+
+def _variance(d: _Declared) -> Statistic:
+    return Variance(column=d.named.name, by=d.by, **d.common)
+
+
+def _std(d: _Declared) -> Statistic:
+    return Std(column=d.named.name, by=d.by, **d.common)
+
+
+# Each kind's typed statistic from its declared fields (its traits: dpcli/kinds.py; tests/test_kinds.py checks that
+# every kind has its builder)
+STATISTIC_BUILDERS: Mapping[str, Callable[[_Declared], Statistic]] = MappingProxyType({
+    "count": _count, "histogram": _histogram, "sum": _sum, "mean": _mean, "quantile": _quantile_statistic,
+    "median": _quantile_statistic, "top_k": _top_k, "mode": _top_k, "variance": _variance, "std": _std,
+    "frequency": _frequency,
+})
 
 
 def candidate_grid(column: Column, step: Fraction | None) -> tuple[int, int, int]:
@@ -766,9 +832,9 @@ def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> Non
         if stat.delta is not None:
             raise RuleError(f"{path}.delta", "only for a statistic with open keys (its partition selection's delta)")
         return
-    if stat.kind not in ("count", "histogram", "top_k", "mode"):
+    if not KINDS[stat.kind].open_keys:
         raise RuleError(
-            f"{path}.by" if stat.kind != "histogram" else f"{path}.column",
+            f"{path}.column" if KINDS[stat.kind].has_bins else f"{path}.by",
             f"open keys ('{opened[0]}') are released only by counts and histograms (a key is released with its "
             "noisy count)",
         )
@@ -828,7 +894,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     """
     raw_unit, neighbours = priv.get("unit", "row"), priv.get("neighbours", "add_remove")
     eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
-    if any(s.kind == "frequency" for s in stats):
+    if any(isinstance(s, Frequency) for s in stats):
         return _frequency_privacy(priv, stats)
     gaussian = [i for i, s in enumerate(stats) if s.mechanism == "gaussian"]
     opened = [i for i, s in enumerate(stats) if open_dimensions(s, columns)]
@@ -858,8 +924,8 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     person = _person_unit(raw_unit, stats, columns) if isinstance(raw_unit, dict) else None
     if person is None:
         for i, s in enumerate(stats):
-            if getattr(s, "of", "rows") == "persons" or getattr(s, "clamp", None) == "person":
-                field = "of" if s.kind == "count" else "clamp"
+            if counts_persons(s) or clamps_persons(s):
+                field = "of" if isinstance(s, Count) else "clamp"
                 raise RuleError(f"statistics[{i}].{field}", "needs a person unit (privacy.unit: {id: FIELD, ...})")
     if opened and delta is not None:
         _selection_deltas(delta, zcdp, [stats[i] for i in opened], opened)
@@ -871,7 +937,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
 def _frequency_privacy(priv: dict, stats: list[Statistic]) -> Privacy:
     """A release of frequency statistics reads a randomized file (published data) and spends nothing: it holds
     nothing else, and states no budget and no person unit (the randomized file's own spend covers it)."""
-    other = next((i for i, s in enumerate(stats) if s.kind != "frequency"), None)
+    other = next((i for i, s in enumerate(stats) if not isinstance(s, Frequency)), None)
     if other is not None:
         raise RuleError(f"statistics[{other}].kind", "a spec with frequency statistics reads a randomized file: "
                         "other statistics belong in a spec of their own")
@@ -899,13 +965,13 @@ def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column
                 f"a {s.kind} is not available under a person unit (its utility's sensitivity is derived for one row "
                 "per person): use privacy.unit: row",
             )
-        if s.kind in SQUARED_KINDS:
+        if isinstance(s, Variance):  # and Std
             # the person engine (dpcli.engine.persons) sums no squares yet: refused before anything is read or spent
             raise RuleError(
                 f"statistics[{i}].kind",
                 f"a {s.kind} is not available under a person unit yet: use a mean, or unit: row",
             )
-        if s.kind in ("sum", "mean") and getattr(s, "clamp", None) is None:
+        if isinstance(s, Sum | Mean) and s.clamp is None:
             raise RuleError(
                 f"statistics[{i}].clamp",
                 "required under a person unit: row (clamp each row's value) or person (clamp each person's total)",
@@ -1047,7 +1113,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
                 "privacy.unit.id", f"'{privacy.person.id[:60]}' is not among the input's fields: name it in csv.header"
             ))
             return None
-    if csv and any(s.kind == "frequency" for s in stats):
+    if csv and any(isinstance(s, Frequency) for s in stats):
         # a randomize output is comma-separated UTF-8 with a header line: another dialect would read every cell as
         # missing and estimate every frequency from zero counts, without a word
         out.attempt(_raise, RuleError(

@@ -22,6 +22,7 @@ from typing import Any
 
 from dpcli.accounting import decimal_places, format_exact, parse_exact
 from dpcli.errors import SpecError
+from dpcli.kinds import KINDS
 from dpcli.locations import is_ledger_url
 
 SPEC_VERSION = "1"
@@ -47,9 +48,7 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = (
-    "count", "histogram", "sum", "mean", "quantile", "median", "top_k", "mode", "variance", "std", "frequency",
-)
+STATISTIC_KINDS = tuple(KINDS)  # each kind's traits: dpcli/kinds.py
 MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
@@ -796,7 +795,7 @@ TARGET = Section(
 # `postprocess:` (top level: the default of every statistic; a statistic's own: key by key over it). Post-processing
 # of noisy values only: it spends nothing (docs/spec.md, "Post-processing")
 SMALL_CELL_ACTIONS = ("flag", "suppress")
-POSTPROCESS_KINDS = ("count", "histogram", "sum", "mean", "variance", "std")  # kinds with a value and an interval
+POSTPROCESS_KINDS = tuple(name for name, kind in KINDS.items() if kind.postprocess)  # a value and an interval
 SMALL_CELLS = Section(
     {
         "max_relative_width": Number(positive=True),

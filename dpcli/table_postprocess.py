@@ -11,12 +11,9 @@ import numpy as np
 
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.consistency import flag_column, small_cells
+from dpcli.kinds import Kind
 from dpcli.output import Ints, LazyColumn, Texts, _pl
 from dpcli.spec import PostProcess
-
-# the kinds whose value and interval may be negative and whose truth is not (a mean is clipped to its bounds already)
-NONNEGATIVE_KINDS = ("count", "histogram", "sum", "variance", "std")
-ROUNDED_KINDS = ("sum", "mean", "variance", "std")  # counts are integers already
 
 
 class Masked(LazyColumn):
@@ -68,13 +65,14 @@ def _round_half_even(num: np.ndarray, den: int) -> np.ndarray:
 
 
 def apply(
-    kind: str, policy: PostProcess, value: LazyColumn, low: LazyColumn, high: LazyColumn
+    kind: Kind, policy: PostProcess, value: LazyColumn, low: LazyColumn, high: LazyColumn
 ) -> tuple[LazyColumn, LazyColumn, LazyColumn, LazyColumn | None]:
     """(value, ci_low, ci_high, flag) after the statistic's policy. Integer columns stay integer columns; other
-    columns (huge sums written as text) go through exact Fractions."""
+    columns (huge sums written as text) go through exact Fractions. Non-negativity and digits apply to the kinds
+    whose traits say so (dpcli/kinds.py: a mean is clipped to its bounds already; counts are integers)."""
     columns = (value, low, high)
-    nonnegative = policy.nonnegative and kind in NONNEGATIVE_KINDS
-    digits = policy.digits if kind in ROUNDED_KINDS else None
+    nonnegative = policy.nonnegative and kind.nonnegative
+    digits = policy.digits if kind.rounded else None
     grid = _grid(columns)
     if grid is not None:
         arrays, mult, step_digits = grid

@@ -26,6 +26,7 @@ import numpy as np
 
 from dpcli.plan import CONFIDENCE, StatisticPlan
 from dpcli.postprocess import MEAN_DIGITS_BELOW_PRECISION
+from dpcli.spec import Std
 
 
 def part_confidence(confidence: float = CONFIDENCE) -> float:
@@ -113,7 +114,7 @@ def variance_grids(
     d, width = step.numerator, bounds[1] - bounds[0]
     f = 10**MEAN_DIGITS_BELOW_PRECISION
     values, lows, highs = [], [], []
-    if sp.statistic.kind == "std":  # sqrt(v p²) / (p / f) = sqrt(v f²)
+    if isinstance(sp.statistic, Std):  # sqrt(v p²) / (p / f) = sqrt(v f²)
         for n, s, q in zip(noisy_counts.tolist(), noisy_sums.tolist(), noisy_squares.tolist(), strict=True):
             v = _value(int(n), int(s), int(q), d, width)
             low, high = _box(int(n), int(s), int(q), hn, hs, hq, d, width)

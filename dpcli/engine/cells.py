@@ -38,8 +38,19 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
+from dpcli.kinds import KINDS
 from dpcli.plan import Plan, StatisticPlan, rounded_square, square_step
-from dpcli.spec import NUMERIC_KINDS, SQUARED_KINDS, Column, GridBins, Quantile, Spec, candidate_grid, quantile_bins
+from dpcli.spec import (
+    Column,
+    GridBins,
+    Histogram,
+    Quantile,
+    Spec,
+    candidate_grid,
+    histogram_bins,
+    quantile_bins,
+    summed_column,
+)
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.
@@ -134,10 +145,13 @@ def key_index(column: Column, raw: pl.Expr) -> pl.Expr:
 
 def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     """Histogram bin of a numeric value already on the integer grid; null outside the bins."""
-    column = spec.columns[sp.statistic.column]  # type: ignore[index]
+    stat = sp.statistic
+    if not isinstance(stat, Histogram):
+        raise ValueError(f"statistic {stat.name!r}: only a histogram has bins")
+    bins = histogram_bins(stat)
+    column = spec.columns[stat.column]
     p = column.precision
-    bins = sp.statistic.bins
-    assert p is not None and bins is not None
+    assert p is not None
     n = bins.count
     if isinstance(bins, GridBins):
         # v = k*p is in bin i = floor((v - start) / step) = floor((k*sd - sn) * wd / (sd * wn)), with
@@ -223,7 +237,7 @@ def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Re
         column = spec.columns[d]
         if column.numeric:  # a histogram's column
             idx = bin_index(spec, sp, numeric_value(column))
-            dims.append((q.key(f"bin:{stat.name}", idx), None, stat.bins.count))  # type: ignore[union-attr]
+            dims.append((q.key(f"bin:{stat.name}", idx), None, histogram_bins(stat).count))
         elif column.open:
             opened = (q.key(f"raw:{d}", pl.col(d)), column)
         else:
@@ -232,14 +246,15 @@ def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Re
         column = spec.columns[stat.column]
         dims.append((q.key(f"quantile:{stat.name}", candidate_bin(column, stat)), None, quantile_bins(stat, column)))
     counted = total = squares = None
-    if stat.kind in NUMERIC_KINDS:
-        column = spec.columns[stat.column]  # type: ignore[index]
+    summed = summed_column(stat)
+    if summed is not None:
+        column = spec.columns[summed]
         value = numeric_value(column)
         offset = sp.component("sum").offset
         # counting values per group (rather than grouping by "has a value") keeps the key short: ~10% faster
         counted = q.total(f"count:{column.name}", value.count().cast(pl.Int64))
         total = q.total(f"sum:{column.name}:{offset}", (value - offset).cast(sum_type).sum())
-        if stat.kind in SQUARED_KINDS:
+        if KINDS[stat.kind].sums_squares:
             squares = q.total(f"squares:{column.name}:{offset}", squared(value, offset, square_step(column), sum_type))
     return Recipe(tuple(dims), counted, total, opened, squares)
 
@@ -280,12 +295,13 @@ def largest_term(plan: Plan) -> int:
     """The largest |fixed-point value - offset| any sum of the plan adds up."""
     biggest = 1
     for sp in plan.statistics:
-        if sp.statistic.kind in NUMERIC_KINDS:
-            column = plan.spec.columns[sp.statistic.column]  # type: ignore[index]
+        summed = summed_column(sp.statistic)
+        if summed is not None:
+            column = plan.spec.columns[summed]
             lo, hi = column.grid_bounds
             offset = sp.component("sum").offset
             biggest = max(biggest, abs(lo - offset), abs(hi - offset))
-            if sp.statistic.kind in SQUARED_KINDS:
+            if KINDS[sp.statistic.kind].sums_squares:
                 biggest = max(biggest, rounded_square(max(offset - lo, hi - offset), square_step(column)))
     return biggest
 
@@ -392,7 +408,7 @@ def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
         cells = cells.filter(pl.col("n") != 0).sort("code", "key")
         keys = tuple(zip(cells["code"].to_list(), cells["key"].to_list(), strict=True))
         sums = None
-        if sp.statistic.kind in NUMERIC_KINDS:
+        if KINDS[sp.statistic.kind].sums_column:
             sums = np.array([int(s) for s in cells["s"].to_list()] if "s" in cells.columns else [0] * cells.height,
                             dtype=object)
         return ExactStatistic(cells["n"].to_numpy().astype(np.int64), sums, keys)
@@ -400,9 +416,9 @@ def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
     counts = np.zeros(sp.cells, dtype=np.int64)
     counts[idx] = cells["n"].to_numpy().astype(np.int64)
     sums = squares = None
-    if sp.statistic.kind in NUMERIC_KINDS:
+    if KINDS[sp.statistic.kind].sums_column:
         sums = _object_cells(sp, idx, cells, "s")
-    if sp.statistic.kind in SQUARED_KINDS:
+    if KINDS[sp.statistic.kind].sums_squares:
         squares = _object_cells(sp, idx, cells, "s2")
     return ExactStatistic(counts, sums, squares=squares)
 

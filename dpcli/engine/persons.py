@@ -81,7 +81,7 @@ from dpcli.engine.cells import (
 )
 from dpcli.errors import InputError
 from dpcli.plan import Plan, StatisticPlan
-from dpcli.spec import PersonUnit, Spec
+from dpcli.spec import Count, Mean, PersonUnit, Spec, Sum
 
 ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column's name cannot start with #)
 SECRET_BYTES = 32
@@ -418,13 +418,13 @@ class _StatisticRule:
             self.columns.append(pl.col(_named(cells, key)).alias("key"))
         self.cell = ["code"] + ([] if key is None else ["key"])
         self.value = None
-        if stat.kind in ("sum", "mean"):
-            column = spec.columns[stat.column]  # type: ignore[index]
+        if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.spec)
+            column = spec.columns[stat.column]
             self.value = pl.col(_named(cells, numeric_value(column))).alias("#v")
             self.offset = sp.component("sum").offset
             self.bounds = column.grid_bounds
-            self.per_person = stat.clamp == "person"  # type: ignore[union-attr]
-        self.persons = stat.kind == "count" and stat.of == "persons"  # type: ignore[union-attr]
+            self.per_person = stat.clamp == "person"
+        self.persons = isinstance(stat, Count) and stat.of == "persons"
         self.groups = unit.max_groups if has_cells else None
         self.rows_per_group = unit.max_rows_per_group if has_cells else None
         self.seed = seeds.cell

@@ -58,9 +58,10 @@ from dpcli.engine.persons import (
 )
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
+from dpcli.kinds import KINDS
 from dpcli.locations import is_url
 from dpcli.plan import Plan
-from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, NUMERIC_KINDS, SQUARED_KINDS, Spec
+from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, Spec
 
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'dpcli[spark]'"
@@ -720,10 +721,10 @@ def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
     count = len(plan.statistics)
     for i, sp in enumerate(plan.statistics):
         names = ["code", *(["key"] if sp.selection is not None else []), "n"]
-        if sp.statistic.kind in NUMERIC_KINDS:
+        if KINDS[sp.statistic.kind].sums_column:
             names.append("s")
         frame = cells.filter(pl.col("stat") == i).rename({"cell": "code"}).select(names)
-        if sp.statistic.kind in SQUARED_KINDS:  # the rows of statistic count + i hold its sums of squares
+        if KINDS[sp.statistic.kind].sums_squares:  # the rows of statistic count + i hold its sums of squares
             squares = cells.filter(pl.col("stat") == count + i).rename({"cell": "code", "s": "s2"})
             frame = pl.concat(
                 [frame.with_columns(pl.lit(0, dtype=pl.Int128()).alias("s2")),
