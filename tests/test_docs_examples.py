@@ -21,10 +21,10 @@ Substitutions (in `run` and NOT_RUN below), the only liberties the test takes wi
   documentation": after init ran (and wrote TODOs), spec.yaml is filled as that says, from documentation: with
   configs/example.yaml's columns and statistics (its `input:` made relative to spec.yaml's directory).
 - `jq` (when the machine has none): the JSON is checked with `python -m json.tool` instead.
-- Installing (`python3 -m venv ... pip install .`), `make demo`, `make test`, `make check`, `make wheel-check`,
-  `make bench`, the benchmark scripts and pytest are not run here (.ci/run runs the make targets, `make bench` the
-  benchmarks): the files they name must exist, and no command may sit in a fence other than ```console, where this
-  test would not see it.
+- Installing (`python3 -m venv ... pip install .`), `make demo`, `make test`, `make check`, `make docs`,
+  `make wheel-check`, `make bench`, the benchmark scripts and pytest are not run here (.ci/run runs the make
+  targets, `make bench` the benchmarks): the files they name must exist, and no command may sit in a fence other
+  than ```console, where this test would not see it (docs/cli.md aside: the commands' --help, generated).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ NOT_RUN = {
     "make test": "the suite itself",
     "make bench": "minutes of benchmarks; bench/ is run by `make bench`",
     "make check": ".ci/run runs it",
+    "make docs": "rewrites docs/ from the code; `make check` runs its --check",
     "make wheel-check": ".ci/run runs it (a wheel build and a clean venv: half a minute)",
     "python3 -m venv .venv && .venv/bin/pip install .": "installs dpcli; the suite runs in the venv it makes",
     "bash bench/opendp_venv.sh": "a benchmark in a venv of its own, with OpenDP installed from PyPI",
@@ -191,7 +192,8 @@ def test_every_console_example_runs(document: Path, tmp_path: Path) -> None:
 
 def test_no_command_outside_a_console_block() -> None:
     """A `$ ` line in a fence of another language would escape this test. docs/cli.md is exempt: it is every
-    command's --help verbatim (scripts/gen_docs.py), whose epilogs show an example each (tests/cli/test_cli_polish.py)."""
+    command's --help verbatim (scripts/gen_docs.py), whose epilogs show an example each
+    (tests/cli/test_cli_polish.py)."""
     for document in DOCUMENTS:
         if document.name in GENERATED_HELP:
             continue
