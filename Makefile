@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow test-postgres test-spark test-browser check wheel-check venv sample-data bench clean
+.PHONY: demo test test-slow test-postgres test-spark test-browser check docs wheel-check venv sample-data bench clean
 
 $(BIN)/dpcli: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,11 +65,16 @@ test-spark: venv
 	$(BIN)/python -m pip install --quiet -e '.[spark]'
 	$(BIN)/python -m pytest -q -m spark
 
-# Lint (ruff, the rules chosen in pyproject.toml, over the whole repository) and type-check the package (mypy).
-# `ruff check --fix .` repairs the autofixable findings.
-# Both run even when ruff fails, so one run shows every finding.
+# Lint (ruff, the rules chosen in pyproject.toml, over the whole repository), type-check the package (mypy) and
+# check that the docs generated from the code (scripts/gen_docs.py: CLI reference, spec fields, limits, exit codes)
+# are up to date. `ruff check --fix .` repairs the autofixable findings; `make docs` regenerates the docs.
+# All run even when one fails, so one run shows every finding.
 check: venv
-	status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status
+	status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; \
+	$(BIN)/python scripts/gen_docs.py --check || status=1; exit $$status
+
+docs: venv
+	$(BIN)/python scripts/gen_docs.py
 
 # The built wheel, installed without -e into a fresh venv, runs from outside the source tree.
 wheel-check:

@@ -92,7 +92,7 @@ def format_exact(value: Fraction) -> str:
     if digits is None:
         return f"{value.numerator}/{value.denominator}"
     sign = "-" if value < 0 else ""
-    # one exact division (it used to multiply by 10 until whole: quadratic in the digits, 6 s for 4,200 of them)
+    # one exact division (multiplying by 10 until whole is quadratic in the digits: 6 s for 4,200 of them)
     scaled = abs(value.numerator) * 10**digits // value.denominator
     whole, frac = divmod(scaled, 10**digits)
     return f"{sign}{whole}.{str(frac).rjust(digits, '0')}"

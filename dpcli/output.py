@@ -718,7 +718,7 @@ def check_labels(plan: Plan) -> None:
 def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
     """The tidy output table from noisy integers (post-processing only). Its columns are made when written: labels
     from the declared keys and bins, numbers as int64 arrays on their decimal grid. A 10^7-cell histogram costs its
-    noisy array here, not 10^7 Python strings (3 GB and 13 s after the spend in dpcli 0.2)."""
+    noisy array here, not 10^7 Python strings (which cost 3 GB and 13 s after the spend)."""
     from dpcli import consistency, table_postprocess
 
     spec = plan.spec

@@ -311,7 +311,7 @@ def conservative_scale(sensitivity: int, epsilon: Fraction) -> Fraction:
     if exact.numerator <= SCALE_LIMIT and exact.denominator <= SCALE_LIMIT:
         return exact
     # max(1, ...): a scale past SCALE_LIMIT cannot be represented at all; it is rounded up to an integer and then
-    # refused by the MAX_SCALE check (this used to divide by zero, an internal error instead of exit 2)
+    # refused by the MAX_SCALE check (a zero denominator would be an internal error instead of exit 2)
     den = max(1, SCALE_LIMIT // (math.ceil(exact) + 1))
     return round_up(exact, den)
 

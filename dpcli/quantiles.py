@@ -16,7 +16,7 @@ at most max(a, b - a) (add_remove). Replacing a row takes it out of one side and
 each: the plan calibrates each cell to 2 max(a, b - a) then (it is >= b). The utility is not monotone, so each draw
 is permute-and-flip with acceptance probabilities exp(-(best - u(c)) / t), t = 2 * sensitivity / epsilon (the
 exponential mechanism's factor 2, which permute-and-flip shares), sampled exactly by
-``dpcli.samplers.permute_and_flip`` with work fixed by the candidate count (issue 23). Several levels are separate
+``dpcli.samplers.permute_and_flip`` with work fixed by the candidate count, not by the data. Several levels are separate
 draws, each with an even share of the statistic's epsilon (sequential composition); cells of ``by:`` are disjoint
 (parallel composition).
 
@@ -128,7 +128,7 @@ def choose(counts: np.ndarray, levels: tuple[Fraction, ...], scales: tuple[Fract
 # Gaps best - u(c) as int64 saturated at GAP_CAP, exact below it, with work fixed by the candidate count.
 #
 # The utilities are products of counts (up to 2**63) and a level's numerator or denominator, far past int64; a switch
-# to Python ints where they grow would let one row change the draw's running time (issue 23). Both utilities are
+# to Python ints where they grow would let one row change the draw's running time. Both utilities are
 # built from f(c) = A x(c) - B y(c) + C with x non-decreasing and y non-increasing in c (A, B >= 0 public, below
 # 2**62; C a Python int), so f is non-decreasing: the first candidate j with f > 0 is found by a binary search of
 # a fixed number of steps (Python ints, one f per step), and past it f(c) = f(j) + A (x(c) - x(j)) + B (y(j) - y(c)),

@@ -612,7 +612,7 @@ def setup_streams() -> None:
                 reconfigure(errors=STREAM_ERRORS)
 
 
-# Set by the CLI when the command line has --json: errors are then one JSON object on stderr (README "Exit codes").
+# Set by the CLI when the command line has --json: errors are then one JSON object on stderr (docs/exit-codes.md).
 json_errors = False
 
 

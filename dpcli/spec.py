@@ -514,7 +514,7 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 def _no_surrogates(doc: Any) -> None:
     """Refuse a lone surrogate anywhere (a double-quoted "\\ud800"): it is not a character, so no UTF-8 output, path
-    or terminal can hold it, and it used to fail only when the table was written (exit 1, after the spend). UTF-8
+    or terminal can hold it, and it would otherwise fail only when the table is written (exit 1, after the spend). UTF-8
     text cannot hold one, so only a YAML escape makes one; a character beyond U+FFFF is written "\\U0001F600"."""
     stack: list[tuple[str, Any]] = [("", doc)]
     while stack:

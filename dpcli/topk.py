@@ -3,8 +3,8 @@
 Declared keys: permute-and-flip (McKenna & Sheldon 2020) on the keys' exact counts, peeled k times without
 replacement, drawn exactly by ``dpcli.samplers.exponential_choice`` at the plan's temperature t (the ``choice``
 component's scale): each draw visits the keys left in a uniformly random order and picks the first accepted, a key
-accepted with probability exp(-(best - count) / t). Its work is fixed by the number of keys, k and t (issue 23: the
-exponential mechanism's rejection sampler ran longer when the counts were closer). No noisy count is released.
+accepted with probability exp(-(best - count) / t). Its work is fixed by the number of keys, k and t (a rejection
+sampler's running time would depend on how close the counts are). No noisy count is released.
 
 Open keys (``categories: open``): the keys that pass the partition selection (dpcli.mechanisms.select_entries), ranked
 by their released noisy counts: post-processing of the selection's release, which costs nothing more.

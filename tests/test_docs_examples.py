@@ -1,4 +1,5 @@
-"""Every console example in README.md and docs/*.md runs, verbatim or with a substitution written down below.
+"""Every console example in README.md and docs/*.md runs, verbatim or with a substitution written down below; every
+relative link of the repository's Markdown files reaches its file and heading.
 
 A ```console block is a list of `$ COMMAND` lines, each followed by the output it shows (if any). The examples of one
 document run in order in one scratch directory holding copies of configs/, sample_data/, scripts/ and tests/data/,
@@ -16,14 +17,14 @@ the `dpcli` of this test's venv first on PATH and no DPCLI_* variable from the c
 Substitutions (in `run` and NOT_RUN below), the only liberties the test takes with the text:
 - `.venv/bin/` is the bin directory of this test's venv; `/tmp/` is the scratch directory.
 - `. .venv/bin/activate` is a no-op (the venv's bin is already first on PATH).
-- `dpcli init CSV > spec.yaml` (or `-o spec.yaml`), which the README follows with "then fill in the TODOs from
+- `dpcli init CSV > spec.yaml` (or `-o spec.yaml`), which docs/commands.md follows with "then fill in the TODOs from
   documentation": after init ran (and wrote TODOs), spec.yaml is filled as that says, from documentation: with
   configs/example.yaml's columns and statistics (its `input:` made relative to spec.yaml's directory).
 - `jq` (when the machine has none): the JSON is checked with `python -m json.tool` instead.
-- Installing (`python3 -m venv ... pip install -e .`), `make demo`, `make test`, `make check`, `make wheel-check`,
-  `make bench`, the benchmark scripts and pytest are not run here (.ci/run runs the make targets, `make bench` the
-  benchmarks): the files they name must exist, and no command may sit in a fence other than ```console, where this
-  test would not see it.
+- Installing (`python3 -m venv ... pip install .`), `make demo`, `make test`, `make check`, `make docs`,
+  `make wheel-check`, `make bench`, the benchmark scripts and pytest are not run here (.ci/run runs the make
+  targets, `make bench` the benchmarks): the files they name must exist, and no command may sit in a fence other
+  than ```console, where this test would not see it (docs/cli.md aside: the commands' --help, generated).
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ NOT_RUN = {
     "make test": "the suite itself",
     "make bench": "minutes of benchmarks; bench/ is run by `make bench`",
     "make check": ".ci/run runs it",
+    "make docs": "rewrites docs/ from the code; `make check` runs its --check",
     "make wheel-check": ".ci/run runs it (a wheel build and a clean venv: half a minute)",
-    "python3 -m venv .venv && .venv/bin/pip install -e .": "installs dpcli; the suite runs in the venv it makes",
+    "python3 -m venv .venv && .venv/bin/pip install .": "installs dpcli; the suite runs in the venv it makes",
     "bash bench/opendp_venv.sh": "a benchmark in a venv of its own, with OpenDP installed from PyPI",
     ".venv/bin/python -m pytest tests/cli -q": "part of this suite",
 }
 NO_OP = {". .venv/bin/activate"}
+GENERATED_HELP = {"cli.md"}
 # Any benchmark script with any arguments (bench_persons.py, bench_spark.py, ...): minutes, a 3 GB file, Spark or a
 # venv of its own; `make bench` runs them. Shown but not run, like NOT_RUN; the script must exist.
 BENCHMARK = re.compile(r"^\.venv/bin/python bench/bench_\w+\.py(?:\s|$)")
@@ -170,9 +173,9 @@ def run(example: Example, cwd: Path) -> None:
         fill_todos(cwd / init.group(2), init.group(1))
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_console_example_runs(document: Path, tmp_path: Path) -> None:
-    cwd = scratch_copy(tmp_path)
+    cwd: Path | None = None  # copied at the first example that runs (most reference pages have none)
     ran = 0
     for example in examples(document):
         if bare(example.command) in NO_OP:
@@ -182,14 +185,19 @@ def test_every_console_example_runs(document: Path, tmp_path: Path) -> None:
                 if "/" in word and not word.startswith("."):
                     assert (ROOT / word).exists(), f"{example.document}:{example.line}: {word} does not exist"
             continue
+        cwd = cwd or scratch_copy(tmp_path)
         run(example, cwd)
         ran += 1
     print(f"{document.name}: {ran} example(s) ran and matched")
 
 
 def test_no_command_outside_a_console_block() -> None:
-    """A `$ ` line in a fence of another language would escape this test."""
+    """A `$ ` line in a fence of another language would escape this test. docs/cli.md is exempt: it is every
+    command's --help verbatim (scripts/gen_docs.py), whose epilogs show an example each
+    (tests/cli/test_cli_polish.py)."""
     for document in DOCUMENTS:
+        if document.name in GENERATED_HELP:
+            continue
         fence = None
         for number, raw in enumerate(document.read_text(encoding="utf-8").splitlines(), 1):
             stripped = raw.strip()
@@ -199,15 +207,18 @@ def test_no_command_outside_a_console_block() -> None:
                 assert not stripped.startswith("$ "), f"{document.name}:{number}: a command in a ```{fence} block"
 
 
-def test_the_readme_has_its_examples() -> None:
+def test_the_documents_have_their_examples() -> None:
     """The extractor finds what a reader sees: without this, a broken parser would pass by running nothing."""
     readme = examples(ROOT / "README.md")
-    commands = [bare(e.command) for e in readme]
-    assert len(readme) >= 20
-    assert any(c.startswith("dpcli release configs/example.yaml --ledger ledger.jsonl --release-id") for c in commands)
-    assert any(c.startswith("dpcli audit configs/example.yaml") for c in commands)  # the indented block is read too
     quick = next(e for e in readme if "--output out.csv" in e.command)
     assert quick.shown[0].startswith("dpcli: released")
+    tutorial = [bare(e.command) for e in examples(ROOT / "docs" / "tutorial.md")]
+    assert len(tutorial) >= 8
+    assert any(c.startswith("dpcli release configs/example.yaml --ledger ledger.jsonl --release-id") for c in tutorial)
+    audit = [bare(e.command) for e in examples(ROOT / "docs" / "how-to-audit.md")]
+    assert any(c.startswith("dpcli audit configs/example.yaml") for c in audit)
+    ledger = [bare(e.command) for e in examples(ROOT / "docs" / "ledger.md")]
+    assert any("--release-id 2026-11-23 -o again.csv" in c for c in ledger)  # the indented block is read too
     everywhere = {bare(e.command) for document in DOCUMENTS for e in examples(document)}
     assert set(NOT_RUN) | NO_OP <= everywhere  # every exemption names a command the documents still show
     assert BENCHMARK.match(".venv/bin/python bench/bench_persons.py --repeat 2")
@@ -224,15 +235,15 @@ def test_shown_output_matches_modulo_noise_only() -> None:
     assert shown_output_matches(["dpcli: error: released"], actual) == "dpcli: error: released"
 
 
-def test_the_readme_spec_uses_the_quick_starts_ledger(tmp_path: Path) -> None:
-    """The spec section's `ledger:` is the quick start's ledger, which holds the cap: copied beside
+def test_the_tutorial_spec_uses_the_quick_starts_ledger(tmp_path: Path) -> None:
+    """The tutorial's spec section's `ledger:` is the quick start's ledger, which holds the cap: copied beside
     configs/example.yaml, the spec releases with no --ledger against that cap, and no second ledger appears."""
     cwd = scratch_copy(tmp_path)
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
     spec = text.split("## The spec", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     (cwd / "configs" / "readme.yaml").write_text(spec, encoding="utf-8")
-    run(Example("README.md", 0, "dpcli budget set people --epsilon 3 --ledger ledger.jsonl"), cwd)
-    run(Example("README.md", 0, "dpcli release configs/readme.yaml --quiet"), cwd)
+    run(Example("tutorial.md", 0, "dpcli budget set people --epsilon 3 --ledger ledger.jsonl"), cwd)
+    run(Example("tutorial.md", 0, "dpcli release configs/readme.yaml --quiet"), cwd)
     assert sorted(p.name for p in cwd.glob("**/*.jsonl")) == ["ledger.jsonl"]
     assert (cwd / "configs" / "out.csv").read_text(encoding="utf-8").startswith("statistic,")
 
@@ -263,3 +274,67 @@ def test_every_config_checks_plans_and_releases(config: Path, tmp_path: Path) ->
         assert r.returncode == 0, (args[0], r.stderr.decode())
     table = (cwd / "out.csv").read_text(encoding="utf-8").splitlines()
     assert table[0].startswith("statistic,") and len(table) > 1, table[:3]
+
+
+# Every Markdown file of the repository that a reader follows links from (not the venv's or the build's)
+LINKED_DOCUMENTS = sorted(
+    p for p in ROOT.rglob("*.md")
+    if not {".venv", ".git", "build", "dist", "node_modules"} & set(p.relative_to(ROOT).parts)
+    and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)
+)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def headings(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation but `-` and `_` dropped, spaces to
+    hyphens, a repeated one suffixed -1, -2, ...; headings inside code fences are not headings."""
+    found: set[str] = set()
+    fence = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip().startswith("```"):
+            fence = not fence
+        heading = re.match(r"#{1,6} (.*)", line) if not fence else None
+        if heading:
+            anchor = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            n, unique = 0, anchor
+            while unique in found:
+                n += 1
+                unique = f"{anchor}-{n}"
+            found.add(unique)
+    return found
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    """(line, target) of the inline links outside code fences and code spans."""
+    out, fence = [], False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip().startswith("```"):
+            fence = not fence
+            continue
+        if not fence:
+            out += [(number, m.group(1)) for m in LINK.finditer(re.sub(r"`[^`]*`", "", line))]
+    return out
+
+
+def test_every_relative_link_reaches_its_file_and_heading() -> None:
+    assert ROOT / "README.md" in LINKED_DOCUMENTS and ROOT / "docs" / "spec.md" in LINKED_DOCUMENTS
+    broken = []
+    for document in LINKED_DOCUMENTS:
+        for number, target in links(document):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:, ...: not checked here (no network)
+                continue
+            path, _, anchor = target.partition("#")
+            resolved = (document.parent / path).resolve() if path else document
+            where = f"{document.relative_to(ROOT)}:{number}: {target}"
+            if not resolved.exists():
+                broken.append(f"{where}: no such file")
+            elif anchor and resolved.suffix == ".md" and anchor not in headings(resolved):
+                broken.append(f"{where}: no such heading")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_link_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Top\n## The spec: v1\n```\n# not a heading\n```\n## Top\n", encoding="utf-8")
+    assert headings(tmp_path / "a.md") == {"top", "the-spec-v1", "top-1"}
+    (tmp_path / "b.md").write_text("[x](a.md#top-1) `[y](nowhere.md)`\n```\n[z](gone.md)\n```\n[w](c.md)\n")
+    assert links(tmp_path / "b.md") == [(1, "a.md#top-1"), (5, "c.md")]

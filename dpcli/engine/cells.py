@@ -165,7 +165,7 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
         return pl.when((idx >= 0) & (idx < n)).then(idx)
     # edges: k (grid units) is in [e_i, e_{i+1}) iff t_i <= k < t_{i+1} with t_i = ceil(e_i/p), strictly increasing
     # (checked by the plan). Values lie in [lo, hi], so clamping every t_i into [lo - 1, hi + 1] changes no bin and
-    # keeps them exact Int64s (edges far outside the bounds used to collide as floats in cut(): a DuplicateError
+    # keeps them exact Int64s (edges far outside the bounds would collide as floats in cut(): a DuplicateError
     # reported as an unreadable input). The bin is the last i with t_i <= k, so the number of t_i <= k, minus one:
     # counted by comparisons up to EDGE_COMPARISONS edges (an element-wise expression, which polars' streaming
     # engine runs, where search_sorted falls back to its in-memory engine), else by an exact binary search.
