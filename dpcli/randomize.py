@@ -31,8 +31,8 @@ import polars as pl
 from dpcli.accounting import Budget, format_exact
 from dpcli.engine import input_format as format_of
 from dpcli.engine.cells import key_index
-from dpcli.engine.lines import _RESTORE, _SENTINELS, reading
-from dpcli.engine.polars_engine import _lines, _Reader, _reader
+from dpcli.engine.lines import RESTORE, SENTINELS, reading
+from dpcli.engine.polars_engine import LineReader, line_reader, read_lines
 from dpcli.engine.source import CsvSource
 from dpcli.errors import InputError, InternalError, OutputError, UsageError
 from dpcli.files import atomic_write
@@ -219,16 +219,16 @@ def read_keys(
         positions = _positions(spec, path, names)
         # the engine's quote-blind line reader (one row per line, in order); its typing asks for spec.columns by name
         typed = SimpleNamespace(columns={c.name: c for c in spec.columns})
-        reader = _reader(typed, names, [c.name for c in spec.columns], layout.eol, layout.delimiter)  # type: ignore[arg-type]
+        reader = line_reader(typed, names, [c.name for c in spec.columns], layout.eol, layout.delimiter)  # type: ignore[arg-type]
         parts = [_chunk_texts(chunk, reader, layout.eol, positions) for chunk in source.chunks()]
     frame = pl.concat(parts) if parts else pl.DataFrame({c.name: pl.Series([], dtype=pl.String) for c in spec.columns})
     return [frame.select(key_index(c, pl.col(c.name)).fill_null(-1)).to_series().to_numpy() for c in spec.columns]
 
 
-def _chunk_texts(chunk: bytes, reader: _Reader, eol: bytes, positions: list[int]) -> pl.DataFrame:
+def _chunk_texts(chunk: bytes, reader: LineReader, eol: bytes, positions: list[int]) -> pl.DataFrame:
     """The chosen cells' texts of a chunk of whole lines, one row per line in order: polars reads every line with
     quoting off; a line holding a quote is split again by the csv module (as the engine reads it) in its place."""
-    frame = _lines(chunk, reader, False, reader.select).collect()
+    frame = read_lines(chunk, reader, False, reader.select).collect()
     lines = chunk.split(eol)
     if lines[-1] in (b"", b"\n"):  # the chunk's last line end (with a CR file's final LF, part of it)
         lines.pop()
@@ -251,7 +251,7 @@ def _split_record(line: str, eol: str, sep: str, positions: list[int], texts: li
     if eol == "\r" and line.startswith("\n"):  # CRLF in a CR file: the LF belongs to the line end before it
         line = line[1:]
     if '"' in line:  # the csv module, as the engine reads a quoted line (CR and LF as data: dpcli.engine.lines)
-        fields = [f.translate(_RESTORE) for f in next(csv.reader([line.translate(_SENTINELS)], strict=False,
+        fields = [f.translate(RESTORE) for f in next(csv.reader([line.translate(SENTINELS)], strict=False,
                                                                  delimiter=sep), [])]
     else:
         fields = line.split(sep)

@@ -22,12 +22,12 @@ from dpcli.spec import (
     MAX_SPEC_BYTES,
     Column,
     CsvDialect,
-    _Collector,
-    _column,
-    _load_yaml,
-    _no_surrogates,
-    _read_spec_text,
+    ErrorCollector,
+    build_column,
+    load_yaml,
+    no_surrogates,
     printable,
+    read_spec_text,
 )
 from dpcli.spec_fields import CSV, PRIVACY, TOP, Columns, RuleError, Section
 
@@ -84,8 +84,8 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
     raw_bytes = text.encode("utf-8", "surrogatepass")
     if len(raw_bytes) > MAX_SPEC_BYTES:
         raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
-    doc = _load_yaml(text)
-    _no_surrogates(doc)
+    doc = load_yaml(text)
+    no_surrogates(doc)
     top = RANDOMIZE_TOP.keys("", doc if doc is not None else {})
     fields = {
         key: RANDOMIZE_TOP.fields[key].load(key, top[key])
@@ -100,7 +100,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
         raise SpecError("columns", "expected a mapping of at least one column")
     declared = {}
     for name, body in raw_columns.items():
-        declared[name] = _column(name, body, _Collector(None))
+        declared[name] = build_column(name, body, ErrorCollector(None))
     chosen = RANDOMIZE.load("randomize", top["randomize"])["columns"]
     columns = tuple(_chosen(i, name, declared, chosen) for i, name in enumerate(chosen))
     share = epsilon / len(columns)
@@ -181,7 +181,7 @@ def load_randomize_spec(path: str | Path) -> RandomizeSpec:
     """Read and validate a randomize spec file; errors name the file and the YAML path, as the release loader's."""
     p = Path(path)
     try:
-        data, text = _read_spec_text(path)
+        data, text = read_spec_text(path)
         return parse_randomize_spec(text, source=str(p), base_dir=p.parent, digest=hashlib.sha256(data).hexdigest())
     except SpecError as exc:
         raise exc.in_file(printable(str(path))) from None
@@ -192,8 +192,8 @@ def is_randomize_spec(path: str | Path) -> bool:
     that take either kind (plan, check, audit). A file that cannot be read or parsed is not: the release loader
     then reports why."""
     try:
-        _, text = _read_spec_text(path)
-        doc = _load_yaml(text)
+        _, text = read_spec_text(path)
+        doc = load_yaml(text)
     except SpecError:
         return False
     return isinstance(doc, dict) and "randomize" in doc and "statistics" not in doc

@@ -495,7 +495,7 @@ def _construct_map(loader: _StrictLoader, node: yaml.Node) -> dict[Hashable, Any
 _StrictLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
-def _load_yaml(text: str) -> Any:
+def load_yaml(text: str) -> Any:
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except SpecError:
@@ -512,7 +512,7 @@ def _load_yaml(text: str) -> Any:
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def _no_surrogates(doc: Any) -> None:
+def no_surrogates(doc: Any) -> None:
     """Refuse a lone surrogate anywhere (a double-quoted "\\ud800"): it is not a character, so no UTF-8 output, path
     or terminal can hold it, and it would otherwise fail only when the table is written (exit 1, after the spend). UTF-8
     text cannot hold one, so only a YAML escape makes one; a character beyond U+FFFF is written "\\U0001F600"."""
@@ -539,7 +539,7 @@ def _no_surrogates(doc: Any) -> None:
 # cannot express, are below and raise RuleError
 
 
-class _Collector:
+class ErrorCollector:
     """Where errors go: raised at once (``errors`` None), or collected so that every error is reported."""
 
     def __init__(self, errors: list[SpecError] | None):
@@ -574,7 +574,7 @@ def default_precision(lo: Fraction, hi: Fraction) -> Fraction:
     return Fraction(10) ** (exp - 6)
 
 
-def _column(name: str, raw: Any, out: _Collector) -> Column | None:
+def build_column(name: str, raw: Any, out: ErrorCollector) -> Column | None:
     path = f"columns.{name}"
     Name("column name").load(path, name)
     before = out.count()
@@ -1012,7 +1012,7 @@ def _selection_deltas(delta: Fraction, zcdp: bool, opened: list[Statistic], wher
 def parse_spec(text: str, source: str = "<string>", base_dir: Path | None = None) -> Spec:
     """Validate spec text and return the frozen Spec. Raises SpecError (exit 2) with a one-line message: the first
     error found (``spec_errors`` gives them all)."""
-    spec = _parse(text, source, base_dir, _Collector(None))
+    spec = _parse(text, source, base_dir, ErrorCollector(None))
     if spec is None:  # without a collector the first error is raised: never reached
         raise SpecError("", "invalid spec")
     return spec
@@ -1022,18 +1022,18 @@ def parse_errors(text: str, base_dir: Path | None = None) -> list[SpecError]:
     """Every error of spec text (none: it is valid): field rules first, then the cross-field rules (RuleError)."""
     errors: list[SpecError] = []
     try:
-        _parse(text, "<string>", base_dir, _Collector(errors))
+        _parse(text, "<string>", base_dir, ErrorCollector(errors))
     except SpecError as exc:  # an error that leaves nothing to check further (YAML, size, a missing section)
         errors.append(exc)
     return sorted(errors, key=lambda e: isinstance(e, RuleError) and e.rule == "cross-field")
 
 
-def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Spec | None:
+def _parse(text: str, source: str, base_dir: Path | None, out: ErrorCollector) -> Spec | None:
     raw_bytes = text.encode("utf-8", "surrogatepass")
     if len(raw_bytes) > MAX_SPEC_BYTES:
         raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
-    doc = _load_yaml(text)
-    _no_surrogates(doc)
+    doc = load_yaml(text)
+    no_surrogates(doc)
     top = TOP.keys("", doc if doc is not None else {}, out.list)
     fields = {
         key: out.attempt(TOP.fields[key].load, key, top[key])
@@ -1051,7 +1051,7 @@ def _parse(text: str, source: str, base_dir: Path | None, out: _Collector) -> Sp
         out.attempt(_raise, SpecError("columns", "expected a mapping of at least one column"))
         raw_columns = {}
     for name, body in raw_columns.items():
-        column = out.attempt(_column, name, body, out)
+        column = out.attempt(build_column, name, body, out)
         if column is None:
             bad_columns.add(name)
         else:
@@ -1172,7 +1172,7 @@ def load_spec(path: str | Path) -> Spec:
     the file as given, then the YAML path: ``spec.yaml: statistics[2].column: 'incme' is not a declared column``."""
     p = Path(path)
     try:
-        data, text = _read_spec_text(path)
+        data, text = read_spec_text(path)
         spec = parse_spec(text, source=str(p), base_dir=p.parent)
     except SpecError as exc:
         raise exc.in_file(printable(str(path))) from None
@@ -1188,13 +1188,13 @@ def spec_errors(path: str | Path) -> list[SpecError]:
     is the only error. The planner's limits (dpcli.plan.make_plan) are not checked here."""
     p = Path(path)
     try:
-        _, text = _read_spec_text(path)
+        _, text = read_spec_text(path)
     except SpecError as exc:
         return [exc.in_file(printable(str(path)))]
     return [e.in_file(printable(str(path))) for e in parse_errors(text, base_dir=p.parent)]
 
 
-def _read_spec_text(path: str | Path) -> tuple[bytes, str]:
+def read_spec_text(path: str | Path) -> tuple[bytes, str]:
     if str(path) == "-":
         raise SpecError("", "a spec is read from a file, not from standard input: give its path")
     data = _read_spec_file(Path(path))

@@ -12,36 +12,8 @@ import numpy as np
 from dpcli.accounting import format_exact, parse_exact
 from dpcli.consistency import flag_column, small_cells
 from dpcli.kinds import Kind
-from dpcli.output import Ints, LazyColumn, Texts, _pl
 from dpcli.spec import PostProcess
-
-
-class Masked(LazyColumn):
-    """A number column with some rows hidden (suppressed cells): empty in CSV, null in JSON, None as row text."""
-
-    def __init__(self, inner: LazyColumn, hidden: np.ndarray):
-        self.inner, self.hidden, self.rows = inner, np.asarray(hidden, dtype=bool), len(inner)
-
-    def _mask(self, series, i: int, j: int, blank: str):  # type: ignore[no-untyped-def]
-        pl = _pl()
-        hide = pl.Series(self.hidden[i:j])
-        return pl.select(pl.when(hide).then(pl.lit(blank)).otherwise(series.cast(pl.String))).to_series()
-
-    def texts(self, i: int, j: int) -> list[str]:
-        inner = self.inner.texts(i, j)
-        return [None if h else t for t, h in zip(inner, self.hidden[i:j], strict=True)]  # type: ignore[misc]
-
-    def text(self, i: int, j: int):  # type: ignore[no-untyped-def]
-        return self._mask(self.inner.text(i, j), i, j, "")
-
-    def csv(self, i: int, j: int):  # type: ignore[no-untyped-def]
-        return self._mask(self.inner.csv(i, j), i, j, "")
-
-    def number_json(self, i: int, j: int):  # type: ignore[no-untyped-def]
-        return self._mask(self.inner.number_json(i, j), i, j, "null")
-
-    def store(self) -> list[str]:
-        return ["" if t is None else t for t in self]
+from dpcli.table_columns import Ints, LazyColumn, Masked, Texts
 
 
 def _exact(column: LazyColumn) -> list[Fraction]:

@@ -129,3 +129,88 @@ def test_the_cli_is_the_top(layers: dict[str, int]) -> None:
     importers = [n for n, p in module_paths().items()
                  if "dpcli.cli" in imported_modules(p.read_text(encoding="utf-8"), n, module_paths())]
     assert importers == ["dpcli.__main__"]
+
+
+def import_graph(sources: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Each dpcli module's imports of other dpcli modules (all of them: inside functions and TYPE_CHECKING too)."""
+    modules = module_paths()
+    return {
+        name: imported_modules(sources.get(name) if sources and name in sources else path.read_text(encoding="utf-8"),
+                               name, modules) - {name}
+        for name, path in modules.items()
+    }
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected sets of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def private_imports(sources: dict[str, str] | None = None) -> list[str]:
+    """Every ``from dpcli.X import _name`` in the package: a private name taken across modules (a test may take
+    one of the module it tests; the package may not)."""
+    modules = module_paths()
+    bad = []
+    for name, path in modules.items():
+        source = sources.get(name) if sources and name in sources else path.read_text(encoding="utf-8")
+        bad.extend(
+            f"{name} takes {alias.name} from {node.module}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom) and ((node.module or "").startswith("dpcli") or node.level)
+            for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")
+        )
+    return bad
+
+
+def test_no_import_circles() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_an_import_circle_is_found() -> None:
+    # the check itself: the writer importing the engine back, inside a function, makes a circle of the two
+    output = (PACKAGE / "output.py").read_text(encoding="utf-8")
+    engine = (PACKAGE / "engine" / "polars_engine.py").read_text(encoding="utf-8")
+    hostile = engine + "\n\ndef _leak():\n    from dpcli.output import write_table\n"
+    found = circles(import_graph({"dpcli.output": output, "dpcli.engine.polars_engine": hostile}))
+    assert any({"dpcli.output", "dpcli.engine.polars_engine"} <= set(group) for group in found), found
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    assert private_imports() == []
+
+
+def test_a_private_import_is_found() -> None:
+    randomize = (PACKAGE / "randomize.py").read_text(encoding="utf-8")
+    hostile = randomize + "\n\ndef _leak():\n    from dpcli.spec import _secret\n"
+    assert private_imports({"dpcli.randomize": hostile}) == ["dpcli.randomize takes _secret from dpcli.spec"]

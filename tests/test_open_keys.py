@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
 from dpcli.mechanisms import Noisy, select_entries
-from dpcli.output import build_table, csv_field, csv_texts, json_texts, release_metadata, write_csv, write_json
+from dpcli.output import build_table, release_metadata, write_csv, write_json
 from dpcli.plan import Plan, make_plan
 from dpcli.render import plan_json, print_plan
 from dpcli.spec import parse_spec
+from dpcli.table_columns import csv_field, csv_texts, json_texts
 
 HEAD = """\
 version: 1

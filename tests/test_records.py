@@ -372,10 +372,10 @@ def test_a_line_reads_the_same_whichever_way_it_goes(first: str, data: st.DataOb
     import polars as pl
 
     from dpcli.engine.lines import LineRepair, classify, plain_lines
-    from dpcli.engine.polars_engine import _reader
+    from dpcli.engine.polars_engine import line_reader
 
     header = [first] + [c for c in ["s", "i", "f", "t", "j"] if c != first]
-    reader = _reader(FIVE, header, header, eol)
+    reader = line_reader(FIVE, header, header, eol)
     line = data.draw(lines(eol))
     view = np.frombuffer(line + eol, dtype=np.uint8)
     quoted_lines, bad = classify(view, np.array([len(line)]), eol[0])

@@ -45,8 +45,8 @@ SPARSE = 256  # at most one quote per this many bytes: quoted lines are found on
 QUOTE, COMMA, CR, LF = 0x22, 0x2C, 0x0D, 0x0A
 # Line-break bytes stand in for themselves inside the csv module (which treats a bare CR or LF in an unquoted field
 # as a record end) as lone surrogates: text decoded with errors="replace" never holds one.
-_SENTINELS = str.maketrans({"\r": "\udc0d", "\n": "\udc0a"})
-_RESTORE = str.maketrans({"\udc0d": "\r", "\udc0a": "\n"})  # noqa: F601 - ruff false positive: distinct surrogates
+SENTINELS = str.maketrans({"\r": "\udc0d", "\n": "\udc0a"})
+RESTORE = str.maketrans({"\udc0d": "\r", "\udc0a": "\n"})  # noqa: F601 - ruff false positive: distinct surrogates
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,14 @@ class LineRepair:
         """``line`` as in the file (without its own line end)."""
         if self.lead_lf and line.startswith(b"\n"):
             line = line[1:]
-        text = line.decode("utf-8", "replace").translate(_SENTINELS)
+        text = line.decode("utf-8", "replace").translate(SENTINELS)
         fields = next(csv.reader([text], strict=False, delimiter=self.delimiter), [])
         out = []
         for i, value in enumerate(fields[: self.width]):
             if i not in self.used:
                 out.append("")
                 continue
-            value = value.translate(_RESTORE)
+            value = value.translate(RESTORE)
             if self.strip_cr and value.endswith("\r"):
                 value = value[:-1]
             out.append('"' + value.replace('"', '""') + '"')

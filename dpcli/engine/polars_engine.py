@@ -53,14 +53,14 @@ from dpcli.spec import Spec
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
 T = TypeVar("T")
 _BOM = b"\xef\xbb\xbf"
-# what polars sniffs at the start of a buffer (see _lines)
+# what polars sniffs at the start of a buffer (see read_lines)
 _SNIFFED = (_BOM, b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
 
 __all__ = ["CsvLayout", "ExactStatistic", "LineAggregator", "aggregate", "check_fields", "check_input"]
 
 
 @dataclass(frozen=True)
-class _Reader:
+class LineReader:
     """How polars reads this file: its columns by position (``c0``, ``c1``, ...; the header's names were read by
     ``header_layout``, quotes and all), used columns typed, everything else text that is never parsed."""
 
@@ -87,9 +87,9 @@ class _Reader:
         }
 
 
-def _reader(
+def line_reader(
     spec: Spec, header: list[str], used: list[str], eol: bytes, delimiter: str = ",", id_field: str | None = None
-) -> _Reader:
+) -> LineReader:
     """``id_field``: a person-level release's id field, read as text under the name ``persons.ID_COLUMN``."""
     typed = column_types(spec, used)
     fields = [(name, name, typed[name]) for name in used]  # (field in the file, name in the frame, type)
@@ -117,7 +117,7 @@ def _reader(
 
         select[first] = first_column(pl.col("c0").str.strip_prefix("\n"))
         select_lines[first] = first_column(pl.col("c0"))
-    return _Reader(schema, select, select_lines, eol.decode(), delimiter)
+    return LineReader(schema, select, select_lines, eol.decode(), delimiter)
 
 
 class LineAggregator:
@@ -138,7 +138,7 @@ class LineAggregator:
         self.eol = layout.eol
         position = {name: i for i, name in enumerate(layout.names)}
         id_field = spec.id_column
-        self.reader = _reader(spec, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
+        self.reader = line_reader(spec, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
         fields = [*self.used, *([] if id_field is None else [id_field])]
         self.repair = LineRepair({position[name] for name in fields}, layout.eol, layout.delimiter)
         self.biggest = largest_term(plan)
@@ -177,7 +177,7 @@ class LineAggregator:
         ``persons.ID_COLUMN`` in a person-level release. Lines holding quotes are read as the totals read them:
         what the quote-blind read made of them is taken out of its rows (a multiset difference: identical rows are
         interchangeable) and their quoted reading added."""
-        main, plus, minus = self._reads(data) or (_lines(b"", self.reader, False, self.reader.select), [], [])
+        main, plus, minus = self._reads(data) or (read_lines(b"", self.reader, False, self.reader.select), [], [])
         try:
             frames = pl.collect_all([main, *plus, *minus])
             return swap_rows(frames[0], frames[1 : 1 + len(plus)], frames[1 + len(plus) :])
@@ -189,7 +189,7 @@ class LineAggregator:
     def tail_rows(self) -> pl.DataFrame | None:
         """After the last chunk: the row to take back, if the read made one too many (see ``finish``)."""
         if self.eol == b"\r" and self.tail == b"\r\n":
-            return _lines(b"\n", self.reader, False, self.reader.select).collect()
+            return read_lines(b"\n", self.reader, False, self.reader.select).collect()
         return None
 
     def _reads(self, data: bytes) -> tuple[pl.LazyFrame, list[pl.LazyFrame], list[pl.LazyFrame]] | None:
@@ -198,13 +198,13 @@ class LineAggregator:
         if not data:
             return None
         reader = self.reader
-        main = _lines(data, reader, False, reader.select)
+        main = read_lines(data, reader, False, reader.select)
         plus: list[pl.LazyFrame] = []
         minus: list[pl.LazyFrame] = []
         if b'"' in data:
             for chunk in quoted_chunks(data, 0, self.eol, self.repair):
                 plus.append(_quoted_frame(chunk, reader, self.repair, self.eol).lazy())
-                minus.append(_lines(chunk.raw, reader, False, reader.select))
+                minus.append(read_lines(chunk.raw, reader, False, reader.select))
         self.tail = (self.tail + data[-2:])[-2:]
         return main, plus, minus
 
@@ -229,8 +229,8 @@ class LineAggregator:
         if self.eol == b"\r" and self.tail == b"\r\n":
             # the LF after the input's last CR is part of that line end, but the read above made it one more line
             reader = self.reader
-            self.totals.add(self._collect(self._queries_for(False), [_lines(b"", reader, False, reader.select)],
-                                          [_lines(b"\n", reader, False, reader.select)]))
+            self.totals.add(self._collect(self._queries_for(False), [read_lines(b"", reader, False, reader.select)],
+                                          [read_lines(b"\n", reader, False, reader.select)]))
         return self.totals.result()
 
 
@@ -366,7 +366,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     layout = source.header
     spec = plan.spec
     used = used_columns(spec)
-    reader = _reader(spec, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
+    reader = line_reader(spec, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
     queries = Queries(plan, pl.Int128())
     skip = 1 if spec.csv.header else 0
     frame = _project(
@@ -398,7 +398,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     return totals.result()
 
 
-def _lines(data: bytes, reader: _Reader, quoting: bool, select: list[pl.Expr]) -> pl.LazyFrame:
+def read_lines(data: bytes, reader: LineReader, quoting: bool, select: list[pl.Expr]) -> pl.LazyFrame:
     """Lines in memory, read as the file is."""
     if data.startswith(_SNIFFED):
         # polars looks at the first bytes of what it reads: it drops a BOM, and decompresses (or fails on) bytes that
@@ -408,7 +408,7 @@ def _lines(data: bytes, reader: _Reader, quoting: bool, select: list[pl.Expr]) -
     return _project(pl.scan_csv(data, **reader.options(quoting)), select)
 
 
-def _quoted_frame(chunk: QuotedChunk, reader: _Reader, repair: LineRepair, eol: bytes) -> pl.DataFrame:
+def _quoted_frame(chunk: QuotedChunk, reader: LineReader, repair: LineRepair, eol: bytes) -> pl.DataFrame:
     """The used columns of a chunk's quoted lines, exactly one row per line whatever polars makes of the bytes."""
     frame = _read_lines(chunk.data, chunk.lines, reader)
     if frame is not None:
@@ -431,9 +431,9 @@ def _quoted_frame(chunk: QuotedChunk, reader: _Reader, repair: LineRepair, eol: 
     return pl.concat([row if row is not None else empty.clear(1) for row in rows], how="vertical")
 
 
-def _read_lines(data: bytes, lines: int, reader: _Reader) -> pl.DataFrame | None:
+def _read_lines(data: bytes, lines: int, reader: LineReader) -> pl.DataFrame | None:
     try:
-        frame = _lines(data, reader, True, reader.select_lines).collect()
+        frame = read_lines(data, reader, True, reader.select_lines).collect()
     except Exception:  # noqa: BLE001 - whatever polars makes of one record's bytes, the caller falls back
         return None
     return frame if frame.height == lines else None
