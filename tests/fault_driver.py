@@ -98,7 +98,9 @@ def inject(step: str, action: str, output: str) -> None:
 
 if __name__ == "__main__":
     step, action, sep, *argv = sys.argv[1:]
-    assert sep == "--" and step in STEPS + PERSON_STEPS and action in ACTIONS
+    assert sep == "--"
+    assert step in STEPS + PERSON_STEPS
+    assert action in ACTIONS
     output = argv[argv.index("-o") + 1]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     inject(step, action, output)

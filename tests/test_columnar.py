@@ -427,7 +427,8 @@ def test_a_string_longer_than_max_record_bytes_is_missing(tmp_path: Path, fmt: s
     exact = aggregate(make_plan(parse_spec(LONG_STRING_SPEC)), path)
     # "x" * 1024 is at the limit: an undeclared key, counted under b; "a" * 1025 and "y" * 5000 are missing
     assert exact[0].counts.tolist() == [1, 2]
-    assert exact[1].sums is not None and exact[1].sums.tolist() == [1 + 3 + 4 + 5]
+    assert exact[1].sums is not None
+    assert exact[1].sums.tolist() == [1 + 3 + 4 + 5]
 
 
 def test_parquet_columns_that_decompress_past_the_input_cap_are_exit_3_before_the_spend(tmp_path: Path) -> None:
@@ -443,7 +444,8 @@ def test_parquet_columns_that_decompress_past_the_input_cap_are_exit_3_before_th
     assert done.returncode == 3, done.stderr
     assert "its used columns decompress to more than the input cap (1048576 bytes): nothing was spent" in \
         done.stderr.decode()
-    assert ledger.read_bytes() == before and not out.exists()
+    assert ledger.read_bytes() == before
+    assert not out.exists()
     assert run_in_process("release", spec, "--input", data, "--ledger", ledger, "-o", out).returncode == 0
 
 
@@ -459,4 +461,5 @@ def test_a_parquet_page_over_the_page_limit_is_exit_3_before_anything_is_read(tm
     spec = LONG_STRING_SPEC.replace("  - {name: c, kind: count, by: [k]}\n", "").replace(
         "  k: {type: category, categories: [a, b], other: b}\n", "")
     sums = aggregate(make_plan(parse_spec(spec)), path)[0].sums
-    assert sums is not None and sums.tolist() == [6]
+    assert sums is not None
+    assert sums.tolist() == [6]

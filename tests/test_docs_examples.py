@@ -262,4 +262,5 @@ def test_every_config_checks_plans_and_releases(config: Path, tmp_path: Path) ->
         r = run_in_process(*args, cwd=cwd)
         assert r.returncode == 0, (args[0], r.stderr.decode())
     table = (cwd / "out.csv").read_text(encoding="utf-8").splitlines()
-    assert table[0].startswith("statistic,") and len(table) > 1, table[:3]
+    assert table[0].startswith("statistic,"), table[:3]
+    assert len(table) > 1, table[:3]

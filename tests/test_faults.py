@@ -44,7 +44,7 @@ HELD = {"lock", "spent", "noise", "store", "stored"}
 SIGNAL = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     work = make_work(SPEC, "age\n34\n71\n15\n52\n99\n", cap="10")
     (work / "out").mkdir()
@@ -82,7 +82,7 @@ def person_data() -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture()
+@pytest.fixture
 def person_work(make_work: Callable[..., Path]) -> Path:
     work = make_work(PERSON_SPEC, person_data())
     # open keys spend a delta: the cap has one
@@ -136,7 +136,8 @@ def run_case(work: Path, step: str, action: str) -> None:
     assert len(records) == (1 if spent else 0), (step, action, err)
     out = sorted(p.name for p in (work / "out").iterdir())
     if action != "kill":
-        assert err.startswith("dpcli: error: ") and err.count("\n") == 1, err
+        assert err.startswith("dpcli: error: "), err
+        assert err.count("\n") == 1, err
         assert out == [], (step, action, out)  # a failed run leaves no output, sidecar or temporary file
         if spent:
             assert f"record {records[0].seq}" in err, err
@@ -157,10 +158,11 @@ def run_case(work: Path, step: str, action: str) -> None:
         if not stored:
             assert b"never drawn again" in again.stderr
     else:
-        assert again.returncode == 0 and len(after) == 1
+        assert again.returncode == 0
+        assert len(after) == 1
 
 
-@pytest.mark.parametrize("step,action", [
+@pytest.mark.parametrize(("step", "action"), [
     ("lock", "sigint"), ("noise", "sigterm"), ("store", "memory"), ("stored", "kill"), ("rename-after", "sighup"),
     ("sidecar", "oserror"),
 ])
@@ -175,7 +177,7 @@ def test_every_fault_at_every_step_keeps_the_invariants(work: Path, step: str, a
     run_case(work, step, action)
 
 
-@pytest.mark.parametrize("step,action", [
+@pytest.mark.parametrize(("step", "action"), [
     ("persons", "sigterm"), ("persons", "memory"), ("select", "kill"), ("select", "sigint"),
 ])
 def test_a_fault_in_a_person_level_release_with_many_rows_and_keys(person_work: Path, step: str, action: str) -> None:
@@ -199,5 +201,6 @@ def no_lone_keys(work: Path) -> None:
     again = work / "out" / "again.csv"
     if again.exists():
         table = again.read_text(encoding="utf-8")
-        assert "\nby_country,count,,Cuba," in table and "\nby_country,count,,Peru," in table, table
+        assert "\nby_country,count,,Cuba," in table, table
+        assert "\nby_country,count,,Peru," in table, table
         assert ",k0" not in table, table

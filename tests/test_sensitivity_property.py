@@ -409,7 +409,8 @@ def extreme_swap(draw: st.DrawFn, old: Line, header: list[Col | None], flags: Fl
         return old, draw(changed_line(old, header, flags))
     j = draw(st.sampled_from(numeric))
     col = header[j]
-    assert col is not None and old.cells is not None
+    assert col is not None
+    assert old.cells is not None
     low = draw(st.sampled_from([col.lo, col.lo - col.step, col.lo - 1000]))
     high = draw(st.sampled_from([col.hi, col.hi + col.step, col.hi + 1000]))
     a, b = draw(st.permutations([low, high]))
@@ -818,9 +819,11 @@ def _entries(sp: StatisticPlan, exact: ExactStatistic, role: str, plan: Plan | N
     values = exact.part(role)
     assert values is not None, (sp.statistic.name, role)
     if sp.selection is None:
-        assert exact.keys is None and len(values) == sp.cells, (sp.statistic.name, role, len(values), sp.cells)
+        assert exact.keys is None, (sp.statistic.name, role, len(values), sp.cells)
+        assert len(values) == sp.cells, (sp.statistic.name, role, len(values), sp.cells)
         return dict(enumerate(int(v) for v in values.tolist()))
-    assert exact.keys is not None and len(exact.keys) == len(values), (sp.statistic.name, role)
+    assert exact.keys is not None, (sp.statistic.name, role)
+    assert len(exact.keys) == len(values), (sp.statistic.name, role)
     entries = dict(zip(exact.keys, (int(v) for v in values.tolist()), strict=True))
     assert len(entries) == len(values), f"{sp.statistic.name}: an entry twice among {exact.keys!r}"
     return entries
