@@ -390,8 +390,8 @@ def test_concurrent_runs_under_one_id_spend_once_and_print_the_same_table(work: 
                          env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for i in range(8)
     ]
-    codes = [p.wait(timeout=300) for p in procs]
-    assert codes == [0] * 8, [p.stderr.read() for p in procs if p.stderr]
+    errors = [p.communicate(timeout=300)[1] for p in procs]  # read to the end and closed (no ResourceWarning)
+    assert [p.returncode for p in procs] == [0] * 8, errors
     assert len(spends(Path(led))) == 1
     outputs = {(work / f"out{i}.csv").read_bytes() for i in range(8)}
     assert len(outputs) == 1

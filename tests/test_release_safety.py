@@ -427,6 +427,7 @@ def test_a_signal_during_the_lock_wait_ends_the_run_while_the_lock_is_held_with_
         proc.wait(timeout=120)
         assert ledger_state(work) == before
     reader.join(timeout=10)
+    proc.stderr.close()  # read to its end by the reader thread
     last = list(lines.queue)[-1].decode()
     assert proc.returncode == 128 + signum, last
     assert last == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
@@ -435,17 +436,14 @@ def test_a_signal_during_the_lock_wait_ends_the_run_while_the_lock_is_held_with_
 
 
 def test_an_idle_timeout_removes_the_spool(work: Path) -> None:
-    proc = subprocess.Popen(release_stdin(work, "--input-timeout", "0.5"), stdin=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=clean_env(spool_env(work)))
-    assert proc.stdin is not None
-    proc.stdin.write(DATA)
-    proc.stdin.flush()  # and the writer stalls, its end kept open
-    try:
+    with subprocess.Popen(release_stdin(work, "--input-timeout", "0.5"), stdin=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=clean_env(spool_env(work))) as proc:  # closes its pipes
+        assert proc.stdin is not None
+        proc.stdin.write(DATA)
+        proc.stdin.flush()  # and the writer stalls, its end kept open
         proc.wait(timeout=30)
         assert proc.stderr is not None
         err = proc.stderr.read()
-    finally:
-        proc.stdin.close()
     assert proc.returncode == 3
     assert b"--input-timeout" in err
     assert list((work / "tmp").iterdir()) == []
@@ -464,9 +462,10 @@ def test_the_spool_error_names_standard_input_in_library_use(work: Path, monkeyp
 
     read, write = os.pipe()
     os.close(write)  # an empty standard input
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.FileIO(read, "r")))
-    with pytest.raises(InputError) as caught:
-        release(work / "spec.yaml", input="-", output=work / "o.csv", ledger=work / "L.jsonl")
+    with io.TextIOWrapper(io.FileIO(read, "r")) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        with pytest.raises(InputError) as caught:
+            release(work / "spec.yaml", input="-", output=work / "o.csv", ledger=work / "L.jsonl")
     assert "standard input" in str(caught.value)
     assert "dpcli-" not in str(caught.value)
 
