@@ -5,10 +5,12 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test test-slow test-postgres test-spark test-browser check wheel-check venv sample-data bench clean
 
-$(BIN)/dpcli: pyproject.toml
+# The dev tools (ruff, mypy, pytest, Hypothesis, ...) at the versions of constraints-dev.txt, so `make check` and
+# `make test` mean the same on every clone; dpcli's own dependencies float within pyproject.toml's bounds.
+$(BIN)/dpcli: pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints-dev.txt -e '.[test]'
 	# bytecode for our own modules: saves ~50 ms per run where PYTHONDONTWRITEBYTECODE is set
 	$(BIN)/python -m compileall -q dpcli
 	touch $@
