@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow test-postgres test-spark test-browser check wheel-check venv sample-data bench clean
+.PHONY: demo test test-slow test-postgres test-spark test-browser test-polars-range check wheel-check venv sample-data \
+        bench clean
 
 # The dev tools (ruff, mypy, pytest, Hypothesis, ...) at the versions of constraints-dev.txt, so `make check` and
 # `make test` mean the same on every clone; dpcli's own dependencies float within pyproject.toml's bounds.
@@ -72,6 +73,12 @@ test-spark: venv
 # Both run even when ruff fails, so one run shows every finding.
 check: venv
 	status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status
+
+# The input and record tests (records, input formats, hostile bytes, engine, columnar) against the oldest and the
+# newest polars that pyproject.toml allows, each in a throwaway venv (ci/polars-range.sh; the .venv is untouched):
+# the one-line-one-record rule leans on polars' CSV behaviour. Needs the network for pip, as `make venv` does.
+test-polars-range:
+	PYTHON=$(PYTHON) bash ci/polars-range.sh
 
 # The built wheel, installed without -e into a fresh venv, runs from outside the source tree.
 wheel-check:
