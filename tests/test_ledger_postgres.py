@@ -357,7 +357,8 @@ def test_concurrent_runs_under_one_id_spend_once(pg_url: str, work: Path) -> Non
         )
         for i in range(6)
     ]
-    assert [p.wait(timeout=300) for p in procs] == [0] * 6
+    errors = [p.communicate(timeout=300)[1] for p in procs]  # read to the end and closed (no ResourceWarning)
+    assert [p.returncode for p in procs] == [0] * 6, errors
     assert [json.loads(t)["type"] for _, t, _ in rows(pg_url)] == ["cap", "spend", "released"]
     assert len({(work / f"o{i}.csv").read_bytes() for i in range(6)}) == 1
 
