@@ -269,6 +269,10 @@ class _Pages:
                 f"the report could not be written ({what_failed(exc)}); {paid}; the table was written",
                 hint="make the report again with `dpcli report`",
             ) from None
+        finally:
+            if self.handle is not None:  # the summary opened before the spend, also when the report failed first
+                self.handle.close()
+                self.handle = None
         return done
 
 

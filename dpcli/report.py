@@ -124,7 +124,8 @@ def _open_regular(path: Path, what: str, limit: int) -> BinaryIO:
 
 def read_table(path: Path) -> tuple[list[str], Iterator[dict[str, str]]]:
     """The released table's columns and rows (CSV, or the JSON list of objects for a .json path). A problem is
-    exit 2 naming the file and the row number, never a cell's text. A CSV table is read as a stream."""
+    exit 2 naming the file and the row number, never a cell's text; so is a table without a statistic or value
+    column. A CSV table is read as a stream: the file is closed once its rows are read, or here on a refusal."""
     if path.suffix.lower() == ".json":
         with _open_regular(path, "the table", MAX_JSON_TABLE_BYTES) as fh:
             raw = fh.read()
@@ -135,6 +136,7 @@ def read_table(path: Path) -> tuple[list[str], Iterator[dict[str, str]]]:
             if not all(isinstance(v, str | bool | None) for v in r.values()):
                 raise UsageError(f"the table {path}: row {n} holds a value that is not a number, text or null")
         columns = list(doc[0]) if doc else []
+        _check_columns(path, columns)
         return columns, iter([{k: _cell(v) for k, v in r.items()} for r in doc])
     fh = _open_regular(path, "the table", MAX_TABLE_BYTES)
     text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
@@ -144,6 +146,11 @@ def read_table(path: Path) -> tuple[list[str], Iterator[dict[str, str]]]:
     except (csv.Error, UnicodeDecodeError, OSError) as exc:
         text.close()
         raise UsageError(f"cannot read the table {path}: line 1: {_why(exc)}") from None
+    try:
+        _check_columns(path, columns)
+    except UsageError:
+        text.close()  # the rows' generator, which would close it, is never started
+        raise
     return columns, _csv_rows(path, text, reader, columns)
 
 
@@ -307,7 +314,6 @@ def load(
         meta_path = beside(table_path)
     meta = None if meta_path is None else read_sidecar(meta_path)
     columns, rows = read_table(table_path)
-    _check_columns(table_path, columns)
     return ReportData(views(columns, rows, meta), meta, status, ledger_name, table_path.name)
 
 

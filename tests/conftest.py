@@ -29,7 +29,7 @@ settings.register_profile("thorough", max_examples=2000, **_UNTIMED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
-@pytest.fixture()
+@pytest.fixture
 def make_work(tmp_path: Path) -> Callable[..., Path]:
     """A factory for a test's working directory: ``make_work(spec, data, cap=None, ledger="L.jsonl")`` writes
     spec.yaml and data.csv (text as is, or bytes) in tmp_path and returns it; with ``cap`` (an ε, as text) it first

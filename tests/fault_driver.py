@@ -125,7 +125,9 @@ def inject(step: str, action: str, output: str, command: str = "release") -> Non
 
 if __name__ == "__main__":
     step, action, sep, *argv = sys.argv[1:]
-    assert sep == "--" and step in STEPS + PERSON_STEPS + LATE_STEPS and action in (*ACTIONS, "warn")
+    assert sep == "--"
+    assert step in STEPS + PERSON_STEPS + LATE_STEPS
+    assert action in (*ACTIONS, "warn")
     output = argv[argv.index("-o") + 1]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     inject(step, action, output, argv[0])

@@ -65,8 +65,10 @@ def test_over_the_cell_limit_is_exit_2_before_the_input_is_opened_and_nothing_is
     r = run_dpcli("release", tmp_path / "spec.yaml", "-i", tmp_path / "missing.csv", "-o", tmp_path / "o.csv",
                   "--ledger", led)
     assert r.returncode == 2, r.stderr
-    assert "10000001 cell(s)" in r.stderr.decode() and f"limits are {MAX_RELEASE_CELLS} cells" in r.stderr.decode()
-    assert led.read_bytes() == before and not (tmp_path / "o.csv").exists()
+    assert "10000001 cell(s)" in r.stderr.decode()
+    assert f"limits are {MAX_RELEASE_CELLS} cells" in r.stderr.decode()
+    assert led.read_bytes() == before
+    assert not (tmp_path / "o.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.jsonl", "ledger.jsonl.head", "spec.yaml"]
     for command in ("check", "plan"):
         assert run_dpcli(command, tmp_path / "spec.yaml").returncode == 2
@@ -75,13 +77,17 @@ def test_over_the_cell_limit_is_exit_2_before_the_input_is_opened_and_nothing_is
 def test_cost_is_a_function_of_the_spec_alone() -> None:
     plan = plan_of(*OVER)
     cost = release_cost(plan)
-    assert cost == release_cost(plan_of(*OVER)) and cost.cells == 10_000_001 and cost.over_limit
+    assert cost == release_cost(plan_of(*OVER))
+    assert cost.cells == 10_000_001
+    assert cost.over_limit
     with pytest.raises(SpecError) as info:
         check_cost(plan)
     assert info.value.exit_code == 2
     # exactly at the cell limit: allowed (the measured 10^7-cell histogram), and its estimate under the memory limit
     at = release_cost(plan_of(OVER[0]))
-    assert at.cells == MAX_RELEASE_CELLS and not at.over_limit and at.memory_mb < MAX_RELEASE_MEMORY_MB
+    assert at.cells == MAX_RELEASE_CELLS
+    assert not at.over_limit
+    assert at.memory_mb < MAX_RELEASE_MEMORY_MB
     assert check_cost(plan_of(OVER[0])) == at
     # the estimate weighs kinds by their measured cost: 6.25M cells of means are under the cell limit, not the memory
     # one; the same cells of counts are under both
@@ -91,7 +97,8 @@ def test_cost_is_a_function_of_the_spec_alone() -> None:
     means_plan = make_plan(parse_spec(text + "  - {name: m, kind: mean, column: x, by: [a, b]}\n"))
     counts_plan = make_plan(parse_spec(text + "  - {name: c, kind: count, by: [a, b]}\n"))
     assert release_cost(means_plan).cells == release_cost(counts_plan).cells == 6_250_000
-    assert release_cost(means_plan).over_limit and not release_cost(counts_plan).over_limit
+    assert release_cost(means_plan).over_limit
+    assert not release_cost(counts_plan).over_limit
 
 
 def test_labels_are_built_before_the_spend(tmp_path: Path, monkeypatch) -> None:
@@ -124,7 +131,7 @@ def reference_bin_labels(start: Fraction, step: Fraction, count: int, sep: str =
 
 
 @pytest.mark.parametrize(
-    "start, step, count",
+    ("start", "step", "count"),
     [("0", "1", 7), ("-3", "0.25", 30), ("-1.5", "0.003", 1001), ("-0.0007", "0.0001", 20), ("-10", "1/3", 40),
      ("100000000", "1000000", 5), ("-2.5", "2.5", 3)],
 )
@@ -155,7 +162,8 @@ def test_label_columns_are_the_product_first_dimension_slowest() -> None:
     rows = list(zip(*cols, strict=True))
     edges = reference_bin_labels(Fraction(-1), Fraction(1, 2), 4)
     assert rows == [(a, b, c) for a in keys[0] for b in keys[1] for c in edges]
-    assert isinstance(cols[0], KeyLabels) and len(cols[0]) == 24
+    assert isinstance(cols[0], KeyLabels)
+    assert len(cols[0]) == 24
 
 
 # -- output bytes: what csv.writer and dpcli 0.2's JSON writer wrote ----------------------------------------------
@@ -222,7 +230,8 @@ def test_csv_and_json_bytes_are_the_reference_writers(monkeypatch, seed: int) ->
     assert written(table, write_csv) == reference_csv(table)
     assert written(table, write_json) == reference_json(table)
     again = Table.from_json(table.to_json())
-    assert written(again, write_csv) == reference_csv(table) and written(again, write_json) == reference_json(table)
+    assert written(again, write_csv) == reference_csv(table)
+    assert written(again, write_json) == reference_json(table)
 
 
 def test_vectorised_means_are_the_fraction_means() -> None:
@@ -311,7 +320,8 @@ def test_a_reissue_writes_the_first_runs_bytes(tmp_path: Path, monkeypatch, firs
     assert (b'"format":3' in stored) == (first_store == "current")
     again = release(tmp_path / "spec.yaml", input=tmp_path / "gone.csv", output=tmp_path / f"b.{fmt}", ledger=led,
                     release_id="r1")
-    assert again.reused and not first.reused
+    assert again.reused
+    assert not first.reused
     assert (tmp_path / f"a.{fmt}").read_bytes() == (tmp_path / f"b.{fmt}").read_bytes()
     table = first.table
     assert (tmp_path / f"a.{fmt}").read_bytes() == (reference_csv if fmt == "csv" else reference_json)(table)

@@ -61,7 +61,8 @@ def test_gls_weights_by_variance() -> None:
     # a precise total (variance 1e-6) pins the sum of the two cells; the noisy cells share the difference
     ms = [Measurement("total", (), np.array([100]), 1e-6), Measurement("by_sex", ("sex",), np.array([60, 60]), 1.0)]
     out = make_consistent(ms, {"sex": 2})
-    assert out["total"].tolist() == [100] and out["by_sex"].tolist() == [50, 50]
+    assert out["total"].tolist() == [100]
+    assert out["by_sex"].tolist() == [50, 50]
 
 
 def test_consistency_lowers_the_error_on_average() -> None:

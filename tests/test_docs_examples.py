@@ -273,7 +273,8 @@ def test_every_config_checks_plans_and_releases(config: Path, tmp_path: Path) ->
         r = run_in_process(*args, cwd=cwd)
         assert r.returncode == 0, (args[0], r.stderr.decode())
     table = (cwd / "out.csv").read_text(encoding="utf-8").splitlines()
-    assert table[0].startswith("statistic,") and len(table) > 1, table[:3]
+    assert table[0].startswith("statistic,"), table[:3]
+    assert len(table) > 1, table[:3]
 
 
 # Every Markdown file of the repository that a reader follows links from (not the venv's or the build's)
@@ -317,7 +318,8 @@ def links(path: Path) -> list[tuple[int, str]]:
 
 
 def test_every_relative_link_reaches_its_file_and_heading() -> None:
-    assert ROOT / "README.md" in LINKED_DOCUMENTS and ROOT / "docs" / "spec.md" in LINKED_DOCUMENTS
+    assert ROOT / "README.md" in LINKED_DOCUMENTS
+    assert ROOT / "docs" / "spec.md" in LINKED_DOCUMENTS
     broken = []
     for document in LINKED_DOCUMENTS:
         for number, target in links(document):

@@ -221,7 +221,7 @@ def test_adult_sum_of_capital_gain_in_cents(adult):
 
 
 @pytest.mark.parametrize(
-    "lo, hi, precision",
+    ("lo", "hi", "precision"),
     [
         ("100", "5000", "0.01"),  # clamps most rows up to 100 and the large gains down to 5000
         ("100", "5000.5", "0.25"),  # an upper bound on the grid but not an integer
@@ -242,7 +242,8 @@ def test_adult_float_column_clamped_by_its_bounds(adult, lo, hi, precision):
     assert exact[1].sums.tolist() == [expected - 48_842 * offset]
     # some values really were clamped on both sides
     as_int = [int(v) for v in values]
-    assert min(as_int) < Decimal(lo) and max(as_int) > Decimal(hi)
+    assert min(as_int) < Decimal(lo)
+    assert max(as_int) > Decimal(hi)
 
 
 def test_adult_million_bin_histogram_split_from_the_other_statistics(adult):
@@ -447,7 +448,7 @@ def test_values_below_a_grid_start_are_in_no_bin(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bins, expected",
+    ("bins", "expected"),
     [
         # edges far beyond 2^53 used to collide as floats (a DuplicateError reported as an unreadable input, exit 3)
         ("[0, 5, 100000000000000000, 100000000000000001]", [3, 3, 0]),
@@ -626,12 +627,12 @@ SPEC_STATS = "  - {name: n, kind: count}\n  - {name: s, kind: sum, column: x}\n"
 def structural(path: Path) -> str:
     """The InputError of the header checks and of the engine (when it fails too), checked and returned."""
     with pytest.raises(InputError) as info:
-        header = read_header(path)
-        check_header(path, header, ["c", "x"])
+        check_header(path, read_header(path), ["c", "x"])
     exc = info.value
     assert exc.exit_code == 3
     message = str(exc)
-    assert CANARY not in message and "\n" not in message
+    assert CANARY not in message
+    assert "\n" not in message
     return message
 
 
@@ -882,7 +883,8 @@ def test_open_keys_at_row_level(tmp_path: Path, rows: list[tuple[str, str, bool]
             cell = (["F", "M"].index(sex), key)
             expected[1][cell] = expected[1].get(cell, 0) + 1
     for e, want in zip(exact, expected, strict=True):
-        assert e.sums is None and e.keys is not None
+        assert e.sums is None
+        assert e.keys is not None
         assert dict(zip(e.keys, e.counts.tolist(), strict=True)) == want
 
 

@@ -82,11 +82,13 @@ def _is_install(command: str) -> bool:
 def _published(work: Path, table: str = "published/table.csv") -> None:
     """A table with the contract's header, its sidecar and a self-contained HTML report."""
     header = (work / table).read_text(encoding="utf-8").splitlines()[0].split(",")
-    assert header[0] == "statistic" and {"value", "ci_low", "ci_high", "epsilon"} <= set(header)
+    assert header[0] == "statistic"
+    assert {"value", "ci_low", "ci_high", "epsilon"} <= set(header)
     meta = json.loads((work / f"{table}.meta.json").read_text(encoding="utf-8"))
     assert meta["dataset"] == DATASET
     html = (work / "published" / "report.html").read_text(encoding="utf-8")
-    assert html.lstrip().lower().startswith("<!doctype html") and "<svg" in html
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "<svg" in html
 
 
 # -- GitHub Actions ---------------------------------------------------------------------------------------------------
@@ -95,7 +97,8 @@ def _published(work: Path, table: str = "published/table.csv") -> None:
 def _github_job(work: Path, ledger: Path, run_id: str, summary: Path) -> list[subprocess.CompletedProcess]:
     workflow = yaml.safe_load((work / "examples" / "github-actions" / "publish-release.yml").read_text())
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as true
-    assert "schedule" in triggers and "workflow_dispatch" in triggers
+    assert "schedule" in triggers
+    assert "workflow_dispatch" in triggers
     (job,) = workflow["jobs"].values()
     values = {"secrets.DPCLI_LEDGER": str(ledger), "github.run_id": run_id}
 
@@ -123,7 +126,8 @@ def _github_job(work: Path, ledger: Path, run_id: str, summary: Path) -> list[su
         assert result.returncode == 0, (step.get("name"), result.stderr)
         done.append(result)
     assert installs == 1
-    assert uploads and all((work / p).is_file() for p in uploads), uploads
+    assert uploads, uploads
+    assert all((work / p).is_file() for p in uploads), uploads
     return done
 
 
@@ -168,7 +172,8 @@ def test_the_gitlab_ci_job_publishes_a_release_its_report_and_prints_the_summary
     result = _gitlab_job(work, ledger, "901")
     _published(work)
     summary = (work / "published" / "summary.md").read_text(encoding="utf-8")
-    assert summary.strip() and summary in result.stdout  # `cat published/summary.md` puts it in the job log
+    assert summary.strip()
+    assert summary in result.stdout  # `cat published/summary.md` puts it in the job log
     assert _spent(ledger, work) == (RELEASE_EPSILON, 1)
 
     _gitlab_job(work, ledger, "901")  # a retried job
@@ -184,7 +189,8 @@ def test_the_cron_script_publishes_once_a_day_and_stops_with_exit_4_when_the_cap
     work, ledger = _checkout(tmp_path)
     script = work / "examples" / "cron" / "publish-release.sh"
     crontab = [line for line in script.read_text().splitlines() if re.match(r"#\s+\d+ \d+ \* \* \* ", line)]
-    assert len(crontab) == 1 and "examples/cron/publish-release.sh" in crontab[0]
+    assert len(crontab) == 1
+    assert "examples/cron/publish-release.sh" in crontab[0]
 
     def day(date: str) -> subprocess.CompletedProcess:
         # cron's environment: a short PATH (here with the venv's bin) and the variables the crontab line sets

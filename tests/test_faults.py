@@ -51,7 +51,7 @@ HELD = {"lock", "spent", "noise", "store", "stored"}
 SIGNAL = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     work = make_work(SPEC, "age\n34\n71\n15\n52\n99\n", cap="10")
     (work / "out").mkdir()
@@ -89,7 +89,7 @@ def person_data() -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture()
+@pytest.fixture
 def person_work(make_work: Callable[..., Path]) -> Path:
     work = make_work(PERSON_SPEC, person_data())
     # open keys spend a delta: the cap has one
@@ -143,7 +143,8 @@ def run_case(work: Path, step: str, action: str, args: Callable[[Path, str], lis
     assert len(records) == (1 if spent else 0), (step, action, err)
     out = sorted(p.name for p in (work / "out").iterdir())
     if action != "kill":
-        assert err.startswith("dpcli: error: ") and err.count("\n") == 1, err
+        assert err.startswith("dpcli: error: "), err
+        assert err.count("\n") == 1, err
         assert out == [], (step, action, out)  # a failed run leaves no output, sidecar or temporary file
         if spent:
             assert f"record {records[0].seq}" in err, err
@@ -164,10 +165,11 @@ def run_case(work: Path, step: str, action: str, args: Callable[[Path, str], lis
         if not stored:
             assert b"never drawn again" in again.stderr
     else:
-        assert again.returncode == 0 and len(after) == 1
+        assert again.returncode == 0
+        assert len(after) == 1
 
 
-@pytest.mark.parametrize("step,action", [
+@pytest.mark.parametrize(("step", "action"), [
     ("lock", "sigint"), ("noise", "sigterm"), ("store", "memory"), ("stored", "kill"), ("rename-after", "sighup"),
     ("sidecar", "oserror"),
 ])
@@ -182,7 +184,7 @@ def test_every_fault_at_every_step_keeps_the_invariants(work: Path, step: str, a
     run_case(work, step, action)
 
 
-@pytest.mark.parametrize("step,action", [
+@pytest.mark.parametrize(("step", "action"), [
     ("persons", "sigterm"), ("persons", "memory"), ("select", "kill"), ("select", "sigint"),
 ])
 def test_a_fault_in_a_person_level_release_with_many_rows_and_keys(person_work: Path, step: str, action: str) -> None:
@@ -206,14 +208,15 @@ def no_lone_keys(work: Path) -> None:
     again = work / "out" / "again.csv"
     if again.exists():
         table = again.read_text(encoding="utf-8")
-        assert "\nby_country,count,,Cuba," in table and "\nby_country,count,,Peru," in table, table
+        assert "\nby_country,count,,Cuba," in table, table
+        assert "\nby_country,count,,Peru," in table, table
         assert ",k0" not in table, table
 
 
 # -- issue 23: after the release is written, a signal changes nothing; no Python warning reaches stderr -------------
 
 
-@pytest.mark.parametrize("step,action", [("summary", "sigterm"), ("teardown", "sigint")])
+@pytest.mark.parametrize(("step", "action"), [("summary", "sigterm"), ("teardown", "sigint")])
 def test_a_signal_after_the_release_is_written_changes_nothing(work: Path, step: str, action: str) -> None:
     """A signal as the command prints its summary, or as the interpreter tears down, came after the spend and the
     output: it used to end the run with 143 or 130 ("interrupted", which the contract reads as nothing spent) or a
@@ -223,8 +226,11 @@ def test_a_signal_after_the_release_is_written_changes_nothing(work: Path, step:
                        capture_output=True, env=clean_env(), timeout=120)
     err = r.stderr.decode()
     assert r.returncode == 0, err
-    assert err.startswith("dpcli: released ") and "error" not in err and "Exception" not in err, err
-    assert len(spends(work)) == 1 and (work / "out" / "o.csv").exists()
+    assert err.startswith("dpcli: released "), err
+    assert "error" not in err, err
+    assert "Exception" not in err, err
+    assert len(spends(work)) == 1
+    assert (work / "out" / "o.csv").exists()
 
 
 def test_a_python_warning_never_reaches_stderr(work: Path) -> None:
@@ -232,7 +238,8 @@ def test_a_python_warning_never_reaches_stderr(work: Path) -> None:
     source file and line on stderr; stderr now holds dpcli's own lines only (none under --quiet)."""
     r = subprocess.run([sys.executable, str(DRIVER), "spent", "warn", "--", *release_args(work, "o.csv")],
                        capture_output=True, env=clean_env({"PYTHONWARNINGS": "always"}), timeout=120)
-    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stderr == b"", r.stderr.decode()
     assert (work / "out" / "o.csv").exists()
 
 
@@ -265,7 +272,7 @@ statistics:
 """
 
 
-@pytest.fixture()
+@pytest.fixture
 def randomize_work(make_work: Callable[..., Path]) -> Path:
     work = make_work(RANDOMIZE_SPEC, "colour,smoker\nred,true\ngreen,false\nblue,1\n,\npurple,maybe\n", cap="10",
                      dataset="survey")
@@ -278,7 +285,7 @@ def randomize_args(work: Path, name: str) -> list[str]:
             "--ledger", str(work / "L.jsonl"), "--release-id", RID, "--lock-timeout", "1", "--quiet"]
 
 
-@pytest.fixture()
+@pytest.fixture
 def frequency_work(randomize_work: Path) -> Path:
     """A randomize output recorded in the ledger, a frequency spec of it, and its estimates as a clean run wrote them
     (ref.csv)."""
@@ -313,7 +320,8 @@ def run_frequency_case(work: Path, step: str, action: str) -> None:
         # a signal: 128 + its number; an I/O error writing: exit 5; a MemoryError: a bug's exit 1
         code = 128 + int(SIGNAL[action]) if action in SIGNAL else 5 if action == "oserror" else 1
         assert r.returncode == code, (step, action, r.returncode, err)
-        assert err.startswith("dpcli: error: ") and err.count("\n") == 1, err
+        assert err.startswith("dpcli: error: "), err
+        assert err.count("\n") == 1, err
         if action != "memory":
             assert "nothing was spent" in err, err
         assert sorted(p.name for p in (work / "out").iterdir()) == [], (step, action)
@@ -324,7 +332,7 @@ def run_frequency_case(work: Path, step: str, action: str) -> None:
     assert (work / "L.jsonl").read_bytes() == ledger
 
 
-@pytest.mark.parametrize("step,action", [("lock", "sigterm"), ("rename-after", "oserror")])
+@pytest.mark.parametrize(("step", "action"), [("lock", "sigterm"), ("rename-after", "oserror")])
 def test_a_fault_in_randomize_keeps_the_invariants(randomize_work: Path, step: str, action: str) -> None:
     run_case(randomize_work, step, action, randomize_args)
 
@@ -336,7 +344,7 @@ def test_every_fault_in_randomize_keeps_the_invariants(randomize_work: Path, ste
     run_case(randomize_work, step, action, randomize_args)
 
 
-@pytest.mark.parametrize("step,action", [("sidecar", "oserror")])
+@pytest.mark.parametrize(("step", "action"), [("sidecar", "oserror")])
 def test_a_fault_in_a_frequency_release_spends_and_leaves_nothing(frequency_work: Path, step: str, action: str) -> None:
     run_frequency_case(frequency_work, step, action)
 

@@ -67,7 +67,7 @@ def _no_dpcli_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     return make_work(SPEC, DATA, cap="100", ledger="ledger.jsonl")
 
@@ -117,9 +117,12 @@ def clean_failure(r: Run, code: int, fragment: str = "") -> str:
     """Exit ``code``; one message line on stderr starting 'dpcli: error:'; no traceback; no canary; stdout empty."""
     err = r.err.decode("utf-8", "replace")
     assert r.code == code, err
-    assert "Traceback" not in r.text and CANARY not in r.text
+    assert "Traceback" not in r.text
+    assert CANARY not in r.text
     assert r.out == b""
-    assert err.startswith("dpcli: error: ") and err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("dpcli: error: "), err
+    assert err.endswith("\n"), err
+    assert err.count("\n") == 1, err
     assert fragment in err, err
     return err
 
@@ -137,7 +140,8 @@ def refused(work: Path, code: int, fragment: str, *args: str) -> str:
 def released(work: Path, *args: str, spec: str = "spec.yaml") -> list[dict[str, str]]:
     r = cli("release", work / spec, *args, "--ledger", work / "ledger.jsonl", "--no-reuse", "-o", "-", "--quiet")
     assert r.code == 0, r.err
-    assert "Traceback" not in r.text and CANARY not in r.err.decode()
+    assert "Traceback" not in r.text
+    assert CANARY not in r.err.decode()
     rows = list(csv.DictReader(io.StringIO(r.out.decode())))
     for row in rows:
         for key in ("value", "ci_low", "ci_high"):
@@ -287,7 +291,7 @@ SPEC_CASES = [
 ]
 
 
-@pytest.mark.parametrize("old, new, fragment", [c[1:] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES])
+@pytest.mark.parametrize(("old", "new", "fragment"), [c[1:] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES])
 def test_invalid_spec_exits_2_and_spends_nothing(work: Path, old: str | None, new: str, fragment: str) -> None:
     if old is None:
         text = new
@@ -397,7 +401,7 @@ CSV_CASES = [
 ]
 
 
-@pytest.mark.parametrize("content, fragment", [c[1:] for c in CSV_CASES], ids=[c[0] for c in CSV_CASES])
+@pytest.mark.parametrize(("content", "fragment"), [c[1:] for c in CSV_CASES], ids=[c[0] for c in CSV_CASES])
 def test_structural_csv_problem_exits_3_and_spends_nothing(work: Path, content: bytes, fragment: str) -> None:
     (work / "bad.csv").write_bytes(content)
     refused(work, 3, fragment, work / "spec.yaml", "-i", work / "bad.csv", "-o", work / "out.csv")
@@ -448,7 +452,7 @@ LENIENT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("content, cleaned", [c[1:] for c in LENIENT_CASES], ids=[c[0] for c in LENIENT_CASES])
+@pytest.mark.parametrize(("content", "cleaned"), [c[1:] for c in LENIENT_CASES], ids=[c[0] for c in LENIENT_CASES])
 def test_lenient_structure_has_one_documented_reading(work: Path, content: bytes, cleaned: bytes) -> None:
     (work / "odd.csv").write_bytes(content)
     (work / "clean.csv").write_bytes(cleaned)
@@ -609,7 +613,7 @@ def test_a_cell_that_is_not_a_number_follows_the_null_policy(work: Path, value: 
 
 
 @pytest.mark.parametrize(
-    "x, f, x_clean, f_clean",
+    ("x", "f", "x_clean", "f_clean"),
     [
         ("-5", "-3.5", "0", "-1"),
         ("11", "1.01", "10", "1"),
@@ -699,7 +703,8 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
     table = build_table(plan, noisy)
     mean = table.blocks[3]
     assert list(mean.value) == ["500", "500"]  # the midpoint of [0, 1000]
-    assert list(mean.ci_low) == ["0", "0"] and list(mean.ci_high) == ["1000", "1000"]
+    assert list(mean.ci_low) == ["0", "0"]
+    assert list(mean.ci_high) == ["1000", "1000"]
 
 
 @pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
@@ -761,7 +766,8 @@ def test_output_equal_to_input_or_ledger_or_a_symlink_exits_2(work: Path) -> Non
     before = ledger_state(work)
     r = cli("release", *base, "-o", work / "out.csv", "--ledger", work / "ledger.jsonl")
     clean_failure(r, 2, "is a symbolic link")
-    assert ledger_state(work) == before and (work / "target.csv").read_text() == "keep\n"
+    assert ledger_state(work) == before
+    assert (work / "target.csv").read_text() == "keep\n"
     (work / "out.csv").unlink()
     (work / "out.csv").symlink_to(work / "nowhere.csv")  # dangling
     r = cli("release", *base, "-o", work / "out.csv", "--ledger", work / "ledger.jsonl")
@@ -815,7 +821,8 @@ def spent_but_not_released(work: Path, message: str) -> None:
     """The spend stays recorded and the message names it and the release id that writes its stored table again."""
     records = [json.loads(x) for x in (work / "ledger.jsonl").read_text().splitlines()]
     spend = [x for x in records if x["type"] == "spend"][-1]
-    assert f"record {spend['seq']}" in message and f"--release-id {spend['release_id']}" in message
+    assert f"record {spend['seq']}" in message
+    assert f"--release-id {spend['release_id']}" in message
     assert "no refund" in message
     assert cli("ledger", "verify", "--ledger", work / "ledger.jsonl").code == 0
 
@@ -872,7 +879,8 @@ def test_two_runs_without_a_release_id_draw_fresh_noise(work: Path) -> None:
     assert [r["value"] for r in a] != [r["value"] for r in b]  # 107 cells: equal with probability < 1e-40
     # under a release id, a second run returns the first run's numbers and spends nothing
     named = dpcli(*args, "--release-id", "r1")
-    assert named.code == 0 and dpcli(*args, "--release-id", "r1").out == named.out
+    assert named.code == 0
+    assert dpcli(*args, "--release-id", "r1").out == named.out
 
 
 def test_verbose_progress_carries_no_data(work: Path) -> None:
@@ -896,13 +904,15 @@ def test_verbose_progress_carries_no_data(work: Path) -> None:
         err = r.err.decode()
         assert not any(t in err for t in truths), err
         progress = [x for x in err.splitlines() if x.startswith("dpcli: ") and not x.startswith("dpcli: released")]
-        assert len(progress) >= 8 and progress[-1].startswith("dpcli: done in ")
+        assert len(progress) >= 8
+        assert progress[-1].startswith("dpcli: done in ")
         assert not any(re.search(r"\d\.\d+ s", x) for x in progress[:-1])  # no per-phase times
         lines.append([re.sub(r"done in [0-9.]+ s", "done", x).replace(data, "DATA") for x in progress])
     # identical but for the ledger record numbers (public, from the ledger)
     strip = [[re.sub(r"\d+ record\(s\)|record \d+", "N", x) for x in ls] for ls in lines]
     assert strip[0] == strip[1]
-    assert "spend recorded" in " ".join(lines[0]) and "exact aggregates computed" in " ".join(lines[0])
+    assert "spend recorded" in " ".join(lines[0])
+    assert "exact aggregates computed" in " ".join(lines[0])
     assert cli("release", work / "spec.yaml", "-i", work / "small.csv", "--ledger", work / "ledger.jsonl",
                "--verbose", "--quiet").code == 2
 
@@ -918,6 +928,7 @@ def test_closed_stdout_mid_table_exits_quietly_with_the_spend_recorded(work: Pat
     assert r.stdout.decode() == (
         "statistic,kind,column,income,sex,age,bin_low,bin_high,value,ci_low,ci_high,epsilon\n"
     )
-    assert r.stderr == b"" and r.returncode == 0
+    assert r.stderr == b""
+    assert r.returncode == 0
     types = [json.loads(x)["type"] for x in led.read_text().splitlines()]
     assert types[-2:] == ["spend", "released"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.accounting import Budget
-from dpcli.errors import InternalError, LedgerError, UsageError
+from dpcli.errors import BudgetRefused, InternalError, LedgerError, UsageError
 from dpcli.ledger import Delivery, JsonlLedger, Purchase, RandomizedColumn
 from dpcli.ledger.base import canonical
 from tests.helpers import clean_env, run_dpcli
@@ -40,7 +40,7 @@ def dpcli(*args: str, extra_env: dict | None = None) -> subprocess.CompletedProc
     return run_dpcli(*args, env=extra_env)
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     return make_work(SPEC.replace("EPS", "0.25"), "age\n" + "\n".join(str(a) for a in range(0, 100, 3)) + "\n")
 
@@ -91,7 +91,8 @@ def test_lock_timeout_exits_5(work: Path) -> None:
     finally:
         os.close(fd)
     assert r.returncode == 5
-    assert "could not lock ledger" in r.stderr.decode() and "within 0.5 s" in r.stderr.decode()
+    assert "could not lock ledger" in r.stderr.decode()
+    assert "within 0.5 s" in r.stderr.decode()
     assert led.read_bytes() == before
     assert not (work / "o.csv").exists()
 
@@ -167,7 +168,7 @@ def test_kill_at_each_step_never_leaves_unpaid_output(work: Path, step: str) -> 
 # -- tampering -----------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture()
+@pytest.fixture
 def used_ledger(work: Path) -> Path:
     led = work / "ledger.jsonl"
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
@@ -195,7 +196,7 @@ def insert_record(lines: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "tamper, message",
+    ("tamper", "message"),
     [
         (edit_epsilon, "record 1 has been altered"),
         (delete_record, "record 1 is out of sequence"),
@@ -212,7 +213,8 @@ def test_edited_ledger_is_detected_and_release_refuses(used_ledger: Path, work: 
     before = used_ledger.read_bytes()
     r = dpcli(*release_args(work, "new.csv", "--no-reuse"))
     assert r.returncode == 5
-    assert used_ledger.read_bytes() == before and not (work / "new.csv").exists()
+    assert used_ledger.read_bytes() == before
+    assert not (work / "new.csv").exists()
 
 
 def test_torn_last_line_is_detected(used_ledger: Path) -> None:
@@ -272,7 +274,8 @@ def test_hmac_key_makes_the_chain_unforgeable(work: Path) -> None:
     assert dpcli("ledger", "verify", "--ledger", str(led), extra_env=key).returncode == 0
     # without the key the keyed ledger is refused, not silently trusted
     r = dpcli("ledger", "verify", "--ledger", str(led))
-    assert r.returncode == 5 and "set DPCLI_LEDGER_KEY" in r.stderr.decode()
+    assert r.returncode == 5
+    assert "set DPCLI_LEDGER_KEY" in r.stderr.decode()
     # an editor without the key recomputes plain sha256 hashes: refused
     import hashlib
 
@@ -290,7 +293,8 @@ def test_hmac_key_makes_the_chain_unforgeable(work: Path) -> None:
     led.write_text("\n".join(lines) + "\n")
     (work / "ledger.jsonl.head").unlink()
     r = dpcli("ledger", "verify", "--ledger", str(led), extra_env=key)
-    assert r.returncode == 5 and "not authenticated with the ledger key" in r.stderr.decode()
+    assert r.returncode == 5
+    assert "not authenticated with the ledger key" in r.stderr.decode()
     # and the key from a file works the same way
     (work / "key").write_text("s3cret-key\n")
     r = dpcli(*release_args(work, "o2.csv"), extra_env={"DPCLI_LEDGER_KEY_FILE": str(work / "key")})
@@ -305,7 +309,8 @@ def test_caps_lower_freely_raise_only_with_flag(work: Path) -> None:
     assert dpcli("budget", "set", "toy", "--epsilon", "2", "--ledger", led).returncode == 0
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
     r = dpcli("budget", "set", "toy", "--epsilon", "3", "--ledger", led)
-    assert r.returncode == 2 and "needs --raise" in r.stderr.decode()  # the CLI's hint (dpcli/errors.py)
+    assert r.returncode == 2
+    assert "needs --raise" in r.stderr.decode()  # the CLI's hint (dpcli/errors.py)
     assert dpcli("budget", "set", "toy", "--epsilon", "3", "--raise", "--ledger", led).returncode == 0
     caps = [x for x in records(Path(led)) if x["type"] == "cap"]
     assert [(c["epsilon"], c.get("raise", False)) for c in caps] == [("2", False), ("1", False), ("3", True)]
@@ -337,13 +342,16 @@ def test_rerun_under_a_release_id_returns_the_first_table_and_never_reads_the_in
     r = dpcli(*release_args(work, "b.csv", "--release-id", "2026-11-23", "--json"))
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stderr)
-    assert summary["reused"] is True and summary["epsilon_spent"] == "0" and summary["release_id"] == "2026-11-23"
+    assert summary["reused"] is True
+    assert summary["epsilon_spent"] == "0"
+    assert summary["release_id"] == "2026-11-23"
     assert summary["epsilon_remaining"] == "0.75"
     assert (work / "a.csv").read_bytes() == (work / "b.csv").read_bytes()
     assert len(spends(led)) == 1
     # the same id is read from $DPCLI_RELEASE_ID too
     r = dpcli(*release_args(work, "c.csv"), extra_env={"DPCLI_RELEASE_ID": "2026-11-23"})
-    assert r.returncode == 0 and (work / "c.csv").read_bytes() == (work / "a.csv").read_bytes()
+    assert r.returncode == 0
+    assert (work / "c.csv").read_bytes() == (work / "a.csv").read_bytes()
     assert len(spends(led)) == 1
 
 
@@ -357,7 +365,8 @@ def test_rerun_outcome_does_not_depend_on_whether_the_data_changed(work: Path) -
     changed = dpcli(*release_args(work, "c.csv", "--json"))
     assert same.returncode == changed.returncode == 0
     a, b = json.loads(same.stderr), json.loads(changed.stderr)
-    assert a["reused"] is b["reused"] is False and a["epsilon_spent"] == b["epsilon_spent"] == "0.25"
+    assert a["reused"] is b["reused"] is False
+    assert a["epsilon_spent"] == b["epsilon_spent"] == "0.25"
     assert len(spends(led)) == 3
     # the budget is gone: a fourth run is refused whatever the data holds, and a paid id is served whatever it holds
     assert dpcli(*release_args(work, "d.csv")).returncode == 4
@@ -369,7 +378,8 @@ def test_same_id_with_another_spec_is_another_release(work: Path) -> None:
     assert dpcli(*release_args(work, "a.csv", "--release-id", "v1")).returncode == 0
     (work / "spec.yaml").write_text(SPEC.replace("EPS", "0.25") + "# edited\n")
     r = dpcli(*release_args(work, "b.csv", "--release-id", "v1", "--json"))
-    assert r.returncode == 0 and json.loads(r.stderr)["reused"] is False
+    assert r.returncode == 0
+    assert json.loads(r.stderr)["reused"] is False
     assert len(spends(led)) == 2
 
 
@@ -381,8 +391,8 @@ def test_concurrent_runs_under_one_id_spend_once_and_print_the_same_table(work: 
                          env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for i in range(8)
     ]
-    codes = [p.wait(timeout=300) for p in procs]
-    assert codes == [0] * 8, [p.stderr.read() for p in procs if p.stderr]
+    errors = [p.communicate(timeout=300)[1] for p in procs]  # read to the end and closed (no ResourceWarning)
+    assert [p.returncode for p in procs] == [0] * 8, errors
     assert len(spends(Path(led))) == 1
     outputs = {(work / f"out{i}.csv").read_bytes() for i in range(8)}
     assert len(outputs) == 1
@@ -395,12 +405,16 @@ def test_paid_id_whose_table_is_missing_or_altered_fails_and_never_draws_again(w
     stored = next((work / "ledger.jsonl.releases").iterdir())
     stored.write_bytes(stored.read_bytes().replace(b'"value":["', b'"value":["1'))
     r = dpcli(*release_args(work, "b.csv", "--release-id", "x"))
-    assert r.returncode == 5 and "does not match its record" in r.stderr.decode()
+    assert r.returncode == 5
+    assert "does not match its record" in r.stderr.decode()
     stored.unlink()
     r = dpcli(*release_args(work, "c.csv", "--release-id", "x"))
-    assert r.returncode == 5 and "missing from the release store" in r.stderr.decode()
+    assert r.returncode == 5
+    assert "missing from the release store" in r.stderr.decode()
     assert "never drawn again" in r.stderr.decode()
-    assert len(spends(led)) == 1 and not (work / "b.csv").exists() and not (work / "c.csv").exists()
+    assert len(spends(led)) == 1
+    assert not (work / "b.csv").exists()
+    assert not (work / "c.csv").exists()
 
 
 def test_no_reuse_is_accepted_and_changes_nothing(work: Path) -> None:
@@ -408,13 +422,16 @@ def test_no_reuse_is_accepted_and_changes_nothing(work: Path) -> None:
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
     assert dpcli(*release_args(work, "a.csv", "--release-id", "r", "--no-reuse")).returncode == 0
     r = dpcli(*release_args(work, "b.csv", "--release-id", "r", "--no-reuse", "--json"))
-    assert r.returncode == 0 and json.loads(r.stderr)["reused"] is True and len(spends(led)) == 1
+    assert r.returncode == 0
+    assert json.loads(r.stderr)["reused"] is True
+    assert len(spends(led)) == 1
 
 
 @pytest.mark.parametrize("bad", ["", "-x", "a b", "a/b", "x" * 129, "é"])
 def test_malformed_release_ids_are_usage_errors(work: Path, bad: str) -> None:
     r = dpcli(*release_args(work, "a.csv", "--release-id", bad))
-    assert r.returncode == 2 and "release id" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "release id" in r.stderr.decode()
 
 
 # -- the neighbour relation is pinned per dataset -------------------------------------------------------------------
@@ -429,7 +446,8 @@ def test_a_release_under_another_relation_is_refused(work: Path) -> None:
     r = dpcli(*release_args(work, "b.csv"))
     assert r.returncode == 2
     assert "accounted under unit 'row' with neighbours 'add_remove'" in r.stderr.decode()
-    assert led.read_bytes() == before and not (work / "b.csv").exists()
+    assert led.read_bytes() == before
+    assert not (work / "b.csv").exists()
     show = json.loads(dpcli("budget", "show", "--json", "--ledger", str(led)).stdout)
     assert (show[0]["unit"], show[0]["neighbours"]) == ("row", "add_remove")
 
@@ -438,9 +456,11 @@ def test_budget_set_pins_the_relation_before_any_release(work: Path) -> None:
     led = str(work / "ledger.jsonl")
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--neighbours", "replace", "--ledger", led).returncode == 0
     r = dpcli(*release_args(work, "a.csv"))  # the spec says add_remove
-    assert r.returncode == 2 and "neighbours 'replace'" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "neighbours 'replace'" in r.stderr.decode()
     r = dpcli("budget", "set", "toy", "--epsilon", "1", "--neighbours", "add_remove", "--ledger", led)
-    assert r.returncode == 2 and "accounted under" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "accounted under" in r.stderr.decode()
     assert dpcli("budget", "set", "toy", "--epsilon", "2", "--raise", "--ledger", led).returncode == 0  # keeps the pin
     (work / "spec.yaml").write_text(SPEC.replace("EPS", "0.25").replace("add_remove", "replace"))
     assert dpcli(*release_args(work, "b.csv")).returncode == 0
@@ -455,12 +475,15 @@ def test_symlinked_ledger_and_ledger_as_output_or_input_are_refused(work: Path) 
     (work / "link.jsonl").symlink_to(led)
     r = dpcli("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(work / "o.csv"),
               "--ledger", str(work / "link.jsonl"))
-    assert r.returncode == 2 and "symbolic link" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "symbolic link" in r.stderr.decode()
     before = led.read_bytes()
     r = dpcli("release", str(work / "spec.yaml"), "-i", str(work / "data.csv"), "-o", str(led), "--ledger", str(led))
-    assert r.returncode == 2 and "is the ledger" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "is the ledger" in r.stderr.decode()
     r = dpcli("release", str(work / "spec.yaml"), "-i", str(led), "-o", str(work / "o.csv"), "--ledger", str(led))
-    assert r.returncode == 2 and "is the input file" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "is the input file" in r.stderr.decode()
     assert led.read_bytes() == before
 
 
@@ -470,8 +493,9 @@ def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
     book.spend("d", Budget(Fraction(1, 10)))
     book.spend("d", Budget(Fraction(2, 10)))
     status = book.status("d")
-    assert status is not None and status.remaining == 0
-    with pytest.raises(Exception) as exc:
+    assert status is not None
+    assert status.remaining == 0
+    with pytest.raises(BudgetRefused) as exc:
         book.spend("d", Budget(Fraction(1, 10**9)))
     assert exc.value.exit_code == 4
     with pytest.raises(UsageError):
@@ -486,7 +510,8 @@ def test_deleted_ledger_with_its_head_left_is_detected(work: Path) -> None:
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
     led.unlink()
     r = dpcli("ledger", "verify", "--ledger", str(led))
-    assert r.returncode == 5 and "rolled back or replaced" in r.stderr.decode()
+    assert r.returncode == 5
+    assert "rolled back or replaced" in r.stderr.decode()
 
 
 READER = textwrap.dedent(

@@ -43,13 +43,13 @@ def pg_server():
         server.stop()
 
 
-@pytest.fixture()
+@pytest.fixture
 def pg_url(pg_server: PgServer) -> str:
     """A fresh, empty ledger location: its own schema (``?options=-csearch_path%3DtN`` in the URL)."""
     return pg_server.create_schema()
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     return make_work(SPEC, DATA)
 
@@ -162,7 +162,9 @@ def test_twenty_concurrent_releases_spend_exactly_the_cap(pg_url: str, work: Pat
     assert waiting == 20, f"only {waiting} of the 20 releases reached the spend together"
     for code, err in results:
         if code == 4:
-            assert "budget refused" in err and "requested ε=0.25" in err and "remaining ε=0" in err, err
+            assert "budget refused" in err, err
+            assert "requested ε=0.25" in err, err
+            assert "remaining ε=0" in err, err
     written = sorted(p.name for p in work.glob("out*.csv"))
     assert len(written) == 5
     verify, budget, show = dpcli_all(
@@ -175,7 +177,8 @@ def test_twenty_concurrent_releases_spend_exactly_the_cap(pg_url: str, work: Pat
     assert (toy["cap"], toy["spent"], toy["remaining"], toy["releases"]) == ("1.25", "1.25", "0", 5)
     recs = json.loads(ok(show).stdout)
     assert [r["seq"] for r in recs] == list(range(11))
-    assert sum(r["type"] == "spend" for r in recs) == 5 and sum(r["type"] == "released" for r in recs) == 5
+    assert sum(r["type"] == "spend" for r in recs) == 5
+    assert sum(r["type"] == "released" for r in recs) == 5
 
 
 # -- 2. tampering through SQL is detected, and nothing is spent on a broken ledger -------------------------------
@@ -270,7 +273,8 @@ def test_tampering_via_sql_is_refused(pg_url: str, released_twice: str, work: Pa
         calls += [("budget", "show", "--ledger", url), ("ledger", "show", "--json", "--ledger", url)]
     for r in dpcli_all(*calls):
         assert r.returncode == 5, (r.args, r.returncode, r.stdout, r.stderr)
-        assert "ledger" in r.stderr and "Traceback" not in r.stderr
+        assert "ledger" in r.stderr
+        assert "Traceback" not in r.stderr
     assert not (work / "c.csv").exists()
     if tamper != "drop_table":
         assert rows(url) == before  # nothing spent, nothing appended
@@ -286,7 +290,8 @@ def test_caps_budget_show_and_ledger_show(pg_url: str, work: Path) -> None:
     ok(dpcli("budget", "set", "toy", "--epsilon", "2", "--ledger", pg_url))
     ok(dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", pg_url))  # lowering: always allowed
     refused = dpcli("budget", "set", "toy", "--epsilon", "3", "--ledger", pg_url)
-    assert refused.returncode == 2 and "--raise" in refused.stderr
+    assert refused.returncode == 2
+    assert "--raise" in refused.stderr
     ok(dpcli("budget", "set", "toy", "--epsilon", "3", "--raise", "--ledger", pg_url))
     ok(dpcli("budget", "set", "other", "--epsilon", "1/3", "--ledger", pg_url))
     ok(release(work, pg_url, "a.csv"))
@@ -301,14 +306,17 @@ def test_caps_budget_show_and_ledger_show(pg_url: str, work: Path) -> None:
     assert set(shown) == {"toy", "other"}
     assert (shown["toy"]["cap"], shown["toy"]["spent"], shown["toy"]["remaining"]) == ("3", "0.25", "2.75")
     assert (shown["other"]["cap"], shown["other"]["spent"], shown["other"]["releases"]) == ("1/3", "0", 0)
-    assert "toy" in ok(bh).stdout and "other" in bh.stdout
-    assert "toy" in ok(lh).stdout and "spend" in lh.stdout
+    assert "toy" in ok(bh).stdout
+    assert "other" in bh.stdout
+    assert "toy" in ok(lh).stdout
+    assert "spend" in lh.stdout
 
     recs = json.loads(ok(lj).stdout)
     assert [r["type"] for r in recs] == ["cap", "cap", "cap", "cap", "spend", "released"]
     assert [r["seq"] for r in recs] == list(range(6))
     assert [r.get("raise") for r in recs[:4]] == [None, None, True, None]
-    assert recs[4]["epsilon"] == "0.25" and recs[4]["dataset"] == "toy"
+    assert recs[4]["epsilon"] == "0.25"
+    assert recs[4]["dataset"] == "toy"
     assert recs[5]["release_id"] == recs[4]["release_id"]
     assert all(r["prev"] == p["hash"] for p, r in itertools.pairwise(recs))
     # stored byte for byte as the canonical text the hash covers
@@ -349,7 +357,8 @@ def test_concurrent_runs_under_one_id_spend_once(pg_url: str, work: Path) -> Non
         )
         for i in range(6)
     ]
-    assert [p.wait(timeout=300) for p in procs] == [0] * 6
+    errors = [p.communicate(timeout=300)[1] for p in procs]  # read to the end and closed (no ResourceWarning)
+    assert [p.returncode for p in procs] == [0] * 6, errors
     assert [json.loads(t)["type"] for _, t, _ in rows(pg_url)] == ["cap", "spend", "released"]
     assert len({(work / f"o{i}.csv").read_bytes() for i in range(6)}) == 1
 
@@ -359,7 +368,8 @@ def test_edited_release_store_is_not_served(pg_url: str, work: Path) -> None:
     ok(release(work, pg_url, "first.csv", "--release-id", "r1"))
     sql(pg_url, "UPDATE dpcli_release_store SET table_json = table_json || '\\x20'::bytea")
     r = release(work, pg_url, "second.csv", "--release-id", "r1")
-    assert r.returncode == 5 and "does not match" in r.stderr
+    assert r.returncode == 5
+    assert "does not match" in r.stderr
     assert not (work / "second.csv").exists()
 
 
@@ -381,9 +391,12 @@ def test_keyed_ledger(pg_url: str, work: Path) -> None:
     )
     assert "authenticated with the ledger key" in ok(v).stdout
     assert all(r["mac"] == "hmac-sha256" for r in json.loads(ok(lj).stdout))
-    assert unkeyed.returncode == 5 and "DPCLI_LEDGER_KEY" in unkeyed.stderr
-    assert rel.returncode == 5 and not (work / "b.csv").exists()
-    assert wrong.returncode == 5 and "altered" in wrong.stderr
+    assert unkeyed.returncode == 5
+    assert "DPCLI_LEDGER_KEY" in unkeyed.stderr
+    assert rel.returncode == 5
+    assert not (work / "b.csv").exists()
+    assert wrong.returncode == 5
+    assert "altered" in wrong.stderr
 
     # someone with SQL access but not the key rewrites the last spend cheaper and recomputes a plain sha256
     seq, text, _ = [r for r in rows(pg_url) if json.loads(r[1])["type"] == "spend"][-1]
@@ -396,8 +409,10 @@ def test_keyed_ledger(pg_url: str, work: Path) -> None:
     v, r = dpcli_all(
         ("ledger", "verify", "--ledger", pg_url, KEY), (*release_args(work, pg_url, "c.csv", "--no-reuse"), KEY)
     )
-    assert v.returncode == 5 and "altered" in v.stderr
-    assert r.returncode == 5 and not (work / "c.csv").exists()
+    assert v.returncode == 5
+    assert "altered" in v.stderr
+    assert r.returncode == 5
+    assert not (work / "c.csv").exists()
     assert rows(pg_url) == before
 
 
@@ -412,7 +427,8 @@ def test_keyed_ledger_stripped_of_its_macs(pg_url: str, work: Path) -> None:
         (plain, plain))
     sql(pg_url, "UPDATE dpcli_ledger_head SET hash = (SELECT hash FROM dpcli_ledger WHERE seq = 0)")
     v = dpcli("ledger", "verify", "--ledger", pg_url, env=KEY)
-    assert v.returncode == 5 and "not authenticated" in v.stderr
+    assert v.returncode == 5
+    assert "not authenticated" in v.stderr
 
 
 # -- connection problems: exit 5, and the password never shows -----------------------------------------------------
@@ -431,9 +447,11 @@ def test_connection_failures_are_exit_5_without_the_password(pg_server: PgServer
                   {"DPCLI_LEDGER": urls[0]}))
     for r in dpcli_all(*calls):
         assert r.returncode == 5, (r.args, r.returncode, r.stderr)
-        assert secret not in r.stdout + r.stderr and pg_server.password not in r.stdout + r.stderr
+        assert secret not in r.stdout + r.stderr
+        assert pg_server.password not in r.stdout + r.stderr
         assert "Traceback" not in r.stderr
-        assert "cannot connect" in r.stderr and "***" in r.stderr
+        assert "cannot connect" in r.stderr
+        assert "***" in r.stderr
     assert not (work / "x.csv").exists()
 
     # a working URL with a password: the sidecar and the summary name the ledger without it
@@ -453,7 +471,9 @@ def test_lock_timeout_is_exit_5_and_readers_are_not_blocked(pg_url: str) -> None
             ("budget", "set", "toy", "--epsilon", "0.5", "--lock-timeout", "1", "--ledger", pg_url),
             ("ledger", "verify", "--ledger", pg_url),
         )
-        assert write.returncode == 5 and "could not lock ledger" in write.stderr and "--lock-timeout" in write.stderr
+        assert write.returncode == 5
+        assert "could not lock ledger" in write.stderr
+        assert "--lock-timeout" in write.stderr
         assert ok(read).stdout.startswith("ledger OK: 1 record(s)")
         holder.rollback()
     assert len(rows(pg_url)) == 1
@@ -461,7 +481,8 @@ def test_lock_timeout_is_exit_5_and_readers_are_not_blocked(pg_url: str) -> None
 
 def one_line(r: subprocess.CompletedProcess, code: int, *needles: str) -> None:
     assert r.returncode == code, (r.args, r.returncode, r.stderr)
-    assert r.stderr.startswith("dpcli: error: ") and r.stderr.count("\n") == 1, (r.args, r.stderr)
+    assert r.stderr.startswith("dpcli: error: "), (r.args, r.stderr)
+    assert r.stderr.count("\n") == 1, (r.args, r.stderr)
     for needle in needles:
         assert needle in r.stderr, (r.args, r.stderr)
 
@@ -503,7 +524,8 @@ def test_every_command_honours_the_lock_timeout_against_an_access_exclusive_lock
             continue
         one_line(r, 5, "could not lock ledger", "--lock-timeout")
     assert rows(pg_url) == before
-    assert not (work / "paid.csv").exists() and not (work / "new.csv").exists()
+    assert not (work / "paid.csv").exists()
+    assert not (work / "new.csv").exists()
 
 
 def test_a_short_password_is_masked_in_the_url_only(pg_server: PgServer, pg_url: str, work: Path) -> None:
@@ -516,7 +538,8 @@ def test_a_short_password_is_masked_in_the_url_only(pg_server: PgServer, pg_url:
              "password authentication failed for user")
     assert r.stderr.count("***") == 1
     p = ok(dpcli("plan", str(work / "spec.yaml"), "--ledger", pg_url))  # no cap yet: the plan says it would refuse
-    assert "no budget cap" in p.stdout and pg_server.password not in p.stdout + p.stderr
+    assert "no budget cap" in p.stdout
+    assert pg_server.password not in p.stdout + p.stderr
 
 
 def test_reading_an_empty_database_creates_nothing(pg_url: str, tmp_path: Path) -> None:

@@ -82,9 +82,11 @@ def test_entries_at_or_above_the_threshold_are_released_with_that_same_count():
 def test_no_entry_passes_nothing_is_released():
     sp = plan_of(BY_SEX_COUNTRY).statistics[0]
     out = select_entries(sp, np.zeros(3, dtype=np.int64), [(0, "a"), (1, "a"), (0, "b")])
-    assert out.keys == () and out.counts.tolist() == []
+    assert out.keys == ()
+    assert out.counts.tolist() == []
     empty = select_entries(sp, np.zeros(0, dtype=np.int64), [])
-    assert empty.keys == () and len(empty.counts) == 0
+    assert empty.keys == ()
+    assert len(empty.counts) == 0
 
 
 def test_entries_are_ordered_over_the_dimensions_declared_order_then_key_text():
@@ -181,7 +183,8 @@ def test_released_entries_become_labelled_rows_in_order():
     assert [(r[3], r[4]) for r in rows] == [(("M", "F")[code], text) for code, text in expected]
     k = plan.statistics[0].component("count").halfwidth(0.95)
     for r, value in zip(rows, noisy.counts.tolist(), strict=True):
-        assert r[0] == "c" and r[8] == "1"
+        assert r[0] == "c"
+        assert r[8] == "1"
         assert (r[5], r[6], r[7]) == (str(value), str(value - k), str(value + k))
 
 
@@ -196,7 +199,9 @@ def test_csv_quotes_and_escapes_every_key_so_readers_get_it_back():
     assert parsed[0] == list(table.columns)
     assert sorted(r[4] for r in parsed[1:]) == sorted(HOSTILE_KEYS)
     assert len(parsed) == 1 + len(HOSTILE_KEYS)
-    assert b'"cr\rkey"' in data and b'"a,b"' in data and b'"say ""hi"""' in data
+    assert b'"cr\rkey"' in data
+    assert b'"a,b"' in data
+    assert b'"say ""hi"""' in data
     frame = pl.read_csv(io.BytesIO(data), infer_schema=False)
     assert sorted(frame["country"].to_list()) == sorted(HOSTILE_KEYS)
 
@@ -214,7 +219,8 @@ def test_json_escapes_every_key():
 def test_the_stored_table_gives_the_same_rows():
     plan = plan_of(HISTOGRAM)
     sp = plan.statistics[0]
-    assert sp.statistic.dimensions == ("sex", "country") and sp.selection.dimension == 1
+    assert sp.statistic.dimensions == ("sex", "country")
+    assert sp.selection.dimension == 1
     noisy = select_entries(sp, np.array([sp.selection.threshold] * 2), [(1, "x,y"), (0, "z\n")])
     table = build_table(plan, [noisy])
     from dpcli.output import Table
@@ -278,8 +284,11 @@ def test_the_sidecar_records_the_selection_and_the_person_unit():
         "max_length": 8,
         "rule": "an entry is released when its noisy count >= threshold; the released value is that noisy count",
     }
-    assert c["of"] == "rows" and people["of"] == "persons" and total["clamp"] == "person"
-    assert "selection" not in people and "selection" not in total
+    assert c["of"] == "rows"
+    assert people["of"] == "persons"
+    assert total["clamp"] == "person"
+    assert "selection" not in people
+    assert "selection" not in total
     for s, sp in zip(meta["statistics"], plan.statistics, strict=True):
         b = sp.bounding
         assert s["bounding"] == {"max_rows": 5, "max_groups": 2, "max_rows_per_group": 3} == {
@@ -290,8 +299,10 @@ def test_a_row_unit_sidecar_has_no_person_fields():
     plan = plan_of("statistics:\n  - {name: n, kind: count}\n", "{epsilon: 1}")
     spend = Record({"seq": 1, "type": "spend"}, "cd" * 32)
     meta = release_metadata(plan, spend, spend.hash)
-    assert "person" not in meta and "bounding" not in meta["statistics"][0]
-    assert "selection" not in meta["statistics"][0] and meta["unit"] == "row"
+    assert "person" not in meta
+    assert "bounding" not in meta["statistics"][0]
+    assert "selection" not in meta["statistics"][0]
+    assert meta["unit"] == "row"
 
 
 def test_plan_prints_the_threshold_and_the_bounding():
@@ -310,10 +321,13 @@ def test_plan_prints_the_threshold_and_the_bounding():
             "characters; the released value is that same noisy count") in text
     assert f"    why: {sel.derivation}" in text
     doc = json.loads(plan_json(plan))
-    assert doc["person"]["id"] == "pid" and doc["person"]["missing_id"] == "person"
+    assert doc["person"]["id"] == "pid"
+    assert doc["person"]["missing_id"] == "person"
     first = doc["statistics"][0]
-    assert first["selection"]["threshold"] == sel.threshold and first["selection"]["delta"] == "0.000001"
-    assert first["bounding"]["max_rows"] == 5 and first["bounding"]["cells_reached"] == b.reach
+    assert first["selection"]["threshold"] == sel.threshold
+    assert first["selection"]["delta"] == "0.000001"
+    assert first["bounding"]["max_rows"] == 5
+    assert first["bounding"]["cells_reached"] == b.reach
 
 
 def test_a_row_unit_plan_prints_no_bounding_or_selection():
@@ -321,7 +335,8 @@ def test_a_row_unit_plan_prints_no_bounding_or_selection():
     print_plan(plan_of("statistics:\n  - {name: n, kind: count, by: [sex]}\n", "{epsilon: 1}"), out)
     text = out.getvalue()
     assert "one person = one row" in text
-    assert "contribution bounding" not in text and "open keys" not in text
+    assert "contribution bounding" not in text
+    assert "open keys" not in text
 
 
 def test_exact_tail_of_a_released_single_person_key_is_at_most_the_plans_delta():
@@ -395,7 +410,8 @@ def test_release_of_open_keys_end_to_end(tmp_path):
     assert tau == 7
     assert all(int(row["value"]) >= tau for row in rows)
     meta = json.loads((tmp_path / "out.csv.meta.json").read_text())
-    assert meta["statistics"][0]["selection"]["threshold"] == tau and meta["person"]["id"] == "pid"
+    assert meta["statistics"][0]["selection"]["threshold"] == tau
+    assert meta["person"]["id"] == "pid"
     for secret in ("Atlantis", "Lemuria", "Mu", "lonely"):  # nothing of the data outside the released keys
         assert secret not in (tmp_path / "out.csv").read_text() + json.dumps(meta) + r.stderr.decode()
 

@@ -54,7 +54,9 @@ def test_no_noisy_count_pushes_an_interval_draw_outside_the_samplers_domain(
     # the draws' temperature is public and in the sampler's domain
     grid = quantiles.interval_grid(draw.scale)  # type: ignore[arg-type]
     t = draw.scale * grid  # type: ignore[operator]
-    assert t.numerator <= MAX_PARAM and t.denominator <= MAX_PARAM and grid >= 2**24
+    assert t.numerator <= MAX_PARAM
+    assert t.denominator <= MAX_PARAM
+    assert grid >= 2**24
     # every level any noisy count gives lies on the grid 1/D, outside the exact level (coverage kept)
     noisy_values = [*range(TRUTH - 300, TRUTH + 301), -(2**62), 0, 1, halfwidth, halfwidth + 1, 2**62]
     for q in stat.levels:  # type: ignore[union-attr]
@@ -63,7 +65,8 @@ def test_no_noisy_count_pushes_an_interval_draw_outside_the_samplers_domain(
             n_lo = noisy - halfwidth
             for level, exact in ((low, q - Fraction(bound, max(n_lo, 1))), (high, q + Fraction(bound, max(n_lo, 1)))):
                 if level is not None:
-                    assert grid % level.denominator == 0 and 0 < level < 1
+                    assert grid % level.denominator == 0
+                    assert 0 < level < 1
                     assert (level <= exact) if level is low else (level >= exact)
     # and the release's own draws run for those noisy counts (every 10th around the truth, and the extremes; bins
     # shaped like Adult's ages)
@@ -77,7 +80,8 @@ def test_no_noisy_count_pushes_an_interval_draw_outside_the_samplers_domain(
             counts, stat.levels, values, np.full(cells, noisy), halfwidth, draw.scale, bound, spacing, m,  # type: ignore[union-attr,arg-type]
             column.grid_bounds[1] - column.grid_bounds[0],
         )
-        assert (low_ends >= 0).all() and (high_ends <= column.grid_bounds[1] - column.grid_bounds[0]).all()
+        assert (low_ends >= 0).all()
+        assert (high_ends <= column.grid_bounds[1] - column.grid_bounds[0]).all()
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -50,10 +50,16 @@ def test_a_person_unit_and_open_keys_load_as_declared() -> None:
         "  - {name: m, kind: mean, column: x, clamp: person}\n",
     ))
     unit = s.privacy.person
-    assert unit is not None and (unit.id, unit.max_rows, unit.max_groups, unit.max_rows_per_group) == ("pid", 4, 2, 3)
-    assert s.privacy.unit == "person" and s.privacy.pinned_unit == "person:pid" and s.id_column == "pid"
-    assert s.columns["o"].open and s.columns["o"].max_length == 8 and s.columns["c"].max_length == 64
-    assert s.statistics[0].of == "persons" and s.statistics[2].clamp == "person"  # type: ignore[union-attr]
+    assert unit is not None
+    assert (unit.id, unit.max_rows, unit.max_groups, unit.max_rows_per_group) == ("pid", 4, 2, 3)
+    assert s.privacy.unit == "person"
+    assert s.privacy.pinned_unit == "person:pid"
+    assert s.id_column == "pid"
+    assert s.columns["o"].open
+    assert s.columns["o"].max_length == 8
+    assert s.columns["c"].max_length == 64
+    assert s.statistics[0].of == "persons"
+    assert s.statistics[2].clamp == "person"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("privacy", "columns", "statistics", "message"), [
@@ -208,7 +214,8 @@ def test_the_plan_prints_how_k_g_and_r_make_each_sensitivity() -> None:
         f"{{rho: 1, unit: {UNIT}}}", COLUMNS, "  - {name: k, kind: count, by: [s], mechanism: gaussian}\n"
     )))
     comp = plan.statistics[0].components[0]
-    assert comp.sensitivity == 4 and comp.l2_squared == 10  # 4 rows: 3 in one cell and 1 in another
+    assert comp.sensitivity == 4
+    assert comp.l2_squared == 10  # 4 rows: 3 in one cell and 1 in another
     assert comp.derivation == (
         "add/remove one person (K=4, G=2, R=3): one person has at most 4 rows (K=4), in at most g=2 cells, r=3 in "
         "each, so the count changes by L1 4 (L2² 10)"
@@ -248,15 +255,19 @@ def test_open_key_plans_carry_the_threshold_from_the_count_scale_and_the_persons
         "  - {name: k, kind: count, by: [c]}\n  - {name: p, kind: count, by: [c], of: persons}\n",
     )))
     rows, persons = plan.statistics
-    assert rows.selection is not None and persons.selection is not None
+    assert rows.selection is not None
+    assert persons.selection is not None
     assert (rows.selection.keys, rows.selection.per_key) == (2, 3)  # G=2 keys, R=3 rows in each
     assert (persons.selection.keys, persons.selection.per_key) == (2, 1)
     for sp in (rows, persons):
         sel = sp.selection
-        assert sel is not None and sel.delta == F(1, 2 * 10**6)  # privacy.delta split evenly
+        assert sel is not None
+        assert sel.delta == F(1, 2 * 10**6)  # privacy.delta split evenly
         scale = sp.components[0].scale
-        assert scale is not None and sel.threshold == selection_threshold(scale, sel.keys, sel.per_key, sel.delta)
-    assert plan.selection_delta == F(1, 10**6) and plan.cost_text() == "ε=1, δ=0.000001"
+        assert scale is not None
+        assert sel.threshold == selection_threshold(scale, sel.keys, sel.per_key, sel.delta)
+    assert plan.selection_delta == F(1, 10**6)
+    assert plan.cost_text() == "ε=1, δ=0.000001"
 
 
 def test_a_zcdp_release_converts_at_what_the_selections_leave() -> None:
@@ -264,7 +275,8 @@ def test_a_zcdp_release_converts_at_what_the_selections_leave() -> None:
         "{epsilon: 1, delta: 1e-6}", COLUMNS,
         "  - {name: k, kind: count, by: [c], delta: 4e-7}\n  - {name: g, kind: count, mechanism: gaussian}\n",
     )))
-    assert plan.selection_delta == F(4, 10**7) and plan.conversion_delta == F(6, 10**7)
+    assert plan.selection_delta == F(4, 10**7)
+    assert plan.conversion_delta == F(6, 10**7)
     assert plan.epsilon_at_delta == zcdp_to_epsilon(plan.rho, F(6, 10**7))
     assert plan.epsilon_at_delta <= 1
 
@@ -277,7 +289,9 @@ def test_selection_deltas_add_up_against_the_caps_delta(tmp_path: Path) -> None:
     book.set_cap("d", F(10), F(3, 10**6), allow_raise=False)
     book.spend("d", Budget(F(1), selection_delta=F(2, 10**6)))
     status = book.status("d")
-    assert status is not None and status.delta_spent == F(2, 10**6) and status.spent == 1
+    assert status is not None
+    assert status.delta_spent == F(2, 10**6)
+    assert status.spent == 1
     with pytest.raises(BudgetRefused) as exc:
         book.spend("d", Budget(F(1), selection_delta=F(2, 10**6)))
     assert str(exc.value) == (
@@ -288,9 +302,10 @@ def test_selection_deltas_add_up_against_the_caps_delta(tmp_path: Path) -> None:
     # zCDP spends are converted at what the selections left of the cap's delta
     book.spend("d", Budget(F(0), rho=F(1, 100)))
     after = book.status("d")
-    assert after is not None and after.spent == min(
+    assert after is not None
+    assert (after.spent == min(
         F(1) + zcdp_to_epsilon(F(1, 100), F(1, 10**6)), zcdp_to_epsilon(F(1, 100) + F(1, 2), F(1, 10**6))
-    )
+    ))
     with pytest.raises(BudgetRefused, match="would leave no δ of the cap"):
         book.spend("d", Budget(F(0), selection_delta=F(1, 10**6)))
     spends = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines() if '"spend"' in line]
@@ -317,4 +332,5 @@ def test_the_person_unit_is_pinned_with_its_id_field(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     bad = run_in_process("budget", "set", "e", "--epsilon", "1", "--unit", "people", "--ledger", led)
-    assert bad.returncode == 2 and "--unit: 'people' is not a unit (row, or person:FIELD)" in bad.stderr.decode()
+    assert bad.returncode == 2
+    assert "--unit: 'people' is not a unit (row, or person:FIELD)" in bad.stderr.decode()

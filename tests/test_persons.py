@@ -455,7 +455,8 @@ def test_persons_under_a_shared_key_prefix_are_numbered_apart_from_the_others() 
         schema={**dict.fromkeys([persons._KEY, persons._PID, persons._H], pl.UInt64), persons._IDTEXT: pl.String},
     )
     numbered = persons._cut(frame, [], 4, numbered=True)
-    assert numbered.height == 4 and numbered[persons._PERSON].n_unique() == 4
+    assert numbered.height == 4
+    assert numbered[persons._PERSON].n_unique() == 4
     assert numbered[persons._RANK].to_list() == [0, 0, 0, 0]
 
 
@@ -525,4 +526,5 @@ def test_held_ids_own_their_text() -> None:
     held._cut_all()
     views = pl.CompatLevel.newest()  # as polars holds them (string views and their buffers), not copied to Arrow's
     text = sum(part.select(persons._IDTEXT).to_arrow(compat_level=views).nbytes for part in held.parts)
-    assert held.held_rows == 200 and text < 200 * (16 + 40) * 2, text
+    assert held.held_rows == 200, text
+    assert text < 200 * (16 + 40) * 2, text

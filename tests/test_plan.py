@@ -136,7 +136,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("statistic, neighbours, expected", CASES)
+@pytest.mark.parametrize(("statistic", "neighbours", "expected"), CASES)
 def test_sensitivity_and_scale(statistic, neighbours, expected):
     sp = one(statistic, neighbours, epsilon="0.5")
     assert sp.epsilon == F(1, 2)
@@ -214,7 +214,7 @@ def test_non_terminating_shares_give_exact_scales():
 
 
 @pytest.mark.parametrize(
-    "bins, message",
+    ("bins", "message"),
     [
         ("{start: 0, stop: 1, step: 0.001}", "statistics[0].bins.step: bins narrower than the column's precision 0.01"),
         ("[0.001, 0.009, 1]", "statistics[0].bins[1]: bin narrower than the column's precision 0.01"),
@@ -295,7 +295,8 @@ def test_conservative_scale_examples():
     eps = F(2**50 + 3, 2**50 + 1)
     s = conservative_scale(7, eps)
     assert s >= F(7) / eps
-    assert s.numerator <= SCALE_LIMIT and s.denominator <= SCALE_LIMIT
+    assert s.numerator <= SCALE_LIMIT
+    assert s.denominator <= SCALE_LIMIT
 
 
 epsilons = st.builds(
@@ -356,7 +357,7 @@ def reference_halfwidth(scale: Fraction, confidence: Decimal) -> int:
 
 
 @pytest.mark.parametrize(
-    "scale, k",
+    ("scale", "k"),
     [
         (F(1), 3),  # P(|X| > 2) = 0.0728, P(|X| > 3) = 0.0268
         (F(1, 100), 0),
@@ -412,7 +413,8 @@ def test_plan_reads_no_data(tmp_path):
         "  - {name: c, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 1}}\n"
     )
     spec = parse_spec(text)
-    assert spec.input == missing and not missing.exists()
+    assert spec.input == missing
+    assert not missing.exists()
     plan = make_plan(spec)
     assert [sp.statistic.name for sp in plan.statistics] == ["a", "b", "c"]
     assert not missing.parent.exists()
@@ -466,6 +468,7 @@ def test_planning_rendering_and_the_table_walk_the_statistics_a_fixed_number_of_
     # render and build_table summed them again for every statistic); bench/bench_plan.py has the times
     assert walks_over_statistics(10, privacy) == walks_over_statistics(40, privacy)
     sample = make_plan(parse_spec(many_counts(1, privacy)))
-    assert "epsilon" not in vars(sample) and "rho" not in vars(sample)
+    assert "epsilon" not in vars(sample)
+    assert "rho" not in vars(sample)
     _ = sample.epsilon_at_delta  # computed on first use
     assert {"rho", "epsilon_at_delta"} <= set(vars(sample))  # cached on the instance

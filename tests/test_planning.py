@@ -69,7 +69,8 @@ def test_target_and_expected_rows_are_loaded():
     plan = plan_of(top="expected_rows: 1000", people=", target: {error95: 20}", mean=", expected_rows: 300")
     people, _, mean, _ = (sp.statistic for sp in plan.statistics)
     assert people.target == Target(Fraction(20), Fraction(95, 100))
-    assert mean.expected_rows == 300 and plan.spec.expected_rows == 1000
+    assert mean.expected_rows == 300
+    assert plan.spec.expected_rows == 1000
 
 
 def test_target_needs_error95_and_is_refused_on_a_quantile():
@@ -140,7 +141,8 @@ def test_a_mean_error_needs_expected_rows_and_falls_with_rows_and_epsilon():
     for rows, eps in itertools.product((200, 2000), (1, 4)):
         plan = plan_of(top=f"expected_rows: {rows}", privacy=f"epsilon: {eps}")
         errors[rows, eps] = expected_error(plan, plan.statistics[2], Fraction(95, 100))
-    assert errors[2000, 1] < errors[200, 1] and errors[200, 4] < errors[200, 1]
+    assert errors[2000, 1] < errors[200, 1]
+    assert errors[200, 4] < errors[200, 1]
     # too few rows for the count's noise: no bound at all
     plan = plan_of(top="expected_rows: 3", privacy="epsilon: 0.01")
     assert expected_error(plan, plan.statistics[2], Fraction(95, 100)) is None
@@ -160,7 +162,8 @@ def test_the_mean_bound_covers_every_worst_case_within_the_parts_halfwidths():
         abs(Fraction(S + a, n + b) - Fraction(S, n))
         for S in (-big * n, 0, big * n) for a in (-e_s, e_s) for b in (-e_n, e_n)
     )
-    assert bound is not None and worst <= bound
+    assert bound is not None
+    assert worst <= bound
     assert worst * 2 > bound  # and not loose by more than a factor of two
 
 
@@ -171,7 +174,8 @@ def test_the_smallest_epsilon_meets_every_target_and_one_grid_step_less_does_not
     plan = plan_of(top="expected_rows: 500", people=", target: {error95: 10}")
     targets = targets_of(plan, {"mean_age": Fraction(3)})
     answer = find_epsilon(plan, targets)
-    assert answer.epsilon is not None and answer.epsilon.denominator <= 1000
+    assert answer.epsilon is not None
+    assert answer.epsilon.denominator <= 1000
 
     def meets(p) -> bool:
         return all(expected_error(p, sp, targets[sp.statistic.name].confidence) <= targets[sp.statistic.name].error
@@ -219,7 +223,8 @@ def test_plan_epsilon_prints_errors_side_by_side(tmp_path):
     header = next(line for line in out.splitlines() if line.startswith("statistic ") and "ε=0.5" in line)
     assert header.split() == ["statistic", "ε=0.5", "ε=1", "ε=2"]
     doc = json.loads(run_in_process("plan", tmp_path / "s.yaml", "--epsilon", "0.5,1,2", "--json").stdout)
-    assert doc["confidence"] == "0.9" and doc["what_if"]["epsilons"] == ["0.5", "1", "2"]
+    assert doc["confidence"] == "0.9"
+    assert doc["what_if"]["epsilons"] == ["0.5", "1", "2"]
     people = next(e for e in doc["what_if"]["errors"] if e["statistic"] == "people")
     plan = plan_of(top="confidence: 0.9")
     assert people["error"] == [str(laplace_halfwidth(plan_at(plan, Fraction(e)).statistics[0].components[0].scale,
@@ -235,7 +240,8 @@ def test_plan_epsilon_prints_errors_side_by_side(tmp_path):
 def test_plan_option_errors(tmp_path, args, message):
     (tmp_path / "s.yaml").write_text(spec_text())
     r = run_in_process("plan", tmp_path / "s.yaml", *args)
-    assert r.returncode == 2 and r.stderr.decode().strip() == message
+    assert r.returncode == 2
+    assert r.stderr.decode().strip() == message
 
 
 def test_plan_target_prints_the_smallest_epsilon(tmp_path):

@@ -105,9 +105,11 @@ def test_suppressed_cells_keep_their_rows_and_survive_the_store() -> None:
     assert "by_city,count,,,,y,,,,0.2,suppressed" in lines
     doc = json.loads(text(table, "json"))
     hidden = [r for r in doc if r["flag"] == "suppressed"]
-    assert hidden and all(r["value"] is None and r["ci_low"] is None and r["ci_high"] is None for r in hidden)
+    assert hidden
+    assert all(r["value"] is None and r["ci_low"] is None and r["ci_high"] is None for r in hidden)
     again = Table.from_json(table.to_json())
-    assert text(again) == csv_text and text(again, "json") == text(table, "json")
+    assert text(again) == csv_text
+    assert text(again, "json") == text(table, "json")
 
 
 def test_nonnegative_and_digits() -> None:
@@ -120,7 +122,8 @@ def test_nonnegative_and_digits() -> None:
     total = next(r for r in rows if r["statistic"] == "total")
     assert (total["value"], total["ci_low"], total["ci_high"]) == ("0", "0", "10")
     incomes = [(r["value"], r["ci_low"]) for r in rows if r["statistic"] == "income"]
-    assert incomes[0][0] == "0" and incomes[1][0] == "4100"
+    assert incomes[0][0] == "0"
+    assert incomes[1][0] == "4100"
 
 
 def test_spec_refusals() -> None:
@@ -157,7 +160,8 @@ def test_a_person_unit_is_not_made_consistent() -> None:
     stats = STATS.replace("column: age, by: [sex]}", "column: age, by: [sex], clamp: row}")
     plan = make_plan(parse_spec(spec("postprocess: {consistent: true}", stats, privacy=privacy)))
     groups, notes = consistency_groups(plan)
-    assert groups == [] and notes[0].startswith("not made consistent: under a person unit")
+    assert groups == []
+    assert notes[0].startswith("not made consistent: under a person unit")
 
 
 def test_plan_and_check_refuse_a_finest_table_too_large_to_make_consistent(tmp_path: Path) -> None:

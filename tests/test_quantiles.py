@@ -101,7 +101,8 @@ def test_the_parquet_engine_gives_the_same_bins(tmp_path: Path) -> None:
     plan = make_plan(parse_spec(spec_text(stat)))
     a = aggregate(plan, tmp_path / "d.csv")[0].counts.tolist()
     b = aggregate(plan, tmp_path / "d.parquet", input_format="parquet")[0].counts.tolist()
-    assert a == b and sum(a) == 500
+    assert a == b
+    assert sum(a) == 500
 
 
 @pytest.mark.parametrize(
@@ -169,7 +170,8 @@ def test_plan_sensitivity_and_rank_bound(neighbours: str, by: str, level: str, s
     q = Fraction(level)
     assert (comp.role, comp.sensitivity, comp.mechanism) == (f"q={level}", sensitivity, "exponential")
     assert comp.candidates == 21
-    assert comp.epsilon == Fraction(1, 2) and comp.scale == 2 * sensitivity / Fraction(1, 2)
+    assert comp.epsilon == Fraction(1, 2)
+    assert comp.scale == 2 * sensitivity / Fraction(1, 2)
     # the bound: m e^(-x/t) <= 5% at x = the rank bound in utility units (ceil(t ln(20 m)), plus one for floats)
     import math
 
@@ -188,8 +190,10 @@ def test_zcdp_each_level_is_sqrt_2_rho_over_k_rounded_down() -> None:
     each = Fraction(1, 4)  # rho 0.5 over two levels
     for comp in sp.components:
         assert comp.rho == each
-        assert comp.epsilon**2 / 2 <= each and (comp.epsilon + Fraction(1, 10**9)) ** 2 / 2 > each
-    assert sp.rho == Fraction(1, 2) and sp.epsilon == 0
+        assert comp.epsilon**2 / 2 <= each
+        assert (comp.epsilon + Fraction(1, 10**9)) ** 2 / 2 > each
+    assert sp.rho == Fraction(1, 2)
+    assert sp.epsilon == 0
     assert sp.reported_epsilon == sum(c.epsilon for c in sp.components)
 
 
@@ -212,11 +216,15 @@ def test_release_writes_levels_without_intervals_and_reuse_gives_the_same_bytes(
         ("qs", "a", "0.1"), ("qs", "a", "0.9"), ("qs", "b", "0.1"), ("qs", "b", "0.9"), ("n", None, None)
     ]
     for r in rows[:4]:
-        assert r["ci_low"] is None and r["ci_high"] is None and 0 <= r["value"] <= 20
-    assert rows[0]["value"] <= rows[1]["value"] and rows[2]["value"] <= rows[3]["value"]  # sorted per cell
+        assert r["ci_low"] is None
+        assert r["ci_high"] is None
+        assert 0 <= r["value"] <= 20
+    assert rows[0]["value"] <= rows[1]["value"]
+    assert rows[2]["value"] <= rows[3]["value"]  # sorted per cell
     meta = json.loads((tmp_path / "a.json.meta.json").read_text())
     noise = meta["statistics"][0]["noise"]
-    assert [n["part"] for n in noise] == ["q=0.1", "q=0.9"] and all("rank_error95" in n for n in noise)
+    assert [n["part"] for n in noise] == ["q=0.1", "q=0.9"]
+    assert all("rank_error95" in n for n in noise)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -252,13 +260,16 @@ def test_interval_plan_splits_the_share_over_a_count_and_two_draws_per_level() -
     assert roles == ["q=0.5", "q=0.9", "interval n", "q=0.5 low", "q=0.5 high", "q=0.9 low", "q=0.9 high"]
     levels, count, draws = sp.components[:2], sp.components[2], sp.components[3:]
     assert all(c.epsilon == Fraction(3, 8) for c in levels)  # (1 - 1/4) of 1 over two levels
-    assert count.epsilon == Fraction(1, 20) and count.mechanism == "discrete_laplace" and count.sensitivity == 1
+    assert count.epsilon == Fraction(1, 20)
+    assert count.mechanism == "discrete_laplace"
+    assert count.sensitivity == 1
     assert all(c.epsilon == Fraction(1, 20) and c.scale == 40 and c.unit == 1 for c in draws)  # t = 2/eps0 rows
     assert sum(c.epsilon for c in sp.components) == 1 == sp.epsilon
     by_replace = make_plan(parse_spec(spec_text(
         "  - {name: q, kind: median, column: x, by: [c], interval: {share: 0.5}}\n", neighbours="replace"
     ))).statistics[0]
-    assert by_replace.components[1].sensitivity == 2 and by_replace.components[2].scale == 4 / Fraction(1, 6)
+    assert by_replace.components[1].sensitivity == 2
+    assert by_replace.components[2].scale == 4 / Fraction(1, 6)
 
 
 def test_interval_zcdp_parts_take_even_shares_of_rho() -> None:
@@ -267,10 +278,13 @@ def test_interval_zcdp_parts_take_even_shares_of_rho() -> None:
     )))
     sp = plan.statistics[0]
     level, count, low, high = sp.components
-    assert level.rho == Fraction(1, 4) and count.rho == low.rho == high.rho == Fraction(1, 12)
-    assert count.epsilon**2 / 2 <= Fraction(1, 12) and low.epsilon**2 / 2 <= Fraction(1, 12)
+    assert level.rho == Fraction(1, 4)
+    assert count.rho == low.rho == high.rho == Fraction(1, 12)
+    assert count.epsilon**2 / 2 <= Fraction(1, 12)
+    assert low.epsilon**2 / 2 <= Fraction(1, 12)
     assert low.epsilon == count.epsilon  # both pure-eps parts of the same rho: sqrt(2 rho) (permute-and-flip, issue 23)
-    assert sp.rho == Fraction(1, 2) and sp.reported_epsilon == sum(c.epsilon for c in sp.components)
+    assert sp.rho == Fraction(1, 2)
+    assert sp.reported_epsilon == sum(c.epsilon for c in sp.components)
 
 
 def test_interval_exact_path_is_the_value(tmp_path: Path) -> None:

@@ -113,7 +113,8 @@ def test_the_spec_rules(change: tuple[str, str], path: str, message: str) -> Non
     assert text != SPEC.format(epsilon="2")
     with pytest.raises(SpecError) as caught:
         parse_randomize_spec(text)
-    assert caught.value.path == path and message in caught.value.detail, str(caught.value)
+    assert caught.value.path == path, str(caught.value)
+    assert message in caught.value.detail, str(caught.value)
 
 
 def test_epsilon_is_split_evenly_over_the_columns() -> None:
@@ -141,10 +142,14 @@ def test_randomize_publishes_the_chosen_columns_in_input_order_and_records_the_o
         assert got_smoker == truth if truth is not None else got_smoker in ("false", "true")
     records = ledger(tmp_path)
     spend, released = records[-2], records[-1]
-    assert spend["type"] == "spend" and spend["epsilon"] == "100" and spend["neighbours"] == "replace"
-    assert spend["command"] == "randomize" and spend["release_id"] == "r1"
+    assert spend["type"] == "spend"
+    assert spend["epsilon"] == "100"
+    assert spend["neighbours"] == "replace"
+    assert spend["command"] == "randomize"
+    assert spend["release_id"] == "r1"
     digest = hashlib.sha256((tmp_path / "rr.csv").read_bytes()).hexdigest()
-    assert released["type"] == "released" and released["output_sha256"] == digest
+    assert released["type"] == "released"
+    assert released["output_sha256"] == digest
     assert [(e["column"], e["epsilon"]) for e in released["randomized"]] == [("colour", "50"), ("smoker", "50")]
 
 
@@ -154,13 +159,15 @@ def test_a_release_id_writes_the_stored_file_again_and_spends_nothing(tmp_path: 
     assert dpcli(tmp_path, *args, "-o", tmp_path / "a.csv")[0] == 0
     write_input(tmp_path, ROWS[:2])  # the input changed: a re-run under the id must not read it
     code, err = dpcli(tmp_path, *args, "-o", tmp_path / "b.csv")
-    assert code == 0 and "nothing spent" in err, err
+    assert code == 0, err
+    assert "nothing spent" in err, err
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
     assert sum(r["type"] == "spend" for r in ledger(tmp_path)) == 1
     # a new id is a new release: it spends again, and the cap (5) refuses a third ε = 2 (exit 4)
     assert dpcli(tmp_path, "randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-o", tmp_path / "c.csv")[0] == 0
     code, err = dpcli(tmp_path, "randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-o", tmp_path / "d.csv")
-    assert code == 4 and "budget refused" in err, err
+    assert code == 4, err
+    assert "budget refused" in err, err
     assert not (tmp_path / "d.csv").exists()
 
 
@@ -171,7 +178,8 @@ def test_randomize_is_refused_on_a_dataset_pinned_to_add_remove(tmp_path: Path) 
     assert dpcli(tmp_path, "budget", "set", "survey", "--epsilon", "5", "--neighbours", "add_remove",
                  "--ledger", tmp_path / "ledger.jsonl")[0] == 0
     code, err = dpcli(tmp_path, "randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-o", tmp_path / "o.csv")
-    assert code == 2 and "neighbours 'add_remove'" in err, err
+    assert code == 2, err
+    assert "neighbours 'add_remove'" in err, err
     assert [r["type"] for r in ledger(tmp_path)] == ["cap"]
 
 
@@ -179,7 +187,8 @@ def test_an_input_without_a_chosen_column_is_exit_3_before_the_spend(tmp_path: P
     spec = setup(tmp_path)
     (tmp_path / "people.csv").write_text("age,colour\n1,red\n", encoding="utf-8")
     code, err = dpcli(tmp_path, "randomize", spec, "--ledger", tmp_path / "ledger.jsonl", "-o", tmp_path / "o.csv")
-    assert code == 3 and "lacks the chosen column(s): smoker" in err, err
+    assert code == 3, err
+    assert "lacks the chosen column(s): smoker" in err, err
     assert [r["type"] for r in ledger(tmp_path)] == ["cap"]
 
 
@@ -225,7 +234,9 @@ def test_frequencies_of_a_nearly_noiseless_randomization_are_the_true_counts(tmp
 
     meta = json.loads((tmp_path / "f.csv.meta.json").read_text())
     jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text())).validate(meta)
-    assert meta["contract"] == "0.3" and meta["input_sha256"] and "ledger" in meta
+    assert meta["contract"] == "0.3"
+    assert meta["input_sha256"]
+    assert "ledger" in meta
 
 
 @pytest.mark.parametrize(
@@ -249,7 +260,8 @@ def test_frequency_refuses_an_input_the_ledger_did_not_record(tmp_path: Path, ta
         shutil.copy(tmp_path / "people.csv", tmp_path / "rr.csv")
     spec = frequency_spec(tmp_path, stated)
     code, err = dpcli(tmp_path, "release", spec, "--ledger", tmp_path / "ledger.jsonl", "-o", tmp_path / "f.csv")
-    assert code == 3 and message in err, err
+    assert code == 3, err
+    assert message in err, err
     assert not (tmp_path / "f.csv").exists()
 
 
@@ -273,7 +285,8 @@ def test_frequency_spec_rules(change: tuple[str, str], path: str, message: str) 
     assert change[0] in text
     with pytest.raises(SpecError) as caught:
         parse_spec(text.replace(*change))
-    assert caught.value.path == path and message in caught.value.detail, str(caught.value)
+    assert caught.value.path == path, str(caught.value)
+    assert message in caught.value.detail, str(caught.value)
 
 
 def test_the_estimate_is_unbiased_and_its_interval_is_hoeffdings() -> None:
@@ -323,15 +336,18 @@ def test_plan_and_check_of_a_randomize_spec(tmp_path: Path) -> None:
     r = run_in_process("plan", spec, "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     plan = json.loads(r.stdout)
-    assert plan["epsilon_per_record"] == "2" and plan["neighbours"] == "replace"
+    assert plan["epsilon_per_record"] == "2"
+    assert plan["neighbours"] == "replace"
     colour = plan["columns"][0]
     assert (colour["column"], colour["keys"], colour["epsilon"]) == ("colour", 3, "1")
     assert colour["keep_probability"] == pytest.approx(math.e / (math.e + 2))
     code, err = dpcli(tmp_path, "check", spec)
-    assert code == 0 and "people.csv has every chosen column" in err, err
+    assert code == 0, err
+    assert "people.csv has every chosen column" in err, err
     (tmp_path / "other.csv").write_text("colour\nred\n", encoding="utf-8")
     code, err = dpcli(tmp_path, "check", spec, "--input", tmp_path / "other.csv")
-    assert code == 3 and "lacks the chosen column(s): smoker" in err, err
+    assert code == 3, err
+    assert "lacks the chosen column(s): smoker" in err, err
 
 
 def test_the_audit_finds_the_real_sampler_within_its_claim_and_flags_a_broken_one() -> None:
@@ -367,9 +383,11 @@ def test_the_audit_finds_the_real_sampler_within_its_claim_and_flags_a_broken_on
 def test_dpcli_audit_of_a_randomize_spec_and_of_a_frequency_spec(tmp_path: Path) -> None:
     spec = setup(tmp_path, epsilon="2")
     r = run_in_process("audit", spec, "--trials", "20000", cwd=tmp_path)
-    assert r.returncode == 0 and "record: claimed ε=2" in r.stdout.decode(), r.stderr.decode()
+    assert r.returncode == 0, r.stderr.decode()
+    assert "record: claimed ε=2" in r.stdout.decode(), r.stderr.decode()
     code, err = dpcli(tmp_path, "audit", frequency_spec(tmp_path, "1"))
-    assert code == 2 and "audit the randomize spec" in err, err
+    assert code == 2, err
+    assert "audit the randomize spec" in err, err
 
 
 # -- one row in, one row out: a changed row changes one position of each column, whatever its bytes -------------
@@ -472,7 +490,9 @@ def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Pat
                   stdin=data, cwd=tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     summary = json.loads(r.stderr)
-    assert summary["rows"] == len(ROWS) and summary["epsilon_spent"] == "100" and summary["output"] == "-"
+    assert summary["rows"] == len(ROWS)
+    assert summary["epsilon_spent"] == "100"
+    assert summary["output"] == "-"
     assert hashlib.sha256(r.stdout).hexdigest() == summary["output_sha256"] == ledger(tmp_path)[-1]["output_sha256"]
     assert r.stdout.decode().splitlines()[0] == "colour,smoker"
 

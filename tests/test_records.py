@@ -91,7 +91,8 @@ def one_record(contribution: list) -> None:
     moved by at most what a value within the bounds can move it."""
     assert contribution[0] == ([1], None)
     for (counts, sums), sp in zip(contribution[1:], PLAN.statistics[1:], strict=True):
-        assert all(c in (0, 1) for c in counts) and sum(counts) <= 1, (sp.statistic.name, counts)
+        assert all(c in (0, 1) for c in counts), (sp.statistic.name, counts)
+        assert sum(counts) <= 1, (sp.statistic.name, counts)
         if sums is not None:
             limit = sp.component("sum").sensitivity
             assert all(s == 0 or (c == 1 and abs(s) <= limit) for c, s in zip(counts, sums, strict=True)), (
@@ -136,7 +137,8 @@ def test_finding_3_through_the_command_exits_0_and_prints_nothing(tmp_path: Path
     r = run_dpcli("release", tmp_path / "spec.yaml", "-i", tmp_path / "hostile.csv", "-o", tmp_path / "out.csv",
                   "--ledger", tmp_path / "ledger.jsonl", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert r.stderr == b"" and r.stdout == b""  # polars used to warn here, naming the bad row's offset
+    assert r.stderr == b""
+    assert r.stdout == b""  # polars used to warn here, naming the bad row's offset
 
 
 # ---------------------------------------------------------------------------------------------------------------

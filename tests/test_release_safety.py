@@ -27,7 +27,7 @@ SPEC = TOY_SPEC
 DATA = b"age\n34\n71\n15\n52\n"
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     return make_work(SPEC, DATA, cap="10")
 
@@ -39,7 +39,8 @@ def ledger_state(work: Path) -> tuple[bytes, bytes]:
 def one_line_error(r: subprocess.CompletedProcess, code: int, *needles: str) -> str:
     err = r.stderr.decode()
     assert r.returncode == code, (r.returncode, err)
-    assert err.startswith("dpcli: error: ") and err.count("\n") == 1, err
+    assert err.startswith("dpcli: error: "), err
+    assert err.count("\n") == 1, err
     for needle in needles:
         assert needle in err, err
     return err
@@ -85,7 +86,8 @@ def test_every_bad_output_target_is_refused_before_the_spend(work: Path) -> None
         assert words in str(caught.value), (name, str(caught.value))
     assert ledger_state(work) == before  # nothing spent
     assert sorted(p.name for p in work.iterdir()) == listing  # nothing created (no `newdir` file, no temp file)
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISFIFO(os.stat(work / "fifo").st_mode)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert stat.S_ISFIFO(os.stat(work / "fifo").st_mode)
 
 
 def test_a_refused_output_is_one_line_exit_2_through_the_command(work: Path) -> None:
@@ -155,13 +157,17 @@ def test_every_bad_report_summary_and_meta_target_is_refused_before_the_spend(wo
             kept = _bytes(target)
             r = run_in_process(*_release_args(work, "-o", work / "out.csv", option, target))
             assert r.returncode == code, (option, name, r.stderr)
-            assert r.stderr.startswith(b"dpcli: error: ") and r.stderr.count(b"\n") == 1, (option, name, r.stderr)
+            assert r.stderr.startswith(b"dpcli: error: "), (option, name, r.stderr)
+            assert r.stderr.count(b"\n") == 1, (option, name, r.stderr)
             assert ledger_state(work) == before, (option, name)  # nothing spent
             assert _bytes(target) == kept, (option, name)  # not replaced, not appended to
     # the report and the summary are two files
     r = run_in_process(*_release_args(work, "-o", work / "o2.csv", "--report", work / "x", "--summary-md", work / "x"))
-    assert r.returncode == 2 and b"summary" in r.stderr and ledger_state(work) == before
-    assert stat.S_ISFIFO(os.stat(work / "fifo").st_mode) and (work / "to-ledger").is_symlink()
+    assert r.returncode == 2
+    assert b"summary" in r.stderr
+    assert ledger_state(work) == before
+    assert stat.S_ISFIFO(os.stat(work / "fifo").st_mode)
+    assert (work / "to-ledger").is_symlink()
 
 
 def test_a_read_only_place_for_the_report_or_summary_is_refused_before_the_spend(work: Path) -> None:
@@ -170,10 +176,13 @@ def test_a_read_only_place_for_the_report_or_summary_is_refused_before_the_spend
         before = ledger_state(work)
         for option in ("--report", "--summary-md", "--meta"):
             r = run_in_process(*_release_args(work, "-o", work / "o.csv", option, ro / "x"))
-            assert r.returncode == 3 and b"is not writable" in r.stderr, (option, r.stderr)
-        assert ledger_state(work) == before and not (work / "o.csv").exists()
+            assert r.returncode == 3, (option, r.stderr)
+            assert b"is not writable" in r.stderr, (option, r.stderr)
+        assert ledger_state(work) == before
+        assert not (work / "o.csv").exists()
         r = run_in_process("init", work / "data.csv", "-o", ro / "spec.yaml")
-        assert r.returncode == 3 and b"is not writable" in r.stderr, r.stderr
+        assert r.returncode == 3, r.stderr
+        assert b"is not writable" in r.stderr, r.stderr
 
 
 def test_a_report_that_cannot_be_written_after_the_spend_is_exit_5_naming_the_record(work: Path) -> None:
@@ -186,7 +195,8 @@ def test_a_report_that_cannot_be_written_after_the_spend_is_exit_5_naming_the_re
                                           "--summary-md", work / "step.md"))
         err = one_line_error(r, 5, "the report could not be written", "record 1", "dpcli report")
         assert "No space left on device" in err
-        assert (work / "o.csv").read_text().startswith("statistic,") and not (small / "r.html").exists()
+        assert (work / "o.csv").read_text().startswith("statistic,")
+        assert not (small / "r.html").exists()
     assert run_in_process("ledger", "verify", "--ledger", work / "L.jsonl").returncode == 0
 
 
@@ -214,7 +224,8 @@ def test_a_summary_fifo_is_refused_before_the_spend_not_waited_on(work: Path) ->
     with _deadline(30):
         r = run_in_process(*_release_args(work, "-o", work / "o.csv", "--summary-md", work / "fifo"))
     one_line_error(r, 2, "not a regular file")
-    assert ledger_state(work) == before and not (work / "o.csv").exists()
+    assert ledger_state(work) == before
+    assert not (work / "o.csv").exists()
 
 
 def test_a_good_summary_is_appended_and_a_refused_run_leaves_no_summary_file(work: Path) -> None:
@@ -225,7 +236,8 @@ def test_a_good_summary_is_appended_and_a_refused_run_leaves_no_summary_file(wor
     r = run_in_process("budget", "set", "toy", "--epsilon", "0.25", "--ledger", work / "L.jsonl")
     assert r.returncode == 0, r.stderr  # now the cap is spent: the next release is refused (exit 4)
     r = run_in_process(*_release_args(work, "-o", work / "o3.csv", "--summary-md", work / "new.md"))
-    assert r.returncode == 4 and not (work / "new.md").exists(), r.stderr
+    assert r.returncode == 4, r.stderr
+    assert not (work / "new.md").exists(), r.stderr
 
 
 def test_report_command_targets_are_never_its_inputs_or_the_ledger(work: Path) -> None:
@@ -249,7 +261,8 @@ def test_report_command_targets_are_never_its_inputs_or_the_ledger(work: Path) -
                 args = ["report", work / "t.csv", *other, "--summary-md", target, "--ledger", work / "L.jsonl"]
             r = run_in_process(*args)
             assert r.returncode == code, (option, name, r.stderr)
-            assert ledger_state(work) == before and _bytes(target) == kept, (option, name)
+            assert ledger_state(work) == before, (option, name)
+            assert _bytes(target) == kept, (option, name)
             assert not (work / "page.html").exists(), (option, name)
 
 
@@ -272,10 +285,13 @@ def test_init_never_writes_over_the_csv_it_reads_or_the_ledger(work: Path) -> No
         if target.name == "to-data":
             target.symlink_to(work / "data.csv")
         r = run_in_process("init", work / "data.csv", "--force", "-o", target, env=env)
-        assert r.returncode == 2 and r.stderr.startswith(b"dpcli: error: "), (target, r.stderr)
-    assert (work / "data.csv").read_bytes() == data and ledger_state(work) == before
+        assert r.returncode == 2, (target, r.stderr)
+        assert r.stderr.startswith(b"dpcli: error: "), (target, r.stderr)
+    assert (work / "data.csv").read_bytes() == data
+    assert ledger_state(work) == before
     r = run_in_process("init", work / "data.csv", "--force", "-o", work / "spec2.yaml", env=env)
-    assert r.returncode == 0 and (work / "spec2.yaml").read_text().startswith("# A dpcli spec skeleton"), r.stderr
+    assert r.returncode == 0, r.stderr
+    assert (work / "spec2.yaml").read_text().startswith("# A dpcli spec skeleton"), r.stderr
 
 
 # -- the stdin spool -------------------------------------------------------------------------------------------------
@@ -294,7 +310,8 @@ def release_stdin(work: Path, *extra: str) -> list[str]:
 def test_empty_stdin_names_standard_input_not_the_spool(work: Path) -> None:
     r = subprocess.run(release_stdin(work), input=b"", capture_output=True, env=clean_env(spool_env(work)))
     err = one_line_error(r, 3, "standard input")
-    assert str(work / "tmp") not in err and "dpcli-" not in err
+    assert str(work / "tmp") not in err
+    assert "dpcli-" not in err
     assert list((work / "tmp").iterdir()) == []
 
 
@@ -304,7 +321,8 @@ def test_the_spool_cap_ends_the_run_with_exit_3_before_the_spend(work: Path) -> 
     r = subprocess.run(release_stdin(work, "--max-input-bytes", "1k"), input=big, capture_output=True,
                        env=clean_env(spool_env(work)))
     one_line_error(r, 3, "--max-input-bytes", "nothing was spent")
-    assert ledger_state(work) == before and list((work / "tmp").iterdir()) == []
+    assert ledger_state(work) == before
+    assert list((work / "tmp").iterdir()) == []
     r = subprocess.run(release_stdin(work, "--max-input-bytes", "1M"), input=big, capture_output=True,
                        env=clean_env(spool_env(work)))
     assert r.returncode == 0, r.stderr.decode()
@@ -362,12 +380,14 @@ def test_a_signal_while_spooling_removes_the_private_spool_and_spends_nothing(wo
     while time.monotonic() < deadline and not any(d.glob("input.csv") for d in spool):
         spool = list((work / "tmp").glob("dpcli-*"))
         time.sleep(0.05)
-    assert len(spool) == 1 and stat.S_IMODE(spool[0].stat().st_mode) == 0o700  # a private directory
+    assert len(spool) == 1
+    assert stat.S_IMODE(spool[0].stat().st_mode) == 0o700  # a private directory
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum, err
     assert err.decode() == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
-    assert list((work / "tmp").iterdir()) == [] and ledger_state(work) == before
+    assert list((work / "tmp").iterdir()) == []
+    assert ledger_state(work) == before
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -383,7 +403,8 @@ def test_a_signal_during_the_lock_wait_ends_the_run_while_the_lock_is_held_with_
     before = ledger_state(work)
     proc = subprocess.Popen(release_stdin(work, "--verbose", "--lock-timeout", "60"), stdin=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=clean_env(spool_env(work)))
-    assert proc.stdin is not None and proc.stderr is not None
+    assert proc.stdin is not None
+    assert proc.stderr is not None
     lines: queue.Queue[bytes] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in iter(proc.stderr.readline, b"")], daemon=True)
     reader.start()
@@ -406,25 +427,25 @@ def test_a_signal_during_the_lock_wait_ends_the_run_while_the_lock_is_held_with_
         proc.wait(timeout=120)
         assert ledger_state(work) == before
     reader.join(timeout=10)
+    proc.stderr.close()  # read to its end by the reader thread
     last = list(lines.queue)[-1].decode()
     assert proc.returncode == 128 + signum, last
     assert last == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
-    assert not (work / "o.csv").exists() and list((work / "tmp").iterdir()) == []
+    assert not (work / "o.csv").exists()
+    assert list((work / "tmp").iterdir()) == []
 
 
 def test_an_idle_timeout_removes_the_spool(work: Path) -> None:
-    proc = subprocess.Popen(release_stdin(work, "--input-timeout", "0.5"), stdin=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=clean_env(spool_env(work)))
-    assert proc.stdin is not None
-    proc.stdin.write(DATA)
-    proc.stdin.flush()  # and the writer stalls, its end kept open
-    try:
+    with subprocess.Popen(release_stdin(work, "--input-timeout", "0.5"), stdin=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=clean_env(spool_env(work))) as proc:  # closes its pipes
+        assert proc.stdin is not None
+        proc.stdin.write(DATA)
+        proc.stdin.flush()  # and the writer stalls, its end kept open
         proc.wait(timeout=30)
         assert proc.stderr is not None
         err = proc.stderr.read()
-    finally:
-        proc.stdin.close()
-    assert proc.returncode == 3 and b"--input-timeout" in err
+    assert proc.returncode == 3
+    assert b"--input-timeout" in err
     assert list((work / "tmp").iterdir()) == []
 
 
@@ -432,7 +453,8 @@ def test_input_file_spools_nothing_for_a_regular_file(work: Path) -> None:
     from dpcli.inputs import InputFile
 
     with InputFile(work / "data.csv") as src:
-        assert src.path == work / "data.csv" and not src.spooled
+        assert src.path == work / "data.csv"
+        assert not src.spooled
 
 
 def test_the_spool_error_names_standard_input_in_library_use(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -440,16 +462,18 @@ def test_the_spool_error_names_standard_input_in_library_use(work: Path, monkeyp
 
     read, write = os.pipe()
     os.close(write)  # an empty standard input
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.FileIO(read, "r")))
-    with pytest.raises(InputError) as caught:
-        release(work / "spec.yaml", input="-", output=work / "o.csv", ledger=work / "L.jsonl")
-    assert "standard input" in str(caught.value) and "dpcli-" not in str(caught.value)
+    with io.TextIOWrapper(io.FileIO(read, "r")) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        with pytest.raises(InputError) as caught:
+            release(work / "spec.yaml", input="-", output=work / "o.csv", ledger=work / "L.jsonl")
+    assert "standard input" in str(caught.value)
+    assert "dpcli-" not in str(caught.value)
 
 
 # -- one-line messages -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args,needle", [
+@pytest.mark.parametrize(("args", "needle"), [
     (["release"], "Missing argument"),
     (["release", "spec.yaml", "--bogus"], "No such option"),
     (["release", "spec.yaml", "--lock-timeout", "abc"], "--lock-timeout"),
@@ -464,7 +488,9 @@ def test_usage_errors_are_one_dpcli_error_line(work: Path, args: list[str], need
 
 def test_no_arguments_prints_the_help_and_exits_2(work: Path) -> None:
     r = run_dpcli()
-    assert r.returncode == 2 and b"Usage: dpcli" in r.stderr and b"Commands" in r.stderr
+    assert r.returncode == 2
+    assert b"Usage: dpcli" in r.stderr
+    assert b"Commands" in r.stderr
 
 
 def test_out_of_file_descriptors_is_one_line_and_spends_nothing(work: Path) -> None:
@@ -480,8 +506,10 @@ def test_out_of_file_descriptors_is_one_line_and_spends_nothing(work: Path) -> N
                        capture_output=True, env=clean_env({"RUST_BACKTRACE": "0"}), preexec_fn=limit, timeout=60)
     err = r.stderr.decode()
     assert r.returncode in (1, 3, 5), err
-    assert "Traceback" not in err and err.rstrip("\n").splitlines()[-1].startswith("dpcli: error: ")
-    assert ledger_state(work) == before and not (work / "o.csv").exists()
+    assert "Traceback" not in err
+    assert err.rstrip("\n").splitlines()[-1].startswith("dpcli: error: ")
+    assert ledger_state(work) == before
+    assert not (work / "o.csv").exists()
 
 
 # -- issue 23: process limits and signals from the first instant --------------------------------------------------
@@ -502,7 +530,8 @@ def test_an_open_file_limit_is_said_as_one_and_spends_nothing(work: Path) -> Non
                         "-o", str(work / "o.csv"), "--ledger", str(work / "L.jsonl")],
                        capture_output=True, env=clean_env({"RUST_BACKTRACE": "0"}), preexec_fn=limit, timeout=60)
     one_line_error(r, 1, "too many open files", "ulimit -n", "nothing was read or spent")
-    assert ledger_state(work) == before and not (work / "o.csv").exists()
+    assert ledger_state(work) == before
+    assert not (work / "o.csv").exists()
 
 
 # Runs the real entry point (python -m dpcli) and sends itself a signal (argv[1]) as typer is imported: while the
@@ -534,7 +563,8 @@ def test_a_signal_while_dpcli_loads_is_one_line_saying_nothing_was_spent(work: P
                         "--ledger", str(work / "L.jsonl")], capture_output=True, env=clean_env(), timeout=60)
     assert r.stderr.decode() == f"dpcli: error: interrupted by {signal.Signals(signum).name}; nothing was spent\n"
     assert r.returncode == 128 + signum
-    assert ledger_state(work) == before and not (work / "o.csv").exists()
+    assert ledger_state(work) == before
+    assert not (work / "o.csv").exists()
 
 
 # A polars query whose own function sends SIGINT to the process while the query runs, under dpcli's handlers;
@@ -625,7 +655,10 @@ def test_under_an_address_space_limit_a_release_runs_or_ends_in_one_line(tmp_pat
                            capture_output=True, env=clean_env(), preexec_fn=limit, timeout=600)
         spends = [x for x in JsonlLedger(tmp_path / "L.jsonl").records() if x.type == "spend"]
         if r.returncode == 0:
-            assert len(spends) == spent_before + 1 and (tmp_path / "o.csv").exists() and r.stderr == b""
+            assert len(spends) == spent_before + 1
+            assert (tmp_path / "o.csv").exists()
+            assert r.stderr == b""
         else:
             one_line_error(r, 1, "ulimit -v", "nothing was read or spent")
-            assert len(spends) == spent_before and not (tmp_path / "o.csv").exists(), limit_mb
+            assert len(spends) == spent_before, limit_mb
+            assert not (tmp_path / "o.csv").exists(), limit_mb

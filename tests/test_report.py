@@ -124,10 +124,12 @@ def assert_self_contained(page: str) -> None:
     for tag, attrs in p.tags:
         for name, value in attrs.items():
             if name in ("href", "xlink:href", "src", "srcset", "data", "poster", "action"):
-                assert value is not None and value.startswith("#"), (tag, name, value)
+                assert value is not None, (tag, name, value)
+                assert value.startswith("#"), (tag, name, value)
             assert not (name.startswith("on")), (tag, name)  # no inline script either
     lowered = page.lower()
-    assert "@import" not in lowered and "@font-face" not in lowered
+    assert "@import" not in lowered
+    assert "@font-face" not in lowered
     # url(...) only to the page's own elements (matplotlib's clip paths are url(#id))
     assert all(rest.lstrip("'\" ").startswith("#") for rest in lowered.split("url(")[1:])
 
@@ -162,9 +164,12 @@ def test_self_contained_check_can_fail(released: Path, injected: str) -> None:
 def test_report_states_budget_parameters_and_guarantee(released: Path) -> None:
     page = (released / "report.html").read_text()
     assert "This release spent <b>ε=1</b>" in page  # as `dpcli release` says it
-    assert "ε = 9 is left" in page and "cap is ε = 10" in page
-    assert 'id="guarantee"' in page and "What it does not mean" in page
-    assert "discrete_laplace" in page and "noise scale" in page  # the public parameters, from the sidecar
+    assert "ε = 9 is left" in page
+    assert "cap is ε = 10" in page
+    assert 'id="guarantee"' in page
+    assert "What it does not mean" in page
+    assert "discrete_laplace" in page
+    assert "noise scale" in page  # the public parameters, from the sidecar
     assert str(released) not in page  # no directory of the operator's machine
 
 
@@ -216,7 +221,8 @@ def test_table_of_contract_03_columns_flags_and_bins(tmp_path: Path) -> None:
     h, m = data.statistics
     assert (h.kind, h.column, m.kind) == ("histogram", "age", "mean")
     assert [r.flag for r in h.rows] == ["", "flagged", "suppressed"]
-    assert h.rows[2].value is None and [r.bin_low for r in h.rows] == ["0", "18", "65"]
+    assert h.rows[2].value is None
+    assert [r.bin_low for r in h.rows] == ["0", "18", "65"]
     page = report.render_html(data)
     assert "<tr class='suppressed'><td>[65..101)</td><td class='num'>suppressed</td>" in page
     assert "2 cell(s) flagged or suppressed" in page
@@ -236,11 +242,14 @@ def test_a_bad_table_is_refused_without_quoting_it(tmp_path: Path) -> None:
     table = tmp_path / "t.csv"
     table.write_text("statistic,value,ci_low,ci_high\nn,SECRET42,1,2,extra-SECRET\n")
     r = run_in_process("report", table, "-o", tmp_path / "r.html")
-    assert r.returncode == 2 and b"line 2 does not have 4 fields" in r.stderr
+    assert r.returncode == 2
+    assert b"line 2 does not have 4 fields" in r.stderr
     assert b"SECRET" not in r.stderr
     table.write_text("who,what\nSECRET,1\n")
     r = run_in_process("report", table, "-o", tmp_path / "r.html")
-    assert r.returncode == 2 and b"has no 'statistic' or 'value' column" in r.stderr and b"SECRET" not in r.stderr
+    assert r.returncode == 2
+    assert b"has no 'statistic' or 'value' column" in r.stderr
+    assert b"SECRET" not in r.stderr
     assert not (tmp_path / "r.html").exists()
 
 
@@ -250,7 +259,8 @@ def test_release_report_in_a_missing_directory_is_refused_before_the_spend(tmp_p
     assert run_in_process("budget", "set", "toy", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
     r = run_in_process("release", tmp_path / "spec.yaml", "-i", tmp_path / "data.csv", "--ledger", tmp_path / "L.jsonl",
                        "-o", tmp_path / "out.csv", "--report", tmp_path / "nowhere" / "r.html")
-    assert r.returncode == 3 and b"does not exist" in r.stderr  # as for the table's own directory
+    assert r.returncode == 3
+    assert b"does not exist" in r.stderr  # as for the table's own directory
     records = [json.loads(line) for line in (tmp_path / "L.jsonl").read_text().splitlines()]
     assert [rec["type"] for rec in records] == ["cap"]
 
@@ -309,13 +319,15 @@ def test_report_and_summary_state_what_release_printed(tmp_path: Path, form: str
     elif form == "open keys, selection delta":
         assert printed == "ε=1, δ=0.000001"
     else:
-        assert printed.startswith("ρ=") and " zCDP (≈ ε=" in printed, printed  # (ε, δ): the cap's δ if no other
+        assert printed.startswith("ρ="), printed
+        assert " zCDP (≈ ε=" in printed, printed  # (ε, δ): the cap's δ if no other
     page, summary = (tmp_path / "r.html").read_text(), (tmp_path / "s.md").read_text()
     assert f"This release spent <b>{html.escape(printed)}</b>" in page
     assert f"<b class='spent'>{html.escape(printed)}</b>" in page  # the guarantee box says the same
     assert f"- spent: {report._md(printed)}\n" in summary
     for zero in ("ε = 0 ", "ε=0 ", "ε=0;", "ε 0\n"):
-        assert zero not in page and zero not in summary, zero
+        assert zero not in page, zero
+        assert zero not in summary, zero
     # `dpcli report` from the table and its sidecar (and the ledger, for the cap's δ) says it too
     r = run_in_process("report", tmp_path / "out.csv", "-o", tmp_path / "again.html", "--ledger", ledger)
     assert r.returncode == 0, r.stderr
@@ -344,8 +356,10 @@ def test_keys_with_markup_are_text_in_the_page(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     page = (tmp_path / "r.html").read_text()
     assert_self_contained(page)
-    assert "<img" not in page and "<script" not in page
-    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "$10K-$50K" in page  # the table's cells, escaped
+    assert "<img" not in page
+    assert "<script" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "$10K-$50K" in page  # the table's cells, escaped
 
 
 def _unescaped(md: str, raw: str) -> bool:
@@ -389,7 +403,9 @@ def test_a_hostile_table_or_sidecar_is_exit_2_with_a_message(released: Path, tmp
         r = run_in_process("report", t, "-o", out, *(["--meta", meta] if meta else []))
         err = r.stderr.decode()
         assert r.returncode == 2, (name, err)
-        assert err.startswith("dpcli: error: ") and err.count("\n") == 1 and "internal" not in err, (name, err)
+        assert err.startswith("dpcli: error: "), (name, err)
+        assert err.count("\n") == 1, (name, err)
+        assert "internal" not in err, (name, err)
         assert not out.exists(), name
     assert report.read_sidecar(_write(tmp_path / "m0.json", json.dumps(good_meta))) == good_meta  # as written: valid
 
@@ -404,4 +420,6 @@ def test_markdown_escapes_html_images_links_and_math(released: Path, tmp_path: P
     md = report.render_markdown(report.load(table, sidecar))
     for raw in ("<img", "<b>", "![", "](", "$\\frac", "*b*", "`c`", "&amp;", "_d_"):
         assert not _unescaped(md, raw), raw
-    assert "\\<img src=x\\>" in md and "\\!\\[a\\](https://e.example/a.png)" in md and "\\<img src=y\\>" in md
+    assert "\\<img src=x\\>" in md
+    assert "\\!\\[a\\](https://e.example/a.png)" in md
+    assert "\\<img src=y\\>" in md

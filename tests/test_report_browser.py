@@ -47,7 +47,8 @@ def test_report_renders_in_chromium(released: Path, tmp_path: Path) -> None:  # 
 
     shot = tmp_path / "shot.png"
     r = _headless(chromium, tmp_path / "profile-shot", "--window-size=1000,1600", f"--screenshot={shot}", url)
-    assert r.returncode == 0 and shot.is_file(), r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert shot.is_file(), r.stderr[-2000:]
     from PIL import Image
 
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)

@@ -118,7 +118,7 @@ BAD_VALUES = [0, -1, Fraction(-1, 2), Fraction(0), Fraction(2**48 + 1), Fraction
 @pytest.mark.parametrize("sampler", [discrete_laplace, discrete_gaussian])
 @pytest.mark.parametrize("value", BAD_VALUES)
 def test_bad_scale_is_value_error(sampler, value):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must be > 0|needs numerator and denominator <= 2\*\*48"):
         sampler(value, 10)
 
 
@@ -133,12 +133,13 @@ def test_non_rational_scale_is_type_error(sampler, value):
 @pytest.mark.parametrize("value", [Fraction(2**48), Fraction(1, 2**48), Fraction(2**48 - 1, 2**48), 3, Fraction(7, 3)])
 def test_extreme_but_valid_scales(sampler, value):
     out = sampler(value, 2000)
-    assert out.dtype == np.int64 and out.shape == (2000,)
+    assert out.dtype == np.int64
+    assert out.shape == (2000,)
 
 
 @pytest.mark.parametrize("sampler", [discrete_laplace, discrete_gaussian])
 def test_bad_size(sampler):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="size must be >= 0"):
         sampler(Fraction(1), -1)
     with pytest.raises(TypeError):
         sampler(Fraction(1), 2.0)
@@ -153,7 +154,8 @@ def test_dtype_and_size(sampler, size):
     assert isinstance(out, np.ndarray)
     assert out.dtype == np.int64
     assert out.shape == (size,)
-    assert out.flags.writeable and out.flags.owndata
+    assert out.flags.writeable
+    assert out.flags.owndata
 
 
 def test_size_accepts_numpy_int():
@@ -164,12 +166,13 @@ def test_bernoulli_exp_shapes_and_validation():
     assert bernoulli_exp(1, 2).shape == ()
     assert bernoulli_exp(1, 2).dtype == bool
     out = bernoulli_exp(np.array([[0, 1, 2]]), np.array([[1], [3]]))
-    assert out.shape == (2, 3) and out.dtype == bool
+    assert out.shape == (2, 3)
+    assert out.dtype == bool
     assert bernoulli_exp(np.zeros(0, dtype=np.int64), 1).shape == (0,)
     assert bernoulli_exp(np.zeros(1000, dtype=np.int64), 7).all()  # exp(0) = 1
     assert bernoulli_exp([0, 5], [1, 1]).shape == (2,)
     for num, den in [(-1, 1), (1, 0), (1, -3), (2**63, 1), (1, 2**63), (np.array([1, -1]), 1)]:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"(num|den) must be in \["):
             bernoulli_exp(num, den)
     for num, den in [(0.5, 1), (1, 2.0), (True, 1), (Fraction(1, 2), 1), (np.array([0.5]), 1)]:
         with pytest.raises(TypeError):
@@ -179,9 +182,11 @@ def test_bernoulli_exp_shapes_and_validation():
 def test_geometric_exp_validation():
     assert geometric_exp(1, 1, 0).shape == (0,)
     out = geometric_exp(3, 7, 100)
-    assert out.dtype == np.int64 and out.shape == (100,) and (out >= 0).all()
+    assert out.dtype == np.int64
+    assert out.shape == (100,)
+    assert (out >= 0).all()
     for num, den, size in [(0, 1, 5), (1, 0, 5), (-1, 2, 5), (1, 1, -1), (2**48 + 1, 1, 5), (1, 2**48 + 1, 5)]:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"must be >= 1|size must be >= 0|<= 2\*\*48"):
             geometric_exp(num, den, size)
     with pytest.raises(TypeError):
         geometric_exp(0.5, 1, 5)
@@ -192,17 +197,22 @@ def test_geometric_exp_validation():
 def test_integers_below_validation_and_shapes():
     src = RandomSource()
     for bad in [0, -1, 2**63, np.array([3, 0]), [5, 2**63]]:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"every bound must be in \[1, 2\*\*63\)"):
             src.integers_below(bad, size=3)
     for bad in [2.5, np.array([1.5]), True]:
         with pytest.raises(TypeError):
             src.integers_below(bad)
     assert src.integers_below(5).shape == ()
     out = src.integers_below(5, size=1000)
-    assert out.dtype == np.int64 and out.shape == (1000,) and out.min() >= 0 and out.max() < 5
+    assert out.dtype == np.int64
+    assert out.shape == (1000,)
+    assert out.min() >= 0
+    assert out.max() < 5
     bounds = np.array([1, 2, 3, 10**12, 2**63 - 1] * 200)
     out = src.integers_below(bounds)
-    assert out.shape == bounds.shape and (out >= 0).all() and (out < bounds).all()
+    assert out.shape == bounds.shape
+    assert (out >= 0).all()
+    assert (out < bounds).all()
     assert (out[bounds == 1] == 0).all()
     assert src.integers_below(np.array([[3, 4], [5, 6]])).shape == (2, 2)
     assert src.integers_below(7, size=(2, 3)).shape == (2, 3)
@@ -213,11 +223,14 @@ def test_random_bytes_and_uint64():
     src = RandomSource()
     assert src.random_bytes(0) == b""
     data = src.random_bytes(1000)
-    assert isinstance(data, bytes) and len(data) == 1000
+    assert isinstance(data, bytes)
+    assert len(data) == 1000
     words = src.uint64(3000)
-    assert words.dtype == np.uint64 and words.shape == (3000,) and words.flags.writeable
+    assert words.dtype == np.uint64
+    assert words.shape == (3000,)
+    assert words.flags.writeable
     assert len(np.unique(words)) == 3000  # a collision among 3000 random 64-bit words: p < 2**-40
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n must be >= 0"):
         src.uint64(-1)
     with pytest.raises(TypeError):
         src.random_bytes(1.0)
@@ -278,7 +291,8 @@ def test_fork_rekeys():
     assert all(len(o) == 64 for o in outputs)
     parent_next = src.random_bytes(32) + default_source().random_bytes(32)
     # Without re-keying, both children and the parent would continue the same keystream: all equal.
-    assert outputs[0][:32] != outputs[1][:32] and outputs[0][32:] != outputs[1][32:]
+    assert outputs[0][:32] != outputs[1][:32]
+    assert outputs[0][32:] != outputs[1][32:]
     assert parent_next[:32] not in (outputs[0][:32], outputs[1][:32])
     assert parent_next[32:] not in (outputs[0][32:], outputs[1][32:])
 
@@ -289,7 +303,8 @@ def test_pid_change_rekeys():
     before = src._encryptor
     src._pid = -1
     src.random_bytes(8)
-    assert src._encryptor is not before and src._pid == os.getpid()
+    assert src._encryptor is not before
+    assert src._pid == os.getpid()
 
 
 def test_integers_below_small_bound_is_uniform():
@@ -366,7 +381,7 @@ def test_bern_exp1_series_tail():
     assert stats.binomtest(successes, runs, float(p)).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("num,den", [(1, 3), (5, 2), (0, 1)])
+@pytest.mark.parametrize(("num", "den"), [(1, 3), (5, 2), (0, 1)])
 def test_scalar_fallback_is_exact(num, den):
     src = RandomSource()
     runs = 20_000
@@ -440,7 +455,8 @@ def test_gaussian_small_sigma_tail_proposal(monkeypatch):
 
     monkeypatch.setattr(samplers, "_signed_geometric", fake)
     out = discrete_gaussian(Fraction(1, 2**40), 5000)
-    assert calls and (out == 0).all()  # sigma = 2**-20: any nonzero value has probability < exp(-2**39)
+    assert calls
+    assert (out == 0).all()  # sigma = 2**-20: any nonzero value has probability < exp(-2**39)
 
 
 def test_geometric_overflow_is_reported(monkeypatch):
@@ -463,7 +479,7 @@ def test_module_uses_no_float_sampler():
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scale,width", [(Fraction(1), 1), (Fraction(3, 2), 1), (Fraction(1000), 40)])
+@pytest.mark.parametrize(("scale", "width"), [(Fraction(1), 1), (Fraction(3, 2), 1), (Fraction(1000), 40)])
 def test_discrete_laplace_fits_exact_pmf(scale, width):
     n = 1_000_000
     samples = discrete_laplace(scale, n)
@@ -500,7 +516,8 @@ def test_exponential_choice_peels_distinct_indices_in_draw_order() -> None:
     from dpcli.samplers import exponential_choice
 
     picks = exponential_choice([5, 1, 9, 3], 1, 1, k=4)
-    assert picks.dtype == np.int64 and sorted(picks.tolist()) == [0, 1, 2, 3]
+    assert picks.dtype == np.int64
+    assert sorted(picks.tolist()) == [0, 1, 2, 3]
     assert exponential_choice([5, 1], 1, 1, k=0).size == 0
 
 
@@ -520,7 +537,7 @@ def test_exponential_sample_at_rate_zero_is_uniform_support() -> None:
 
 
 @pytest.mark.parametrize(
-    "call, error",
+    ("call", "error"),
     [
         (lambda f: f([1, 2], 1, 0), ValueError),
         (lambda f: f([1, 2], -1, 1), ValueError),
@@ -544,7 +561,7 @@ def test_permute_and_flip_takes_int64_gaps_with_a_zero_and_saturates_scores() ->
     assert saturated_gaps(np.array([7, 3, 7], dtype=np.int64)).tolist() == [0, 4, 0]
     assert saturated_gaps([10**30, 0, -(10**40)]).tolist() == [0, GAP_CAP, GAP_CAP]
     assert permute_and_flip(np.array([GAP_CAP, 0, GAP_CAP], dtype=np.int64), 1, 1) == 1  # never a capped gap
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="gaps must be a non-empty 1-d int64 array"):
         permute_and_flip(np.array([0, 1], dtype=np.int32), 1, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"<= 2\*\*48"):
         permute_and_flip(np.array([0, 1], dtype=np.int64), 1, 2**49 + 1)  # outside the geometric sampler's domain

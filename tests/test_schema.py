@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -56,13 +57,14 @@ def test_schema_is_valid_draft_2020_12() -> None:
 
 def test_dpcli_schema_prints_it() -> None:
     r = subprocess.run([sys.executable, "-m", "dpcli", "schema"], capture_output=True, timeout=60)
-    assert r.returncode == 0 and r.stderr == b""
+    assert r.returncode == 0
+    assert r.stderr == b""
     assert json.loads(r.stdout) == SCHEMA
     assert r.stdout.decode() == schema_json()
 
 
 @pytest.mark.parametrize(
-    "text, ok",
+    ("text", "ok"),
     [("0.5", True), ("1e-3", True), ("-2", True), (".5", True), ("5.", True), ("1/3", True), ("1E+400", False),
      ("0", True), ("1.0e-06", True), ("1e401", False), ("nan", False), ("inf", False), ("0x10", False),
      ("1_000", False), ("١٢٣", False), ("", False), ("1/0", False), ("010", False), ("-00.5", False), ("1:30", False),
@@ -162,7 +164,7 @@ def test_specs_the_loader_accepts_validate_against_the_schema(text: str) -> None
 
 
 @pytest.mark.parametrize(
-    "change, message",
+    ("change", "message"),
     [
         ({"privacy": {"epsilon": 0}}, "privacy"),
         ({"privacy": {"epsilon": 101}}, "privacy"),
@@ -193,7 +195,8 @@ def test_specs_the_loader_accepts_validate_against_the_schema(text: str) -> None
 def test_schema_refuses_what_the_loader_refuses(change: dict, message: str) -> None:
     doc = spec_doc(**change)
     errors = schema_errors(doc)
-    assert errors and any(e.startswith(message) for e in errors), errors
+    assert errors, errors
+    assert any(e.startswith(message) for e in errors), errors
     with pytest.raises(SpecError):
         parse_spec(yaml.safe_dump(doc))
 
@@ -447,11 +450,29 @@ def test_parse_errors_is_empty_exactly_when_the_loader_accepts(text: str) -> Non
     try:
         parse_spec(text)
     except SpecError as exc:
-        assert str(exc) in [str(e) for e in errors]
+        refusal: str | None = str(exc)
     else:
+        refusal = None
+    if refusal is None:
         assert errors == []
+    else:
+        assert refusal in [str(e) for e in errors]
 
 
+# Most mutations are refused by the loader and check nothing here: the accepted ones are counted, so that a
+# mutator or loader change that leaves (almost) none fails the test instead of passing it empty. Measured under the
+# ci profile: 38 of 400 accepted.
+_ACCEPTED = {"count": 0}
+
+
+@pytest.fixture
+def _enough_accepted() -> Iterator[None]:
+    _ACCEPTED["count"] = 0
+    yield
+    assert _ACCEPTED["count"] >= 10, f"only {_ACCEPTED['count']} mutated specs were accepted, and checked"
+
+
+@pytest.mark.usefixtures("_enough_accepted")
 @settings(max_examples=400, deadline=None)
 @given(mutated())
 def test_every_mutated_spec_the_loader_accepts_validates_against_the_schema(text: str) -> None:
@@ -461,6 +482,7 @@ def test_every_mutated_spec_the_loader_accepts_validates_against_the_schema(text
         parse_spec(text)
     except SpecError:
         return
+    _ACCEPTED["count"] += 1
     doc = yaml.safe_load(text)
     errors = schema_errors(doc)
     assume(not any(_typed_name_gap(doc, e) for e in errors))

@@ -84,7 +84,9 @@ def test_base_spec_is_valid_and_typed():
     assert spec.statistics[0].name == "n"
     assert spec.statistics[0].kind == "count"
     assert split_budget(spec).shares == (Fraction(1),)
-    assert spec.input is None and spec.output is None and spec.ledger is None
+    assert spec.input is None
+    assert spec.output is None
+    assert spec.ledger is None
 
 
 def test_defaults_for_unit_and_neighbours():
@@ -119,7 +121,7 @@ COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, 
 
 
 @pytest.mark.parametrize(
-    "spec_text, message",
+    ("spec_text", "message"),
     [
         (text(extra="seed: 1\n"), f"seed: unknown field {TOP_ALLOWED}"),
         (text(extra="sensitivity: 1\n"), f"sensitivity: unknown field {TOP_ALLOWED}"),
@@ -153,7 +155,7 @@ def test_unknown_fields_at_every_level(spec_text, message):
 
 
 @pytest.mark.parametrize(
-    "spec_text, message",
+    ("spec_text", "message"),
     [
         (text(head="dataset: adult\n"), "version: required field is missing"),
         (text(head="version: 1\n"), "dataset: required field is missing"),
@@ -188,7 +190,7 @@ def test_missing_required_fields(spec_text, message):
 
 
 @pytest.mark.parametrize(
-    "spec_text, message",
+    ("spec_text", "message"),
     [
         ("- 1\n", "expected a mapping"),
         ("hello\n", "expected a mapping"),
@@ -253,7 +255,7 @@ NOT_A_NUMBER = "is not a number (write a plain decimal such as 1, 0.5 or 1e-3)"
 
 
 @pytest.mark.parametrize(
-    "value, message",
+    ("value", "message"),
     [
         ("0", "privacy.epsilon: epsilon must be in [0.000001, 100], got 0"),
         ("-1", "privacy.epsilon: epsilon must be in [0.000001, 100], got -1"),
@@ -286,7 +288,7 @@ def test_epsilon_refused(value, message):
 
 
 @pytest.mark.parametrize(
-    "value, exact",
+    ("value", "exact"),
     [
         ("100", Fraction(100)),
         ("1e-6", Fraction(1, 10**6)),
@@ -449,7 +451,7 @@ def test_column_type_and_name():
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    ("body", "message"),
     [
         ("{type: int, bounds: [90, 17]}", "columns.x.bounds: low must be less than high"),
         ("{type: int, bounds: [17, 17]}", "columns.x.bounds: low must be less than high"),
@@ -496,7 +498,7 @@ def test_bounds_accepted_up_to_1e15():
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    ("body", "message"),
     [
         (
             "{type: float, bounds: [0, 1], precision: 2}",
@@ -550,7 +552,7 @@ def test_grid_bounds_are_inside_the_bounds():
 
 
 @pytest.mark.parametrize(
-    "lo, hi, precision",
+    ("lo", "hi", "precision"),
     [
         ("0", "99999", Fraction(1, 100)),
         ("0", "1", Fraction(1, 10**6)),
@@ -578,7 +580,7 @@ def test_default_precision_power_of_ten_with_1e6_to_1e7_steps(lo, hi, precision)
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    ("body", "message"),
     [
         ("{type: category}", "columns.x.categories: required: list the category keys (public, written by a person)"),
         ("{type: category, categories: []}", "columns.x.categories: expected at least 1 item"),
@@ -603,7 +605,7 @@ def test_categories_refused(body, message):
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    ("body", "message"),
     [
         ("{type: category, categories: [a, \"b\\ufffd\"]}", "columns.x.categories[1]"),
         ("{type: category, categories: [\"\\ufffd\"]}", "columns.x.categories[0]"),
@@ -625,7 +627,7 @@ def test_categories_accepted_in_declared_order():
 
 
 @pytest.mark.parametrize(
-    "body, impute",
+    ("body", "impute"),
     [
         ("{type: int, bounds: [0, 10], impute: 5}", Fraction(5)),
         ("{type: int, bounds: [0, 10], impute: 0}", Fraction(0)),
@@ -641,7 +643,7 @@ def test_impute_accepted(body, impute):
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    ("body", "message"),
     [
         ("{type: int, bounds: [0, 10], impute: 11}", "columns.x.impute: must lie within the column's bounds"),
         ("{type: int, bounds: [0, 10], impute: -1}", "columns.x.impute: must lie within the column's bounds"),
@@ -679,19 +681,23 @@ def test_statistics_accepted():
     )
     s = spec.statistics
     assert [x.name for x in s] == ["people", "by_sex", "age_hist", "age_grid", "sex_hist", "total", "mean_age"]
-    assert s[1].by == ("sex", "flag") and s[1].column is None and s[1].bins is None
+    assert s[1].by == ("sex", "flag")
+    assert s[1].column is None
+    assert s[1].bins is None
     assert s[2].bins == EdgeBins((Fraction(17), Fraction(25), Fraction(91)))
     assert s[2].bins.count == 2
     assert s[3].bins == GridBins(Fraction(0), Fraction(100), Fraction(5, 2))
-    assert s[3].bins.count == 40 and s[3].bins.edge(3) == Fraction(15, 2)
+    assert s[3].bins.count == 40
+    assert s[3].bins.edge(3) == Fraction(15, 2)
     assert s[3].dimensions == ("sex", "age")
-    assert s[4].bins is None and s[4].dimensions == ("sex",)
+    assert s[4].bins is None
+    assert s[4].dimensions == ("sex",)
     assert s[5].mechanism == "laplace"
     assert spec.dimensions == ("sex", "flag", "age")
 
 
 @pytest.mark.parametrize(
-    "lines, message",
+    ("lines", "message"),
     [
         (
             ["{name: a, kind: count}", "{name: a, kind: sum, column: age}"],
@@ -768,7 +774,7 @@ def test_statistics_empty_list():
 
 
 @pytest.mark.parametrize(
-    "bins, message",
+    ("bins", "message"),
     [
         ("[17, 30, 25, 91]", "statistics[0].bins[2]: bin edges must be increasing"),
         ("[17, 25, 25, 91]", "statistics[0].bins[2]: duplicate bin edge"),
@@ -939,7 +945,8 @@ def test_explicit_epsilons_without_a_release_epsilon():
     spec = parse_spec(
         stat("{name: a, kind: count, epsilon: 0.1}", "{name: b, kind: count, epsilon: 0.2}", privacy="{unit: row}")
     )
-    assert spec.privacy.epsilon is None and split_budget(spec).total == Fraction(3, 10)
+    assert spec.privacy.epsilon is None
+    assert split_budget(spec).total == Fraction(3, 10)
     assert sum(split_budget(spec).shares) == Fraction(3, 10)
     spec_text = stat(
         "{name: a, kind: count, epsilon: 60}", "{name: b, kind: count, epsilon: 50}", privacy="{unit: row}"
@@ -994,7 +1001,8 @@ def test_spec_is_frozen():
         split_budget(spec).shares.append(Fraction(1))  # type: ignore[attr-defined]
     with pytest.raises(dataclasses.FrozenInstanceError):
         split_budget(spec).total = Fraction(100)  # type: ignore[misc]
-    assert spec.dataset == "adult" and spec.privacy.epsilon == Fraction(1)
+    assert spec.dataset == "adult"
+    assert spec.privacy.epsilon == Fraction(1)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1006,13 +1014,15 @@ def test_csv_quoted_line_breaks_defaults_to_false():
     assert parse_spec(text(extra="csv: {}\n")).quoted_line_breaks is False
 
 
-@pytest.mark.parametrize("value, expected", [("true", True), ("false", False), ("'true'", True), ('"false"', False)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("true", True), ("false", False), ("'true'", True), ('"false"', False)]
+)
 def test_csv_quoted_line_breaks_accepted(value, expected):
     assert parse_spec(text(extra=f"csv: {{quoted_line_breaks: {value}}}\n")).quoted_line_breaks is expected
 
 
 @pytest.mark.parametrize(
-    "extra, message",
+    ("extra", "message"),
     [
         ("csv: {quoted_line_breaks: yes}\n", "csv.quoted_line_breaks: 'yes' is not a boolean (true or false)"),
         ("csv: {quoted_line_breaks: True}\n", "csv.quoted_line_breaks: 'True' is not a boolean (true or false)"),

@@ -45,7 +45,8 @@ def refused(text: str) -> str:
     with pytest.raises(SpecError) as info:
         make_plan(parse_spec(text))
     message = str(info.value)
-    assert "\n" not in message and info.value.exit_code == 2
+    assert "\n" not in message
+    assert info.value.exit_code == 2
     return message
 
 
@@ -55,8 +56,11 @@ def cli_refused(*args: object, fragment: str, timeout: float = 30) -> str:
     r = run_dpcli(*args, timeout=timeout)
     err = r.stderr.decode("utf-8", "replace")
     assert r.returncode == 2, err
-    assert r.stdout == b"" and "Traceback" not in err
-    assert err.startswith("dpcli: error: ") and err.count("\n") == 1 and err.endswith("\n"), err
+    assert r.stdout == b""
+    assert "Traceback" not in err
+    assert err.startswith("dpcli: error: "), err
+    assert err.count("\n") == 1, err
+    assert err.endswith("\n"), err
     assert fragment in err, err
     return err
 
@@ -121,7 +125,7 @@ NUMBER_FIELDS = [
 ]
 
 
-@pytest.mark.parametrize("path, value, text", NUMBER_FIELDS, ids=[f"{f[0]}={f[1][:6]}" for f in NUMBER_FIELDS])
+@pytest.mark.parametrize(("path", "value", "text"), NUMBER_FIELDS, ids=[f"{f[0]}={f[1][:6]}" for f in NUMBER_FIELDS])
 def test_every_number_of_a_spec_is_limited_and_the_error_names_its_yaml_path(path: str, value: str, text: str) -> None:
     shown = value if len(value) <= 40 else value[:40] + "…"
     assert refused(text) == f"{path}: '{shown}' {LIMITS}"
@@ -139,7 +143,7 @@ def test_a_4200_digit_epsilon_is_refused_before_it_is_planned() -> None:
 
 
 @pytest.mark.parametrize(
-    "text, ok",
+    ("text", "ok"),
     [
         ("0", True),
         ("1e-40", True),
@@ -211,7 +215,7 @@ def test_a_sum_of_weights_growing_past_150_digits_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "text, message",
+    ("text", "message"),
     [
         (
             spec_text(columns='  s: {type: category, categories: [a, "\\ud800"]}\n'),
@@ -386,6 +390,8 @@ def test_budget_commands_print_on_an_ascii_stdout(tmp_path: Path) -> None:
     for env in ASCII_ENVIRONMENTS:
         r = run_in(env, "budget", "show", "--ledger", ledger)
         assert r.returncode == 0, (env, r.stderr)
-        assert b"people" in r.stdout and r.stderr == b""
+        assert b"people" in r.stdout
+        assert r.stderr == b""
         if env.get("PYTHONIOENCODING") == "ascii":
-            assert r.stdout.isascii() and b"cap eps" in r.stdout
+            assert r.stdout.isascii()
+            assert b"cap eps" in r.stdout

@@ -110,7 +110,8 @@ def test_every_kind_has_the_contract_columns_in_csv_and_json(tmp_path: Path) -> 
         assert (row["kind"], row["column"]) == (kind, column)
         assert (obj["kind"], obj["column"]) == (kind, column or None)
         binned = row["statistic"] in ("age_edges", "age_grid")
-        assert (row["bin_low"] != "") == binned and (obj["bin_low"] is not None) == binned
+        assert (row["bin_low"] != "") == binned
+        assert (obj["bin_low"] is not None) == binned
         if binned:  # the label is quote-free and its edges are the numbers beside it
             assert row["age"] == f"[{row['bin_low']}..{row['bin_high']})" == obj["age"]
             assert Fraction(row["bin_low"]) == Fraction(str(obj["bin_low"])) < Fraction(row["bin_high"])
@@ -141,7 +142,8 @@ def test_an_open_key_histograms_entries_get_the_edges_of_their_labels() -> None:
 def test_the_store_keeps_the_contract_columns(tmp_path: Path) -> None:
     table = exact_table(spec_text(EVERY_KIND + OPEN_KEYS))
     again = Table.from_json(table.to_json())
-    assert again.contract == "0.3" and json.loads(table.to_json())["format"] == 3
+    assert again.contract == "0.3"
+    assert json.loads(table.to_json())["format"] == 3
     for fmt in ("csv", "json"):
         assert written(again, fmt, tmp_path) == written(table, fmt, tmp_path)
 
@@ -178,8 +180,10 @@ def test_a_release_reissuing_a_02_table_writes_its_bytes_and_a_02_sidecar(tmp_pa
     assert (tmp_path / "b.csv").read_bytes() == (STORE_02 / "table.csv").read_bytes()
     meta = json.loads((tmp_path / "b.csv.meta.json").read_text())
     VALIDATOR.validate(meta)
-    assert meta["contract"] == "0.2" and meta["reissued"] is True
-    assert meta["release_time"] == spend.get("time")[:19] + "Z" and meta["ledger"]["record"] == spend.seq
+    assert meta["contract"] == "0.2"
+    assert meta["reissued"] is True
+    assert meta["release_time"] == spend.get("time")[:19] + "Z"
+    assert meta["ledger"]["record"] == spend.seq
 
 
 PURE = "{unit: row, neighbours: add_remove, epsilon: 1}"
@@ -214,7 +218,8 @@ def test_every_sidecar_validates_and_its_time_is_the_spends(tmp_path: Path, name
     meta = json.loads((tmp_path / "out.json.meta.json").read_text())
     VALIDATOR.validate(meta)
     assert meta == r.metadata | {"output_sha256": r.output_sha256}
-    assert meta["contract"] == "0.3" and meta["release_id"] == "2026-11-24"
+    assert meta["contract"] == "0.3"
+    assert meta["release_id"] == "2026-11-24"
     assert meta["release_time"] == r.spend.get("time")[:19] + "Z"
     if name == "postprocess_and_confidence":
         assert meta["confidence"] == "0.9"
@@ -224,7 +229,8 @@ def test_every_sidecar_validates_and_its_time_is_the_spends(tmp_path: Path, name
     again = release(spec, input=ADULT, output=tmp_path / "again.json", ledger=ledger, release_id="2026-11-24")
     reissued = json.loads((tmp_path / "again.json.meta.json").read_text())
     VALIDATOR.validate(reissued)
-    assert again.reused and reissued["release_time"] == meta["release_time"]
+    assert again.reused
+    assert reissued["release_time"] == meta["release_time"]
     assert (tmp_path / "again.json").read_bytes() == (tmp_path / "out.json").read_bytes()
 
 
@@ -267,7 +273,8 @@ def test_meta_writes_the_sidecar_of_a_table_on_standard_output(tmp_path: Path) -
     for bad, message in ((tmp_path / "t2.csv", "is the output"), ("-", "--meta names a file")):
         r = run_in_process("release", tmp_path / "spec.yaml", "--input", ADULT, "-o", tmp_path / "t2.csv",
                            "--ledger", tmp_path / "L.jsonl", "--meta", bad)
-        assert r.returncode == 2 and message in r.stderr.decode()
+        assert r.returncode == 2
+        assert message in r.stderr.decode()
     assert (tmp_path / "L.jsonl").read_bytes() == spent
 
 

@@ -62,7 +62,7 @@ def error(statistics: str, **kwargs: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "statistic,message",
+    ("statistic", "message"),
     [
         ("{name: t, kind: top_k, column: occupation}", "statistics[0].k: required for a top_k: how many keys to rank"),
         ("{name: t, kind: top_k, column: sex, k: 3}", "statistics[0].k: k is 3, more than the 2 keys of 'sex'"),
@@ -104,15 +104,18 @@ def choice(plan, i: int = 0):
     return comp
 
 
-@pytest.mark.parametrize("neighbours,factor", [("add_remove", 1), ("replace", 2)])
+@pytest.mark.parametrize(("neighbours", "factor"), [("add_remove", 1), ("replace", 2)])
 def test_pure_epsilon_is_split_over_the_k_draws(neighbours: str, factor: int) -> None:
     plan = plan_of(
         "  - {name: t, kind: top_k, column: occupation, k: 3}\n  - {name: n, kind: count}\n",
         privacy=f"{{epsilon: 1.5, neighbours: {neighbours}}}",
     )
     comp, sp = choice(plan), plan.statistics[0]
-    assert sp.epsilon == Fraction(3, 4) and plan.epsilon == Fraction(3, 2)  # the weights' even split
-    assert comp.epsilon == Fraction(1, 4) and comp.draws == 3 and comp.choices == 14
+    assert sp.epsilon == Fraction(3, 4)
+    assert plan.epsilon == Fraction(3, 2)  # the weights' even split
+    assert comp.epsilon == Fraction(1, 4)
+    assert comp.draws == 3
+    assert comp.choices == 14
     assert comp.sensitivity == 1
     assert comp.scale == factor * 4  # temperature: factor * D / eps0
     assert sp.reported_epsilon == Fraction(3, 4)
@@ -126,7 +129,9 @@ def test_zcdp_draws_use_the_largest_epsilon_rho_allows_rounded_down() -> None:
         privacy="{rho: 0.03}",
     )
     comp, sp = choice(plan), plan.statistics[0]
-    assert sp.rho == Fraction(2, 100) and sp.epsilon == 0 and plan.rho == Fraction(3, 100)
+    assert sp.rho == Fraction(2, 100)
+    assert sp.epsilon == 0
+    assert plan.rho == Fraction(3, 100)
     eps0 = comp.epsilon
     # k eps0^2 / 2 <= rho (each permute-and-flip draw is pure eps0-DP, so eps0^2/2-zCDP; it is not claimed
     # bounded-range, issue 23), and eps0 is not far below it
@@ -137,7 +142,7 @@ def test_zcdp_draws_use_the_largest_epsilon_rho_allows_rounded_down() -> None:
 
 
 @pytest.mark.parametrize(
-    "unit,neighbours,sensitivity,factor",
+    ("unit", "neighbours", "sensitivity", "factor"),
     [
         ("{id: pid, max_rows: 10, missing_id: drop}", "add_remove", 10, 1),
         ("{id: pid, max_rows: 10, max_rows_per_group: 3, missing_id: drop}", "add_remove", 3, 1),
@@ -211,7 +216,8 @@ def test_the_exact_ranking_is_the_largest_counts_on_every_local_engine(tmp_path:
     assert [r[3] for r in rows[:5]] == expected_ranking("occupation", 5, frame, OCCUPATIONS)
     assert [r[4] for r in rows[5:]] == ["Male", "Male", "Female"]
     assert [r[5] for r in rows] == ["1", "2", "3", "4", "5", "1", "1", "2"]  # value: the rank
-    assert {r[6] for r in rows} == {None} and {r[7] for r in rows} == {None}  # no interval
+    assert {r[6] for r in rows} == {None}
+    assert {r[7] for r in rows} == {None}  # no interval
     kinds = [("top_k", "occupation")] * 5 + [("mode", "sex"), ("top_k", "sex"), ("top_k", "sex")]
     assert [r[1:3] for r in rows] == kinds
 
@@ -264,8 +270,10 @@ statistics:
 def test_open_keys_rank_the_selected_entries_by_their_counts() -> None:
     plan = make_plan(parse_spec(OPEN))
     sp = plan.statistics[0]
-    assert sp.selection is not None and [c.role for c in sp.components] == ["count"]
-    assert sp.components[0].mechanism == "discrete_laplace" and sp.components[0].scale == 1
+    assert sp.selection is not None
+    assert [c.role for c in sp.components] == ["count"]
+    assert sp.components[0].mechanism == "discrete_laplace"
+    assert sp.components[0].scale == 1
     rows = list(build_table(plan, exact_noisy(aggregate(plan, ADULT), plan)).rows())
     counts = pl.read_csv(ADULT, infer_schema=False)["native_country"].value_counts(sort=True)
     top = [c for c, n in counts.iter_rows() if c is not None and n >= sp.selection.threshold][:4]
@@ -288,7 +296,8 @@ def test_a_noisy_draw_returns_k_distinct_declared_keys() -> None:
     plan = plan_of("  - {name: top, kind: top_k, column: occupation, k: 4}\n")
     exact = aggregate(plan, ADULT)
     chosen = draw_noise(plan, exact)[0].chosen
-    assert chosen is not None and len(set(chosen.tolist())) == 4
+    assert chosen is not None
+    assert len(set(chosen.tolist())) == 4
     assert all(0 <= i < len(OCCUPATIONS) for i in chosen.tolist())
 
 
@@ -319,7 +328,9 @@ def test_release_writes_ranks_without_intervals_and_a_rerun_returns_the_same_byt
     assert all(r["occupation"] in OCCUPATIONS for r in doc[:3])
     sidecar = json.loads((tmp_path / "out.json.meta.json").read_text(encoding="utf-8"))
     top = sidecar["statistics"][0]
-    assert top["k"] == 3 and top["noise"][0]["mechanism"] == "exponential" and top["noise"][0]["draws"] == 3
+    assert top["k"] == 3
+    assert top["noise"][0]["mechanism"] == "exponential"
+    assert top["noise"][0]["draws"] == 3
     assert np.isclose(float(top["epsilon"]), 0.5)
 
 

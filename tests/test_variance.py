@@ -319,7 +319,8 @@ def brute(n: int, s: int, q: int, hn: int, hs: int, hq: int, width: int) -> tupl
 def test_the_box_holds_every_variance_of_its_points(n, s, q, hn, hs, hq):
     low, high = (Fraction(*end) for end in _box(n, s, q, hn, hs, hq, 1, 20))
     b_low, b_high = brute(n, s, q, hn, hs, hq, 20)
-    assert low <= b_low and b_high <= high
+    assert low <= b_low
+    assert b_high <= high
 
 
 def test_the_box_counts_the_squares_rounding_when_their_grid_is_coarser():

@@ -51,7 +51,7 @@ def true_epsilon(rho: F, delta: F) -> mpmath.mpf:
     return bound((lo + hi) / 2)
 
 
-@pytest.mark.parametrize("rho, delta", CASES)
+@pytest.mark.parametrize(("rho", "delta"), CASES)
 def test_zcdp_to_epsilon_is_a_tight_upper_bound(rho: F, delta: F) -> None:
     eps = zcdp_to_epsilon(rho, delta)
     exact = true_epsilon(rho, delta)
@@ -66,13 +66,13 @@ def test_zcdp_to_epsilon_is_a_tight_upper_bound(rho: F, delta: F) -> None:
 def test_zcdp_to_epsilon_edges() -> None:
     assert zcdp_to_epsilon(F(0), F(1, 10**6)) == 0
     for bad in [(F(-1), F(1, 10)), (F(1), F(0)), (F(1), F(1))]:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="need rho >= 0 and 0 < delta < 1"):
             zcdp_to_epsilon(*bad)
     a, b = zcdp_to_epsilon(F(1, 10), F(1, 10**6)), zcdp_to_epsilon(F(2, 10), F(1, 10**6))
     assert a < b  # monotone in rho
 
 
-@pytest.mark.parametrize("eps, delta", [(F(1), F(1, 10**6)), (F(1, 10), F(1, 10**9)), (F(10), F(1, 1000))])
+@pytest.mark.parametrize(("eps", "delta"), [(F(1), F(1, 10**6)), (F(1, 10), F(1, 10**9)), (F(10), F(1, 1000))])
 def test_epsilon_delta_to_rho_round_trips_conservatively(eps: F, delta: F) -> None:
     rho = epsilon_delta_to_rho(eps, delta)
     assert rho > 0
@@ -100,7 +100,7 @@ def spec(privacy: str, statistics: str) -> str:
     return f"version: 1\ndataset: d\nprivacy: {privacy}\n{COLUMNS}statistics:\n{statistics}"
 
 
-@pytest.mark.parametrize("neighbours, l2_count, l2_cells, l2_sum", [("add_remove", 1, 1, 100 * 100),
+@pytest.mark.parametrize(("neighbours", "l2_count", "l2_cells", "l2_sum"), [("add_remove", 1, 1, 100 * 100),
                                                                    ("replace", 1, 2, 2 * 100 * 100)])
 def test_gaussian_variances_are_l2_squared_over_two_rho(neighbours: str, l2_count: int, l2_cells: int, l2_sum: int):
     text = spec(
@@ -118,8 +118,10 @@ def test_gaussian_variances_are_l2_squared_over_two_rho(neighbours: str, l2_coun
     assert s.components[0].l2_squared == (100 * 100 if neighbours == "add_remove" else l2_sum)
     assert s.components[0].variance == F(s.components[0].l2_squared) / (2 * F(1, 8))
     # a Laplace statistic in a zCDP release: epsilon = sqrt(2 rho) = 1/2, charged its rho
-    assert lap.components[0].mechanism == "discrete_laplace" and lap.components[0].epsilon == F(1, 2)
-    assert plan.rho == F(1, 2) and plan.epsilon == 0
+    assert lap.components[0].mechanism == "discrete_laplace"
+    assert lap.components[0].epsilon == F(1, 2)
+    assert plan.rho == F(1, 2)
+    assert plan.epsilon == 0
     assert all(c.mechanism == "discrete_gaussian" for sp in (n, h, s) for c in sp.components)
 
 
@@ -138,12 +140,14 @@ def test_epsilon_with_delta_becomes_rho_and_the_plan_shows_both() -> None:
     text = spec("{unit: row, epsilon: 1, delta: 1e-6}", "  - {name: n, kind: count, mechanism: gaussian}\n")
     plan = make_plan(parse_spec(text))
     assert plan.rho == epsilon_delta_to_rho(F(1), F(1, 10**6))
-    assert plan.epsilon_at_delta is not None and plan.epsilon_at_delta <= 1
-    assert "zCDP" in plan.cost_text() and "δ=0.000001" in plan.cost_text()
+    assert plan.epsilon_at_delta is not None
+    assert plan.epsilon_at_delta <= 1
+    assert "zCDP" in plan.cost_text()
+    assert "δ=0.000001" in plan.cost_text()
 
 
 @pytest.mark.parametrize(
-    "privacy, stats, message",
+    ("privacy", "stats", "message"),
     [
         ("{unit: row, epsilon: 1}", "  - {name: n, kind: count, mechanism: gaussian}\n",
          "statistics[0].mechanism: gaussian needs a zCDP budget: privacy.rho, or privacy.epsilon with privacy.delta"),
@@ -183,7 +187,8 @@ def test_mixed_pure_and_zcdp_spends_against_an_epsilon_delta_cap(tmp_path: Path)
     # a spend that would push the converted total past the cap is refused, and names the difference
     with pytest.raises(BudgetRefused) as exc:
         book.spend("d", Budget(F(0), rho=F(1, 2)))
-    assert "requested ε=" in str(exc.value) and "(ρ=0.5 at δ=0.000001)" in str(exc.value)
+    assert "requested ε=" in str(exc.value)
+    assert "(ρ=0.5 at δ=0.000001)" in str(exc.value)
     assert book.status("d") == status  # nothing recorded
 
 
@@ -213,15 +218,17 @@ def test_gaussian_release_end_to_end(tmp_path: Path) -> None:
     assert header == "statistic,kind,column,sex,value,ci_low,ci_high,epsilon,rho"
     assert len(rows) == 5
     meta = json.loads((tmp_path / "o.csv.meta.json").read_text())
-    assert meta["accounting"] == "zcdp" and meta["statistics"][0]["noise"][0]["mechanism"] == "discrete_gaussian"
+    assert meta["accounting"] == "zcdp"
+    assert meta["statistics"][0]["noise"][0]["mechanism"] == "discrete_gaussian"
     spend = next(json.loads(x) for x in Path(led).read_text().splitlines() if '"spend"' in x)
-    assert F(spend["rho"]) == epsilon_delta_to_rho(F(1), F(1, 10**6)) and spend["epsilon"] == "0"
+    assert F(spend["rho"]) == epsilon_delta_to_rho(F(1), F(1, 10**6))
+    assert spend["epsilon"] == "0"
     show = json.loads(run_dpcli("budget", "show", "--json", "--ledger", led).stdout)[0]
     assert F(show["spent"]) == zcdp_to_epsilon(F(spend["rho"]), F(1, 10**6))
 
 
 @pytest.mark.parametrize(
-    "bounds, kind, l2_squared, setter",
+    ("bounds", "kind", "l2_squared", "setter"),
     [
         # centred mean by sex on [17, 90]: grid midpoint 53, centred span [-36, 37]; same-cell L -> U moves 73,
         # a cell move at most 2 * 37^2 = 2738 < 73^2 = 5329
@@ -243,7 +250,8 @@ def test_gaussian_l2_under_replace_covers_a_value_moving_inside_its_cell(
     comp = make_plan(parse_spec(text)).statistics[0].component("sum")
     assert comp.l2_squared == l2_squared
     assert comp.variance >= F(l2_squared) / (2 * (F(1, 2) if kind == "sum" else F(1, 4)))
-    assert setter in comp.derivation and f"= {l2_squared}" in comp.derivation
+    assert setter in comp.derivation
+    assert f"= {l2_squared}" in comp.derivation
 
 
 def test_a_laplace_share_that_rounds_to_zero_is_a_spec_error() -> None:

@@ -41,9 +41,15 @@ def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):
     result = dpcli("audit", str(spec), "--trials", "20000", "--json", cwd=tmp_path, env={"DPCLI_LEDGER": str(ledger)})
     assert result.returncode == 0, result.stderr.decode()
     report = json.loads(result.stdout)
-    assert report["ok"] is True and report["data_read"] is False and report["spent"] is False
-    assert report["dataset"] == "toy" and report["neighbours"] == "add_remove" and report["accounting"] == "pure"
-    assert report["trials"] == 20000 and 0 < report["confidence"] < 1 and report["datasets_aggregated"] > 1
+    assert report["ok"] is True
+    assert report["data_read"] is False
+    assert report["spent"] is False
+    assert report["dataset"] == "toy"
+    assert report["neighbours"] == "add_remove"
+    assert report["accounting"] == "pure"
+    assert report["trials"] == 20000
+    assert 0 < report["confidence"] < 1
+    assert report["datasets_aggregated"] > 1
     # every statistic, each part of the mean on its own, then the release as a whole
     assert [s["statistic"] for s in report["statistics"]] == [
         "n", "ages", "mean_income", "mean_income/sum", "mean_income/count", "total_income", "(release)"
@@ -59,18 +65,26 @@ def test_audit_json_reads_no_data_and_spends_nothing(tmp_path):
             "events", "alpha_per_bound", "noised_cells", "neighbour", "row_d", "row_d_prime", "differing_cells",
             "worst_event",
         }
-        assert s["within_claim"] is True and s["mechanism"] == "discrete_laplace" and s["delta"] == "0"
+        assert s["within_claim"] is True
+        assert s["mechanism"] == "discrete_laplace"
+        assert s["delta"] == "0"
         assert 0 <= s["epsilon_lower_bound"] <= float(s["claimed_epsilon"])
-        assert s["pair_within_claim"] is True and s["loss_unit"] == "epsilon"
+        assert s["pair_within_claim"] is True
+        assert s["loss_unit"] == "epsilon"
         assert 0 < Fraction(s["pair_loss"]) <= Fraction(s["claimed_loss"]) == Fraction(s["claimed_epsilon"])
-        assert s["trials"] == 20000 and s["events"] > 0 and s["noised_cells"] == len(s["differing_cells"]) >= 1
-        assert s["row_d"] is None and set(s["row_d_prime"]) == {"age", "income", "sex"}  # add_remove: D' = D + 1 row
+        assert s["trials"] == 20000
+        assert s["events"] > 0
+        assert s["noised_cells"] == len(s["differing_cells"]) >= 1
+        assert s["row_d"] is None
+        assert set(s["row_d_prime"]) == {"age", "income", "sex"}  # add_remove: D' = D + 1 row
     release = report["statistics"][-1]
-    assert release["claimed_epsilon"] == "2" and release["noised_cells"] == 5  # one row in every statistic's cell
+    assert release["claimed_epsilon"] == "2"
+    assert release["noised_cells"] == 5  # one row in every statistic's cell
     assert any("not a proof" in n for n in report["notes"])
     # the nonexistent input was never needed, and no ledger (from the spec or $DPCLI_LEDGER) was created or read
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-    assert not ledger.exists() and not (tmp_path / "no-ledger-here.jsonl").exists()
+    assert not ledger.exists()
+    assert not (tmp_path / "no-ledger-here.jsonl").exists()
 
 
 PERSON_SPEC = """\
@@ -97,26 +111,31 @@ def test_audit_of_a_person_unit_with_open_keys(tmp_path):
     result = dpcli("audit", str(spec), "--trials", "20000", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr.decode()
     report = json.loads(result.stdout)
-    assert report["ok"] is True and report["data_read"] is False
+    assert report["ok"] is True
+    assert report["data_read"] is False
     stats = {s["statistic"]: s for s in report["statistics"]}
     assert list(stats) == ["people", "by_country", "by_country/selection", "spend", "(release)"]
     # neighbours are whole persons: every row of D' carries the candidate's id, one person of several rows
     for s in report["statistics"]:
-        assert s["rows_d"] is None and s["row_d"] is None
+        assert s["rows_d"] is None
+        assert s["row_d"] is None
         assert {r["person_id"] for r in s["rows_d_prime"]} == {"dpcli-audit-person"}
         assert s["row_d_prime"] == s["rows_d_prime"][0]
     # the open-key statistic claims ε at its selection's δ; the selection's own target compares the chance that
     # a key only the added person holds is released with that δ, and its events include "such a key is released"
     sel = stats["by_country/selection"]
-    assert sel["loss_unit"] == "delta" and sel["delta"] == sel["claimed_loss"] == stats["by_country"]["delta"]
+    assert sel["loss_unit"] == "delta"
+    assert sel["delta"] == sel["claimed_loss"] == stats["by_country"]["delta"]
     assert 0 < Fraction(sel["pair_loss"]) <= Fraction(sel["claimed_loss"])
     one_sided = [c for c in sel["differing_cells"] if "only_in" in c]
-    assert one_sided and all(c["only_in"] == "D'" and 0 < c["release_probability"] < 1e-6 for c in one_sided)
+    assert one_sided
+    assert all(c["only_in"] == "D'" and 0 < c["release_probability"] < 1e-6 for c in one_sided)
     assert len(sel["rows_d_prime"]) >= 2  # a person bringing several new keys
     assert stats["(release)"]["delta"] == stats["by_country"]["delta"]  # pure ε, δ of the one selection
     assert Fraction(stats["by_country"]["pair_loss"]) == Fraction(stats["by_country"]["claimed_loss"])
     text = dpcli("audit", str(spec), "--trials", "5000", cwd=tmp_path).stdout.decode()
-    assert "by_country/selection" in text and "D' = D + 1 person of" in text
+    assert "by_country/selection" in text
+    assert "D' = D + 1 person of" in text
     assert "P[a key one dataset lacks is released]" in text
 
 
@@ -126,7 +145,9 @@ def test_audit_text_report_and_usage_errors(tmp_path):
     result = dpcli("audit", str(spec), "--trials", "5000", cwd=tmp_path)
     assert result.returncode == 0, result.stderr.decode()
     out = result.stdout.decode()
-    assert "no input read, nothing spent" in out and "not a proof" in out and "within claim" in out
+    assert "no input read, nothing spent" in out
+    assert "not a proof" in out
+    assert "within claim" in out
     assert "VIOLATION" not in out
 
     assert dpcli("audit", str(spec), "--trials", "10", cwd=tmp_path).returncode == 2  # below the minimum
@@ -134,7 +155,8 @@ def test_audit_text_report_and_usage_errors(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(SPEC.replace("epsilon: 2", "epsilon: 2, seed: 1"))
     result = dpcli("audit", str(bad), cwd=tmp_path)
-    assert result.returncode == 2 and b"privacy.seed" in result.stderr
+    assert result.returncode == 2
+    assert b"privacy.seed" in result.stderr
 
 
 def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
@@ -175,8 +197,10 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     assert exc.value.code == 6
     captured = capsys.readouterr()
     report = json.loads(captured.out)
-    assert report["ok"] is False and report["statistics"][0]["within_claim"] is False
-    assert "does not deliver its claim" in captured.err and "'n'" in captured.err
+    assert report["ok"] is False
+    assert report["statistics"][0]["within_claim"] is False
+    assert "does not deliver its claim" in captured.err
+    assert "'n'" in captured.err
 
     st = report["statistics"][0]
     n, q = st["trials"], math.exp(-2)
@@ -184,4 +208,6 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     lo = dpcli.audit.clopper_pearson(k_fav, n, st["alpha_per_bound"])[0]
     hi = dpcli.audit.clopper_pearson(k_oth, n, st["alpha_per_bound"])[1]
     assert math.log(lo / hi) > float(st["claimed_epsilon"]) == 1
-    assert st["epsilon_lower_bound"] > 1 and Fraction(st["pair_loss"]) == 2 and st["pair_within_claim"] is False
+    assert st["epsilon_lower_bound"] > 1
+    assert Fraction(st["pair_loss"]) == 2
+    assert st["pair_within_claim"] is False

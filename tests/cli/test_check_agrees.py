@@ -167,10 +167,12 @@ def test_check_refuses_exactly_what_release_refuses_before_the_data(tmp_path: Pa
 
     assert (checked.returncode, released.returncode) == (case.code, case.code), (checked.stderr, released.stderr)
     if case.code == 0:
-        assert b"is valid" in checked.stderr and _error_lines(checked.stderr) == []
+        assert b"is valid" in checked.stderr
+        assert _error_lines(checked.stderr) == []
         return
     said = _error_lines(released.stderr)
-    assert len(said) == 1 and case.message in said[0], released.stderr
+    assert len(said) == 1, released.stderr
+    assert case.message in said[0], released.stderr
     assert said[0] in _error_lines(checked.stderr)  # check says every error of a spec; release's first among them
     assert (ledger.read_text().count('"type":"spend"') if ledger.exists() else 0) == spends  # nothing spent
 

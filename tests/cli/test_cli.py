@@ -57,7 +57,7 @@ def no_data_in(result: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in text
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     data = io.StringIO()
     w = csv.writer(data, lineterminator="\n")
@@ -110,12 +110,14 @@ def test_release_writes_table_sidecar_and_spends(work: Path) -> None:
         if x["statistic"] == "mean_income":
             assert 0 <= Fraction(x["value"]) <= 1000  # clipped to the bounds
     meta = json.loads((work / "out.csv.meta.json").read_text())
-    assert meta["epsilon"] == "1" and meta["dataset"] == "toy"
+    assert meta["epsilon"] == "1"
+    assert meta["dataset"] == "toy"
     assert [s["mechanism"] for s in meta["statistics"]] == ["discrete_laplace"] * 5
     assert meta["ledger"]["record"] == 1
     ledger = [json.loads(line) for line in (work / "ledger.jsonl").read_text().splitlines()]
     assert [x["type"] for x in ledger] == ["cap", "spend", "released"]
-    assert ledger[1]["epsilon"] == "1" and ledger[1]["hash"] == meta["ledger"]["head"]
+    assert ledger[1]["epsilon"] == "1"
+    assert ledger[1]["hash"] == meta["ledger"]["head"]
     assert ledger[2]["release_key"] == ledger[1]["release_key"]
     no_data_in(r)
 
@@ -128,7 +130,8 @@ def test_stdin_to_stdout_pipe(work: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stderr == b""
     rows = read_table(r.stdout.decode())
-    assert len(rows) == 9 and rows[0]["statistic"] == "n"
+    assert len(rows) == 9
+    assert rows[0]["statistic"] == "n"
 
 
 def test_json_output_by_extension(work: Path) -> None:
@@ -138,9 +141,12 @@ def test_json_output_by_extension(work: Path) -> None:
               "--ledger", str(work / "ledger.jsonl"), "--json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(out.read_text())
-    assert rows[0]["statistic"] == "n" and rows[0]["sex"] is None and isinstance(rows[0]["value"], int)
+    assert rows[0]["statistic"] == "n"
+    assert rows[0]["sex"] is None
+    assert isinstance(rows[0]["value"], int)
     summary = json.loads(r.stderr.decode())
-    assert summary["epsilon_spent"] == "1" and summary["epsilon_remaining"] == "9"
+    assert summary["epsilon_spent"] == "1"
+    assert summary["epsilon_remaining"] == "9"
 
 
 def test_ledger_from_environment_and_spec_input_relative_to_spec(work: Path) -> None:
@@ -159,12 +165,15 @@ def test_plan_reads_no_data(work: Path) -> None:
     r = dpcli("plan", str(work / "spec2.yaml"))
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
-    assert "discrete_laplace" in text and "add/remove one row changes the sum by at most max(|L|, |U|)" in text
+    assert "discrete_laplace" in text
+    assert "add/remove one row changes the sum by at most max(|L|, |U|)" in text
     j = dpcli("plan", str(work / "spec2.yaml"), "--json")
     doc = json.loads(j.stdout)
     total = next(s for s in doc["statistics"] if s["statistic"] == "total_income")
-    assert total["sensitivity"] == 100000 and total["sensitivity_unit"] == "0.01"
-    assert total["epsilon"] == "0.2" and total["scale"] == "500000"
+    assert total["sensitivity"] == 100000
+    assert total["sensitivity_unit"] == "0.01"
+    assert total["epsilon"] == "0.2"
+    assert total["scale"] == "500000"
 
 
 def test_check_and_init(work: Path) -> None:
@@ -174,7 +183,8 @@ def test_check_and_init(work: Path) -> None:
     r = dpcli("init", str(work / "data.csv"))
     assert r.returncode == 0
     skeleton = r.stdout.decode()
-    assert "  age: {type: TODO" in skeleton and "unused" in skeleton
+    assert "  age: {type: TODO" in skeleton
+    assert "unused" in skeleton
     no_data_in(r)
     # the skeleton is refused until a person fills it in
     (work / "skeleton.yaml").write_text(skeleton)
@@ -199,7 +209,8 @@ def test_budget_show_and_ledger_show_verify(work: Path) -> None:
                                      "spent_pure_epsilon": "1", "spent_rho": "0", "unit": "row",
                                      "neighbours": "add_remove"}]
     r = dpcli("ledger", "verify", "--ledger", led)
-    assert r.returncode == 0 and r.stdout.decode().startswith("ledger OK: 3 record(s), head ")
+    assert r.returncode == 0
+    assert r.stdout.decode().startswith("ledger OK: 3 record(s), head ")
     r = dpcli("ledger", "show", "--json", "--ledger", led)
     assert [x["type"] for x in json.loads(r.stdout)] == ["cap", "spend", "released"]
 
@@ -240,7 +251,7 @@ def test_output_equal_to_input_refused(work: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "content, message",
+    ("content", "message"),
     [
         (b"age,income\n1,2\n", "declared column(s) missing from the header: sex"),
         (b"age,income,sex,sex\n1,2,F,F\n", "declared column(s) appear more than once in the header: sex"),
@@ -458,9 +469,11 @@ def test_no_fingerprint_of_the_input_in_ledger_sidecar_store_or_messages(work: P
         for data in (original, other):
             h = digest(data.read_bytes()).hexdigest()
             everything = json.dumps([a_spend, a_meta, b_spend, b_meta, a_store, b_store]) + a_err + b_err
-            assert h not in everything and h[:16] not in everything
+            assert h not in everything
+            assert h[:16] not in everything
     assert str(work) not in json.dumps(a_meta)  # no path of the operator's machine in the sidecar
-    assert "input_sha256" not in json.dumps(a_meta) and "input_sha256" not in a_spend
+    assert "input_sha256" not in json.dumps(a_meta)
+    assert "input_sha256" not in a_spend
     # then every command, and every error path, that reads an input (issue 23, finding 2: a frequency spec run on
     # the raw data printed `the input (sha256 9b752b285bdeac9c…) is not a randomize output`)
     texts = _every_command_and_error_path(work, original)
@@ -584,7 +597,8 @@ def test_verbose_names_phases_and_prints_only_the_total_time(work: Path) -> None
               "--ledger", str(work / "ledger.jsonl"), "--verbose")
     lines = r.stderr.decode().splitlines()
     timed = [line for line in lines if re.search(r"\d+\.\d+ s", line)]
-    assert len(timed) == 1 and timed[0].startswith("dpcli: done in ")
+    assert len(timed) == 1
+    assert timed[0].startswith("dpcli: done in ")
     assert any("exact aggregates computed" in line for line in lines)
     no_data_in(r)
 

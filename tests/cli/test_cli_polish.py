@@ -25,7 +25,7 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture()
+@pytest.fixture
 def toy(tmp_path: Path) -> Path:
     """The toy spec with a small CSV beside it, its cap of 1 set in ledger.jsonl."""
     (tmp_path / "spec.yaml").write_text(TOY_SPEC)
@@ -42,12 +42,16 @@ def toy(tmp_path: Path) -> Path:
 def test_short_help_metavars_and_an_example_on_every_command(command: list[str]) -> None:
     short, long = dpcli_run(*command, "-h"), dpcli_run(*command, "--help")
     assert short.returncode == long.returncode == 0
-    assert short.stdout == long.stdout and short.stderr == long.stderr == b""
+    assert short.stdout == long.stdout
+    assert short.stderr == long.stderr == b""
     text = short.stdout.decode()
     usage = text.splitlines()[0]
     path = " ".join(["dpcli", *command])
     assert usage.startswith(f"Usage: {path} [OPTIONS]")
-    assert "{" not in text and "<str>" not in text and "<path>" not in text and "<float" not in text
+    assert "{" not in text
+    assert "<str>" not in text
+    assert "<path>" not in text
+    assert "<float" not in text
     assert f"Example:\n    $ {path}" in text
 
 
@@ -67,7 +71,8 @@ def test_usage_lines_name_their_arguments() -> None:
 def test_root_help_has_h_and_completion() -> None:
     r = dpcli_run("-h")
     assert r.returncode == 0
-    assert "--install-completion" in r.stdout.decode() and "--show-completion" in r.stdout.decode()
+    assert "--install-completion" in r.stdout.decode()
+    assert "--show-completion" in r.stdout.decode()
 
 
 def test_version_comes_from_the_one_source() -> None:
@@ -86,7 +91,8 @@ def test_completion_script_and_completions() -> None:
     r = dpcli_run(env={"_DPCLI_COMPLETE": "source_bash"})
     assert r.returncode == 0
     script = r.stdout.decode()
-    assert "_DPCLI_COMPLETE=complete_bash" in script and "complete -o default -F _dpcli_completion dpcli" in script
+    assert "_DPCLI_COMPLETE=complete_bash" in script
+    assert "complete -o default -F _dpcli_completion dpcli" in script
     # --show-completion writes the same script (Typer's own switch turns shell detection off)
     shown = dpcli_run("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert (shown.returncode, shown.stdout.strip()) == (0, r.stdout.strip())
@@ -99,7 +105,7 @@ def test_completion_script_and_completions() -> None:
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (["release", "s.yaml", "--format", "xml"],
          "Invalid value for '--format': 'xml' is not one of 'csv', 'json'. (see 'dpcli release --help')"),
@@ -127,7 +133,8 @@ def json_error(r) -> dict:
     lines = r.stderr.decode().splitlines()
     assert len(lines) == 1, lines
     doc = json.loads(lines[0])
-    assert set(doc) == {"error"} and set(doc["error"]) == {"code", "kind", "message"}
+    assert set(doc) == {"error"}
+    assert set(doc["error"]) == {"code", "kind", "message"}
     assert doc["error"]["code"] == r.returncode
     return doc["error"]
 
@@ -143,15 +150,20 @@ def test_json_errors_are_one_object_with_the_same_message(tmp_path: Path, toy: P
     }
     other = toy / "other.jsonl"
     error = json_error(dpcli_run("release", toy / "spec.yaml", "-i", toy / "data.csv", "--ledger", other, "--json"))
-    assert error["kind"] == "budget" and error["code"] == 4 and "no budget cap for dataset 'toy'" in error["message"]
+    assert error["kind"] == "budget"
+    assert error["code"] == 4
+    assert "no budget cap for dataset 'toy'" in error["message"]
     (toy / "ledger.jsonl").write_text((toy / "ledger.jsonl").read_text().replace('"epsilon":"1"', '"epsilon":"9"'))
     error = json_error(dpcli_run("budget", "show", "--json", "--ledger", toy / "ledger.jsonl"))
-    assert error["kind"] == "ledger" and error["code"] == 5 and "record 0 has been altered" in error["message"]
+    assert error["kind"] == "ledger"
+    assert error["code"] == 5
+    assert "record 0 has been altered" in error["message"]
 
 
 def test_json_after_double_dash_is_not_the_option(tmp_path: Path) -> None:
     r = dpcli_run("plan", "--", "--json")
-    assert r.returncode == 2 and r.stderr.decode().startswith("dpcli: error: --json: cannot read the spec")
+    assert r.returncode == 2
+    assert r.stderr.decode().startswith("dpcli: error: --json: cannot read the spec")
 
 
 # -- numbers in JSON ---------------------------------------------------------------------------------------------
@@ -227,7 +239,8 @@ def test_every_json_output_uses_one_number_encoding(toy: Path) -> None:
     assert {"epsilon", "rho", "variance", "scale", "epsilon_spent", "cap", "claimed_epsilon"} <= seen
     assert {"sensitivity", "l2_sensitivity_squared", "ledger_record", "seq", "trials"} <= seen
     assert {"epsilon_lower_bound", "confidence"} <= seen
-    assert outputs[1]["statistics"][0]["scale"] == "4" and outputs[0]["epsilon_spent"] == "0.25"
+    assert outputs[1]["statistics"][0]["scale"] == "4"
+    assert outputs[0]["epsilon_spent"] == "0.25"
 
 
 # -- output formats ----------------------------------------------------------------------------------------------
@@ -253,10 +266,13 @@ def test_output_in_a_format_dpcli_does_not_write_is_refused_before_anything(toy:
 def test_spec_output_in_a_foreign_format_is_refused(toy: Path) -> None:
     (toy / "s.yaml").write_text(TOY_SPEC.replace("dataset: toy\n", "dataset: toy\noutput: table.parquet\n"))
     r = dpcli_run("release", toy / "s.yaml", "-i", toy / "data.csv", "--ledger", toy / "ledger.jsonl")
-    assert r.returncode == 2 and "dpcli does not write parquet files" in r.stderr.decode()
+    assert r.returncode == 2
+    assert "dpcli does not write parquet files" in r.stderr.decode()
 
 
-@pytest.mark.parametrize("name, fmt", [("out", "csv"), ("out.csv", "csv"), ("out.txt", "csv"), ("out.json", "json")])
+@pytest.mark.parametrize(
+    ("name", "fmt"), [("out", "csv"), ("out.csv", "csv"), ("out.txt", "csv"), ("out.json", "json")]
+)
 def test_csv_unless_json(toy: Path, name: str, fmt: str) -> None:
     r = dpcli_run("release", toy / "spec.yaml", "-i", toy / "data.csv", "-o", toy / name, "--quiet",
                   "--ledger", toy / "ledger.jsonl")
@@ -293,7 +309,8 @@ def test_init_round_trips_awkward_names_and_paths(tmp_path: Path, where: str) ->
     out = spec_dir / "spec: one.yaml"
     r = dpcli_run("init", csv_path, "-o", out, cwd=tmp_path)  # cwd is neither: input: must be relative to the spec
     assert r.returncode == 0, r.stderr
-    assert r.stdout == b"" and r.stderr.decode() == f"dpcli: wrote {out}: fill in the TODOs, then `dpcli check {out}`\n"
+    assert r.stdout == b""
+    assert r.stderr.decode() == f"dpcli: wrote {out}: fill in the TODOs, then `dpcli check {out}`\n"
     out.write_text(fill(out.read_text()))
     spec = load_spec(out)
     assert list(spec.columns) == DECLARABLE
@@ -309,7 +326,8 @@ def test_init_to_stdout_is_relative_to_the_current_directory(tmp_path: Path) -> 
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "x.csv").write_text("age\n1\n")
     r = dpcli_run("init", tmp_path / "d" / "x.csv", cwd=tmp_path)
-    assert r.returncode == 0 and "\ninput: d/x.csv\n" in r.stdout.decode()
+    assert r.returncode == 0
+    assert "\ninput: d/x.csv\n" in r.stdout.decode()
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
@@ -324,7 +342,8 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert dpcli_run("init", tmp_path / "x.csv", "-o", out, "--force").returncode == 0
     assert "age: {type: TODO" in out.read_text()
     r = dpcli_run("init", tmp_path / "missing.csv", "-o", tmp_path / "new.yaml")
-    assert r.returncode == 3 and not (tmp_path / "new.yaml").exists()
+    assert r.returncode == 3
+    assert not (tmp_path / "new.yaml").exists()
 
 
 # -- a dataset split across ledgers ------------------------------------------------------------------------------
@@ -342,11 +361,13 @@ def test_warning_when_a_dataset_first_appears_in_another_ledger_than_the_spec_na
     )
     again = dpcli_run(*args)
     # only where the dataset first appears
-    assert again.returncode == 0 and "dpcli: warning" not in again.stderr.decode()
+    assert again.returncode == 0
+    assert "dpcli: warning" not in again.stderr.decode()
     # no cap in the ledger used, while the spec names another: said before the refusal
     refused = dpcli_run("release", toy / "s.yaml", "-i", toy / "data.csv", "--ledger", toy / "new.jsonl")
     lines = refused.stderr.decode().splitlines()
-    assert refused.returncode == 4 and len(lines) == 2
+    assert refused.returncode == 4
+    assert len(lines) == 2
     assert lines[0].startswith(f"dpcli: warning: no cap or spend for dataset 'toy' in ledger {toy / 'new.jsonl'}")
     assert lines[1].startswith("dpcli: error: no budget cap for dataset 'toy'")
 
@@ -355,7 +376,8 @@ def test_no_warning_when_every_name_is_the_same_ledger(toy: Path) -> None:
     (toy / "s.yaml").write_text(TOY_SPEC.replace("dataset: toy\n", "dataset: toy\nledger: ./ledger.jsonl\n"))
     r = dpcli_run("release", "s.yaml", "-i", "data.csv", "-o", "o.csv", "--ledger", "ledger.jsonl", cwd=toy,
                   env={"DPCLI_LEDGER": str(toy / "ledger.jsonl")})
-    assert r.returncode == 0 and "dpcli: warning" not in r.stderr.decode()
+    assert r.returncode == 0
+    assert "dpcli: warning" not in r.stderr.decode()
 
 
 def test_json_summary_carries_the_warning_instead(toy: Path) -> None:
@@ -449,7 +471,8 @@ def test_check_reports_every_spec_error_one_line_each(tmp_path: Path) -> None:
         "statistics:\n  - {name: n, kind: count, by: [nope]}\n  - {name: s, kind: sum, column: zz}\n"
     )
     r = run_in_process("check", spec)
-    assert r.returncode == 2 and r.stdout == b""
+    assert r.returncode == 2
+    assert r.stdout == b""
     assert r.stderr.decode().splitlines() == [
         f"dpcli: error: {spec}: privacy.epsilon: epsilon must be in [0.000001, 100], got 0",
         f"dpcli: error: {spec}: columns.c.categories: expected at least 1 item",
@@ -458,4 +481,5 @@ def test_check_reports_every_spec_error_one_line_each(tmp_path: Path) -> None:
         f"dpcli: error: {spec}: statistics[1].column: 'zz' is not a declared column",
     ]
     first = run_in_process("plan", spec)
-    assert first.returncode == 2 and first.stderr.decode().count("\n") == 1
+    assert first.returncode == 2
+    assert first.stderr.decode().count("\n") == 1

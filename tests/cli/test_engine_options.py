@@ -12,7 +12,7 @@ from tests.cli.test_progress import SPEC  # a count by city and a sum of income
 from tests.helpers import run_in_process
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     return make_work(SPEC, "city,income\nnorth,1\nsouth,2\nnorth,3\n", cap="10")
 
@@ -87,4 +87,5 @@ def test_help_lists_the_choices() -> None:
     text = r.stdout.decode()
     assert "--input-format <csv|csv.gz|csv.zst|parquet|arrow>" in text
     assert "--engine <polars|spark>" in text
-    assert "--spark-master URL" in text and "env var: SPARK_MASTER" in text
+    assert "--spark-master URL" in text
+    assert "env var: SPARK_MASTER" in text

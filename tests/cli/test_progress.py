@@ -53,7 +53,7 @@ def markers() -> tuple[list[str], list[int]]:
     return [f"Qzx{i:05d}Marker" for i in range(ROWS)], [734_000_000 + 7919 * i for i in range(ROWS)]
 
 
-@pytest.fixture()
+@pytest.fixture
 def work(make_work: Callable[..., Path]) -> Path:
     cities, incomes = markers()
     lines = "".join(f"{c},{n}\n" for c, n in zip(cities, incomes, strict=True))
@@ -205,7 +205,8 @@ def test_no_bar_with_quiet_json_ci_no_color_or_a_dumb_terminal(work: Path, flags
     if "--quiet" in flags:
         assert raw == b""
     if "--json" in flags:
-        assert raw.startswith(b"{") and raw.count(b"\n") == 1
+        assert raw.startswith(b"{")
+        assert raw.count(b"\n") == 1
 
 
 def test_no_bar_when_stderr_is_a_pipe(work: Path) -> None:
@@ -237,7 +238,8 @@ def test_an_error_while_reading_leaves_one_clean_error_line(work: Path) -> None:
     piped = run_dpcli(*args, stdin=data, env=tty_env(), cwd=work)
     assert piped.returncode == 3
     expected = piped.stderr.decode().rstrip("\n")
-    assert expected.startswith("dpcli: error: ") and "\n" not in expected
+    assert expected.startswith("dpcli: error: ")
+    assert "\n" not in expected
     code, raw = run_on_tty(args, tty_env(), work, stdin=data)
     assert code == 3
     _assert_one_clean_error_line(raw, expected)
@@ -289,7 +291,9 @@ def test_the_bar_renders_bytes_and_ratio_only_however_often_it_is_told() -> None
         time.sleep(0.01)
     bar.on_bytes(total, total)
     shown = CSI.sub(b"", terminal.text.encode())
-    assert b"reading input" in shown and b"2.9/3.0 GB" in shown and b"95%" in shown
+    assert b"reading input" in shown
+    assert b"2.9/3.0 GB" in shown
+    assert b"95%" in shown
     assert b"/s" not in shown
     assert not re.search(rb"\d:\d\d", shown)
     assert b"?" not in shown  # rich's placeholder for a rate or time it cannot compute yet

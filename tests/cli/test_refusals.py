@@ -118,7 +118,8 @@ def test_refused_before_the_spend(tmp_path: Path, ledger: Path, case: str) -> No
     done = release(tmp_path, ledger, text)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr.decode()
-    assert _spends(ledger) == 0 and not (tmp_path / "out.csv").exists()
+    assert _spends(ledger) == 0
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_an_integer_field_in_digits_is_accepted_quoted_or_not(tmp_path: Path, ledger: Path) -> None:
@@ -138,7 +139,8 @@ def test_a_pinned_person_id_field_refuses_another(tmp_path: Path) -> None:
     done = release(tmp_path, path, spec(unit=PERSON.format(k=2)))
     assert done.returncode == 2
     said = done.stderr.decode()
-    assert "accounted under unit 'person:other'" in said and "this asks for unit 'person:pid'" in said
+    assert "accounted under unit 'person:other'" in said
+    assert "this asks for unit 'person:pid'" in said
     assert "write the spec with the unit {id: other, ...}" in said
     assert _spends(path) == 0
     ok = release(tmp_path, path, spec(unit=PERSON.format(k=2).replace("id: pid", "id: other")))
@@ -164,7 +166,8 @@ def test_a_lock_timeout_that_is_no_deadline_is_refused(tmp_path: Path, ledger: P
     ):
         assert done.returncode == 2, done.stderr
         assert "--lock-timeout: must be between 0 and 1000000 seconds" in done.stderr.decode()
-    assert _spends(ledger) == 0 and ledger.read_text().count('"type":"cap"') == 1
+    assert _spends(ledger) == 0
+    assert ledger.read_text().count('"type":"cap"') == 1
 
 
 def test_a_flag_or_quantile_dimension_is_fine_where_the_table_has_no_such_column(tmp_path: Path, ledger: Path) -> None:

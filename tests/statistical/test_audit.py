@@ -205,9 +205,12 @@ def test_pure_add_remove_every_kind_within_claim():
     stats_ = by_name(report)
     assert {s.kind for s in report.statistics if s.scope == "statistic"} == {"count", "histogram", "sum", "mean"}
     for s in report.statistics:
-        assert s.delta == 0 and s.events and s.cells >= 1
+        assert s.delta == 0
+        assert s.events
+        assert s.cells >= 1
     release = stats_["(release)"]
-    assert release.scope == "release" and release.claimed_epsilon == plan.epsilon == 8
+    assert release.scope == "release"
+    assert release.claimed_epsilon == plan.epsilon == 8
     # one row is added, and it lands in one cell of every statistic (both parts of each mean)
     assert release.cells == sum(len(sp.components) for sp in plan.statistics)
 
@@ -221,7 +224,8 @@ def test_pure_replace_every_kind_within_claim():
     for name in ("by_sex", "ages", "employment", "income_by_sex"):
         assert stats_[name].cells == 2, name
     # replacing a row never changes the number of rows: nothing to test, and said so
-    assert stats_["n"].cells == 0 and stats_["n"].epsilon_lower_bound == 0
+    assert stats_["n"].cells == 0
+    assert stats_["n"].epsilon_lower_bound == 0
     assert "nothing to test" in stats_["n"].neighbour
 
 
@@ -234,12 +238,16 @@ def test_zcdp_gaussian_within_claim(neighbours):
     stats_ = by_name(report)
     for name in ("ages", "total", "mean_hours"):
         s = stats_[name]
-        assert s.mechanism == "discrete_gaussian" and s.delta == Fraction(1, 1000)
+        assert s.mechanism == "discrete_gaussian"
+        assert s.delta == Fraction(1, 1000)
         assert 3.5 < float(s.claimed_epsilon) < 3.6  # zcdp_to_epsilon(1/2, 1e-3)
-    assert stats_["n_laplace"].mechanism == "discrete_laplace" and stats_["n_laplace"].delta == 0
+    assert stats_["n_laplace"].mechanism == "discrete_laplace"
+    assert stats_["n_laplace"].delta == 0
     release = stats_["(release)"]
-    assert release.mechanism == "mixed" and release.delta == Fraction(1, 1000)
-    assert release.claimed_epsilon == plan.epsilon_at_delta and release.claimed_loss == plan.rho
+    assert release.mechanism == "mixed"
+    assert release.delta == Fraction(1, 1000)
+    assert release.claimed_epsilon == plan.epsilon_at_delta
+    assert release.claimed_loss == plan.rho
 
 
 def test_rho_without_delta_is_audited_at_an_assumed_delta():
@@ -359,7 +367,8 @@ def test_halved_laplace_scales_are_flagged_replace():
     report = run(broken)
     for label in names:
         s = by_name(report)[label]
-        assert s.cells == 2 and s.pair_loss == 2 * s.claimed_loss
+        assert s.cells == 2
+        assert s.pair_loss == 2 * s.claimed_loss
         assert laplace_top_event(broken, s) > s.claimed_epsilon
         assert s.epsilon_lower_bound > s.claimed_epsilon, (label, s.epsilon_lower_bound, s.claimed_epsilon)
     assert not report.ok
@@ -443,7 +452,8 @@ def test_pre_fix_l2_of_a_centred_mean_by_under_replace_is_flagged():
 
     s = stats_["m/sum"]
     # the search finds the same-cell pair and sees, without noise, that the part spends 2x its share ...
-    assert s.cells == 1 and cell(s.row_d, broken, "sex") == cell(s.row_d_prime, broken, "sex")
+    assert s.cells == 1
+    assert cell(s.row_d, broken, "sex") == cell(s.row_d_prime, broken, "sex")
     assert s.pair_loss == Fraction((ghi - glo) ** 2) / (2 * old.variance) > s.claimed_loss
     # ... and the noise shows it
     assert gaussian_best_event(broken, s) > s.claimed_epsilon
@@ -453,7 +463,8 @@ def test_pre_fix_l2_of_a_centred_mean_by_under_replace_is_flagged():
     # the mean as a whole stays within its total ρ: the same-cell pair leaves the count part, and its half of ρ,
     # untouched. Only the per-part audit catches this bug.
     whole = stats_["m"]
-    assert whole.pair_loss <= whole.claimed_loss and whole.within_claim
+    assert whole.pair_loss <= whole.claimed_loss
+    assert whole.within_claim
 
 
 def test_the_release_is_audited_jointly():
@@ -470,7 +481,8 @@ def test_the_release_is_audited_jointly():
     release = by_name(report)["(release)"]
     # one neighbouring pair for the whole release: one added row in a cell of every statistic, at its worst for
     # each, so the total loss is the release's whole ε
-    assert release.claimed_epsilon == plan.epsilon == 1 and release.pair_loss == 1
+    assert release.claimed_epsilon == plan.epsilon == 1
+    assert release.pair_loss == 1
     assert sorted((c.statistic, c.component) for c in release.noised) == sorted(
         (sp.statistic.name, c.role) for sp in plan.statistics for c in sp.components
     )
@@ -540,7 +552,8 @@ def test_search_reaches_every_person_level_sensitivity():
         if nb.target.scope == "selection":
             continue
         assert nb.pair_loss == nb.target.claimed_loss, (label, nb.pair_loss, nb.target.claimed_loss)
-        assert nb.person_d is None and all(r[-1] == "dpcli-audit-person" for r in nb.person_d_prime)
+        assert nb.person_d is None
+        assert all(r[-1] == "dpcli-audit-person" for r in nb.person_d_prime)
     assert release.pair_loss <= release.target.claimed_loss
     # by_sex: K = 3 rows over g = 2 cells, r = 2 in one of them
     by_sex = found["by_sex"]
@@ -550,7 +563,8 @@ def test_search_reaches_every_person_level_sensitivity():
     assert all(c.only_in is None for c in found["by_country"].noised)
     sel = found["by_country/selection"]
     one_sided = [c for c in sel.noised if c.only_in is not None]
-    assert {c.only_in for c in one_sided} == {"D'"} and len(one_sided) == 2
+    assert {c.only_in for c in one_sided} == {"D'"}
+    assert len(one_sided) == 2
     assert sorted(c.exact_d_prime for c in one_sided) == [1, 2]
     assert float(sel.pair_loss) == pytest.approx(one_sided_probability(plan, one_sided), rel=1e-9)
     assert 0 < sel.pair_loss <= sel.target.claimed_loss == plan.statistics[-1].selection.delta
@@ -620,14 +634,17 @@ def test_a_selection_threshold_too_low_is_flagged(unit):
     report = run(broken)
     s = by_name(report)["by_country/selection"]
     one_sided = [c for c in s.noised if c.only_in is not None]
-    assert one_sided and {c.only_in for c in one_sided} == {"D'"}
+    assert one_sided
+    assert {c.only_in for c in one_sided} == {"D'"}
     p = one_sided_probability(broken, one_sided)
-    assert float(s.pair_loss) == pytest.approx(p, rel=1e-9) and s.pair_loss > s.claimed_loss
+    assert float(s.pair_loss) == pytest.approx(p, rel=1e-9)
+    assert s.pair_loss > s.claimed_loss
     (event,) = [e for e in s.events if e.direction == "up" and math.isinf(e.threshold)]
     assert event.hits_d == 0  # a key D lacks is never released under D
     assert guaranteed(p, 0.0, s) > s.claimed_epsilon
     assert s.epsilon_lower_bound > s.claimed_epsilon, (s.epsilon_lower_bound, s.worst_event)
-    assert not s.within_claim and not report.ok
+    assert not s.within_claim
+    assert not report.ok
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -639,7 +656,8 @@ def test_clopper_pearson_bounds_are_the_exact_binomial_tails():
     lo, hi = clopper_pearson(k, n, alpha)
     assert stats.binom.sf(k - 1, n, lo) == pytest.approx(alpha, rel=1e-6)  # P[K >= k | p = lo] = alpha
     assert stats.binom.cdf(k, n, hi) == pytest.approx(alpha, rel=1e-6)  # P[K <= k | p = hi] = alpha
-    assert clopper_pearson(0, n, alpha)[0] == 0 and clopper_pearson(n, n, alpha)[1] == 1
+    assert clopper_pearson(0, n, alpha)[0] == 0
+    assert clopper_pearson(n, n, alpha)[1] == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -666,7 +684,9 @@ def test_quantiles_within_claim(neighbours):
     stats_ = by_name(report)
     for label in ("median_hours", "age_levels", "age_levels/q=0.25", "age_levels/q=0.9"):
         s = stats_[label]
-        assert s.mechanism == "exponential" and s.cells >= 1 and s.events, label
+        assert s.mechanism == "exponential", label
+        assert s.cells >= 1, label
+        assert s.events, label
         # the search reaches each level's sensitivity: the pair loss is the claim (2 Δ / t = ε per level)
         assert s.pair_loss == s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
     if neighbours == "replace":
@@ -704,8 +724,10 @@ def test_quantile_interval_count_is_audited_and_its_draws_are_said_not_to_be():
     assert_within(report)
     stats_ = by_name(report)
     count = stats_["median_hours/interval n"]
-    assert count.mechanism == "discrete_laplace" and count.pair_loss == count.claimed_loss == Fraction(1, 6)
-    assert "median_hours/q=0.5 low" not in stats_ and "median_hours/q=0.5 high" not in stats_
+    assert count.mechanism == "discrete_laplace"
+    assert count.pair_loss == count.claimed_loss == Fraction(1, 6)
+    assert "median_hours/q=0.5 low" not in stats_
+    assert "median_hours/q=0.5 high" not in stats_
     assert stats_["median_hours"].claimed_epsilon == Fraction(2, 3)  # the level's 1/2 and the count's 1/6
     assert any(n.startswith("NOT AUDITED: the interval draws of median_hours") for n in report.notes)
     # half the count's noise: flagged
@@ -713,4 +735,6 @@ def test_quantile_interval_count_is_audited_and_its_draws_are_said_not_to_be():
     comps = tuple(dataclasses.replace(c, scale=c.scale / 2) if c.role == "interval n" else c for c in sp.components)
     broken = run(dataclasses.replace(plan, statistics=(dataclasses.replace(sp, components=comps),)))
     s = by_name(broken)["median_hours/interval n"]
-    assert s.pair_loss == 2 * s.claimed_loss and not s.within_claim and not broken.ok
+    assert s.pair_loss == 2 * s.claimed_loss
+    assert not s.within_claim
+    assert not broken.ok

@@ -41,7 +41,7 @@ def plan_of(statistics: str, neighbours: str = "add_remove", epsilon: str = "2",
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "neighbours,unit",
+    ("neighbours", "unit"),
     [
         ("add_remove", "row"),
         ("replace", "row"),
@@ -94,4 +94,5 @@ def test_a_mode_with_half_its_temperature_is_flagged(tmp_path: Path) -> None:
     favoured, other = (q_event, p_event) if up else (p_event, q_event)
     assert guaranteed(favoured, other, s) > float(s.claimed_epsilon)
     assert s.epsilon_lower_bound > s.claimed_epsilon
-    assert not s.within_claim and not report.ok
+    assert not s.within_claim
+    assert not report.ok

@@ -58,7 +58,7 @@ def chi2_fit(counts: np.ndarray, probs: np.ndarray) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num,den", [(1, 2), (3, 1), (1, 40)])
+@pytest.mark.parametrize(("num", "den"), [(1, 2), (3, 1), (1, 40)])
 def test_single_draws_follow_permute_and_flip(num: int, den: int) -> None:
     n = 2_000_000
     draws = exponential_sample(SCORES, num, den, n)

@@ -75,11 +75,13 @@ def releases(
     tiled = dataclasses.replace(exact, counts=np.tile(exact.counts, RUNS))  # RUNS identical cells, independent draws
     if widen:
         noisy = draw_quantiles(column, sp, tiled)
-        assert noisy.interval is not None and noisy.choices is not None
+        assert noisy.interval is not None
+        assert noisy.choices is not None
         first, spacing, _ = candidate_grid(column, sp.statistic.step)  # type: ignore[union-attr]
         values = first + noisy.choices * spacing
         low, high = (first + end for end in noisy.interval)
-        assert (low <= values).all() and (values <= high).all()
+        assert (low <= values).all()
+        assert (values <= high).all()
         return low, high
     # the power check's broken mechanism: the interval's draws at the level itself (no rank bound, no count)
     first, spacing, m = candidate_grid(column, sp.statistic.step)  # type: ignore[union-attr]

@@ -56,7 +56,8 @@ def chi2_fit(counts: np.ndarray, probs: np.ndarray) -> tuple[float, float]:
         counts = np.append(counts[rest], counts[low].sum())
         probs = np.append(probs[rest], probs[low].sum())
     expected = probs * n
-    assert expected.min() >= MIN_EXPECTED and len(probs) >= 2
+    assert expected.min() >= MIN_EXPECTED
+    assert len(probs) >= 2
     return float(((counts - expected) ** 2 / expected).sum()), float(stats.chi2.isf(ALPHA, len(probs) - 1))
 
 

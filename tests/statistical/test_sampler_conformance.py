@@ -203,7 +203,7 @@ def test_bernoulli_harness_has_power():
     assert stats.binomtest(successes, N, math.exp(-1)).pvalue < ALPHA
 
 
-@pytest.mark.parametrize("num,den", [(1, 1), (5, 2), (1, 1000), (3, 7)])
+@pytest.mark.parametrize(("num", "den"), [(1, 1), (5, 2), (1, 1000), (3, 7)])
 def test_geometric_exp(num, den):
     samples = geometric_exp(num, den, N)
     assert samples.min() >= 0

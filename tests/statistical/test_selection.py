@@ -61,7 +61,8 @@ def released(plan: Plan, count: int) -> int:
     for _ in range(N // CHUNK):
         exact = ExactStatistic(np.full(CHUNK, count, dtype=np.int64), None, keys)
         (noisy,) = draw_noise(plan, [exact])
-        assert noisy.keys is not None and len(noisy.keys) == len(noisy.counts)
+        assert noisy.keys is not None
+        assert len(noisy.keys) == len(noisy.counts)
         assert np.all(noisy.counts >= plan.statistics[0].selection.threshold)
         total += len(noisy.keys)
     return total
@@ -84,6 +85,7 @@ def test_a_single_person_key_is_released_with_the_exact_tail_probability(unit, d
         assert 1e-3 < p < 0.5  # measurable with N draws
         lo, hi = acceptance(p)
         # the test can fail: a threshold one step off moves the count out of the interval
-        assert acceptance(tail(scale, tau - 1 - count))[0] > hi and acceptance(tail(scale, tau + 1 - count))[1] < lo
+        assert acceptance(tail(scale, tau - 1 - count))[0] > hi
+        assert acceptance(tail(scale, tau + 1 - count))[1] < lo
         k = released(plan, count)
         assert lo <= k <= hi, (count, k, lo, hi, p * N)
