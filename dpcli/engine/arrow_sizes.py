@@ -233,6 +233,8 @@ def _used_buffers(
     chosen: Iterable[int] = range(len(buffers))
     if kind == _MESSAGE_RECORD_BATCH and layout is not None:
         variadic = [count for (count,) in batch.structs(4, "<q")]  # RecordBatch.variadicBufferCounts
+        if any(count < 0 for count in variadic) or sum(variadic) > len(buffers):
+            raise _Malformed
         picked: list[int] = []
         at = 0
         for own, views, _, used in layout:
