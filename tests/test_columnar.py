@@ -552,3 +552,31 @@ def test_an_arrow_buffer_over_the_page_limit_is_exit_3_before_anything_is_read(
         "  k: {type: category, categories: [a, b], other: b}\n", "")
     sums = aggregate(make_plan(parse_spec(spec)), path)[0].sums
     assert sums is not None and sums.tolist() == [6]
+
+
+@pytest.mark.parametrize("compression", IPC_COMPRESSIONS)
+def test_arrow_sizes_of_nested_view_and_dictionary_types(tmp_path: Path, compression: IpcCompression) -> None:
+    """pyarrow's writer, every buffer layout the size reader lays out (lists, structs, maps, fixed-size lists, large
+    strings, string views with their variadic buffers, dictionaries, nulls), in several record batches."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    n = 1000
+    table = pa.table({
+        "i": pa.array(range(n), pa.int32()),
+        "ls": pa.array([[str(j)] * (j % 3) for j in range(n)], pa.list_(pa.string())),
+        "st": pa.array([{"a": j, "b": str(j)} for j in range(n)]),
+        "large": pa.array([str(j) * 5 for j in range(n)], pa.large_string()),
+        "d": pa.array([str(j % 7) for j in range(n)]).dictionary_encode(),
+        "v": pa.array([f"a string longer than twelve bytes {j}" for j in range(n)], pa.string_view()),
+        "nul": pa.nulls(n),
+        "ts": pa.array(range(n), pa.timestamp("ms")),
+        "fsl": pa.array([[1, 2]] * n, pa.list_(pa.int8(), 2)),
+        "m": pa.array([[("k", 1)]] * n, pa.map_(pa.string(), pa.int64())),
+        "s": pa.array(["x" * (j % 50) for j in range(n)]),
+    })
+    path = tmp_path / "d.arrow"
+    feather.write_feather(table, path, compression=compression, chunksize=300)
+    for used in (["i"], ["v"], ["d"], ["large", "s"], ["ls", "st", "m", "fsl", "nul", "ts"], table.column_names):
+        sizes = arrow_sizes.used_column_sizes(path, used)
+        assert (sizes.uncompressed, sizes.largest_page) == _decoded_buffer_sizes(path, used), used
