@@ -166,8 +166,8 @@ def release(
     ),
     max_input_bytes: str = typer.Option(
         f"{DEFAULT_MAX_INPUT_BYTES >> 30}G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
-        help="Cap on stdin or a FIFO, spooled to a private temporary file, and on a compressed or Parquet input's "
-        "decompressed size: past it, exit 3 before any spend (e.g. 512M, 16G).",
+        help="Cap on stdin or a FIFO, spooled to a private temporary file, and on a compressed, Parquet or Arrow "
+        "input's decompressed size: past it, exit 3 before any spend (e.g. 512M, 16G).",
     ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v",

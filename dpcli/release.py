@@ -152,7 +152,7 @@ def release(
 
         # Spark reads the input where it is (a file, a directory of parts, a URL) and checks its structure itself
         exact = spark_engine.aggregate(plan, remote or str(source or "-"), master=spark_master,
-                                       input_format=input_fmt, **chosen)
+                                       input_format=input_fmt, max_input_bytes=max_input_bytes, **chosen)
         say("exact aggregates computed by Spark")
     else:
         with InputFile(source, input_timeout, max_input_bytes, on_input_bytes) as src:
@@ -346,7 +346,8 @@ def _release_frequencies(
         if engine == "spark":
             from dpcli.engine import spark_engine
 
-            exact = spark_engine.aggregate(plan, str(src.path), master=spark_master, input_format=input_fmt)
+            exact = spark_engine.aggregate(plan, str(src.path), master=spark_master, input_format=input_fmt,
+                                           max_input_bytes=max_input_bytes)
         else:
             check_input(spec, src.path, input_fmt)
             exact = aggregate(plan, src.path, input_format=input_fmt, on_bytes=on_input_bytes)

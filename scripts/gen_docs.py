@@ -215,7 +215,7 @@ LIMITS = [
     ("dpcli.ledger.base", "DEFAULT_LOCK_TIMEOUT", "`--lock-timeout` by default, seconds"),
     ("dpcli.ledger.base", "MAX_LOCK_TIMEOUT", "`--lock-timeout`, seconds"),
     ("dpcli.ledger.base", "MAX_DIGITS", "digits of a cap's numerator and denominator"),
-    ("dpcli.engine.parquet_sizes", "MAX_PAGE_BYTES", "bytes of a used Parquet page, uncompressed"),
+    ("dpcli.engine.parquet_sizes", "MAX_PAGE_BYTES", "bytes of a used Parquet page or Arrow IPC buffer, uncompressed"),
     ("dpcli.audit", "DEFAULT_TRIALS", "`dpcli audit --trials` by default"),
     ("dpcli.audit", "MAX_TRIALS", "`dpcli audit --trials`"),
     ("dpcli.report", "MAX_TABLE_BYTES", "bytes of a CSV table `dpcli report` reads"),

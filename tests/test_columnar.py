@@ -16,13 +16,15 @@ import math
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dpcli.engine import aggregate
+from dpcli.engine import aggregate, arrow_sizes
 from dpcli.engine.cells import Queries, used_columns
 from dpcli.engine.columnar import check_streaming, float_text, scan_columnar, typed_batch, typed_frame
 from dpcli.engine.source import input_format
@@ -469,3 +471,123 @@ def test_a_parquet_page_over_the_page_limit_is_exit_3_before_anything_is_read(tm
     sums = aggregate(make_plan(parse_spec(spec)), path)[0].sums
     assert sums is not None
     assert sums.tolist() == [6]
+
+
+# Issue 23 (5), Arrow IPC: its decompressed sizes are public too (the footer lists each batch's block, each batch's
+# header its buffers, and a compressed buffer starts with its uncompressed length); past the input cap, or with a
+# buffer over MAX_PAGE_BYTES in a used column, an Arrow IPC file is exit 3 before anything is read or spent.
+IpcCompression = Literal["uncompressed", "lz4", "zstd"]
+IPC_COMPRESSIONS: list[IpcCompression] = ["uncompressed", "lz4", "zstd"]
+
+
+def _decoded_buffer_sizes(path: Path, used: list[str]) -> tuple[int, int]:
+    """What pyarrow decodes: the used columns' buffers (their dictionaries' once per dictionary batch) per batch."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    sizes: list[int] = []
+    reader = ipc.open_file(path)
+    for i in range(reader.num_record_batches):
+        batch = reader.get_batch(i)
+        for name in used:
+            column = batch.column(name)
+            arrays = [column.indices] if isinstance(column, pa.DictionaryArray) else [column]
+            if isinstance(column, pa.DictionaryArray) and i == 0:
+                arrays.append(column.dictionary)  # polars writes each dictionary once, before the first batch
+            sizes += [b.size for a in arrays for b in a.buffers() if b is not None]
+    return sum(sizes), max(sizes, default=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    chunks=st.lists(
+        st.lists(st.tuples(st.none() | st.integers(-(2**40), 2**40), st.none() | st.text(max_size=40),
+                           st.booleans(), st.sampled_from(["u", "v", "w"])), min_size=1, max_size=30),
+        min_size=1, max_size=4),
+    compression=st.sampled_from(IPC_COMPRESSIONS),
+    used=st.lists(st.sampled_from(["i", "s", "b", "c", "f"]), min_size=1, max_size=5, unique=True),
+)
+def test_arrow_sizes_are_the_decoded_buffer_sizes(
+    tmp_path_factory: pytest.TempPathFactory, chunks: list[list[tuple[Any, ...]]], compression: IpcCompression,
+    used: list[str],
+) -> None:
+    schema = {"i": pl.Int64(), "s": pl.String(), "b": pl.Boolean(), "c": pl.Categorical(), "f": pl.Float32()}
+    frames = [
+        pl.DataFrame({"i": [r[0] for r in rows], "s": [r[1] for r in rows], "b": [r[2] for r in rows],
+                      "c": [r[3] for r in rows], "f": [float(len(rows))] * len(rows)},
+                     schema=schema)
+        for rows in chunks
+    ]
+    path = tmp_path_factory.mktemp("ipc") / "d.arrow"
+    pl.concat(frames, rechunk=False).write_ipc(path, compression=compression)
+    sizes = arrow_sizes.used_column_sizes(path, used)
+    assert (sizes.uncompressed, sizes.largest_page) == _decoded_buffer_sizes(path, used)
+
+
+def test_arrow_columns_that_decompress_past_the_input_cap_are_exit_3_before_the_spend(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(LONG_STRING_SPEC.replace("csv: {max_record_bytes: 1024}\n", ""))
+    data = tmp_path / "d.arrow"
+    # 800 KB of used strings compress to a few KB: the cap reads the decompressed size, not the file's
+    pl.DataFrame({"k": ["a" * 1000] * 800, "n": ["1"] * 800}).write_ipc(data, compression="lz4")
+    assert data.stat().st_size < 64 << 10
+    ledger = tmp_path / "l.jsonl"
+    assert run_in_process("budget", "set", "t", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    before = ledger.read_bytes()
+    out = tmp_path / "o.csv"
+    done = run_in_process(
+        "release", spec, "--input", data, "--ledger", ledger, "-o", out, "--max-input-bytes", "500K")
+    assert done.returncode == 3, done.stderr
+    assert "its used columns decompress to more than the input cap (512000 bytes): nothing was spent" in \
+        done.stderr.decode()
+    assert ledger.read_bytes() == before
+    assert not out.exists()
+    assert run_in_process("release", spec, "--input", data, "--ledger", ledger, "-o", out).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_an_arrow_buffer_over_the_page_limit_is_exit_3_before_anything_is_read(
+    tmp_path: Path, compression: IpcCompression
+) -> None:
+    """One row's 400 MB string compresses to a few KB; polars would decompress its buffer whole."""
+    path = tmp_path / "d.arrow"
+    pl.DataFrame({"k": ["a", "x" * 400_000_000, "b"], "n": ["1", "2", "3"]}).write_ipc(
+        path, compression=compression)
+    assert path.stat().st_size < 2 << 20
+    with pytest.raises(InputError, match=r"holds a buffer over 64 MiB uncompressed in a used column: nothing was"):
+        aggregate(make_plan(parse_spec(LONG_STRING_SPEC)), path)
+    # a release that does not use the column reads the file
+    spec = LONG_STRING_SPEC.replace("  - {name: c, kind: count, by: [k]}\n", "").replace(
+        "  k: {type: category, categories: [a, b], other: b}\n", "")
+    sums = aggregate(make_plan(parse_spec(spec)), path)[0].sums
+    assert sums is not None
+    assert sums.tolist() == [6]
+
+
+@pytest.mark.parametrize("compression", IPC_COMPRESSIONS)
+def test_arrow_sizes_of_nested_view_and_dictionary_types(tmp_path: Path, compression: IpcCompression) -> None:
+    """pyarrow's writer, every buffer layout the size reader lays out (lists, structs, maps, fixed-size lists, large
+    strings, string views with their variadic buffers, dictionaries, nulls), in several record batches."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    n = 1000
+    table = pa.table({
+        "i": pa.array(range(n), pa.int32()),
+        "ls": pa.array([[str(j)] * (j % 3) for j in range(n)], pa.list_(pa.string())),
+        "st": pa.array([{"a": j, "b": str(j)} for j in range(n)]),
+        "large": pa.array([str(j) * 5 for j in range(n)], pa.large_string()),
+        "d": pa.array([str(j % 7) for j in range(n)]).dictionary_encode(),
+        "v": pa.array([f"a string longer than twelve bytes {j}" for j in range(n)], pa.string_view()),
+        "nul": pa.nulls(n),
+        "ts": pa.array(range(n), pa.timestamp("ms")),
+        "fsl": pa.array([[1, 2]] * n, pa.list_(pa.int8(), 2)),
+        "m": pa.array([[("k", 1)]] * n, pa.map_(pa.string(), pa.int64())),
+        "s": pa.array(["x" * (j % 50) for j in range(n)]),
+    })
+    path = tmp_path / "d.arrow"
+    feather.write_feather(table, path, compression=compression, chunksize=300)
+    for used in (["i"], ["v"], ["d"], ["large", "s"], ["ls", "st", "m", "fsl", "nul", "ts"], table.column_names):
+        sizes = arrow_sizes.used_column_sizes(path, used)
+        assert (sizes.uncompressed, sizes.largest_page) == _decoded_buffer_sizes(path, used), used

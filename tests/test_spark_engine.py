@@ -774,8 +774,8 @@ statistics:
   - {name: spend_person, kind: sum, column: income, by: [grp], clamp: person}
 """)
     ledger = tmp_path / "l.jsonl"
-    assert run_in_process("budget", "set", "panel", "--epsilon", "1000", "--unit", "person:person_id", "--ledger",
-                          ledger).returncode == 0
+    assert run_in_process("budget", "set", "panel", "--epsilon", "1000", "--neighbours", "add_remove", "--unit",
+                          "person:person_id", "--ledger", ledger).returncode == 0
     done = run_in_process("release", spec, "--engine", "spark", "--spark-master", "local[2]", "--input", panel_file,
                           "--ledger", ledger, "-o", tmp_path / "o.csv")
     assert done.returncode == 0, done.stderr
@@ -828,6 +828,41 @@ def test_a_truncated_gzip_is_an_input_error_as_on_polars(spark, tmp_path, hostil
         spark_engine.aggregate(hostile_plan, str(path))
     assert str(on_spark.value) == f"input {path} is not a valid csv.gz file (java.io.EOFException): nothing was spent"
     assert on_polars.value.exit_code == on_spark.value.exit_code == 3
+
+
+def test_a_compressed_input_past_the_input_cap_is_exit_3_before_the_job_as_on_polars(spark, tmp_path, hostile_plan):
+    """Issue 23 (5): Hadoop decompressed a .gz whatever its size; now the compressed parts' decompressed sizes,
+    added up, are capped by --max-input-bytes before the job reads a line, with the polars engine's message."""
+    from tests.helpers import run_in_process
+
+    lines = HOSTILE_HEADER + b"\n" + b"\n".join(hostile_lines(random.Random(7), 2000)) + b"\n"
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for name in ("a.csv.gz", "b.csv.gz"):
+        (parts / name).write_bytes(gzip.compress(lines))
+    cap = len(lines) * 3 // 2  # each part is within it, the two together are not
+    with pytest.raises(InputError) as on_spark:
+        spark_engine.aggregate(hostile_plan, str(parts), max_input_bytes=cap)
+    assert str(on_spark.value) == (
+        f"input {parts} decompresses to more than the input cap ({cap} bytes): nothing was spent"
+    )
+    assert on_spark.value.exit_code == 3
+    assert exacts(spark_engine.aggregate(hostile_plan, str(parts), max_input_bytes=2 * len(lines))) == exacts(
+        spark_engine.aggregate(hostile_plan, str(parts)))
+    # through the command, as the polars engine: exit 3, nothing spent
+    spec = tmp_path / "s.yaml"
+    spec.write_text(HOSTILE_SPEC)
+    data = parts / "a.csv.gz"
+    ledger = tmp_path / "l.jsonl"
+    assert run_in_process("budget", "set", "toy", "--epsilon", "1000", "--ledger", ledger).returncode == 0
+    before = ledger.read_bytes()
+    for engine in ("polars", "spark"):
+        done = run_in_process("release", spec, "--engine", engine, "--spark-master", "local[2]", "--input", data,
+                              "--ledger", ledger, "-o", tmp_path / "o.csv", "--max-input-bytes", str(len(lines) - 1))
+        assert done.returncode == 3, done.stderr
+        assert b"decompresses to more than the input cap" in done.stderr
+    assert ledger.read_bytes() == before
+    assert not (tmp_path / "o.csv").exists()
 
 
 # Runs `dpcli release --engine spark` (argv[2:]) with a fault in pyspark's reading of the job's result: the process

@@ -27,9 +27,10 @@ from typing import Literal
 
 import polars as pl
 
+from dpcli.engine import arrow_sizes, parquet_sizes
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
-from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES, used_column_sizes
+from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
@@ -162,12 +163,11 @@ def typed_batch(batch: pl.DataFrame, spec: Spec, used: list[str], id_field: str 
 
 
 def check_sizes(path: Path, fmt: ColumnarFormat, used: Iterable[str], max_input_bytes: int) -> None:
-    """A Parquet file's used columns, decompressed, within the input cap and its pages within MAX_PAGE_BYTES, from
-    its footer and page headers (public sizes, as the file's is), before any value is read: InputError (exit 3)
-    otherwise. An Arrow IPC file's record batches are not measured (docs/spec.md says what that leaves)."""
-    if fmt != "parquet":
-        return
-    sizes = used_column_sizes(path, used)
+    """A Parquet or Arrow IPC file's used columns, decompressed, within the input cap and its pages (Parquet) or
+    buffers (Arrow IPC) within MAX_PAGE_BYTES, from its footer and page or message headers (public sizes, as the
+    file's is), before any value is read: InputError (exit 3) otherwise."""
+    reader = parquet_sizes if fmt == "parquet" else arrow_sizes
+    sizes = reader.used_column_sizes(path, used)
     if sizes.uncompressed > max_input_bytes:
         raise InputError(
             f"input {path}: its used columns decompress to more than the input cap ({max_input_bytes} bytes): "
@@ -176,9 +176,10 @@ def check_sizes(path: Path, fmt: ColumnarFormat, used: Iterable[str], max_input_
         )
     if sizes.largest_page > MAX_PAGE_BYTES:
         raise InputError(
-            f"input {path} holds a page over {MAX_PAGE_BYTES >> 20} MiB uncompressed in a used column: nothing was "
-            "spent",
-            hint="write the file with smaller pages (or drop the long values)",
+            f"input {path} holds a {'page' if fmt == 'parquet' else 'buffer'} over {MAX_PAGE_BYTES >> 20} MiB "
+            "uncompressed in a used column: nothing was spent",
+            hint=f"write the file with smaller {'pages' if fmt == 'parquet' else 'record batches'} (or drop the long "
+            "values)",
         )
 
 

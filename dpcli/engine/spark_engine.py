@@ -58,6 +58,7 @@ from dpcli.engine.persons import (
 )
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
+from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.kinds import KINDS
 from dpcli.locations import is_url
 from dpcli.plan import Plan
@@ -256,6 +257,15 @@ class _Hadoop:
         finally:
             stream.close()
 
+    def decompressed_size(self, path: Any, limit: int) -> int:
+        """A compressed file's decompressed length, or ``limit`` + 1 when it is longer: decompressed in the JVM up
+        to that point (nothing crosses to Python), before the job reads it."""
+        stream = self._open(path)
+        try:
+            return self._skip(stream, limit + 1)
+        finally:
+            stream.close()
+
     @staticmethod
     def _skip(stream: Any, n: int) -> int:
         """Skip ``n`` bytes of ``stream`` or to its end; how many were skipped."""
@@ -297,9 +307,13 @@ def _layout(hadoop: _Hadoop, path: Any, shown: str, spec: Spec) -> HeaderLayout:
     )
 
 
-def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | None = None) -> _Input:
+def resolve_input(
+    spark: Any, plan: Plan, path: str | Path, input_format: str | None = None,
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> _Input:
     """The files and their common header, checked before anything is spent (InputError, exit 3; UsageError, exit 2
-    for what the engine cannot read)."""
+    for what the engine cannot read). The compressed files' decompressed sizes, added up, must be within
+    ``max_input_bytes``, as the polars engine caps a compressed input's (exit 3 past it, before the job runs)."""
     shown = str(path)
     input_format_of(shown, input_format)
     if plan.spec.csv.encoding not in _SPLITTABLE_ENCODINGS:
@@ -328,6 +342,16 @@ def resolve_input(spark: Any, plan: Plan, path: str | Path, input_format: str | 
         raise InputError(f"input {shown}: its parts do not all have the same header line and line end")
     check_header(Path(shown), layout.names, plan.spec.columns.keys())
     check_id_field(Path(shown), layout.names, plan.spec, "header")
+    decompressed = 0
+    for f in files:
+        if hadoop.codec(f) is not None:
+            decompressed += hadoop.decompressed_size(f, max_input_bytes - decompressed)
+            if decompressed > max_input_bytes:
+                raise InputError(
+                    f"input {shown} decompresses to more than the input cap ({max_input_bytes} bytes): nothing was "
+                    "spent",
+                    hint="raise --max-input-bytes",
+                )
     crlf_ends = sum(hadoop.ends_with_crlf(f) for f in files) if layout.eol == b"\r" else 0
     return _Input([f.toString() for f in files], layout, crlf_ends)
 
@@ -586,12 +610,14 @@ def aggregate(
     master: str | None = None,
     input_format: str | None = None,
     secret: bytes | None = None,
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> list[ExactStatistic]:
     """Exact per-cell aggregates for every statistic of the plan, in plan order, computed by Spark: the same as
     :func:`dpcli.engine.aggregate` on the same data. ``path``: a local path or a URL Hadoop reads (``file:``,
     ``hdfs://``, ``s3a://``), a CSV file (``.csv``, ``.csv.gz``, ``.csv.bz2``) or a directory of CSV parts with the
     same header. ``master``: see :func:`session`. ``secret``: the release's key of the rows' choice under a person
-    unit (32 bytes; None: a fresh one)."""
+    unit (32 bytes; None: a fresh one). ``max_input_bytes``: the cap on a compressed input's decompressed size (all its
+    compressed parts together), checked before the job reads a line."""
     spark = session(master)
     shown = str(path)
     if not _person_level(plan):
@@ -608,7 +634,7 @@ def aggregate(
                 cells = _parquet(spark, plan, path, secret)
             else:
                 parquet = False
-                cells = _csv(spark, plan, path, input_format, secret)
+                cells = _csv(spark, plan, path, input_format, secret, max_input_bytes)
             table = sum_cells(cells)
     except DpcliError:
         raise
@@ -670,11 +696,13 @@ def _failure(exc: BaseException, shown: str, parquet: bool) -> DpcliError:
     return InternalError(f"the Spark engine failed on input {shown} ({name}); nothing was spent")
 
 
-def _csv(spark: Any, plan: Plan, path: str | Path, input_format: str | None, secret: bytes | None) -> Any:
+def _csv(
+    spark: Any, plan: Plan, path: str | Path, input_format: str | None, secret: bytes | None, max_input_bytes: int
+) -> Any:
     """The job's cell rows for CSV input (a Spark DataFrame, not yet added up)."""
     from pyspark.sql import functions as F
 
-    source = resolve_input(spark, plan, path, input_format)
+    source = resolve_input(spark, plan, path, input_format, max_input_bytes)
     layout = CsvLayout(tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header)
     lines = (
         spark.read.option("lineSep", layout.eol.decode())
