@@ -175,10 +175,13 @@ class PaidRun(Generic[R]):
 
     # -- before the input is read -------------------------------------------------------------------------------
 
+    def earlier_spend(self, records: list[Record]) -> Record | None:
+        """The spend that already paid for this named release id of this spec (then its stored state is the
+        release), else None: a function of the spec, the id and the ledger's records only, never of the input."""
+        return paid_spend(records, self.key) if self.named else None
+
     def paid_earlier(self, records: list[Record]) -> bool:
-        """Whether a named release id of this spec is paid for already (then its stored state is the release): a
-        function of the spec, the id and the ledger's records only, never of the input."""
-        return self.named and paid_spend(records, self.key) is not None
+        return self.earlier_spend(records) is not None
 
     def check_budget(self, records: list[Record]) -> None:
         """The fast refusal on the verified ``records``: the dataset's pinned unit and relation, the cap, the store

@@ -24,7 +24,7 @@ from dpcli.engine import input_format as format_of
 from dpcli.errors import LedgerError, UsageError
 from dpcli.inputs import DEFAULT_INPUT_TIMEOUT, check_input_timeout, input_path
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_ledger, resolve_ledger
-from dpcli.ledger.base import paid_spend, release_key
+from dpcli.ledger.base import release_key
 from dpcli.locations import is_url
 from dpcli.output import Table, check_labels, output_format, sidecar_path
 from dpcli.paid_run import RELEASE_ID, PaidRun, check_release_id
@@ -192,7 +192,7 @@ def prepare(
                      tuple(s.statistic.name for s in plan.statistics)),
             named, lock_timeout, say,
         )
-        paid = paid_spend(records, key) if run.paid_earlier(records) else None
+        paid = run.earlier_spend(records)
         if paid is None:
             # fast refusal before the scan, on the records verified above; the binding check is in spend()
             run.check_budget(records)
