@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The address space a `dpcli release` maps (VmPeak) against its memory estimate, with and without the allocator
-settings of dpcli/resources.py (issue 23): the figures behind ``ADDRESS_SPACE_BASE_MB`` and
+settings of dpcli/core/resources.py (issue 23): the figures behind ``ADDRESS_SPACE_BASE_MB`` and
 ``ADDRESS_SPACE_PER_THREAD_MB``, and the smallest ``ulimit -v`` under which each release ran.
 
 Each release runs in a child process through a launcher that applies (or not) the settings, runs the real command
-(``dpcli.cli.main``) and writes its own VmPeak, VmHWM and thread count from /proc at exit. Releases: a 14-cell spec
+(``dpcli.cli.app.main``) and writes its own VmPeak, VmHWM and thread count from /proc at exit. Releases: a 14-cell spec
 over 1,000 rows, the same over 200k and 2M rows, a 5M-cell histogram over 1,000 rows; polars threads 1, 2 and 8.
 Then, with the settings (and the check left out), a bisection for the smallest RLIMIT_AS (to 20 MB) under which
 each ran (exit 0), beside what ``check_address_space`` asks for. Linux only.
@@ -27,18 +27,18 @@ LAUNCHER = """\
 import atexit, os, sys
 settings, peak_file = sys.argv[1], sys.argv[2]
 if settings.startswith("on"):
-    from dpcli.resources import set_allocators
+    from dpcli.core.resources import set_allocators
     set_allocators()
 if settings == "on-unchecked":  # the search: find what the release needs, not what the check asks
-    import dpcli.release
-    dpcli.release.check_address_space = lambda memory_mb: None
+    import dpcli.run.release
+    dpcli.run.release.check_address_space = lambda memory_mb: None
 def peak():
     status = dict(line.split(":", 1) for line in open("/proc/self/status"))
     with open(peak_file, "w") as out:
         out.write(" ".join(status[k].split()[0] for k in ("VmPeak", "VmHWM", "Threads")))
 atexit.register(peak)
 sys.argv = ["dpcli", *sys.argv[3:]]
-from dpcli.cli import main
+from dpcli.cli.app import main
 main()
 """
 
@@ -98,9 +98,9 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2,8", help="polars thread counts (POLARS_MAX_THREADS)")
     parser.add_argument("--no-search", action="store_true", help="skip the search for the smallest ulimit -v")
     args = parser.parse_args()
-    from dpcli.plan import make_plan, release_cost
-    from dpcli.resources import address_space_needed_mb
-    from dpcli.spec import load_spec
+    from dpcli.core.resources import address_space_needed_mb
+    from dpcli.plan.model import make_plan, release_cost
+    from dpcli.spec.model import load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

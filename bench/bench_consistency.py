@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Consistent counts (issue 14, dpcli.consistency) against the raw noisy ones, on tests/data/adult.csv.
+"""Consistent counts (issue 14, dpcli.postprocess.consistency) against the raw noisy ones, on tests/data/adult.csv.
 
 Five count statistics of one release: the total, counts by sex, by sex x race, an age histogram (10-year bins
 covering every age, 17..91) and the age histogram by sex x race (the finest table). Every row of Adult has a sex, a
 race and an age in the bins, so the five count the same rows and are consistent-able. Each gets discrete Laplace
 noise with the release's epsilon split evenly (each statistic has L1 sensitivity 1 under add/remove-one-row), the
-same sampler a release uses (dpcli.mechanisms.add_discrete_laplace), on the exact aggregates, --repeat times.
+same sampler a release uses (dpcli.mechanisms.noise.add_discrete_laplace), on the exact aggregates, --repeat times.
 
 Prints the mean absolute error per statistic (raw noisy table vs consistent table, and consistent + non-negative),
 averaged over cells and repetitions, and the ratio consistent / raw. The MAE should fall: every margin is
@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from dpcli.consistency import Measurement, make_consistent, noise_variance
-from dpcli.mechanisms import add_discrete_laplace
+from dpcli.mechanisms.noise import add_discrete_laplace
+from dpcli.postprocess.consistency import Measurement, make_consistent, noise_variance
 
 ADULT = Path(__file__).resolve().parent.parent / "tests" / "data" / "adult.csv"
 AGE_EDGES = list(range(17, 98, 10))  # [17, 27), ..., [87, 97): ages are 17..90

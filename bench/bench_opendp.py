@@ -4,7 +4,7 @@
 The release: a count by state (51 declared keys), a histogram of age (73 one-year bins, 18..90) and a mean of
 hours_per_week by sex, pure ε = 1 split evenly over the three, on bench_release.py's cached synthetic CSV.
 
-- dpcli: the `dpcli release` command (a subprocess) and the library call `dpcli.release.release()` in this warm
+- dpcli: the `dpcli release` command (a subprocess) and the library call `dpcli.run.release.release()` in this warm
   process (bench_release.time_dpcli / time_library);
 - OpenDP 0.16: `dp.Context.compositor` over `pl.scan_csv` with a margin bounding the length, then per statistic
   `context.query()...group_by(KEY).agg(dp.len() | .dp.mean(bounds)).with_keys(DECLARED_KEYS).release().collect()`
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'fresh process (the command)':34}{dp_cmd:8.3f}  {od_proc:8.3f}  {dp_cmd / od_proc:12.2f}")
     print(f"{'in process, after imports':34}{dp_lib:8.3f}  {od_lib:8.3f}  {dp_lib / od_lib:12.2f}")
     print(f"(OpenDP {report['opendp']} with polars {report['polars']} in {OPENDP_VENV.relative_to(HERE.parent)}; "
-          "dpcli's in-process figure is dpcli.release.release() with its ledger, exact noise and atomic write)")
+          "dpcli's in-process figure is dpcli.run.release.release() with its ledger, exact noise and atomic write)")
     return 0
 
 

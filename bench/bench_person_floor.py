@@ -49,8 +49,8 @@ from dpcli.engine import aggregate
 from dpcli.engine.persons import _KEY, _PID, ID_COLUMN, PersonRows
 from dpcli.engine.polars_engine import LineAggregator, pipelined
 from dpcli.engine.source import CsvSource
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 
 SECRET = bytes(32)
 

@@ -78,8 +78,8 @@ def spec_text(k: int | None) -> str:
 CHILD = """
 import sys, time
 from dpcli.engine import aggregate
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 plan = make_plan(parse_spec(open({spec!r}).read()))
 t0 = time.perf_counter()
 exact = aggregate(plan, {csv!r}, secret=bytes(32))

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcli import render
-from dpcli.mechanisms import Noisy
-from dpcli.output import build_table
-from dpcli.plan import make_plan
-from dpcli.spec import MAX_SPEC_BYTES, load_spec
+from dpcli.cli import render
+from dpcli.mechanisms.noise import Noisy
+from dpcli.plan.model import make_plan
+from dpcli.publish.table import build_table
+from dpcli.spec.model import MAX_SPEC_BYTES, load_spec
 
 
 def spec_text(n: int, zcdp: bool) -> str:

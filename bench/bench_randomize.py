@@ -8,7 +8,7 @@ file, not a test). Timed, best of --repeat, in this process:
 
 * baseline: polars reads the three columns of the CSV as text and writes them back as CSV (what any copy of the
   columns costs);
-* dpcli: `dpcli.randomize.randomize(...)` of configs/randomize.yaml's columns into a fresh ledger (spec, paths,
+* dpcli: `dpcli.run.randomize.randomize(...)` of configs/randomize.yaml's columns into a fresh ledger (spec, paths,
   ledger checks, the read, the spend, the exact sampler, the stored file and the output);
 * the sampler alone: `randomize_keys` on the race column's key indices (k = 5, ε = 1).
 
@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dpcli.ledger import open_ledger  # noqa: E402 - after the path: run from a checkout
-from dpcli.randomize import randomize  # noqa: E402
-from dpcli.randomized_response import randomize_keys  # noqa: E402
+from dpcli.mechanisms.randomized_response import randomize_keys  # noqa: E402
+from dpcli.run.randomize import randomize  # noqa: E402
 
 COLUMNS = ["race", "sex", "income"]
 

@@ -161,9 +161,9 @@ def time_library(csv: Path, repeat: int) -> tuple[float, float]:
     """
     from dpcli.engine import aggregate
     from dpcli.ledger import open_ledger
-    from dpcli.plan import make_plan
-    from dpcli.release import release
-    from dpcli.spec import parse_spec
+    from dpcli.plan.model import make_plan
+    from dpcli.run.release import release
+    from dpcli.spec.model import parse_spec
 
     spec = parse_spec(SPEC_YAML)
     plan = make_plan(spec)
@@ -255,11 +255,11 @@ def startup_seconds(repeat: int) -> float:
 
 
 def sampler_rate(repeat: int) -> tuple[float | None, str]:
-    """Draws per second of dpcli.samplers.discrete_laplace(Fraction(10), 10**6), or (None, why not)."""
+    """Draws per second of dpcli.core.samplers.discrete_laplace(Fraction(10), 10**6), or (None, why not)."""
     try:
-        from dpcli.samplers import discrete_laplace
+        from dpcli.core.samplers import discrete_laplace
     except ImportError as exc:  # a dpcli without the sampler: report it in the table, do not crash
-        return None, f"dpcli.samplers.discrete_laplace not importable ({type(exc).__name__}: {exc})"
+        return None, f"dpcli.core.samplers.discrete_laplace not importable ({type(exc).__name__}: {exc})"
     try:
         discrete_laplace(Fraction(10), 1000)  # warm-up
         best, spent = float("inf"), 0.0
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(best of {args.repeat} each, all in this run. dpcli_s: the `dpcli release` command, a subprocess, so it"
           f" includes start-up (~{start_s:.2f} s for python + import polars); collect_all_s: the issue's baseline;"
           f" stream_s: polars' streaming scan then the group-bys, the faster polars; script_s: that polars code as a"
-          f" fresh `python` script; lib_s: dpcli.release.release() in this process (ledger, noise, atomic write);"
+          f" fresh `python` script; lib_s: dpcli.run.release.release() in this process (ledger, noise, atomic write);"
           f" scan_s: dpcli's exact aggregation alone; {os.cpu_count()} CPUs, polars {pl.__version__})")
     if rate is not None:
         print(f"discrete_laplace(Fraction(10)): {rate:,.0f} draws/s{note}")

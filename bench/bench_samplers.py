@@ -19,7 +19,7 @@ import time
 from fractions import Fraction
 from functools import partial
 
-from dpcli.samplers import RandomSource, discrete_gaussian, discrete_laplace
+from dpcli.core.samplers import RandomSource, discrete_gaussian, discrete_laplace
 
 SCALES = [1, 10, 1000, 10**6]
 TARGET = 3_000_000

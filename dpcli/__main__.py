@@ -2,25 +2,25 @@
 
 Its first act is the signal handlers, before typer, polars or numpy are imported (a second or so): a signal at any
 moment of a run then ends it with one line that says whether anything was spent. Its second is the allocators'
-settings, before any thread starts (dpcli/resources.py).
+settings, before any thread starts (dpcli/core/resources.py).
 """
 
 from __future__ import annotations
 
 import warnings
 
-from dpcli import signals
+from dpcli.core import signals
 from dpcli.errors import Interrupted
 
 
 def main() -> None:
     signals.install()
-    warnings.simplefilter("ignore")  # no warning's source line on stderr (dpcli.cli._quiet_warnings says why)
+    warnings.simplefilter("ignore")  # no warning's source line on stderr (dpcli.cli.app._quiet_warnings says why)
     try:
-        from dpcli import resources
+        from dpcli.core import resources
 
         resources.set_allocators()
-        from dpcli.cli import main as run
+        from dpcli.cli.app import main as run
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted_while_starting(exc)
     run()

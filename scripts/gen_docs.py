@@ -1,6 +1,6 @@
 """The parts of the docs that the code already says, generated from it: the CLI reference (docs/cli.md, from Typer's
 own command tree), spec v1's field tables and the limits (docs/spec-fields.md, docs/spec.md "Limits", from
-dpcli/spec_fields.py and the modules that hold the limits) and the exit codes (docs/exit-codes.md, from
+dpcli/spec/fields.py and the modules that hold the limits) and the exit codes (docs/exit-codes.md, from
 dpcli/errors.py and the CLI's --json error kinds).
 
 Each generated part sits between two marker lines in its document; the text around it is written by hand.
@@ -37,7 +37,7 @@ def cli_reference() -> str:
     import typer.main
     from typer._click.core import Context
 
-    from dpcli.cli import app
+    from dpcli.cli.app import app
 
     root = typer.main.get_command(app)
     sections: list[tuple[str, str, str]] = []  # (command path, first line of its help, its --help text)
@@ -64,7 +64,7 @@ def cli_reference() -> str:
 
 def describe(kind: Any) -> str:
     """What a field accepts, in a table cell."""
-    from dpcli import spec_fields as f
+    from dpcli.spec import fields as f
 
     def exact(x: Fraction | None) -> str:
         return f.format_exact(x) if x is not None else ""
@@ -160,7 +160,7 @@ SECTION_TITLES: dict[int, str] = {}
 
 
 def spec_fields() -> str:
-    from dpcli import spec_fields as f
+    from dpcli.spec import fields as f
 
     sections = [
         ("Top level", f.TOP), ("csv", f.CSV), ("privacy", f.PRIVACY), ("privacy.unit: a person unit", f.PERSON_UNIT),
@@ -169,7 +169,7 @@ def spec_fields() -> str:
     ]
     SECTION_TITLES.update({id(section): title for title, section in sections})
     out = [
-        "Every field of a spec, what it accepts and where it is allowed, as `dpcli/spec_fields.py` declares them "
+        "Every field of a spec, what it accepts and where it is allowed, as `dpcli/spec/fields.py` declares them "
         "(the loader and `dpcli schema` read the same declaration). The cross-field rules (declared columns, bounds "
         "and bin order, budget sums, ...) and what each field means are in [spec.md](spec.md). Unknown fields are "
         "errors everywhere.",
@@ -191,36 +191,36 @@ def spec_fields() -> str:
 
 # (module, constant, what it limits): each value is read from the code; a moved constant fails here, loudly
 LIMITS = [
-    ("dpcli.spec", "MAX_SPEC_BYTES", "bytes of a spec file"),
-    ("dpcli.spec_fields", "MAX_NUMBER_DIGITS", "significant digits of a spec number (and digits of p and q)"),
-    ("dpcli.spec_fields", "MAX_NUMBER_TEXT", "characters of a spec number's text"),
-    ("dpcli.spec_fields", "MAX_TOTAL_DIGITS", "digits of a sum of weights or named shares"),
-    ("dpcli.spec_fields", "MAX_ABS_BOUND", "\\|bound\\| of a numeric column"),
-    ("dpcli.spec", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
-    ("dpcli.spec_fields", "MAX_CELLS", "cells of one statistic"),
-    ("dpcli.spec_fields", "MAX_CANDIDATES", "candidates of a quantile's grid"),
-    ("dpcli.spec_fields", "MAX_TOP_K", "`k` of a top_k"),
-    ("dpcli.spec_fields", "MAX_CONTRIBUTIONS", "K, G and R of a person unit"),
-    ("dpcli.spec_fields", "DEFAULT_KEY_LENGTH", "an open key's `max_length` by default"),
-    ("dpcli.spec_fields", "MAX_KEY_LENGTH", "an open key's `max_length`"),
-    ("dpcli.spec", "DEFAULT_MAX_RECORD_BYTES", "`csv.max_record_bytes` by default"),
-    ("dpcli.spec_fields", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
-    ("dpcli.plan", "MAX_SCALE", "a noise scale, in grid steps"),
-    ("dpcli.plan", "MAX_VARIANCE", "a Gaussian noise variance, in grid steps²"),
-    ("dpcli.plan", "MAX_RELEASE_CELLS", "cells of a release"),
-    ("dpcli.plan", "MAX_RELEASE_MEMORY_MB", "estimated peak memory of a release, MB"),
-    ("dpcli.inputs", "DEFAULT_MAX_INPUT_BYTES", "`--max-input-bytes` by default"),
-    ("dpcli.inputs", "DEFAULT_INPUT_TIMEOUT", "`--input-timeout` by default, seconds"),
-    ("dpcli.inputs", "MAX_INPUT_TIMEOUT", "`--input-timeout`, seconds"),
+    ("dpcli.spec.model", "MAX_SPEC_BYTES", "bytes of a spec file"),
+    ("dpcli.spec.fields", "MAX_NUMBER_DIGITS", "significant digits of a spec number (and digits of p and q)"),
+    ("dpcli.spec.fields", "MAX_NUMBER_TEXT", "characters of a spec number's text"),
+    ("dpcli.spec.fields", "MAX_TOTAL_DIGITS", "digits of a sum of weights or named shares"),
+    ("dpcli.spec.fields", "MAX_ABS_BOUND", "\\|bound\\| of a numeric column"),
+    ("dpcli.spec.model", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
+    ("dpcli.spec.fields", "MAX_CELLS", "cells of one statistic"),
+    ("dpcli.spec.fields", "MAX_CANDIDATES", "candidates of a quantile's grid"),
+    ("dpcli.spec.fields", "MAX_TOP_K", "`k` of a top_k"),
+    ("dpcli.spec.fields", "MAX_CONTRIBUTIONS", "K, G and R of a person unit"),
+    ("dpcli.spec.fields", "DEFAULT_KEY_LENGTH", "an open key's `max_length` by default"),
+    ("dpcli.spec.fields", "MAX_KEY_LENGTH", "an open key's `max_length`"),
+    ("dpcli.spec.model", "DEFAULT_MAX_RECORD_BYTES", "`csv.max_record_bytes` by default"),
+    ("dpcli.spec.fields", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
+    ("dpcli.plan.model", "MAX_SCALE", "a noise scale, in grid steps"),
+    ("dpcli.plan.model", "MAX_VARIANCE", "a Gaussian noise variance, in grid steps²"),
+    ("dpcli.plan.model", "MAX_RELEASE_CELLS", "cells of a release"),
+    ("dpcli.plan.model", "MAX_RELEASE_MEMORY_MB", "estimated peak memory of a release, MB"),
+    ("dpcli.engine.inputs", "DEFAULT_MAX_INPUT_BYTES", "`--max-input-bytes` by default"),
+    ("dpcli.engine.inputs", "DEFAULT_INPUT_TIMEOUT", "`--input-timeout` by default, seconds"),
+    ("dpcli.engine.inputs", "MAX_INPUT_TIMEOUT", "`--input-timeout`, seconds"),
     ("dpcli.ledger.base", "DEFAULT_LOCK_TIMEOUT", "`--lock-timeout` by default, seconds"),
     ("dpcli.ledger.base", "MAX_LOCK_TIMEOUT", "`--lock-timeout`, seconds"),
     ("dpcli.ledger.base", "MAX_DIGITS", "digits of a cap's numerator and denominator"),
     ("dpcli.engine.parquet_sizes", "MAX_PAGE_BYTES", "bytes of a used Parquet page or Arrow IPC buffer, uncompressed"),
-    ("dpcli.audit", "DEFAULT_TRIALS", "`dpcli audit --trials` by default"),
-    ("dpcli.audit", "MAX_TRIALS", "`dpcli audit --trials`"),
-    ("dpcli.report", "MAX_TABLE_BYTES", "bytes of a CSV table `dpcli report` reads"),
-    ("dpcli.report", "MAX_JSON_TABLE_BYTES", "bytes of a JSON table `dpcli report` reads"),
-    ("dpcli.report", "MAX_SIDECAR_BYTES", "bytes of a sidecar `dpcli report` reads"),
+    ("dpcli.audit.release_audit", "DEFAULT_TRIALS", "`dpcli audit --trials` by default"),
+    ("dpcli.audit.release_audit", "MAX_TRIALS", "`dpcli audit --trials`"),
+    ("dpcli.publish.report", "MAX_TABLE_BYTES", "bytes of a CSV table `dpcli report` reads"),
+    ("dpcli.publish.report", "MAX_JSON_TABLE_BYTES", "bytes of a JSON table `dpcli report` reads"),
+    ("dpcli.publish.report", "MAX_SIDECAR_BYTES", "bytes of a sidecar `dpcli report` reads"),
 ]
 
 
@@ -245,8 +245,8 @@ def limits_table() -> list[str]:
 
 
 def release_size() -> str:
-    from dpcli.kinds import KINDS
-    from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
+    from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
+    from dpcli.spec.kinds import KINDS
 
     by_cost: dict[int, list[str]] = {}
     for kind, entry in KINDS.items():
@@ -271,7 +271,7 @@ def release_size() -> str:
 
 def exit_codes() -> str:
     from dpcli import errors
-    from dpcli.cli import ERROR_KINDS
+    from dpcli.cli.app import ERROR_KINDS
 
     classes = [
         cls for _, cls in inspect.getmembers(errors, inspect.isclass)

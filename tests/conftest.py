@@ -51,7 +51,8 @@ def make_work(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-# The signals dpcli handles. A run of dpcli.cli.main in this process (an in-process test) leaves them ignored once its
+# The signals dpcli handles. A run of dpcli.cli.app.main in this process (an in-process test) leaves them ignored once
+# its
 # outcome is decided (signals.finish: a late signal must not change a finished run), and a child process inherits an
 # ignored disposition and keeps it (as it must under nohup or a shell's `&`): a later test that signals a child would
 # then test an ignored signal. And `make test` started from a script's `&` starts with SIGINT ignored. So every test

@@ -1,4 +1,4 @@
-"""Run the real `dpcli` command with one fault injected at one step of a paid run (dpcli.paid_run).
+"""Run the real `dpcli` command with one fault injected at one step of a paid run (dpcli.run.paid).
 
     python tests/fault_driver.py STEP ACTION -- DPCLI-ARGS...
 
@@ -78,9 +78,9 @@ def wrap(owner: Any, name: str, action: str, after: bool, when: Callable[..., bo
 
 
 def inject(step: str, action: str, output: str, command: str = "release") -> None:
-    import dpcli.mechanisms
-    import dpcli.randomize
-    import dpcli.release
+    import dpcli.mechanisms.noise
+    import dpcli.run.randomize
+    import dpcli.run.release
     from dpcli.ledger.jsonl import JsonlLedger
 
     def renames(suffix: str) -> Callable[..., bool]:
@@ -89,13 +89,13 @@ def inject(step: str, action: str, output: str, command: str = "release") -> Non
     if step == "lock":
         wrap(JsonlLedger, "_stage_head", action, after=False)
     elif step == "spent" and command == "randomize":
-        wrap(dpcli.randomize, "_randomized_csv", action, after=False)
+        wrap(dpcli.run.randomize, "_randomized_csv", action, after=False)
     elif step == "spent":
-        wrap(dpcli.release, "draw_noise", action, after=False)
+        wrap(dpcli.run.release, "draw_noise", action, after=False)
     elif step == "noise" and command == "randomize":
-        wrap(dpcli.randomize, "randomize_keys", action, after=False)  # the first column's draw
+        wrap(dpcli.run.randomize, "randomize_keys", action, after=False)  # the first column's draw
     elif step == "noise":
-        wrap(dpcli.mechanisms, "add_discrete_laplace", action, after=False)
+        wrap(dpcli.mechanisms.noise, "add_discrete_laplace", action, after=False)
     elif step in ("store", "stored"):
         wrap(JsonlLedger, "store_table", action, after=step == "stored")
     elif step == "released":
@@ -110,11 +110,11 @@ def inject(step: str, action: str, output: str, command: str = "release") -> Non
         wrap(PersonRows, "finish", action, after=False)
     elif step == "select":
         # draw_noise calls it by its module's name
-        wrap(dpcli.mechanisms, "select_entries", action, after=False)
+        wrap(dpcli.mechanisms.noise, "select_entries", action, after=False)
     elif step == "summary":
-        import dpcli.render
+        import dpcli.cli.render
 
-        wrap(dpcli.render, "info", action, after=False)
+        wrap(dpcli.cli.render, "info", action, after=False)
     elif step == "teardown":
         import atexit
 
@@ -131,6 +131,6 @@ if __name__ == "__main__":
     output = argv[argv.index("-o") + 1]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     inject(step, action, output, argv[0])
-    from dpcli.cli import main
+    from dpcli.cli.app import main
 
     main(argv)

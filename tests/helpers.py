@@ -53,12 +53,12 @@ def measured(argv: list[str], peak_file: Path) -> list[str]:
 
 
 def run_in_process(*args: object, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`dpcli ARGS` through dpcli.cli.main in this process, as run_dpcli would run it (same result type, output
+    """`dpcli ARGS` through dpcli.cli.app.main in this process, as run_dpcli would run it (same result type, output
     as bytes, a clean environment, ``cwd``), without starting an interpreter: ~0.5 s saved per call.
 
     For what a child process alone can show, use run_dpcli: standard input (the spool needs a real descriptor),
     pipes closed early, signals, the umask, encoding variables read at start-up, ulimits."""
-    from dpcli.cli import main
+    from dpcli.cli.app import main
 
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_streams = sys.stdin, sys.stdout, sys.stderr

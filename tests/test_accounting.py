@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dpcli.accounting import format_decimal, format_exact, is_terminating, parse_exact, round_down, round_up
+from dpcli.core.accounting import format_decimal, format_exact, is_terminating, parse_exact, round_down, round_up
 
 # ---------------------------------------------------------------------------------------------------------------
 # parse_exact

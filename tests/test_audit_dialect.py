@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.audit import find_neighbours
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.audit.release_audit import find_neighbours
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 
 SPEC = """\
 version: 1

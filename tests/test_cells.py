@@ -19,14 +19,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dpcli.output as output
-from dpcli.accounting import format_exact
+import dpcli.publish.table as output
+from dpcli.core.accounting import format_exact
 from dpcli.errors import SpecError
-from dpcli.mechanisms import Noisy
-from dpcli.output import GridLabels, KeyLabels, Table, _HashingWriter, build_table, label_columns, write_csv, write_json
-from dpcli.plan import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, make_plan, release_cost
-from dpcli.postprocess import mean_grids, means
-from dpcli.spec import GridBins, parse_spec
+from dpcli.mechanisms.noise import Noisy
+from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, make_plan, release_cost
+from dpcli.postprocess.values import mean_grids, means
+from dpcli.publish.table import (
+    GridLabels,
+    KeyLabels,
+    Table,
+    _HashingWriter,
+    build_table,
+    label_columns,
+    write_csv,
+    write_json,
+)
+from dpcli.spec.model import GridBins, parse_spec
 from tests.helpers import measured, run_dpcli
 
 HEADER = """\
@@ -104,7 +113,7 @@ def test_cost_is_a_function_of_the_spec_alone() -> None:
 def test_labels_are_built_before_the_spend(tmp_path: Path, monkeypatch) -> None:
     """Label code that fails (here made to) fails before the spend: the ledger holds no spend record."""
     from dpcli.ledger import JsonlLedger
-    from dpcli.release import release
+    from dpcli.run.release import release
 
     (tmp_path / "spec.yaml").write_text(
         HEADER + "  - {name: g, kind: histogram, column: x, bins: {start: -1, stop: 1, step: 0.5}}\n"
@@ -303,7 +312,7 @@ def test_a_reissue_writes_the_first_runs_bytes(tmp_path: Path, monkeypatch, firs
     dpcli 0.2 is re-issued in 0.2's layout: test_a_table_stored_by_dpcli_02_is_read_and_written_as_02_wrote_it here,
     and tests/test_table_contract.py with a table and bytes made by dpcli 0.2.0 itself.)"""
     from dpcli.ledger import JsonlLedger
-    from dpcli.release import release
+    from dpcli.run.release import release
 
     monkeypatch.setattr(output, "CHUNK_ROWS", 7)
     monkeypatch.setattr(output, "PACK_CHUNK", 11)

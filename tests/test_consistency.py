@@ -1,4 +1,4 @@
-"""dpcli.consistency: GLS consistency, rounding keeping the total, non-negativity, the small-cell policy."""
+"""dpcli.postprocess.consistency: GLS consistency, rounding keeping the total, non-negativity, the small-cell policy."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpcli.consistency import (
+from dpcli.errors import SpecError
+from dpcli.postprocess.consistency import (
     MAX_FINEST_CELLS,
     Measurement,
     check_finest_size,
@@ -18,7 +19,6 @@ from dpcli.consistency import (
     round_to,
     small_cells,
 )
-from dpcli.errors import SpecError
 
 SIZES = {"sex": 2, "race": 3}
 EXACT = np.array([[10, 0, 7], [25, 3, 1]])  # sex x race

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcli.accounting import format_exact
+from dpcli.core.accounting import format_exact
 from dpcli.engine import aggregate, check_header, read_header
 from dpcli.errors import InputError
-from dpcli.plan import laplace_halfwidth, make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import laplace_halfwidth, make_plan
+from dpcli.spec.model import parse_spec
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)
 ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
@@ -739,9 +739,9 @@ def test_header_with_bom_is_read(tmp_path):
 
 
 def test_table_from_exact_values(adult):
-    pytest.importorskip("dpcli.samplers")
-    from dpcli.mechanisms import exact_noisy
-    from dpcli.output import build_table
+    pytest.importorskip("dpcli.core.samplers")
+    from dpcli.mechanisms.noise import exact_noisy
+    from dpcli.publish.table import build_table
 
     plan = make_plan(parse_spec(spec_text(ADULT_COLUMNS, ADULT_STATISTICS)))
     table = build_table(plan, exact_noisy(aggregate(plan, ADULT)))

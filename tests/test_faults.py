@@ -19,7 +19,7 @@ rows (before the spend: a signal ends the run with 128 + its number, an I/O erro
 MemoryError a bug's exit 1, and nothing is spent) and during the open keys' selection (after the spend, like the
 noise).
 
-Issue 24: the same matrix against every command that spends through the paid-run protocol (dpcli.paid_run):
+Issue 24: the same matrix against every command that spends through the paid-run protocol (dpcli.run.paid):
 `dpcli randomize` (its own draw; no sidecar) with the same invariants, and the frequency release, which spends
 nothing: a fault while it writes leaves no output and no ledger record, exits as the contract says (a signal 128 + its
 number, an I/O error 5 saying nothing was spent), and its re-run writes the same numbers. Concurrent randomize runs

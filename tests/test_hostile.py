@@ -6,7 +6,7 @@ behind. Cell-value cases (14-18) instead assert exit 0 and that the exact aggreg
 file the documented policy describes, which makes the released distribution identical (the noise depends on the
 plan only). Numbers refer to the issue's list; docs/spec.md documents every behaviour chosen here.
 
-Most runs call ``dpcli.cli.main`` in-process (the same code path as the command, ~50 ms instead of ~1 s); cases
+Most runs call ``dpcli.cli.app.main`` in-process (the same code path as the command, ~50 ms instead of ~1 s); cases
 about processes (pipes, FIFOs, stdin, permissions, memory, fresh noise) run the real command in a subprocess.
 """
 
@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcli.cli import main
+from dpcli.cli.app import main
 from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 from tests.helpers import mounted_tmpfs, run_dpcli
 
 CANARY = "4815162342"  # a cell value that must never appear in any message
@@ -373,7 +373,7 @@ def test_the_largest_noise_scale_has_an_exact_halfwidth() -> None:
     measured in bench/, not asserted here)."""
     import mpmath
 
-    from dpcli.plan import laplace_halfwidth
+    from dpcli.plan.model import laplace_halfwidth
 
     for t in (10**12, 2**40):
         k = laplace_halfwidth(Fraction(t))
@@ -694,8 +694,8 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
         ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0..18)"), ("ages", "", "[18..65)"),
         ("ages", "", "[65..101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
     ]
-    from dpcli.mechanisms import Noisy
-    from dpcli.output import build_table
+    from dpcli.mechanisms.noise import Noisy
+    from dpcli.publish.table import build_table
 
     plan = make_plan(parse_spec(SPEC))
     noisy = [Noisy(np.array([0]), None), Noisy(np.array([0, 0]), None), Noisy(np.array([0, 0, 0]), None),
@@ -840,7 +840,7 @@ def test_disk_full_while_writing_the_output_exits_5_keeps_the_spend_and_leaves_n
 
 
 def test_sidecar_write_failure_removes_the_table_too(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpcli.release as rel
+    import dpcli.run.release as rel
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -1,4 +1,5 @@
-"""The table of statistic kinds (dpcli/kinds.py) is complete: every kind the spec accepts has one entry, every entry
+"""The table of statistic kinds (dpcli/spec/kinds.py) is complete: every kind the spec accepts has one entry, every
+entry
 sets every trait, and the modules that dispatch on a trait's values handle each value."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import typing
 
 import pytest
 
-from dpcli.kinds import KINDS, Family, Kind
-from dpcli.spec import STATISTIC_BUILDERS, Statistic, parse_spec
-from dpcli.spec_fields import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
+from dpcli.spec.fields import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
+from dpcli.spec.kinds import KINDS, Family, Kind
+from dpcli.spec.model import STATISTIC_BUILDERS, Statistic, parse_spec
 
 # one statistic of each kind, as a spec writes it (a frequency reads a randomized file: no budget of its own)
 EXAMPLES = {
@@ -92,6 +93,6 @@ def test_the_traits_agree_with_each_other() -> None:
 
 
 def test_every_family_has_its_draw() -> None:
-    from dpcli.mechanisms import DRAWS
+    from dpcli.mechanisms.noise import DRAWS
 
     assert set(DRAWS) == set(Family)

@@ -1,6 +1,6 @@
 """Every released number lies on a grid fixed by the spec alone, never by the data.
 
-Real releases (library ``dpcli.release.release``, a throwaway ledger, ``reuse=False``) of the same spec on two
+Real releases (library ``dpcli.run.release.release``, a throwaway ledger, ``reuse=False``) of the same spec on two
 different synthetic CSVs. Every ``value``, ``ci_low`` and ``ci_high`` must be
 - an integer for counts and histograms,
 - a multiple of the column's precision for sums,
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from dpcli.ledger import open_ledger
-from dpcli.postprocess import MEAN_DIGITS_BELOW_PRECISION
-from dpcli.release import release
-from dpcli.spec import load_spec
+from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
+from dpcli.run.release import release
+from dpcli.spec.model import load_spec
 
 COLUMNS = """\
 columns:

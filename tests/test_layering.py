@@ -67,7 +67,7 @@ def imported_modules(source: str, importer: str, modules: dict[str, Path]) -> se
                 origin = ".".join([*base, node.module] if node.module else base)
             else:
                 origin = node.module or ""
-            # `from dpcli import render` imports the module dpcli.render; `from dpcli import __version__` dpcli
+            # `from dpcli import render` imports the module dpcli.cli.render; `from dpcli import __version__` dpcli
             names = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in modules else origin for a in node.names]
         else:
             continue
@@ -117,18 +117,37 @@ def test_an_upward_import_is_found(layers: dict[str, int]) -> None:
     # the check itself: the same sources with one upward import added (the engine importing the writer, inside a
     # function and in the relative form) must be reported, and nothing else
     polars_engine = (PACKAGE / "engine" / "polars_engine.py").read_text(encoding="utf-8")
-    hostile = polars_engine + "\n\ndef _leak():\n    from ..output import write_table\n"
+    hostile = polars_engine + "\n\ndef _leak():\n    from ..publish.table import write_table\n"
+    engine, publish = layers["dpcli/engine/"], layers["dpcli/publish/"]
     assert upward_imports(layers, {"dpcli.engine.polars_engine": hostile}) == [
-        f"dpcli.engine.polars_engine ({layers['dpcli/engine/']}) -> dpcli.output ({layers['dpcli/output.py']})"
+        f"dpcli.engine.polars_engine ({engine}) -> dpcli.publish.table ({publish})"
     ]
 
 
 def test_the_cli_is_the_top(layers: dict[str, int]) -> None:
-    # the CLI imports the library and nothing imports the CLI but the entry point
-    assert layers["dpcli/cli.py"] == max(layers.values())
-    importers = [n for n, p in module_paths().items()
-                 if "dpcli.cli" in imported_modules(p.read_text(encoding="utf-8"), n, module_paths())]
+    # the CLI imports the library and nothing imports the CLI but the entry point (and the CLI itself); above it only
+    # the package's face, which re-exports the library's names
+    assert layers["dpcli/cli/"] == max(v for k, v in layers.items() if k != "dpcli/__init__.py")
+    modules = module_paths()
+    importers = sorted(
+        n for n, p in modules.items()
+        if not n.startswith("dpcli.cli")
+        and any(m.startswith("dpcli.cli") for m in imported_modules(p.read_text(encoding="utf-8"), n, modules))
+    )
     assert importers == ["dpcli.__main__"]
+
+
+def test_the_package_root_holds_only_its_face_entry_point_and_errors() -> None:
+    # every other module lives in the sub-package of its concern (docs/architecture.md, "The packages")
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py", "errors.py"]
+
+
+def test_every_sub_package_is_one_layer(layers: dict[str, int]) -> None:
+    # a layer is a folder: the table names sub-packages (and the root's three files), never a single module inside
+    folders = {p.parent.relative_to(ROOT).as_posix() + "/" for p in PACKAGE.glob("*/__init__.py")}
+    entries = set(layers)
+    assert folders <= entries, sorted(folders - entries)
+    assert entries - folders == {"dpcli/__init__.py", "dpcli/__main__.py", "dpcli/errors.py"}
 
 
 def import_graph(sources: dict[str, str] | None = None) -> dict[str, set[str]]:
@@ -199,11 +218,11 @@ def test_no_import_circles() -> None:
 
 def test_an_import_circle_is_found() -> None:
     # the check itself: the writer importing the engine back, inside a function, makes a circle of the two
-    output = (PACKAGE / "output.py").read_text(encoding="utf-8")
+    output = (PACKAGE / "publish" / "table.py").read_text(encoding="utf-8")
     engine = (PACKAGE / "engine" / "polars_engine.py").read_text(encoding="utf-8")
-    hostile = engine + "\n\ndef _leak():\n    from dpcli.output import write_table\n"
-    found = circles(import_graph({"dpcli.output": output, "dpcli.engine.polars_engine": hostile}))
-    assert any({"dpcli.output", "dpcli.engine.polars_engine"} <= set(group) for group in found), found
+    hostile = engine + "\n\ndef _leak():\n    from dpcli.publish.table import write_table\n"
+    found = circles(import_graph({"dpcli.publish.table": output, "dpcli.engine.polars_engine": hostile}))
+    assert any({"dpcli.publish.table", "dpcli.engine.polars_engine"} <= set(group) for group in found), found
 
 
 def test_no_private_name_is_imported_across_modules() -> None:
@@ -211,6 +230,7 @@ def test_no_private_name_is_imported_across_modules() -> None:
 
 
 def test_a_private_import_is_found() -> None:
-    randomize = (PACKAGE / "randomize.py").read_text(encoding="utf-8")
-    hostile = randomize + "\n\ndef _leak():\n    from dpcli.spec import _secret\n"
-    assert private_imports({"dpcli.randomize": hostile}) == ["dpcli.randomize takes _secret from dpcli.spec"]
+    randomize = (PACKAGE / "run" / "randomize.py").read_text(encoding="utf-8")
+    hostile = randomize + "\n\ndef _leak():\n    from dpcli.spec.model import _secret\n"
+    found = private_imports({"dpcli.run.randomize": hostile})
+    assert found == ["dpcli.run.randomize takes _secret from dpcli.spec.model"]

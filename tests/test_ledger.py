@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.accounting import Budget
+from dpcli.core.accounting import Budget
 from dpcli.errors import BudgetRefused, InternalError, LedgerError, UsageError
 from dpcli.ledger import Delivery, JsonlLedger, Purchase, RandomizedColumn
 from dpcli.ledger.base import canonical
@@ -103,8 +103,8 @@ def test_lock_timeout_exits_5(work: Path) -> None:
 KILL_DRIVER = textwrap.dedent(
     """
     import os, signal, sys
-    import dpcli.release as rel
-    import dpcli.output as out
+    import dpcli.run.release as rel
+    import dpcli.publish.table as out
     from dpcli.ledger.jsonl import JsonlLedger
 
     step, spec, data, output, ledger = sys.argv[1:6]
@@ -528,7 +528,7 @@ READER = textwrap.dedent(
     print(failures)
     """
 )
-WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.accounting import Budget\n" \
+WRITER = "import sys\nfrom fractions import Fraction\nfrom dpcli.core.accounting import Budget\n" \
     "from dpcli.ledger import JsonlLedger\n" \
     "w = JsonlLedger(sys.argv[1])\nfor _ in range(int(sys.argv[2])): w.spend('d', Budget(Fraction(1, 1000)))\n"
 

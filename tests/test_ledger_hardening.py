@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.accounting import Budget
+from dpcli.core.accounting import Budget
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import JsonlLedger, Purchase
 from dpcli.ledger.base import budgets, canonical
@@ -79,7 +79,7 @@ SPENDER = textwrap.dedent(
     """
     import json, sys
     from fractions import Fraction
-    from dpcli.accounting import Budget
+    from dpcli.core.accounting import Budget
     from dpcli.errors import BudgetRefused, LedgerError
     from dpcli.ledger import JsonlLedger
     path, n = sys.argv[1], int(sys.argv[2])
@@ -133,7 +133,7 @@ ROUND_SPENDER = textwrap.dedent(
     """
     import json, sys, time
     from fractions import Fraction
-    from dpcli.accounting import Budget
+    from dpcli.core.accounting import Budget
     from dpcli.errors import BudgetRefused, LedgerError
     from dpcli.ledger import JsonlLedger
     directory, name, rounds, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -350,7 +350,7 @@ FAULTY_WRITE = textwrap.dedent(
     """
     import errno, os, sys
     from fractions import Fraction
-    from dpcli.accounting import Budget
+    from dpcli.core.accounting import Budget
     from dpcli.errors import LedgerError
     from dpcli.ledger import JsonlLedger, Purchase
     mode, path = sys.argv[1], sys.argv[2]

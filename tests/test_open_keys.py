@@ -1,6 +1,7 @@
-"""Open category keys after the engine: partition selection (dpcli.mechanisms), the released entries' rows in the
-output table and their escaping in CSV and JSON (dpcli.output), the sidecar's record of a selection and of a person
-unit, and what `dpcli plan` prints about them (dpcli.render).
+"""Open category keys after the engine: partition selection (dpcli.mechanisms.noise), the released entries' rows in the
+output table and their escaping in CSV and JSON (dpcli.publish.table), the sidecar's record of a selection and of a
+person
+unit, and what `dpcli plan` prints about them (dpcli.cli.render).
 
 Every test here is exact (no noise drawn), except test_draw_noise_releases_far_entries_and_never_near_ones, whose
 false-failure probability is bounded in its docstring."""
@@ -18,14 +19,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dpcli.cli.render import plan_json, print_plan
 from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
-from dpcli.mechanisms import Noisy, select_entries
-from dpcli.output import build_table, release_metadata, write_csv, write_json
-from dpcli.plan import Plan, make_plan
-from dpcli.render import plan_json, print_plan
-from dpcli.spec import parse_spec
-from dpcli.table_columns import csv_field, csv_texts, json_texts
+from dpcli.mechanisms.noise import Noisy, select_entries
+from dpcli.plan.model import Plan, make_plan
+from dpcli.publish.columns import csv_field, csv_texts, json_texts
+from dpcli.publish.table import build_table, release_metadata, write_csv, write_json
+from dpcli.spec.model import parse_spec
 
 HEAD = """\
 version: 1
@@ -117,7 +118,7 @@ def test_entries_are_ordered_over_the_dimensions_declared_order_then_key_text():
 
 
 def test_a_repeated_or_uncut_entry_is_refused():
-    from dpcli.mechanisms import exact_noisy
+    from dpcli.mechanisms.noise import exact_noisy
 
     plan = plan_of(BY_SEX_COUNTRY)
 
@@ -223,7 +224,7 @@ def test_the_stored_table_gives_the_same_rows():
     assert sp.selection.dimension == 1
     noisy = select_entries(sp, np.array([sp.selection.threshold] * 2), [(1, "x,y"), (0, "z\n")])
     table = build_table(plan, [noisy])
-    from dpcli.output import Table
+    from dpcli.publish.table import Table
 
     again = Table.from_json(table.to_json())
     assert list(again.rows()) == list(table.rows())

@@ -13,10 +13,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpcli import quantiles
-from dpcli.plan import make_plan
-from dpcli.samplers import MAX_PARAM
-from dpcli.spec import candidate_grid, parse_spec
+from dpcli.core.samplers import MAX_PARAM
+from dpcli.plan import quantiles
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import candidate_grid, parse_spec
 
 SPEC = """\
 version: 1

@@ -12,12 +12,12 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from dpcli.accounting import Budget, selection_delta, selection_threshold, zcdp_to_epsilon
+from dpcli.core.accounting import Budget, selection_delta, selection_threshold, zcdp_to_epsilon
 from dpcli.errors import BudgetRefused, SpecError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import check_pin
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 from tests.helpers import run_in_process
 
 

@@ -24,8 +24,8 @@ from dpcli.engine import aggregate, check_input
 from dpcli.engine.cells import used_columns
 from dpcli.engine.persons import ID_COLUMN, PersonRows, Seeds, exact_from_frames
 from dpcli.errors import InputError
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 
 SECRET = bytes(range(32))
 SEXES = ["F", "M"]

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpcli.errors import SpecError
-from dpcli.plan import (
+from dpcli.plan.model import (
     MAX_SCALE,
     SCALE_LIMIT,
     bin_label,
@@ -19,7 +19,7 @@ from dpcli.plan import (
     laplace_halfwidth,
     make_plan,
 )
-from dpcli.spec import parse_spec
+from dpcli.spec.model import parse_spec
 
 COLUMNS = """\
   age: {type: int, bounds: [17, 90]}
@@ -446,9 +446,9 @@ def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
 
     import numpy as np
 
-    from dpcli import render
-    from dpcli.mechanisms import Noisy
-    from dpcli.output import build_table
+    from dpcli.cli import render
+    from dpcli.mechanisms.noise import Noisy
+    from dpcli.publish.table import build_table
 
     spec = parse_spec(many_counts(n, privacy))
     spec = dataclasses.replace(spec, statistics=CountingTuple(spec.statistics))

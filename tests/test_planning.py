@@ -1,5 +1,5 @@
 """Planning that answers "how much ε?": the spec's confidence, plan --epsilon, targets, a mean's error given expected
-rows, plan --ledger (dpcli.planning; docs/spec.md, "Planning: confidence, targets and what-if budgets")."""
+rows, plan --ledger (dpcli.plan.what_if; docs/spec.md, "Planning: confidence, targets and what-if budgets")."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.accounting import epsilon_delta_to_rho, format_exact
+from dpcli.core.accounting import epsilon_delta_to_rho, format_exact
 from dpcli.errors import SpecError, UsageError
-from dpcli.plan import laplace_halfwidth, make_plan
-from dpcli.planning import EPSILON_GRID, expected_error, find_epsilon, ledger_outlook, plan_at, targets_of
-from dpcli.spec import Target, parse_spec
+from dpcli.plan.model import laplace_halfwidth, make_plan
+from dpcli.plan.what_if import EPSILON_GRID, expected_error, find_epsilon, plan_at, targets_of
+from dpcli.run.prepare import ledger_outlook
+from dpcli.spec.model import Target, parse_spec
 from tests.helpers import run_in_process
 
 ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
@@ -87,8 +88,8 @@ def test_target_needs_error95_and_is_refused_on_a_quantile():
 def test_the_tables_intervals_use_the_spec_confidence():
     """Exact no-noise path: a count's interval is value -/+ the half-width at the spec's confidence."""
     from dpcli.engine import aggregate
-    from dpcli.mechanisms import exact_noisy
-    from dpcli.output import build_table
+    from dpcli.mechanisms.noise import exact_noisy
+    from dpcli.publish.table import build_table
 
     text = """\
 version: 1
@@ -254,7 +255,7 @@ def test_plan_target_prints_the_smallest_epsilon(tmp_path):
 
 
 def test_a_frequency_only_release_has_no_epsilon_to_compare():
-    from dpcli.spec import load_spec
+    from dpcli.spec.model import load_spec
 
     plan = make_plan(load_spec(Path(__file__).resolve().parent.parent / "configs" / "frequency.yaml"))
     with pytest.raises(UsageError, match="spends nothing"):

@@ -1,4 +1,4 @@
-"""`postprocess:` through the spec, the plan and the table (dpcli.consistency, dpcli.table_postprocess)."""
+"""`postprocess:` through the spec, the plan and the table (dpcli.postprocess.consistency, dpcli.publish.policies)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcli.consistency import consistency_groups, plan_notes, sidecar_blocks
+from dpcli.cli.render import print_plan
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
-from dpcli.mechanisms import Noisy, exact_noisy
-from dpcli.output import Table, _HashingWriter, build_table, write_csv, write_json
-from dpcli.plan import make_plan
-from dpcli.render import print_plan
-from dpcli.spec import parse_spec
+from dpcli.mechanisms.noise import Noisy, exact_noisy
+from dpcli.plan.model import make_plan
+from dpcli.postprocess.consistency import consistency_groups, plan_notes, sidecar_blocks
+from dpcli.publish.table import Table, _HashingWriter, build_table, write_csv, write_json
+from dpcli.spec.model import parse_spec
 from tests.helpers import run_in_process
 
 COLUMNS = """
@@ -186,8 +186,8 @@ def test_the_small_cell_test_on_integer_columns_is_the_exact_one() -> None:
     exact Fraction test marks, near the boundary and past int64 included."""
     from fractions import Fraction
 
-    from dpcli.consistency import small_cells
-    from dpcli.table_postprocess import _small_on_grid
+    from dpcli.postprocess.consistency import small_cells
+    from dpcli.publish.policies import _small_on_grid
 
     rng = np.random.default_rng(14)
     for width in (Fraction(1, 2), Fraction(1), Fraction(3, 7), Fraction(10**18 + 1, 10**18)):

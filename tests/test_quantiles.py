@@ -16,10 +16,10 @@ import pytest
 
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
-from dpcli.mechanisms import exact_noisy
-from dpcli.output import build_table
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.mechanisms.noise import exact_noisy
+from dpcli.plan.model import make_plan
+from dpcli.publish.table import build_table
+from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
 
 HEAD = """version: 1
@@ -299,7 +299,7 @@ def test_interval_exact_path_is_the_value(tmp_path: Path) -> None:
 
 
 def test_interval_bounds_when_the_count_is_too_small(tmp_path: Path) -> None:
-    from dpcli import quantiles
+    from dpcli.plan import quantiles
 
     # n^ - e_n <= 0: both ends are the bounds; a level past 1: the high end is the bound
     assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10, 2**24) == (None, None)
@@ -339,8 +339,8 @@ def test_gaps_are_exact_python_int_gaps_saturated_in_int64() -> None:
     # fixed by the candidate count; checked against the utilities in Python ints, counts up to 2^40
     import numpy as np
 
-    from dpcli import quantiles
-    from dpcli.samplers import GAP_CAP
+    from dpcli.core.samplers import GAP_CAP
+    from dpcli.plan import quantiles
 
     rng = np.random.default_rng(23)
     for trial in range(200):

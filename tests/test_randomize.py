@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcli.errors import InputError, SpecError
-from dpcli.randomize_spec import parse_randomize_spec
-from dpcli.randomized_response import estimate_counts, randomize_keys
+from dpcli.mechanisms.randomized_response import estimate_counts, randomize_keys
+from dpcli.spec.randomize import parse_randomize_spec
 from tests.helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +230,7 @@ def test_frequencies_of_a_nearly_noiseless_randomization_are_the_true_counts(tmp
     # its sidecar is the schema's `frequency` shape (dpcli schema --sidecar), of contract 0.3
     import jsonschema
 
-    from dpcli.output import SIDECAR_SCHEMA
+    from dpcli.publish.table import SIDECAR_SCHEMA
 
     meta = json.loads((tmp_path / "f.csv.meta.json").read_text())
     jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text())).validate(meta)
@@ -279,7 +279,7 @@ def test_frequency_refuses_an_input_the_ledger_did_not_record(tmp_path: Path, ta
     ],
 )
 def test_frequency_spec_rules(change: tuple[str, str], path: str, message: str) -> None:
-    from dpcli.spec import parse_spec
+    from dpcli.spec.model import parse_spec
 
     text = FREQUENCY.format(input="rr.csv", epsilon="1")
     assert change[0] in text
@@ -357,7 +357,7 @@ def test_the_audit_finds_the_real_sampler_within_its_claim_and_flags_a_broken_on
     1e-9 / 68 stay within ~5% of those, so the bound is about 1.9 > 1 but for a chance below 1e-9. A sampler that
     publishes a missing cell as the first key, always, is caught on 'the second key is published': P = 0 (the
     upper bound ~1.2e-4) against 0.269 or more."""
-    from dpcli.randomize_audit import audit_randomize
+    from dpcli.audit.randomize_audit import audit_randomize
 
     spec = parse_randomize_spec(SPEC.format(epsilon="2"))
     report = audit_randomize(spec, trials=200_000)
@@ -409,7 +409,7 @@ def test_replacing_one_record_changes_one_position_of_each_column(lines: list, l
     (any bytes but a line break: unbalanced quotes, separators, CRs), give key arrays that differ at that record's
     position only, in every chosen column, with one entry per line. So one record's ε_c per column is all a change
     can cost (sequential composition over the columns: ε per record), and row i of the output is line i."""
-    from dpcli.randomize import read_keys
+    from dpcli.run.randomize import read_keys
 
     spec = parse_randomize_spec(SPEC.format(epsilon="2"))
     where = where % len(lines)
@@ -433,8 +433,8 @@ def test_replacing_one_record_changes_one_position_of_each_column(lines: list, l
 
 def _engine_histograms(path: Path) -> list[list[int]]:
     from dpcli.engine import aggregate
-    from dpcli.plan import make_plan
-    from dpcli.spec import parse_spec
+    from dpcli.plan.model import make_plan
+    from dpcli.spec.model import parse_spec
 
     spec = parse_spec(
         "version: 1\ndataset: survey\nprivacy: {epsilon: 1}\ncolumns:\n"
@@ -447,7 +447,7 @@ def _engine_histograms(path: Path) -> list[list[int]]:
 def test_an_empty_cell_of_a_one_column_file_keeps_its_row(tmp_path: Path) -> None:
     """A one-column file's empty cell is an empty line: it is still a row (a missing cell), so the output's length
     never depends on a cell's value."""
-    from dpcli.randomize import read_keys
+    from dpcli.run.randomize import read_keys
 
     spec = parse_randomize_spec(SPEC.format(epsilon="2").replace("columns: [colour, smoker]", "columns: [colour]"))
     path = tmp_path / "one.csv"
@@ -464,7 +464,7 @@ def test_randomize_reads_a_compressed_input(tmp_path: Path, fmt: str) -> None:
 
     import zstandard
 
-    from dpcli.randomize import read_keys
+    from dpcli.run.randomize import read_keys
 
     spec = setup(tmp_path)
     data = (tmp_path / "people.csv").read_bytes()
@@ -500,7 +500,7 @@ def test_randomize_reads_standard_input_and_writes_standard_output(tmp_path: Pat
 def test_a_utf16_record_with_an_odd_byte_count_shifts_no_later_row(tmp_path: Path) -> None:
     """Issue 23 (1): randomize reads through the release's reader, so a UTF-16 record of an odd number of bytes is
     its own row (its cells missing) and every later row keeps its keys and its position."""
-    from dpcli.randomize import read_keys
+    from dpcli.run.randomize import read_keys
 
     text = SPEC.format(epsilon="2").replace("columns:\n", "csv: {encoding: utf-16-le}\ncolumns:\n", 1)
     spec = parse_randomize_spec(text)

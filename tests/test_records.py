@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate
 from dpcli.errors import InputError
 from dpcli.ledger import open_ledger
-from dpcli.mechanisms import exact_noisy
-from dpcli.output import build_table
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.mechanisms.noise import exact_noisy
+from dpcli.plan.model import make_plan
+from dpcli.publish.table import build_table
+from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
 
 SPEC = """\

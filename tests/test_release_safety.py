@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import InputError, UsageError
-from dpcli.release import release
+from dpcli.run.release import release
 from tests.helpers import TOY_SPEC, clean_env, mounted_tmpfs, run_dpcli, run_in_process
 
 SPEC = TOY_SPEC
@@ -345,8 +345,8 @@ def test_an_input_timeout_beyond_its_range_is_a_usage_error(work: Path, value: s
 
 def test_library_errors_name_no_flag_and_the_cli_adds_it(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A library caller reads the fact in the library's words (its keyword arguments); the CLI's one line names the
-    flag in their place and appends the hint (dpcli/errors.py, dpcli/cli.py main)."""
-    from dpcli.inputs import check_input_timeout, parse_size
+    flag in their place and appends the hint (dpcli/errors.py, dpcli/cli/app.py main)."""
+    from dpcli.engine.inputs import check_input_timeout, parse_size
     from dpcli.ledger import resolve_ledger
 
     monkeypatch.delenv("DPCLI_LEDGER", raising=False)
@@ -450,7 +450,7 @@ def test_an_idle_timeout_removes_the_spool(work: Path) -> None:
 
 
 def test_input_file_spools_nothing_for_a_regular_file(work: Path) -> None:
-    from dpcli.inputs import InputFile
+    from dpcli.engine.inputs import InputFile
 
     with InputFile(work / "data.csv") as src:
         assert src.path == work / "data.csv"
@@ -571,7 +571,7 @@ def test_a_signal_while_dpcli_loads_is_one_line_saying_nothing_was_spent(work: P
 # argv[1] == "ignored": SIGINT was ignored by the parent (a script's `cmd &`), as dpcli finds it at start.
 SIGINT_DURING_A_POLARS_QUERY = """\
 import os, signal, sys
-from dpcli import signals
+from dpcli.core import signals
 if sys.argv[1] == "ignored":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 signals.install()

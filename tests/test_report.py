@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli import report
+from dpcli.publish import report
 from tests.helpers import run_in_process
 
 SPEC = """\
@@ -266,7 +266,7 @@ def test_release_report_in_a_missing_directory_is_refused_before_the_spend(tmp_p
 
 
 def test_other_commands_do_not_import_matplotlib() -> None:
-    code = "import sys, dpcli.cli, dpcli.release; assert 'matplotlib' not in sys.modules"
+    code = "import sys, dpcli.cli.app, dpcli.run.release; assert 'matplotlib' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -1,4 +1,4 @@
-"""Fast tests of dpcli.samplers: arguments, shapes, the CSPRNG, rare code paths and quick goodness of fit.
+"""Fast tests of dpcli.core.samplers: arguments, shapes, the CSPRNG, rare code paths and quick goodness of fit.
 
 Statistical rules (shared with tests/statistical/test_sampler_conformance.py): no seeds, no retries; every
 chi-squared bin expects at least 20 draws; each statistical check uses ALPHA = 1e-8, and the two files
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli import samplers
-from dpcli.samplers import (
+from dpcli.core import samplers
+from dpcli.core.samplers import (
     RandomSource,
     bernoulli_exp,
     default_source,
@@ -513,7 +513,7 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 def test_exponential_choice_peels_distinct_indices_in_draw_order() -> None:
-    from dpcli.samplers import exponential_choice
+    from dpcli.core.samplers import exponential_choice
 
     picks = exponential_choice([5, 1, 9, 3], 1, 1, k=4)
     assert picks.dtype == np.int64
@@ -522,7 +522,7 @@ def test_exponential_choice_peels_distinct_indices_in_draw_order() -> None:
 
 
 def test_exponential_choice_takes_a_far_best_score_first() -> None:
-    from dpcli.samplers import exponential_choice
+    from dpcli.core.samplers import exponential_choice
 
     # any other first draw has probability below exp(-10**6): never, in any run
     assert exponential_choice([0, -(10**6), 10**6, -(10**30)], 1, 1, k=2).tolist()[0] == 2
@@ -530,7 +530,7 @@ def test_exponential_choice_takes_a_far_best_score_first() -> None:
 
 
 def test_exponential_sample_at_rate_zero_is_uniform_support() -> None:
-    from dpcli.samplers import exponential_sample
+    from dpcli.core.samplers import exponential_sample
 
     draws = exponential_sample([0, -(10**40), 7], 0, 1, 3000)
     assert set(draws.tolist()) == {0, 1, 2}  # each index has probability 1/3: all three appear (miss: 3 * (2/3)**3000)
@@ -547,14 +547,14 @@ def test_exponential_sample_at_rate_zero_is_uniform_support() -> None:
     ],
 )
 def test_exponential_choice_refuses_bad_arguments(call, error) -> None:
-    from dpcli.samplers import exponential_choice
+    from dpcli.core.samplers import exponential_choice
 
     with pytest.raises(error):
         call(exponential_choice)
 
 
 def test_permute_and_flip_takes_int64_gaps_with_a_zero_and_saturates_scores() -> None:
-    from dpcli.samplers import GAP_CAP, permute_and_flip, saturated_gaps
+    from dpcli.core.samplers import GAP_CAP, permute_and_flip, saturated_gaps
 
     # int64 scores spanning the whole range: exact uint64 differences, saturated
     assert saturated_gaps(np.array([5, -(2**63), 2**63 - 1], dtype=np.int64)).tolist() == [GAP_CAP, GAP_CAP, 0]

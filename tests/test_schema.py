@@ -6,8 +6,8 @@
 - documents generated *from the schema* (a small interpreter of the keywords the schema uses; hypothesis-jsonschema
   0.23 does not run on this project's hypothesis 6.17x: `'many' object has no attribute 'more'`) either load or
   fail only on rules JSON Schema cannot express: every error the loader reports for them is a RuleError (the
-  cross-field rules listed in dpcli/schema.py's docstring, or the range of a number the document wrote as text).
-  The schema and the loader both derive from one declaration (dpcli/spec_fields.py), so this generator does too;
+  cross-field rules listed in dpcli/spec/schema.py's docstring, or the range of a number the document wrote as text).
+  The schema and the loader both derive from one declaration (dpcli/spec/fields.py), so this generator does too;
 - no input at all (text, bytes, mutated valid specs) gets anything but SpecError out of the loader and the planner.
 """
 
@@ -32,10 +32,10 @@ jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator  # noqa: E402
 
 from dpcli.errors import SpecError  # noqa: E402
-from dpcli.plan import make_plan  # noqa: E402
-from dpcli.schema import NUMBER_PATTERN, schema_json, spec_schema  # noqa: E402
-from dpcli.spec import load_spec, parse_errors, parse_spec, spec_errors  # noqa: E402
-from dpcli.spec_fields import Number, RuleError, number_within_limits  # noqa: E402
+from dpcli.plan.model import make_plan  # noqa: E402
+from dpcli.spec.fields import Number, RuleError, number_within_limits  # noqa: E402
+from dpcli.spec.model import load_spec, parse_errors, parse_spec, spec_errors  # noqa: E402
+from dpcli.spec.schema import NUMBER_PATTERN, schema_json, spec_schema  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = spec_schema()

@@ -14,10 +14,11 @@ from fractions import Fraction
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from dpcli import quantiles, topk
-from dpcli.plan import make_plan
-from dpcli.samplers import RandomSource
-from dpcli.spec import parse_spec
+from dpcli.core.samplers import RandomSource
+from dpcli.mechanisms import topk
+from dpcli.plan import quantiles
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 
 KEYS = 12  # keystreams tried per pair
 

@@ -1,4 +1,4 @@
-"""Every validation rule of dpcli/spec.py: a good case and a bad case, with the full one-line message."""
+"""Every validation rule of dpcli/spec/model.py: a good case and a bad case, with the full one-line message."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import SpecError, UsageError
-from dpcli.plan import make_plan, split_budget
-from dpcli.spec import (
+from dpcli.plan.model import make_plan, split_budget
+from dpcli.spec.model import (
     MAX_SPEC_BYTES,
     EdgeBins,
     GridBins,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import SpecError
-from dpcli.plan import make_plan, split_budget
-from dpcli.spec import MAX_SPEC_BYTES, load_spec, number_within_limits, parse_spec
+from dpcli.plan.model import make_plan, split_budget
+from dpcli.spec.model import MAX_SPEC_BYTES, load_spec, number_within_limits, parse_spec
 from tests.helpers import clean_env, run_dpcli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,7 +165,7 @@ def test_a_4200_digit_epsilon_is_refused_before_it_is_planned() -> None:
     ],
 )
 def test_the_number_limits_at_their_edges(text: str, ok: bool) -> None:
-    from dpcli.accounting import parse_exact
+    from dpcli.core.accounting import parse_exact
 
     assert number_within_limits(parse_exact(text)) is ok
 

@@ -6,7 +6,8 @@
   a grid under a by:, an open-key histogram's entries);
 - the release store keeps all of it (format 3), and a table stored by dpcli 0.2 (format 2, made by dpcli 0.2.0:
   tests/data/store-0.2) is re-issued byte for byte as it was first written;
-- every sidecar written here validates against the shipped JSON Schema (dpcli/schemas/sidecar.schema.json), which
+- every sidecar written here validates against the shipped JSON Schema (dpcli/publish/schemas/sidecar.schema.json),
+which
   `dpcli schema --sidecar` prints; the release time is the spend's and the same on a re-issue; `--meta PATH` writes
   the sidecar of a table on standard output.
 """
@@ -22,15 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.accounting import Budget
+from dpcli.core.accounting import Budget
 from dpcli.engine import aggregate
 from dpcli.ledger import Delivery, Purchase, open_ledger
 from dpcli.ledger.base import release_key
-from dpcli.mechanisms import exact_noisy
-from dpcli.output import SIDECAR_SCHEMA, Table, Texts, bin_edge_columns, build_table, write_table
-from dpcli.plan import make_plan
-from dpcli.release import release
-from dpcli.spec import EdgeBins, parse_spec
+from dpcli.mechanisms.noise import exact_noisy
+from dpcli.plan.model import make_plan
+from dpcli.publish.table import SIDECAR_SCHEMA, Table, Texts, bin_edge_columns, build_table, write_table
+from dpcli.run.release import release
+from dpcli.spec.model import EdgeBins, parse_spec
 from tests.helpers import run_in_process
 
 jsonschema = pytest.importorskip("jsonschema")

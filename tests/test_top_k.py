@@ -17,10 +17,10 @@ import pytest
 
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
-from dpcli.mechanisms import draw_noise, exact_noisy
-from dpcli.output import build_table
-from dpcli.plan import choice_gap, make_plan
-from dpcli.spec import parse_spec
+from dpcli.mechanisms.noise import draw_noise, exact_noisy
+from dpcli.plan.model import choice_gap, make_plan
+from dpcli.publish.table import build_table
+from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,7 +336,7 @@ def test_release_writes_ranks_without_intervals_and_a_rerun_returns_the_same_byt
 
 def test_the_audits_permute_and_flip_law_matches_the_exact_one() -> None:
     # dpcli audit's likelihoods (float64 quadrature) against permute-and-flip's law expanded exactly in Fractions
-    from dpcli.topk import permute_and_flip_log_pmf
+    from dpcli.mechanisms.topk import permute_and_flip_log_pmf
     from tests.pf_law import permute_and_flip_law
 
     for scores, rate in [([3, 2, 0], Fraction(1)), ([5, 5, 5, 0, 3], Fraction(10, 7)), (list(range(7)), Fraction(2)),

@@ -15,12 +15,12 @@ import pytest
 
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
-from dpcli.mechanisms import exact_noisy
-from dpcli.output import build_table
-from dpcli.plan import MAX_SQUARE_STEPS, make_plan, rounded_square, square_step
-from dpcli.postprocess import Released
-from dpcli.spec import parse_spec
-from dpcli.variance import _box, part_confidence, variance_grids
+from dpcli.mechanisms.noise import exact_noisy
+from dpcli.plan.model import MAX_SQUARE_STEPS, make_plan, rounded_square, square_step
+from dpcli.postprocess.values import Released
+from dpcli.postprocess.variance import _box, part_confidence, variance_grids
+from dpcli.publish.table import build_table
+from dpcli.spec.model import parse_spec
 
 ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from dpcli.accounting import (
+from dpcli.core.accounting import (
     Budget,
     epsilon_delta_to_rho,
     format_exact,
@@ -19,8 +19,8 @@ from dpcli.accounting import (
 )
 from dpcli.errors import BudgetRefused, SpecError
 from dpcli.ledger import JsonlLedger
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
 
 CASES = [(F(1, 2), F(1, 10**6)), (F(1, 100), F(1, 10**9)), (F(5), F(1, 10**5)), (F(1, 10**6), F(1, 10**6)),

@@ -38,9 +38,9 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
-from dpcli.kinds import KINDS
-from dpcli.plan import Plan, StatisticPlan, rounded_square, square_step
-from dpcli.spec import (
+from dpcli.plan.model import Plan, StatisticPlan, rounded_square, square_step
+from dpcli.spec.kinds import KINDS
+from dpcli.spec.model import (
     Column,
     GridBins,
     Histogram,
@@ -180,7 +180,7 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
 
 
 def candidate_bin(column: Column, stat: Quantile) -> pl.Expr:
-    """A quantile's bin of a value on the integer grid (dpcli.quantiles.rank_counts reads them): with candidates on
+    """A quantile's bin of a value on the integer grid (dpcli.plan.quantiles.rank_counts reads them): with candidates on
     every grid point, the candidate's index; else 2j for a value equal to candidate j and 2j + 1 for one between it
     and the next. Exact integer arithmetic; null when the value is missing."""
     lo, spacing, _ = candidate_grid(column, stat.step)

@@ -30,12 +30,12 @@ import polars as pl
 from dpcli.engine import arrow_sizes, parquet_sizes
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file
+from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
-from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
-from dpcli.plan import Plan
-from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, Column, Spec
+from dpcli.plan.model import Plan
+from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]
 _FORMAT_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC"}

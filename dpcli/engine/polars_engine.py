@@ -41,14 +41,14 @@ from dpcli.engine.columnar import (
     scan_columnar,
 )
 from dpcli.engine.csv_header import check_header
+from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
 from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, swap_rows
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
-from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
-from dpcli.plan import Plan
-from dpcli.spec import Spec
+from dpcli.plan.model import Plan
+from dpcli.spec.model import Spec
 
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
 T = TypeVar("T")

@@ -45,9 +45,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpcli.core.locations import is_url
 from dpcli.engine.cells import used_columns
 from dpcli.engine.columnar import FrameAggregator, typed_frame
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
+from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.persons import (
     ID_COLUMN,
     SECRET_BYTES,
@@ -58,11 +60,9 @@ from dpcli.engine.persons import (
 )
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
-from dpcli.inputs import DEFAULT_MAX_INPUT_BYTES
-from dpcli.kinds import KINDS
-from dpcli.locations import is_url
-from dpcli.plan import Plan
-from dpcli.spec import DEFAULT_MAX_RECORD_BYTES, Spec
+from dpcli.plan.model import Plan
+from dpcli.spec.kinds import KINDS
+from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Spec
 
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'dpcli[spark]'"

@@ -17,6 +17,7 @@ import os
 import stat
 from pathlib import Path
 
+from dpcli.core.locations import as_location, is_ledger_url
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger.base import (
     DEFAULT_LOCK_TIMEOUT,
@@ -30,7 +31,6 @@ from dpcli.ledger.base import (
     published_head,
 )
 from dpcli.ledger.jsonl import JsonlLedger
-from dpcli.locations import as_location, is_ledger_url
 
 
 def ledger_key() -> bytes | None:

@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpcli.accounting import (
+from dpcli.core.accounting import (
     Budget,
     format_decimal,
     format_exact,
@@ -87,7 +87,7 @@ class BudgetStatus:
     Pure releases add epsilons; zCDP (Gaussian) releases add rhos. ``spent`` is the epsilon all of it amounts to at
     the cap's delta: the pure sum when nothing was spent in zCDP, else the smaller of two sound compositions,
     (a) pure sum + convert(sum of rho) and (b) convert(sum of rho + sum of epsilon^2/2), since epsilon-DP implies
-    (epsilon^2/2)-zCDP. Conversions are rigorous upper bounds (dpcli.accounting.zcdp_to_epsilon).
+    (epsilon^2/2)-zCDP. Conversions are rigorous upper bounds (dpcli.core.accounting.zcdp_to_epsilon).
     """
 
     dataset: str

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dpcli.core.files import atomic_write, fsync_directory
 from dpcli.errors import LedgerError, UsageError
-from dpcli.files import atomic_write, fsync_directory
 from dpcli.ledger.base import (
     DEFAULT_LOCK_TIMEOUT,
     GENESIS,

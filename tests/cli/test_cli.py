@@ -1,6 +1,6 @@
 """End-to-end runs of the `dpcli` command: exit codes, streams, files, and what messages may contain.
 
-In process (dpcli.cli.main with captured streams) except where only a child process can show it: standard input,
+In process (dpcli.cli.app.main with captured streams) except where only a child process can show it: standard input,
 a pipe closed early, the umask."""
 
 from __future__ import annotations
@@ -341,8 +341,8 @@ def test_tampered_ledger_exits_5_and_release_refuses(work: Path) -> None:
 
 def test_internal_error_is_exit_1_without_traceback_or_data(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """A bug (any exception that is not a DpcliError) is reported as such, with no traceback and no message text."""
-    import dpcli.release as rel
-    from dpcli.cli import main
+    import dpcli.run.release as rel
+    from dpcli.cli.app import main
 
     def explode(*a, **k):
         raise ValueError(f"cell value {CANARY}")

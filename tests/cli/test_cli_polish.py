@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import dpcli
-from dpcli.accounting import parse_exact
+from dpcli.core.accounting import parse_exact
 from tests.helpers import TOY_SPEC, run_in_process
 
 dpcli_run = run_in_process
@@ -78,7 +78,7 @@ def test_root_help_has_h_and_completion() -> None:
 def test_version_comes_from_the_one_source() -> None:
     r = dpcli_run("--version")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"dpcli {dpcli.__version__}\n".encode(), b"")
-    assert 'version = {attr = "dpcli.__version__"}' in (ROOT / "pyproject.toml").read_text()
+    assert 'version = {attr = "dpcli.core.version.__version__"}' in (ROOT / "pyproject.toml").read_text()
     from importlib.metadata import version
 
     assert version("dpcli") == dpcli.__version__  # the installed package says the same
@@ -297,7 +297,7 @@ def fill(skeleton: str) -> str:
 
 @pytest.mark.parametrize("where", ["beside", "elsewhere"])
 def test_init_round_trips_awkward_names_and_paths(tmp_path: Path, where: str) -> None:
-    from dpcli.spec import load_spec
+    from dpcli.spec.model import load_spec
 
     data_dir = tmp_path / "raw data: #1 'q'"
     data_dir.mkdir()
@@ -431,9 +431,9 @@ statistics:
 @pytest.mark.parametrize("width", [80, 60, 200])
 def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               spec: str, width: int) -> None:
-    from dpcli import render
-    from dpcli.plan import make_plan
-    from dpcli.spec import load_spec
+    from dpcli.cli import render
+    from dpcli.plan.model import make_plan
+    from dpcli.spec.model import load_spec
 
     if spec == "example":
         path = ROOT / "configs" / "example.yaml"

@@ -280,7 +280,7 @@ class _Terminal:
 def test_the_bar_renders_bytes_and_ratio_only_however_often_it_is_told() -> None:
     """Many reports over time (as a chunked engine sends them) give rich what a rate or an ETA would need: the bar
     must still show neither. The pauses only let rich see time pass; nothing here depends on how long they take."""
-    from dpcli.render import InputBar
+    from dpcli.cli.render import InputBar
 
     terminal = _Terminal()
     bar = InputBar(terminal)  # type: ignore[arg-type]
@@ -300,7 +300,7 @@ def test_the_bar_renders_bytes_and_ratio_only_however_often_it_is_told() -> None
 
 
 def test_a_stream_of_unknown_size_shows_bytes_read_without_a_total_and_its_end_erases_the_bar() -> None:
-    from dpcli.render import InputBar
+    from dpcli.cli.render import InputBar
 
     terminal = _Terminal()
     bar = InputBar(terminal)  # type: ignore[arg-type]
@@ -318,7 +318,7 @@ def test_a_stream_of_unknown_size_shows_bytes_read_without_a_total_and_its_end_e
 def test_release_reports_bytes_of_the_file_only_ending_with_its_size(work: Path) -> None:
     """The library side: ``on_input_bytes`` hears the bytes read, never beyond the file's size (the public figure),
     in order, and a last report with read == total, which is what takes the bar off before the table is written."""
-    from dpcli.release import release
+    from dpcli.run.release import release
 
     calls: list[tuple[int, int | None]] = []
     release(work / "spec.yaml", input=work / "data.csv", output=work / "out.csv", ledger=work / "L.jsonl",

@@ -1,4 +1,4 @@
-"""Chi-squared conformance of dpcli.samplers' selection (``exponential_sample``, and ``exponential_choice``'s
+"""Chi-squared conformance of dpcli.core.samplers' selection (``exponential_sample``, and ``exponential_choice``'s
 peeling) against the exact law of permute-and-flip (McKenna & Sheldon 2020; issue 23): with p_j = exp(-(num/den)
 gap_j), P(i) = p_i * integral_0^1 prod_{j != i} (1 - p_j u) du (i first accepted in a uniform order, the order
 being that of iid uniform arrival times), computed here in Fractions: the product's polynomial expanded exactly
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.samplers import exponential_choice, exponential_sample
+from dpcli.core.samplers import exponential_choice, exponential_sample
 from tests.pf_law import permute_and_flip_law
 
 ALPHA = 1e-8

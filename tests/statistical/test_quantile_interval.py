@@ -1,5 +1,5 @@
-"""Coverage of a quantile's value-unit interval (``interval: {share: S}``; dpcli.quantiles.intervals, as
-dpcli.mechanisms.draw_quantiles runs it): over RUNS independent releases on the engine's exact bins, each level's
+"""Coverage of a quantile's value-unit interval (``interval: {share: S}``; dpcli.plan.quantiles.intervals, as
+dpcli.mechanisms.noise.draw_quantiles runs it): over RUNS independent releases on the engine's exact bins, each level's
 [ci_low, ci_high] must hold a q-quantile of the rows (some v with #{x < v} <= q n <= #{x <= v}) in at least 95% of
 them. Checked with a fixed binomial threshold: at a true miss rate of 5% the misses exceed
 scipy.stats.binom.isf(ALPHA, RUNS, 0.05) with probability <= ALPHA (1e-6 split over the checks); no seeds, no
@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli import quantiles
 from dpcli.engine import aggregate
-from dpcli.mechanisms import draw_quantiles
-from dpcli.plan import make_plan
-from dpcli.spec import candidate_grid, parse_spec
+from dpcli.mechanisms.noise import draw_quantiles
+from dpcli.plan import quantiles
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import candidate_grid, parse_spec
 
 RUNS = 2000
 CHECKS = 12  # binomial checks in this file: each at ALPHA / CHECKS

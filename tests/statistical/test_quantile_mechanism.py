@@ -1,4 +1,5 @@
-"""Chi-squared conformance of a quantile's release (dpcli.quantiles.choose, as dpcli.mechanisms.draw_quantiles calls
+"""Chi-squared conformance of a quantile's release (dpcli.plan.quantiles.choose, as
+dpcli.mechanisms.noise.draw_quantiles calls
 it on the engine's bins) against its exact distribution: permute-and-flip with acceptance probabilities
 exp(-(best - u(c)) / t) (tests/pf_law.py), the utility u(c) = -|(b - a) #{x < c} -
 a #{x > c}| written out here from the rows, t the plan's scale; and for two levels, the sorted pair of two
@@ -19,10 +20,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli import quantiles
 from dpcli.engine import aggregate
-from dpcli.plan import make_plan
-from dpcli.spec import candidate_grid, parse_spec
+from dpcli.plan import quantiles
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import candidate_grid, parse_spec
 from tests.statistical.test_exponential_mechanism import weights
 
 ALPHA = 1e-8

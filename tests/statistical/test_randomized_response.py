@@ -1,4 +1,5 @@
-"""Chi-squared conformance of dpcli.randomized_response.randomize_keys (the sampler of `dpcli randomize`) to its exact
+"""Chi-squared conformance of dpcli.mechanisms.randomized_response.randomize_keys (the sampler of `dpcli randomize`) to
+its exact
 distribution, and the coverage of the frequency estimate's 95% intervals.
 
 Rules (as tests/statistical/test_sampler_conformance.py): no seeds and no retries; each check draws once from the
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.randomized_response import estimate_counts, randomize_keys
+from dpcli.mechanisms.randomized_response import estimate_counts, randomize_keys
 
 pytestmark = pytest.mark.slow
 

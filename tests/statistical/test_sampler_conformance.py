@@ -1,4 +1,4 @@
-"""Chi-squared conformance of the exact samplers in dpcli.samplers, 10**7 draws per parameter.
+"""Chi-squared conformance of the exact samplers in dpcli.core.samplers, 10**7 draws per parameter.
 
 Rules:
 * No seeds and no retries: each test draws once from the real CSPRNG and decides.
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.samplers import RandomSource, bernoulli_exp, discrete_gaussian, discrete_laplace, geometric_exp
+from dpcli.core.samplers import RandomSource, bernoulli_exp, discrete_gaussian, discrete_laplace, geometric_exp
 
 # 10**7 draws per check: a statistical suite, run by `make test-slow` (and .ci/run), not `make test`
 pytestmark = pytest.mark.slow

@@ -3,7 +3,8 @@ it, is released with probability P[r + Z >= tau] for Z the plan's discrete Lapla
 bounds the chance that any of the g keys one person can bring is released.
 
 Rules (as tests/statistical/test_sampler_conformance.py): no seeds and no retries. Each check draws N = 10^7
-entries through the release path (dpcli.mechanisms.draw_noise, the real samplers) and counts the released ones; the
+entries through the release path (dpcli.mechanisms.noise.draw_noise, the real samplers) and counts the released ones;
+the
 count K ~ Bin(N, p) is accepted when binom.ppf(A, N, p) <= K <= binom.isf(A, N, p) with A = 1e-8 per side, for p the
 exact tail computed here from its closed form (P[Z >= m] = q^m / (1 + q), q = exp(-1/t), m >= 1). Three checks
 (a count of 1 under unit: row; 1 and r = 2 under a person unit), two sides each: a correct mechanism fails this
@@ -24,9 +25,9 @@ import pytest
 from scipy import stats
 
 from dpcli.engine import ExactStatistic
-from dpcli.mechanisms import draw_noise
-from dpcli.plan import Plan, make_plan
-from dpcli.spec import parse_spec
+from dpcli.mechanisms.noise import draw_noise
+from dpcli.plan.model import Plan, make_plan
+from dpcli.spec.model import parse_spec
 
 N = 10_000_000
 CHUNK = 1_000_000

@@ -1,4 +1,5 @@
-"""Chi-squared conformance of a top_k's draw (dpcli.topk.choose) against the exact law of permute-and-flip peeled k
+"""Chi-squared conformance of a top_k's draw (dpcli.mechanisms.topk.choose) against the exact law of permute-and-flip
+peeled k
 times at the plan's temperature: P(ordered keys) = product over the draws of permute-and-flip's P(key | the keys left),
 keys accepted with probability exp(-(best - count) / t), t = factor D / eps0 (factor 2 under replace). This checks the
 plan's temperature is what reaches the sampler (a swapped fraction or a lost factor 2 fails); the sampler's own law is
@@ -17,9 +18,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
-from dpcli.topk import choose
+from dpcli.mechanisms.topk import choose
+from dpcli.plan.model import make_plan
+from dpcli.spec.model import parse_spec
 from tests.statistical.test_exponential_mechanism import chi2_fit, peeling_probs
 
 SPEC = """\

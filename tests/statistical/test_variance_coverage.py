@@ -1,7 +1,9 @@
 """The 95% interval of a variance and a std covers the true value in at least 95% of releases (issue 13).
 
-Each trial adds the plan's own exact noise (dpcli.mechanisms.add_noise, the real samplers) to the three exact parts
-of one cell and builds the interval as a release does (dpcli.variance.variance_grids). The interval is built to cover
+Each trial adds the plan's own exact noise (dpcli.mechanisms.noise.add_noise, the real samplers) to the three exact
+parts
+of one cell and builds the interval as a release does (dpcli.postprocess.variance.variance_grids). The interval is
+built to cover
 with probability >= 95% (each part at 98.33%, union bound), so the number of covering trials is at least
 Binomial(N, 0.95) in distribution; the test fails when it falls below that binomial's 1e-6 quantile, so a correct
 interval fails it with probability <= 1e-6 (one fixed threshold, no retries). Each of the two tests runs in ~2 s.
@@ -15,10 +17,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.mechanisms import add_noise
-from dpcli.plan import make_plan
-from dpcli.spec import parse_spec
-from dpcli.variance import variance_grids
+from dpcli.mechanisms.noise import add_noise
+from dpcli.plan.model import make_plan
+from dpcli.postprocess.variance import variance_grids
+from dpcli.spec.model import parse_spec
 
 TRIALS = 20_000
 # values in [0, 10] centred on 5: 2000 rows, sample variance 13.55 (measured coverage of the interval: 99.9%)

@@ -1,0 +1,978 @@
+"""The command line: parse arguments, call the library, map DpcliError to its exit code. Nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperArgument, TyperCommand
+
+from dpcli.cli import render
+from dpcli.core.accounting import format_exact, parse_exact
+from dpcli.core.locations import is_ledger_url
+from dpcli.core.version import __version__
+from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
+from dpcli.errors import (
+    TOO_MANY_FILES,
+    AuditFailed,
+    BudgetRefused,
+    DpcliError,
+    InputError,
+    Interrupted,
+    LedgerError,
+    ResourceError,
+    SpecError,
+    SpentThenFailed,
+    UsageError,
+)
+from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT, check_lock_timeout
+from dpcli.spec.fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
+
+
+def _example(command: str) -> str:
+    """A command's help epilog: one example, kept as written (a line holding only \\b stops click rewrapping it)."""
+    return f"\b\nExample:\n  $ {command}"
+
+
+class DpcliCommand(TyperCommand):
+    """Typer's command, with arguments shown as their metavar alone: Typer 0.2x writes a required argument as
+    ``{spec}`` in the usage line and adds its type (``SPEC <path>``) in the list, where POSIX usage says ``SPEC``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                name = param.metavar or (param.name or "").upper()
+                # per instance: the two hooks Typer's help formatting calls, nothing else changes (mypy forbids
+                # assigning to a method; overriding these two on this one object is the point)
+                param._usage_display_name = _returning(name)  # type: ignore[method-assign]
+                param.display_type_rich = _no_type  # type: ignore[method-assign]
+
+
+def _returning(name: str) -> Callable[[], str]:
+    """A usage-name hook that says ``name`` alone."""
+    return lambda: name
+
+
+def _no_type(ctx: object = None) -> str | None:
+    """A type hook that adds nothing after an argument's name in the help list."""
+    return None
+
+
+# -h as well as --help, on every command (click hands a group's context settings down to its subcommands)
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+app = typer.Typer(
+    context_settings=CONTEXT,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Differentially private statistics from a CSV and a YAML spec, with a budget ledger.",
+    epilog=_example("dpcli plan configs/example.yaml"),
+)
+budget_app = typer.Typer(
+    context_settings=CONTEXT, no_args_is_help=True, help="Budget caps per dataset (they live in the ledger).",
+    epilog=_example("dpcli budget show --ledger ledger.jsonl"),
+)
+ledger_app = typer.Typer(
+    context_settings=CONTEXT, no_args_is_help=True, help="The audit trail of caps and spends.",
+    epilog=_example("dpcli ledger verify --ledger ledger.jsonl"),
+)
+app.add_typer(budget_app, name="budget")
+app.add_typer(ledger_app, name="ledger")
+
+LedgerOpt = typer.Option(
+    None, "--ledger", metavar="PATH|URL",
+    help="Ledger file or postgresql:// URL (else $DPCLI_LEDGER, else the spec's ledger:).",
+)
+InputOpt = typer.Option(
+    None, "--input", "-i", metavar="PATH", help="CSV to read, or - for stdin (default: spec's input:)."
+)
+OutputOpt = typer.Option(
+    None, "--output", "-o", metavar="PATH", help="Where to write, or - for stdout (default: spec's output:)."
+)
+SummaryMdOpt = typer.Option(
+    None, "--summary-md", metavar="PATH",
+    help="Append a short Markdown summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\"; a regular file).",
+)
+LockOpt = typer.Option(
+    DEFAULT_LOCK_TIMEOUT, "--lock-timeout", metavar="SECONDS",
+    help=f"Seconds to wait for the ledger (its lock, or a PostgreSQL statement) before exit 5 (0 to "
+    f"{MAX_LOCK_TIMEOUT:.0f}).",
+    callback=check_lock_timeout,  # inf, nan, negative or huge: exit 2 (a float range lets inf and nan through)
+)
+
+
+# Typer offers and parses an enum by its values; the member names are never seen on the command line.
+class OutputFormat(StrEnum):
+    CSV = "csv"
+    JSON = "json"
+
+
+# the spec's choices (dpcli.spec.fields, the one declaration), offered by the options that override them
+InputFormat = StrEnum("InputFormat", {name.upper().replace(".", "_"): name for name in INPUT_FORMATS})  # type: ignore[misc]
+Engine = StrEnum("Engine", {name.upper(): name for name in ENGINES})  # type: ignore[misc]
+
+
+class Neighbours(StrEnum):
+    ADD_REMOVE = "add_remove"
+    REPLACE = "replace"
+
+
+def _exact(option: str, text: str) -> Fraction:
+    try:
+        value = parse_exact(text)
+    except ValueError:
+        raise UsageError(f"{option}: '{text[:40]}' is not a number") from None
+    return value
+
+
+@app.command(
+    cls=DpcliCommand,
+    epilog=_example("dpcli release spec.yaml --ledger ledger.jsonl --release-id 2026-01-31 -o out.csv"),
+)
+def release(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
+    input: str | None = InputOpt,  # noqa: A002 - the contract's name
+    output: str | None = OutputOpt,
+    ledger: str | None = LedgerOpt,
+    fmt: OutputFormat | None = typer.Option(
+        None, "--format", case_sensitive=False, help="The table's format (default: json for a .json path, else csv)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
+    lock_timeout: float = LockOpt,
+    release_id: str | None = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
+        help="Name this release (e.g. $(date +%F)): the same dataset, spec and id return the first run's table "
+        "and spend nothing. Without it every run is a new release.",
+    ),
+    reuse: bool = typer.Option(
+        True, "--reuse/--no-reuse", hidden=True,
+        help="No effect since 0.2 (re-runs are keyed on --release-id); accepted so old scripts keep working.",
+    ),
+    input_timeout: float = typer.Option(
+        DEFAULT_INPUT_TIMEOUT, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", metavar="SECONDS",
+        help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever; at most "
+        f"{MAX_INPUT_TIMEOUT:.0f}).",
+    ),
+    max_input_bytes: str = typer.Option(
+        f"{DEFAULT_MAX_INPUT_BYTES >> 30}G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
+        help="Cap on stdin or a FIFO, spooled to a private temporary file, and on a compressed, Parquet or Arrow "
+        "input's decompressed size: past it, exit 3 before any spend (e.g. 512M, 16G).",
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v",
+        help="Progress on stderr: each phase by name and the run's total time (never data, never per-phase times).",
+    ),
+    input_format: InputFormat | None = typer.Option(
+        None, "--input-format", case_sensitive=False,
+        help="The input's format (default: from its extension: .csv, .csv.gz, .csv.zst, .parquet, .arrow).",
+    ),
+    engine: Engine | None = typer.Option(
+        None, "--engine", case_sensitive=False,
+        help="Who computes the exact aggregates (default: the spec's engine:, else polars).",
+    ),
+    spark_master: str = typer.Option(
+        "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL",
+        help="The Spark master's URL, for --engine spark.",
+    ),
+    report_path: str | None = typer.Option(
+        None, "--report", metavar="PATH", help="Also write the release's report (one self-contained HTML file)."
+    ),
+    summary_md: str | None = SummaryMdOpt,
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="PATH",
+        help="Write the metadata sidecar (JSON, schema: `dpcli schema --sidecar`) here, also with --output - "
+        "(default: OUTPUT.meta.json beside an output file; none for standard output).",
+    ),
+) -> None:
+    """Release noisy statistics: spend the budget, then write the table.
+
+    On a terminal a bar shows the bytes of the input read so far, of its size (not with --quiet or --json, nor
+    when $CI or $NO_COLOR is set)."""
+    from dpcli.core import signals
+    from dpcli.run.release import release as run
+
+    if verbose and quiet:
+        raise UsageError("--verbose and --quiet contradict each other: give one")
+    del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
+    cap = parse_size(max_input_bytes)
+    started = time.monotonic()
+    bar_wanted = render.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
+    try:
+        # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
+        with render.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
+            result = run(
+                spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+                release_id=release_id,
+                lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
+                progress=_progress_printer if verbose else None,
+                input_format=None if input_format is None else input_format.value,
+                engine=None if engine is None else engine.value, spark_master=spark_master,
+                on_input_bytes=on_input_bytes, sidecar=meta, report=report_path, summary_md=summary_md,
+            )
+    except BudgetRefused:
+        # no cap here may mean the cap is in the other ledger the environment or the spec names
+        _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json, lock_timeout=lock_timeout)
+        raise
+    # the release and its output are written (or a paid release's table written again): a signal from here on
+    # changes nothing, so that no exit reads "nothing was spent" after a spend
+    signals.finish()
+    if verbose:
+        # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
+        _progress_printer(f"done in {time.monotonic() - started:.2f} s")
+    status = result.status
+    cells = len(result.table)
+    warning = None
+    if not result.reused and status is not None and status.releases == 1:
+        warning = _warn_other_ledger(result.plan.spec, ledger, first_spend=True, quiet=as_json,
+                                     lock_timeout=lock_timeout)
+    summary = {
+        "dataset": result.plan.spec.dataset,
+        "statistics": len(result.plan.statistics),
+        "rows": cells,
+        "epsilon_spent": format_exact(result.epsilon_spent),
+        "rho_spent": format_exact(result.rho_spent),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
+        "output": "-" if result.output is None else str(result.output),
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "ledger_head": result.spend.hash,
+        "release_id": result.release_id,
+        "reused": result.reused,
+        "warnings": [] if warning is None else [warning],
+    }
+    if report_path is not None or summary_md is not None:
+        summary["report"] = None if report_path is None else str(report_path)
+    if as_json:
+        sys.stderr.write(json.dumps(summary) + "\n")
+        return
+    if result.reused:
+        # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
+        render.info(
+            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+            "its table was written again; nothing spent"
+        )
+        return
+    if quiet:
+        return
+    where = "standard output" if result.output is None else str(result.output)
+    spent = result.plan.cost_text(status.cap_delta if status else None)  # a ρ without the spec's δ: at the cap's
+    render.info(
+        f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}'"
+        f" to {where}\n"
+        f"  spent {spent}; ε left {render.eps(status.remaining if status else None)} "
+        f"of {render.eps(status.cap if status else None)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
+    )
+
+
+@app.command(
+    cls=DpcliCommand,
+    epilog=_example("dpcli randomize configs/randomize.yaml --ledger ledger.jsonl --release-id 2026-01-31 -o rr.csv"),
+)
+def randomize(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The randomize spec (YAML, with randomize: {columns: ...})."),
+    input: str | None = InputOpt,  # noqa: A002 - the contract's name
+    output: str | None = OutputOpt,
+    ledger: str | None = LedgerOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
+    lock_timeout: float = LockOpt,
+    release_id: str | None = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
+        help="Name this run: the same dataset, spec and id write the first run's file again and spend nothing.",
+    ),
+) -> None:
+    """Write a local-DP copy of chosen category/bool columns (k-ary randomized response, ε per record).
+
+    One row per input row, in input order, the chosen columns only; neighbours: replace. Spends like a release."""
+    from dpcli.core import signals
+    from dpcli.run.randomize import randomize as run
+
+    result = run(spec, input=input, output=output, ledger=ledger, release_id=release_id, lock_timeout=lock_timeout)
+    signals.finish()  # the file is written: a late signal changes nothing
+    status = result.status
+    summary = {
+        "dataset": result.spec.dataset,
+        "columns": [c.name for c in result.spec.columns],
+        "rows": result.rows,
+        "epsilon_spent": format_exact(result.epsilon_spent),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "output": "-" if result.output is None else str(result.output),
+        "output_sha256": result.output_sha256,
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "release_id": result.release_id,
+        "reused": result.reused,
+    }
+    if as_json:
+        sys.stderr.write(json.dumps(summary) + "\n")
+        return
+    if result.reused:
+        render.info(
+            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+            "its randomized file was written again; nothing spent"
+        )
+        return
+    if quiet:
+        return
+    where = "standard output" if result.output is None else str(result.output)
+    render.info(
+        f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
+        f"'{result.spec.dataset}' to {where}\n"
+        f"  spent ε={render.eps(result.spec.epsilon)} per record; "
+        f"ε left {render.eps(status.remaining if status else None)} of {render.eps(status.cap if status else None)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
+    )
+
+
+def _ledger_key(location: str | Path) -> str:
+    return str(location) if is_ledger_url(location) else os.path.realpath(location)
+
+
+def other_ledger(explicit: str | None, spec_ledger: str | Path | None) -> tuple[str, str, str, str] | None:
+    """(used ledger, where it came from, another ledger named, where that came from), or None when every ledger the
+    command line, $DPCLI_LEDGER and the spec name is the same one. The first named is the one used (resolve_ledger)."""
+    named = [
+        (str(loc), source)
+        for loc, source in (
+            (explicit, "--ledger"),
+            (os.environ.get("DPCLI_LEDGER"), "$DPCLI_LEDGER"),
+            (spec_ledger, "the spec's ledger:"),
+        )
+        if loc
+    ]
+    if not named:
+        return None
+    (used, used_from), *rest = named
+    other = next(((loc, src) for loc, src in rest if _ledger_key(loc) != _ledger_key(used)), None)
+    return None if other is None else (used, used_from, *other)
+
+
+def _warn_other_ledger(
+    spec: Any, explicit: str | None, first_spend: bool, quiet: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> str | None:
+    """Warn when a dataset first appears in a ledger while another ledger is named too (README "The ledger"): each
+    ledger holds its own cap, so spends split between two ledgers are each checked against a whole budget.
+
+    ``first_spend``: after this release, the first of its dataset in the ledger used; else a release refused for
+    having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
+    if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
+        from dpcli.ledger import open_ledger, resolve_ledger
+        from dpcli.spec.model import load_spec
+
+        try:  # both read fine a moment ago; if not now, the refusal alone is said
+            spec = load_spec(spec)
+            book = open_ledger(resolve_ledger(explicit, spec.ledger), lock_timeout=lock_timeout)
+            if book.status(spec.dataset) is not None:
+                return None
+        except DpcliError:
+            return None
+    pair = other_ledger(explicit, spec.ledger)
+    if pair is None:
+        return None
+    used, used_from, other, other_from = pair
+    what = "first release of" if first_spend else "no cap or spend for"
+    warning = (
+        f"{what} dataset '{spec.dataset}' in ledger {used} (from {used_from}), while {other_from} names ledger "
+        f"{other}: each ledger keeps its own budget; use one ledger per dataset"
+    )
+    if not quiet:
+        render.warning(warning)
+    return warning
+
+
+def _progress_printer(message: str) -> None:
+    """--verbose: one stderr line per finished phase, by name only (no timings: the scan's time depends on the data;
+    the CLI adds the run's total time at the end, which is public)."""
+    sys.stderr.write(f"dpcli: {message}\n")
+    sys.stderr.flush()
+
+
+@app.command(
+    "report", cls=DpcliCommand,
+    epilog=_example("dpcli report out.csv -o report.html --ledger ledger.jsonl --summary-md \"$GITHUB_STEP_SUMMARY\""),
+)
+def report_command(
+    table: Path = typer.Argument(..., metavar="OUT.csv", help="A released table (CSV, or JSON for a .json path)."),
+    output: str = typer.Option(..., "--output", "-o", metavar="PATH", help="Where to write the HTML report."),
+    meta: Path | None = typer.Option(
+        None, "--meta", metavar="PATH", help="The table's sidecar (default: OUT.csv.meta.json beside it, if any)."
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", metavar="PATH|URL",
+        help="Read the dataset's budget left from this ledger (else $DPCLI_LEDGER; without either the report says "
+        "it is not known). Spends nothing.",
+    ),
+    summary_md: str | None = SummaryMdOpt,
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
+    from dpcli.publish.paths import named_path
+    from dpcli.publish.report import make_report
+
+    make_report(
+        table, named_path(output, "report"), meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
+        summary_md=None if summary_md is None else named_path(summary_md, "summary"), lock_timeout=lock_timeout,
+    )
+
+
+@app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))
+def schema(
+    sidecar: bool = typer.Option(
+        False, "--sidecar", help="Print the schema of the release's metadata sidecar (OUTPUT.meta.json) instead."
+    ),
+) -> None:
+    """Print the JSON Schema (draft 2020-12) of spec version 1, for editors and CI validators."""
+    if sidecar:
+        from dpcli.publish.table import sidecar_schema_text
+
+        sys.stdout.write(sidecar_schema_text())
+        return
+    from dpcli.spec.schema import schema_json
+
+    sys.stdout.write(schema_json())
+
+
+@app.command(cls=DpcliCommand, epilog=_example("dpcli plan configs/example.yaml --json"))
+def plan(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    epsilons: str | None = typer.Option(
+        None, "--epsilon", metavar="E1,E2,...",
+        help="Compare expected errors at these total ε (the spec's split scaled; zCDP: ε at the spec's δ).",
+    ),
+    targets: list[str] = typer.Option(
+        [], "--target", metavar="NAME=ERROR",
+        help="A statistic's largest acceptable ±error at 95% (repeatable; over its target:): find the smallest ε.",
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", metavar="PATH|URL",
+        help="Show what the release would leave of the dataset's cap (reads only).",
+    ),
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
+    from dpcli.run.prepare import prepare_spec
+    from dpcli.spec.randomize import is_randomize_spec
+
+    if is_randomize_spec(spec):
+        from dpcli.spec.randomize import load_randomize_spec
+
+        randomize_plan = render.randomize_plan(load_randomize_spec(spec))
+        text = render.randomize_plan_text(randomize_plan)
+        sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
+        return
+    the_plan = prepare_spec(spec).plan  # every check of the spec alone that a release makes (exit 2)
+    planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
+    if as_json:
+        sys.stdout.write(render.plan_json(the_plan, planning))
+    else:
+        render.print_plan(the_plan, sys.stdout)
+        render.print_planning(the_plan, planning, sys.stdout)
+
+
+def _planning(
+    the_plan: Any, epsilons: str | None, targets: list[str], ledger: str | None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> dict[str, Any]:
+    """plan's what-if answers (dpcli.plan.what_if): --epsilon, targets (the spec's or --target), --ledger."""
+    out: dict[str, Any] = {}
+    if epsilons is not None:
+        values = [_exact("--epsilon", e.strip()) for e in epsilons.split(",")]
+        if not values or any(not 0 < e <= MAX_RELEASE_EPSILON for e in values) or len(values) > 12:
+            raise UsageError(f"--epsilon: give 1 to 12 numbers in (0, {MAX_RELEASE_EPSILON}], comma-separated")
+        out["what_if"] = render.what_if(the_plan, values)
+    extra: dict[str, Fraction] = {}
+    for t in targets:
+        name, eq, error = t.partition("=")
+        if not eq or not name:
+            raise UsageError(f"--target: '{t[:60]}' is not NAME=ERROR")
+        extra[name] = _exact("--target", error.strip())
+        if extra[name] <= 0:
+            raise UsageError("--target: the error must be positive")
+    if extra or any(sp.statistic.target is not None for sp in the_plan.statistics):
+        out["target"] = render.target_answer(the_plan, extra)
+    if ledger is not None:
+        from dpcli.ledger import resolve_ledger
+
+        out["ledger"] = render.ledger_answer(the_plan, resolve_ledger(ledger, None), lock_timeout)
+    return out
+
+
+@app.command("audit", cls=DpcliCommand, epilog=_example("dpcli audit configs/example.yaml --trials 20000"))
+def audit_command(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
+    trials: int = typer.Option(
+        200_000, "--trials", metavar="N", min=1_000, max=1_000_000_000,
+        help="Noise draws per statistic and dataset (default 200000).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
+    nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
+    from dpcli.audit.release_audit import audit as run
+    from dpcli.spec.randomize import is_randomize_spec
+
+    if is_randomize_spec(spec):
+        from dpcli.audit.randomize_audit import audit_randomize
+
+        rr = audit_randomize(spec, trials=trials)
+        sys.stdout.write(json.dumps(rr.as_dict(), indent=2, ensure_ascii=False) + "\n" if as_json else rr.text())
+        if not rr.ok:
+            names = ", ".join(t.name for t in rr.violations)
+            raise AuditFailed(f"audit: {names} of the randomized response does not deliver its claim: the "
+                              f"empirical ε lower bound exceeds it (confidence {rr.confidence})")
+        return
+    report = run(spec, trials=trials)
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        render.print_audit(report, sys.stdout)
+    if not report.ok:
+        names = ", ".join(f"'{s.statistic}'" for s in report.violations)
+        raise AuditFailed(
+            f"audit: {names} does not deliver its claim: a searched neighbouring pair loses more than the claimed "
+            f"privacy under the plan's noise, or the empirical ε lower bound exceeds the claim (confidence "
+            f"{report.confidence})"
+        )
+
+
+@app.command(cls=DpcliCommand, epilog=_example("dpcli check spec.yaml --input people.csv --ledger ledger.jsonl"))
+def check(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The release spec (YAML)."),
+    input: str | None = typer.Option(  # noqa: A002
+        None, "--input", "-i", metavar="PATH", help="Also check this CSV's header (default: spec's input:)."
+    ),
+    input_format: InputFormat | None = typer.Option(
+        None, "--input-format",
+        help="csv, csv.gz, csv.zst, parquet or arrow (default: the spec's input_format:, else the extension).",
+    ),
+    output: str | None = typer.Option(
+        None, "--output", "-o", metavar="PATH", help="Check this output as release would (default: spec's output:)."
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", metavar="PATH|URL",
+        help="Also check the ledger as release would: its chain, the unit pin, the cap, the release id (reads only).",
+    ),
+    release_id: str | None = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
+        help="Check this release id as release would (with --ledger: whether it is paid for already).",
+    ),
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Validate the spec as release would before reading any data, and that the input's header (or schema) has the
+    declared columns. Reads the header only; spends nothing and writes nothing.
+
+    Valid exactly when `dpcli release` with the same options would pass every check that needs no data (with
+    --ledger, the ledger's too). Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line
+    each (exit 2)."""
+    from dpcli.engine import check_input
+    from dpcli.run.prepare import prepare, stored_table
+    from dpcli.spec.model import spec_errors
+    from dpcli.spec.randomize import is_randomize_spec
+
+    if is_randomize_spec(spec):
+        if output is not None or ledger is not None or release_id is not None:
+            raise UsageError("--output, --ledger and --release-id check a release spec; `dpcli check` of a "
+                             "randomize spec checks the spec and its input")
+        from dpcli.run.randomize import check_randomize
+
+        render.info(check_randomize(spec, input))
+        return
+    errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
+    if errors:
+        for error in errors[:-1]:
+            _say_error(error)
+        raise errors[-1]
+    # the checks release makes before it reads the data, in its order (dpcli.run.prepare): its refusal, said the same
+    # way
+    try:
+        ready = prepare(
+            spec, input=input, output=output, ledger=ledger, check_ledger=ledger is not None, release_id=release_id,
+            lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
+        )
+    except BudgetRefused:  # as release says it: no cap here may mean the cap is in another ledger named
+        _warn_other_ledger(spec, ledger, first_spend=False, quiet=False, lock_timeout=lock_timeout)
+        raise
+    if ready.paid is not None:  # release would write the stored table again: it must be there and readable
+        stored_table(ready.run, ready.release_id)
+    the_plan = ready.plan
+    if ready.source is not None:
+        check_input(ready.spec, ready.source, ready.input_format)
+        checked = f"; {ready.source} has every declared column"
+    else:
+        checked = ""  # standard input, or a URL that only Spark reads
+    if ready.ledger is None or the_plan.frequency_only:
+        budget = ""  # without --ledger; a frequency estimate spends nothing
+    elif ready.paid is not None:
+        budget = (f"; release id '{ready.release_id}' is paid for by ledger {ready.ledger.name} record "
+                  f"{ready.paid.seq}: release writes its stored table again, spending nothing")
+    else:
+        budget = f"; ledger {ready.ledger.name} allows the spend"
+    render.info(
+        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {ready.cost.text()}, "
+        f"{the_plan.cost_text()}{checked}{budget}"
+    )
+
+
+@app.command(cls=DpcliCommand, epilog=_example("dpcli init people.csv -o spec.yaml"))
+def init(
+    csv: Path = typer.Argument(..., metavar="CSV", help="A CSV file: only its header is read."),
+    output: str | None = typer.Option(
+        None, "--output", "-o", metavar="SPEC", help="Write the skeleton to this file (default: standard output)."
+    ),
+    force: bool = typer.Option(False, "--force", help="With -o: overwrite an existing file."),
+) -> None:
+    """Write a spec skeleton from a CSV header (names only: a person fills in types, bounds and categories).
+
+    Its input: is relative to the spec's directory (the current one when printed), as the loader reads it."""
+    from dpcli.core.files import atomic_write
+    from dpcli.engine import read_header
+    from dpcli.publish.paths import check_init_target, output_path
+
+    target = output_path(output)  # `-o -`: standard output
+    if target is not None:
+        if os.path.lexists(target) and not force:
+            raise UsageError(f"{target} exists: give --force to overwrite it, or another -o")
+        check_init_target(target, csv)  # never the CSV it reads, the ledger, a directory, FIFO or link (exit 2)
+    header = read_header(csv)  # before anything is written: an unreadable CSV leaves no file behind
+    text = spec_skeleton(csv, header, Path.cwd() if target is None else target.absolute().parent)
+    if target is None:
+        sys.stdout.write(text)
+        return
+    try:
+        atomic_write(target, lambda fh: fh.write(text.encode("utf-8")))
+    except OSError as exc:
+        raise InputError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
+    render.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
+
+
+SKELETON_HEAD = """\
+# A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.
+# For each column you use: type (int, float, category, bool) and its a-priori bounds or categories, from
+# documentation or domain knowledge -- never from the data. Delete the columns you do not use.
+# privacy.neighbours: add_remove (one person's row added or removed) or replace (one row changed).
+"""
+
+
+def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
+    """The skeleton's YAML, through PyYAML's emitter (it quotes what needs quoting: names and paths with spaces,
+    colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
+    import yaml
+
+    from dpcli.spec.fields import NAME_PATTERN
+
+    dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
+    usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
+    # a header name the spec cannot declare is listed in a comment, escaped to one line of ASCII (json.dumps)
+    unusable = "".join(f"#   {json.dumps(name)}\n" for name in header if name not in usable)
+    if unusable:
+        unusable = (
+            "# These header names cannot be declared (a column name is letters, digits, _ . -, starting with a "
+            "letter or _):\n" + unusable
+        )
+    doc = {
+        "version": 1,
+        "dataset": dataset,
+        "input": os.path.relpath(csv.absolute(), spec_dir),
+        "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": "1.0"},
+        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
+        "statistics": [{"name": "rows", "kind": "count"}],
+    }
+    body = yaml.dump(doc, Dumper=_skeleton_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=None,
+                     width=1_000_000)
+    return SKELETON_HEAD + unusable + body
+
+
+class _Flow(dict):
+    """A mapping written on one line, ``age: {type: TODO, bounds: [TODO, TODO]}``: one column per line."""
+
+
+def _skeleton_dumper() -> Any:
+    import yaml  # here, not at the top: only init writes YAML, and yaml costs every other command's start-up
+
+    class SkeletonDumper(yaml.SafeDumper):
+        pass
+
+    SkeletonDumper.add_representer(
+        _Flow, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
+    )
+    return SkeletonDumper
+
+
+@budget_app.command(
+    "set", cls=DpcliCommand, epilog=_example("dpcli budget set people --epsilon 3 --ledger ledger.jsonl")
+)
+def budget_set(
+    dataset: str = typer.Argument(..., metavar="DATASET", help="Dataset name (the spec's dataset:)."),
+    epsilon: str = typer.Option(
+        ..., "--epsilon", metavar="EPSILON", help="The cap on the total ε spent on this dataset."
+    ),
+    delta: str = typer.Option("0", "--delta", metavar="DELTA", help="The cap on δ (pure ε releases spend none)."),
+    allow_raise: bool = typer.Option(False, "--raise", help="Allow raising an existing cap (recorded as a raise)."),
+    neighbours: Neighbours | None = typer.Option(
+        None, "--neighbours",
+        help="Pin the dataset's neighbour relation; else the first release pins it.",
+    ),
+    unit: str | None = typer.Option(
+        None, "--unit", metavar="UNIT",
+        help="The privacy unit pinned with --neighbours (needs it): row (the default), or person:FIELD (a spec's "
+        "person unit with id FIELD).",
+    ),
+    ledger: str | None = LedgerOpt,
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
+    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.spec.model import DATASET_NAME
+
+    if not DATASET_NAME.fullmatch(dataset):
+        raise UsageError(f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
+    eps = _exact("--epsilon", epsilon)
+    dlt = _exact("--delta", delta)
+    if eps <= 0:
+        raise UsageError("--epsilon: a cap must be positive")
+    if not 0 <= dlt < 1:
+        raise UsageError("--delta: must be in [0, 1)")
+    if unit is not None and unit != "row" and not (unit.startswith("person:") and len(unit) > len("person:")):
+        raise UsageError(f"--unit: '{unit[:40]}' is not a unit (row, or person:FIELD)")
+    if unit is not None and neighbours is None:
+        # a pin is a unit and a neighbour relation together: a unit alone would pin nothing, without a word
+        raise UsageError(
+            "--unit pins the dataset's unit together with its neighbour relation: give --neighbours too "
+            "(add_remove or replace)"
+        )
+    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
+    new_here = book.status(dataset) is None
+    pair = other_ledger(ledger, None)
+    pinned = None if neighbours is None else neighbours.value
+    rec = book.set_cap(dataset, eps, dlt, allow_raise, (unit or "row") if pinned else None, pinned)
+    status = book.status(dataset)
+    render.info(
+        f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"
+        + (" (raised)" if rec.get("raise") else "")
+        + f"; spent {render.eps(status.spent if status else Fraction(0))}, "
+        f"remaining {render.eps(status.remaining if status else eps)}"
+    )
+    if new_here and pair is not None:
+        used, _, other, other_from = pair
+        render.warning(
+            f"dataset '{dataset}' first appears in ledger {used} (from --ledger), while {other_from} names ledger "
+            f"{other}: releases that use {other} will not see this cap; use one ledger per dataset"
+        )
+
+
+@budget_app.command("show", cls=DpcliCommand, epilog=_example("dpcli budget show --ledger ledger.jsonl --json"))
+def budget_show(
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
+    ledger: str | None = LedgerOpt,
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Spent and remaining ε per dataset."""
+    from dpcli.ledger import open_ledger, resolve_ledger
+
+    report = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).verify()
+    if as_json:
+        sys.stdout.write(render.budget_json(report.datasets))
+    else:
+        render.print_budget(report.datasets, sys.stdout)
+
+
+@ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
+def ledger_show(
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
+    ledger: str | None = LedgerOpt,
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Every record of the ledger (verified first)."""
+    from dpcli.ledger import open_ledger, resolve_ledger
+
+    records = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).records()
+    if as_json:
+        sys.stdout.write(render.ledger_json(records))
+    else:
+        render.print_ledger(records, sys.stdout)
+
+
+@ledger_app.command(
+    "verify", cls=DpcliCommand,
+    epilog=_example("dpcli ledger verify --ledger ledger.jsonl --against out.csv.meta.json"),
+)
+def ledger_verify(
+    ledger: str | None = LedgerOpt,
+    against: list[Path] = typer.Option(
+        [], "--against", metavar="META_JSON|HEAD",
+        help="A release's .meta.json (or a head hash): its ledger head must be in the chain.",
+    ),
+    lock_timeout: float = LockOpt,
+) -> None:
+    """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
+    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger.base import published_head
+
+    heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
+    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
+    report = book.verify()
+    for head in heads:
+        if not book.contains_head(head):
+            raise LedgerError(
+                f"ledger {book.name} does not contain head {head[:16]}… published with a release: "
+                "it was replaced with an older copy or rewritten"
+            )
+    keyed = ", authenticated with the ledger key" if report.keyed else ""
+    sys.stdout.write(f"ledger OK: {report.records} record(s), head {report.head}{keyed}\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"dpcli {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every DpcliError becomes its exit code and one ``dpcli: error:`` line; nothing prints a
+    traceback (it could carry data), whatever is raised: a BaseException such as polars' PanicException included.
+
+    Typer runs with standalone_mode=False so that its usage errors come here and are said in the same one line.
+    SIGINT, SIGTERM and SIGHUP become ``Interrupted``; a run they end before the spend exits 128 + the signal's
+    number, saying that nothing was spent (after the spend, the release says which record paid: exit 5). A limit of
+    the process (file descriptors, memory) reached before the spend is a ResourceError (exit 1). Once the outcome is
+    decided, a late signal is ignored (signals.finish), through the interpreter's teardown.
+    """
+    from dpcli.core import signals
+
+    code = 0
+    render.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
+    render.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
+    _quiet_warnings()
+    signals.install()
+    try:
+        result = app(args=argv, prog_name="dpcli", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except BaseException as exc:  # noqa: BLE001 - said in one line below, whatever it is
+        signals.finish()  # first: a signal from here on cannot replace this outcome
+        code = _say_outcome(exc)
+    signals.finish(last=True)
+    _flush_quietly()
+    sys.exit(code)
+
+
+def _quiet_warnings() -> None:
+    """No Python warning reaches stderr: its text names a source file and line, and whether one fires (an overflow in
+    numpy, a polars notice) can depend on the data. Everything dpcli means to say is its own one line; a
+    PYTHONWARNINGS or -W option that would print or raise one is overridden too."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+
+
+def _say_outcome(exc: BaseException) -> int:
+    """One line about ``exc``, which ended the command; its exit code."""
+    from dpcli.core import signals
+    from dpcli.core.resources import process_limit
+
+    if isinstance(exc, typer.Abort):
+        render.error("interrupted; nothing was spent", "interrupted", 130)
+        return 130
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if isinstance(exc, (KeyboardInterrupt, Interrupted)):
+        # release() and randomize() turn a signal after their spend into exit 5 naming the record: one that gets
+        # here came before any spend (or in a command that spends nothing)
+        code = signals.exit_status(exc)
+        render.error(f"interrupted by {signals.signal_name(exc)}; nothing was spent", "interrupted", code)
+        return code
+    limit = process_limit(exc)
+    if limit is not None:
+        _say_error(limit)
+        return limit.exit_code
+    if isinstance(exc, DpcliError):
+        _say_error(exc)
+        return exc.exit_code
+    click_code = _click_error(exc)
+    if click_code is not None:
+        return click_code
+    if "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
+        render.error(TOO_MANY_FILES, "resource", 1)
+        return 1
+    render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
+    return 1
+
+
+def _click_error(exc: BaseException) -> int | None:
+    """Say a usage error of the Typer/Click layer in one line and return its exit code (None: not one of them).
+
+    Matched by shape, not class: Typer vendors Click from 0.20 on (typer._click) and uses the real one before."""
+    format_message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+    if not callable(format_message) or not isinstance(exit_code, int):
+        return None
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `dpcli` or `dpcli budget` alone: the help, as before
+        sys.stderr.write(format_message() + "\n")
+        return 2
+    ctx = getattr(exc, "ctx", None)
+    see = f" (see '{ctx.command_path} --help')" if ctx is not None and exit_code == 2 else ""
+    # Typer 0.2x words a bad choice "Invalid value for '--format': Value error, 'xml' is not one of ..."
+    message = _one_line(format_message()).replace(": Value error, ", ": ")
+    render.error(message + see, "usage", exit_code)
+    return exit_code
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """--json among the options (not after ``--``): the command's errors are then JSON too."""
+    args = list(argv)
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+# kind of each exception class in a --json error, most specific first (README "Exit codes")
+ERROR_KINDS: tuple[tuple[type[DpcliError], str], ...] = (
+    (SpecError, "spec"), (UsageError, "usage"), (InputError, "input"), (BudgetRefused, "budget"),
+    (SpentThenFailed, "spent_then_failed"), (LedgerError, "ledger"), (AuditFailed, "audit"),
+    (ResourceError, "resource"),
+)
+
+
+def _say_error(exc: DpcliError) -> None:
+    """One error line. The library states the fact; the command line names its flag (in place of the keyword
+    argument the fact is about) and appends the hint, which names flags too (dpcli/errors.py)."""
+    text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
+    render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
+
+
+def _error_kind(exc: DpcliError) -> str:
+    return next((kind for cls, kind in ERROR_KINDS if isinstance(exc, cls)), "internal")
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _flush_quietly() -> None:
+    """Flush stdout; if the reader has gone, point stdout at /dev/null so the interpreter's exit stays quiet."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError, OSError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass

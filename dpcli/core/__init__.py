@@ -1,0 +1,4 @@
+"""What everything stands on.
+
+Exact budget arithmetic, exact samplers, durable files, ledger locations, signals, process limits.
+"""

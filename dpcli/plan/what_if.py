@@ -1,0 +1,163 @@
+"""What-if planning: "how much epsilon?" answered from the spec alone (docs/spec.md, "Planning: confidence, targets
+and what-if budgets"). Nothing here reads data or spends budget.
+
+- ``plan_at``: the spec's plan at another total budget, every statistic's share scaled by the same factor (its
+  split kept). A pure spec's total is epsilon; a zCDP spec's is epsilon at its ``privacy.delta``, converted to rho
+  as the loader does (the partition selections' delta set aside).
+- ``expected_error``: a statistic's error in its own units at a confidence: a count's, histogram's or sum's noise
+  half-width; a mean's bound from its two parts given the rows with a value per cell (``expected_rows``).
+- ``find_epsilon``: the smallest total epsilon on the grid EPSILON_GRID meeting every target (errors only fall as
+  epsilon grows: every scale is sensitivity / share rounded up, and a half-width grows with its scale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpcli.core.accounting import epsilon_delta_to_rho
+from dpcli.errors import SpecError, UsageError
+from dpcli.plan.model import Plan, StatisticPlan, make_plan
+from dpcli.spec.fields import MAX_RELEASE_EPSILON
+from dpcli.spec.kinds import KINDS
+from dpcli.spec.model import Mean, Target
+
+# plan --target rounds the smallest epsilon up to this grid (and searches at most MAX_RELEASE_EPSILON)
+EPSILON_GRID = Fraction(1, 1000)
+TARGET_KINDS = tuple(name for name, kind in KINDS.items() if kind.target)  # one error figure in their units
+
+
+def plan_at(plan: Plan, epsilon: Fraction) -> Plan:
+    """The plan of the same spec at total budget ``epsilon`` (see the module's docstring)."""
+    spec = plan.spec
+    privacy = spec.privacy
+    if plan.frequency_only:
+        raise UsageError("a release of frequency estimates spends nothing: there is no ε to compare")
+    if privacy.accounting == "pure":
+        factor = epsilon / plan.epsilon
+        unit = "epsilon"
+        new_privacy = dataclasses.replace(
+            privacy, epsilon=None if privacy.epsilon is None else privacy.epsilon * factor
+        )
+    else:
+        if privacy.delta is None:
+            raise UsageError(
+                "a zCDP spec without privacy.delta states rho only: add privacy.delta to compare epsilons"
+            )
+        named = sum((s.delta for s in spec.statistics if s.delta is not None), Fraction(0))
+        factor = epsilon_delta_to_rho(epsilon, privacy.delta - named) / plan.rho
+        unit = "rho"
+        new_privacy = dataclasses.replace(
+            privacy,
+            epsilon=None if privacy.epsilon is None else epsilon,
+            rho=None if privacy.rho is None else privacy.rho * factor,
+        )
+    stats = tuple(
+        s if getattr(s, unit) is None else dataclasses.replace(s, **{unit: getattr(s, unit) * factor})
+        for s in spec.statistics
+    )
+    return make_plan(dataclasses.replace(spec, privacy=new_privacy, statistics=stats))
+
+
+def total_epsilon(plan: Plan) -> Fraction:
+    """The budget ``plan_at`` takes: epsilon (pure), or epsilon at the spec's delta (zCDP)."""
+    if plan.rho == 0:
+        return plan.epsilon
+    if plan.epsilon_at_delta is None:
+        raise UsageError("a zCDP spec without privacy.delta states rho only: add privacy.delta to compare epsilons")
+    return plan.epsilon_at_delta
+
+
+def expected_rows(plan: Plan, sp: StatisticPlan) -> int | None:
+    """Rows with a value per cell for a mean's error: the statistic's ``expected_rows``, else the spec's."""
+    own = sp.statistic.expected_rows
+    return own if own is not None else plan.spec.expected_rows
+
+
+def expected_error(plan: Plan, sp: StatisticPlan, confidence: Fraction) -> Fraction | None:
+    """The statistic's error in its units at ``confidence`` (None: no single figure: another kind, a mean without
+    expected rows, or too few rows for its count's noise).
+
+    A mean is c + S/N (S the centred sum, |S| <= B N with B the largest centred bound). With |noise of S| <= e_S and
+    |noise of N| <= e_N, each at (1 + confidence) / 2 (a union bound, as the table's intervals),
+    |(S + a)/(N + b) - S/N| = |a N - b S| / (N (N + b)) <= (e_S + B e_N) / (N - e_N) for N > e_N: a bound, not an
+    approximation, with N the expected rows per cell (clipping to the bounds only narrows it)."""
+    level = float(confidence)
+    if not KINDS[sp.statistic.kind].target:
+        return None
+    if not isinstance(sp.statistic, Mean):  # a count, histogram or sum: its one noise component's half-width
+        comp = sp.components[0]
+        return comp.halfwidth(level) * comp.unit
+    rows = expected_rows(plan, sp)
+    if rows is None:
+        return None
+    part = (1 + level) / 2
+    s, c = sp.component("sum"), sp.component("count")
+    count_error = c.halfwidth(part)
+    if rows <= count_error:
+        return None
+    lo, hi = plan.spec.columns[sp.statistic.column].grid_bounds
+    biggest = max(abs(lo - s.offset), abs(hi - s.offset))
+    return (s.halfwidth(part) + biggest * count_error) * s.unit / (rows - count_error)
+
+
+def targets_of(plan: Plan, extra: dict[str, Fraction]) -> dict[str, Target]:
+    """Each statistic's target: the spec's ``target:``, or ``extra`` (plan --target NAME=X, error95) over it."""
+    names = {sp.statistic.name: sp for sp in plan.statistics}
+    for name in extra:
+        if name not in names:
+            raise UsageError(f"--target: '{name[:60]}' is not a statistic of the spec")
+    out = {sp.statistic.name: sp.statistic.target for sp in plan.statistics if sp.statistic.target is not None}
+    out.update({name: Target(error, Fraction(95, 100)) for name, error in extra.items()})
+    for name in out:
+        sp = names[name]
+        if not KINDS[sp.statistic.kind].target:
+            raise UsageError(f"--target: '{name}' is a {sp.statistic.kind}: targets are for {', '.join(TARGET_KINDS)}")
+        if isinstance(sp.statistic, Mean) and expected_rows(plan, sp) is None:
+            raise SpecError(f"statistics '{name}'", "a mean's target needs expected_rows (on it or at the top level)")
+    return out
+
+
+@dataclass(frozen=True)
+class TargetAnswer:
+    """The smallest total epsilon on the grid meeting every target (None: not met at MAX_RELEASE_EPSILON)."""
+
+    targets: dict[str, Target]
+    epsilon: Fraction | None
+    plan: Plan | None  # the plan at that epsilon
+
+
+def _meets(plan: Plan, targets: dict[str, Target]) -> bool:
+    for sp in plan.statistics:
+        target = targets.get(sp.statistic.name)
+        if target is not None:
+            error = expected_error(plan, sp, target.confidence)
+            if error is None or error > target.error:
+                return False
+    return True
+
+
+def _try_plan(plan: Plan, epsilon: Fraction) -> Plan | None:
+    try:
+        return plan_at(plan, epsilon)
+    except SpecError:  # a share too small to plan at this epsilon (a scale past the samplers' limit): not met
+        return None
+
+
+def find_epsilon(plan: Plan, targets: dict[str, Target]) -> TargetAnswer:
+    """Bisection over k EPSILON_GRID, k = 1 .. MAX_RELEASE_EPSILON / EPSILON_GRID (errors fall as epsilon grows)."""
+    total_epsilon(plan)  # a zCDP spec without delta is refused here
+    lo, hi = 0, int(MAX_RELEASE_EPSILON / EPSILON_GRID)  # invariant: lo fails (or is 0), hi meets (or is the end)
+    top = _try_plan(plan, hi * EPSILON_GRID)
+    if top is None or not _meets(top, targets):
+        return TargetAnswer(targets, None, None)
+    best = top
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        candidate = _try_plan(plan, mid * EPSILON_GRID)
+        if candidate is not None and _meets(candidate, targets):
+            hi, best = mid, candidate
+        else:
+            lo = mid
+    return TargetAnswer(targets, hi * EPSILON_GRID, best)

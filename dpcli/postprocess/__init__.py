@@ -1,0 +1,1 @@
+"""Noisy integers to released numbers, spending nothing: values and intervals, variances, consistency."""

@@ -1,0 +1,4 @@
+"""The commands that spend.
+
+The one paid-run protocol, the preparation step every command shares, release and randomize.
+"""
