@@ -100,7 +100,7 @@ def main() -> int:
     args = parser.parse_args()
     from dpcli.core.resources import address_space_needed_mb
     from dpcli.plan.model import make_plan, release_cost
-    from dpcli.spec.model import load_spec
+    from dpcli.spec.load import load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

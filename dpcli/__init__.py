@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from dpcli.run.prepare import CheckedSpec, prepare_spec
     from dpcli.run.randomize import randomize
     from dpcli.run.release import Release, release
-    from dpcli.spec.model import Spec, load_spec, parse_spec
+    from dpcli.spec.load import load_spec, parse_spec
+    from dpcli.spec.model import Spec
 
 # name -> the module that defines it
 _PUBLIC = {
@@ -65,8 +66,8 @@ _PUBLIC = {
     "Release": "dpcli.run.release",
     "release": "dpcli.run.release",
     "Spec": "dpcli.spec.model",
-    "load_spec": "dpcli.spec.model",
-    "parse_spec": "dpcli.spec.model",
+    "load_spec": "dpcli.spec.load",
+    "parse_spec": "dpcli.spec.load",
 }
 
 __all__ = [

@@ -191,12 +191,12 @@ def spec_fields() -> str:
 
 # (module, constant, what it limits): each value is read from the code; a moved constant fails here, loudly
 LIMITS = [
-    ("dpcli.spec.model", "MAX_SPEC_BYTES", "bytes of a spec file"),
+    ("dpcli.spec.load", "MAX_SPEC_BYTES", "bytes of a spec file"),
     ("dpcli.spec.fields", "MAX_NUMBER_DIGITS", "significant digits of a spec number (and digits of p and q)"),
     ("dpcli.spec.fields", "MAX_NUMBER_TEXT", "characters of a spec number's text"),
     ("dpcli.spec.fields", "MAX_TOTAL_DIGITS", "digits of a sum of weights or named shares"),
     ("dpcli.spec.fields", "MAX_ABS_BOUND", "\\|bound\\| of a numeric column"),
-    ("dpcli.spec.model", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
+    ("dpcli.spec.rules", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
     ("dpcli.spec.fields", "MAX_CELLS", "cells of one statistic"),
     ("dpcli.spec.fields", "MAX_CANDIDATES", "candidates of a quantile's grid"),
     ("dpcli.spec.fields", "MAX_TOP_K", "`k` of a top_k"),

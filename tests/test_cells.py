@@ -35,7 +35,8 @@ from dpcli.publish.table import (
     write_csv,
     write_json,
 )
-from dpcli.spec.model import GridBins, parse_spec
+from dpcli.spec.load import parse_spec
+from dpcli.spec.model import GridBins
 from tests.helpers import measured, run_dpcli
 
 HEADER = """\

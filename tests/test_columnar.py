@@ -30,7 +30,7 @@ from dpcli.engine.columnar import check_streaming, float_text, scan_columnar, ty
 from dpcli.engine.source import input_format
 from dpcli.errors import InputError, InternalError
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import run_in_process
 
 # keys that canonical texts of the sources below hit (and their near misses: ` 7`, `TRUE`)

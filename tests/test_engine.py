@@ -21,7 +21,7 @@ from dpcli.core.accounting import format_exact
 from dpcli.engine import aggregate, check_header, read_header
 from dpcli.errors import InputError
 from dpcli.plan.model import laplace_halfwidth, make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)
 ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"

@@ -36,7 +36,7 @@ from dpcli.cli.app import main
 from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import mounted_tmpfs, run_dpcli
 
 CANARY = "4815162342"  # a cell value that must never appear in any message

@@ -26,7 +26,7 @@ from dpcli.engine.polars_engine import ExactStatistic, LineAggregator
 from dpcli.engine.source import CsvSource, _mapped_chunks
 from dpcli.errors import InputError
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import run_dpcli, run_in_process
 
 ADULT = Path(__file__).parent / "data" / "adult.csv"
@@ -303,7 +303,7 @@ def test_files_without_a_header_line(tmp_path: Path, plain: tuple[Path, list[Exa
 
 
 def test_a_header_list_must_name_every_declared_column() -> None:
-    from dpcli.spec.model import parse_errors
+    from dpcli.spec.load import parse_errors
 
     errors = parse_errors(SPEC + "csv: {header: [age, sex]}\n")
     assert [str(e) for e in errors] == [

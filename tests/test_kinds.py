@@ -11,7 +11,9 @@ import pytest
 
 from dpcli.spec.fields import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
 from dpcli.spec.kinds import KINDS, Family, Kind
-from dpcli.spec.model import STATISTIC_BUILDERS, Statistic, parse_spec
+from dpcli.spec.load import parse_spec
+from dpcli.spec.model import Statistic
+from dpcli.spec.rules import STATISTIC_BUILDERS
 
 # one statistic of each kind, as a spec writes it (a frequency reads a randomized file: no budget of its own)
 EXAMPLES = {

@@ -23,7 +23,7 @@ import pytest
 from dpcli.ledger import open_ledger
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.run.release import release
-from dpcli.spec.model import load_spec
+from dpcli.spec.load import load_spec
 
 COLUMNS = """\
 columns:

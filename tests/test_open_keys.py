@@ -26,7 +26,7 @@ from dpcli.mechanisms.noise import Noisy, select_entries
 from dpcli.plan.model import Plan, make_plan
 from dpcli.publish.columns import csv_field, csv_texts, json_texts
 from dpcli.publish.table import build_table, release_metadata, write_csv, write_json
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 HEAD = """\
 version: 1

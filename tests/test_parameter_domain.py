@@ -16,7 +16,8 @@ import pytest
 from dpcli.core.samplers import MAX_PARAM
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import candidate_grid, parse_spec
+from dpcli.spec.grid import candidate_grid
+from dpcli.spec.load import parse_spec
 
 SPEC = """\
 version: 1

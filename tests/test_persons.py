@@ -25,7 +25,7 @@ from dpcli.engine.cells import used_columns
 from dpcli.engine.persons import ID_COLUMN, PersonRows, Seeds, exact_from_frames
 from dpcli.errors import InputError
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 SECRET = bytes(range(32))
 SEXES = ["F", "M"]

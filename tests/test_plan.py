@@ -19,7 +19,7 @@ from dpcli.plan.model import (
     laplace_halfwidth,
     make_plan,
 )
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 COLUMNS = """\
   age: {type: int, bounds: [17, 90]}

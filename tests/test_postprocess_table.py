@@ -16,7 +16,7 @@ from dpcli.mechanisms.noise import Noisy, exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.postprocess.consistency import consistency_groups, plan_notes, sidecar_blocks
 from dpcli.publish.table import Table, _HashingWriter, build_table, write_csv, write_json
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import run_in_process
 
 COLUMNS = """

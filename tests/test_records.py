@@ -28,7 +28,7 @@ from dpcli.ledger import open_ledger
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import run_dpcli
 
 SPEC = """\

@@ -18,7 +18,7 @@ from dpcli.core.samplers import RandomSource
 from dpcli.mechanisms import topk
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 KEYS = 12  # keystreams tried per pair
 

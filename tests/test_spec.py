@@ -1,4 +1,4 @@
-"""Every validation rule of dpcli/spec/model.py: a good case and a bad case, with the full one-line message."""
+"""Every validation rule of dpcli/spec/rules.py: a good case and a bad case, with the full one-line message."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ import pytest
 
 from dpcli.errors import SpecError, UsageError
 from dpcli.plan.model import make_plan, split_budget
-from dpcli.spec.model import (
-    MAX_SPEC_BYTES,
-    EdgeBins,
-    GridBins,
-    default_precision,
-    load_spec,
-    parse_spec,
-)
+from dpcli.spec.load import MAX_SPEC_BYTES, load_spec, parse_spec
+from dpcli.spec.model import EdgeBins, GridBins
+from dpcli.spec.rules import default_precision
 
 COLUMNS = """\
   age: {type: int, bounds: [17, 90]}

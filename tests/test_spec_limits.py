@@ -16,7 +16,8 @@ import pytest
 
 from dpcli.errors import SpecError
 from dpcli.plan.model import make_plan, split_budget
-from dpcli.spec.model import MAX_SPEC_BYTES, load_spec, number_within_limits, parse_spec
+from dpcli.spec.fields import number_within_limits
+from dpcli.spec.load import MAX_SPEC_BYTES, load_spec, parse_spec
 from tests.helpers import clean_env, run_dpcli
 
 ROOT = Path(__file__).resolve().parents[1]

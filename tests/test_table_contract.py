@@ -31,7 +31,8 @@ from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import SIDECAR_SCHEMA, Table, Texts, bin_edge_columns, build_table, write_table
 from dpcli.run.release import release
-from dpcli.spec.model import EdgeBins, parse_spec
+from dpcli.spec.load import parse_spec
+from dpcli.spec.model import EdgeBins
 from tests.helpers import run_in_process
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -20,7 +20,7 @@ from dpcli.errors import SpecError
 from dpcli.mechanisms.noise import draw_noise, exact_noisy
 from dpcli.plan.model import choice_gap, make_plan
 from dpcli.publish.table import build_table
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import run_dpcli
 
 ROOT = Path(__file__).resolve().parent.parent

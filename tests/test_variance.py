@@ -20,7 +20,7 @@ from dpcli.plan.model import MAX_SQUARE_STEPS, make_plan, rounded_square, square
 from dpcli.postprocess.values import Released
 from dpcli.postprocess.variance import _box, part_confidence, variance_grids
 from dpcli.publish.table import build_table
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
 

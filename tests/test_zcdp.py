@@ -20,7 +20,7 @@ from dpcli.core.accounting import (
 from dpcli.errors import BudgetRefused, SpecError
 from dpcli.ledger import JsonlLedger
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.helpers import run_dpcli
 
 CASES = [(F(1, 2), F(1, 10**6)), (F(1, 100), F(1, 10**9)), (F(5), F(1, 10**5)), (F(1, 10**6), F(1, 10**6)),

@@ -94,17 +94,9 @@ from dpcli.mechanisms import topk
 from dpcli.mechanisms.noise import add_noise
 from dpcli.plan import quantiles
 from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
-from dpcli.spec.model import (
-    Column,
-    GridBins,
-    Histogram,
-    Quantile,
-    Spec,
-    candidate_grid,
-    histogram_bins,
-    load_spec,
-    quantile_bins,
-)
+from dpcli.spec.grid import candidate_grid, quantile_bins
+from dpcli.spec.load import load_spec
+from dpcli.spec.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins
 
 DEFAULT_TRIALS = 200_000
 MIN_TRIALS = 1_000

@@ -371,7 +371,7 @@ def _warn_other_ledger(
     having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
     if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
         from dpcli.ledger import open_ledger, resolve_ledger
-        from dpcli.spec.model import load_spec
+        from dpcli.spec.load import load_spec
 
         try:  # both read fine a moment ago; if not now, the refusal alone is said
             spec = load_spec(spec)
@@ -581,7 +581,7 @@ def check(
     each (exit 2)."""
     from dpcli.engine import check_input
     from dpcli.run.prepare import prepare, stored_table
-    from dpcli.spec.model import spec_errors
+    from dpcli.spec.load import spec_errors
     from dpcli.spec.randomize import is_randomize_spec
 
     if is_randomize_spec(spec):
@@ -737,7 +737,7 @@ def budget_set(
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import open_ledger, resolve_ledger
-    from dpcli.spec.model import DATASET_NAME
+    from dpcli.spec.fields import DATASET_NAME
 
     if not DATASET_NAME.fullmatch(dataset):
         raise UsageError(f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")

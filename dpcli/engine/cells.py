@@ -39,18 +39,9 @@ import numpy as np
 import polars as pl
 
 from dpcli.plan.model import Plan, StatisticPlan, rounded_square, square_step
+from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS
-from dpcli.spec.model import (
-    Column,
-    GridBins,
-    Histogram,
-    Quantile,
-    Spec,
-    candidate_grid,
-    histogram_bins,
-    quantile_bins,
-    summed_column,
-)
+from dpcli.spec.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins, summed_column
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.

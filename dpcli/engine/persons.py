@@ -418,7 +418,7 @@ class _StatisticRule:
             self.columns.append(pl.col(_named(cells, key)).alias("key"))
         self.cell = ["code"] + ([] if key is None else ["key"])
         self.value = None
-        if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.spec.model)
+        if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.spec.rules)
             column = spec.columns[stat.column]
             self.value = pl.col(_named(cells, numeric_value(column))).alias("#v")
             self.offset = sp.component("sum").offset

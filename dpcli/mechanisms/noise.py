@@ -28,8 +28,9 @@ from dpcli.core.samplers import RandomSource, discrete_gaussian, discrete_laplac
 from dpcli.mechanisms.topk import choose, ranked
 from dpcli.plan import quantiles
 from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan
+from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS, Family
-from dpcli.spec.model import Column, Quantile, TopK, candidate_grid, histogram_bins, quantile_bins
+from dpcli.spec.model import Column, Quantile, TopK, histogram_bins
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic

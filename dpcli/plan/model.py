@@ -43,6 +43,7 @@ from dpcli.core.accounting import (
 from dpcli.errors import SpecError
 from dpcli.plan.quantiles import rank_bound, utility_sensitivity
 from dpcli.spec.fields import MAX_RELEASE_EPSILON, MAX_RHO, short
+from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS, Family
 from dpcli.spec.model import (
     Column,
@@ -58,11 +59,9 @@ from dpcli.spec.model import (
     Sum,
     TopK,
     Variance,
-    candidate_grid,
     clamps_persons,
     counts_persons,
     open_dimensions,
-    quantile_bins,
 )
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
@@ -328,7 +327,7 @@ class Budget:
 
 def split_budget(spec: Spec) -> Budget:
     """Split the spec's budget over its statistics (the loader has checked how they share it:
-    dpcli.spec.model._privacy).
+    dpcli.spec.rules._privacy).
 
     A zCDP release's rho is ``privacy.rho``, or ``privacy.epsilon`` with ``delta`` converted to the largest rho whose
     (epsilon, delta) conversion fits (closed form, rounded down), or, with neither, the sum of the named rhos. Named
@@ -639,7 +638,7 @@ def make_plan(spec: Spec) -> Plan:
     except SpecError as exc:
         if spec.source == "<string>":
             raise
-        from dpcli.spec.model import printable
+        from dpcli.spec.load import printable
 
         raise exc.in_file(printable(spec.source)) from None
 

@@ -55,23 +55,13 @@ from dpcli.spec.fields import (
     DESCRIBING_COLUMNS,
     FIXED_COLUMNS_AFTER,
     FLAG_COLUMN,
+    QUANTILE_COLUMN,
     RHO_COLUMN,
     STATISTIC_COLUMN,
 )
+from dpcli.spec.grid import candidate_grid
 from dpcli.spec.kinds import KINDS, Value
-from dpcli.spec.model import (
-    QUANTILE_COLUMN,
-    Column,
-    Count,
-    EdgeBins,
-    GridBins,
-    Mean,
-    Quantile,
-    Sum,
-    TopK,
-    candidate_grid,
-    histogram_bins,
-)
+from dpcli.spec.model import Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK, histogram_bins
 
 if TYPE_CHECKING:
 

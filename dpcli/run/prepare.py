@@ -34,7 +34,8 @@ from dpcli.publish.paths import output_path as checked_output
 from dpcli.publish.table import Table, check_labels, output_format, sidecar_path
 from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id
 from dpcli.spec.fields import ENGINES, INPUT_FORMATS
-from dpcli.spec.model import Spec, load_spec
+from dpcli.spec.load import load_spec
+from dpcli.spec.model import Spec
 
 __all__ = [
     "RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "load_stored_table", "prepare", "prepare_spec",

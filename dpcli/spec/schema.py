@@ -4,7 +4,7 @@ declaration the loader reads its fields through (``dpcli.spec.fields``), so the 
 Editors (e.g. VS Code's YAML extension: ``# yaml-language-server: $schema=spec-v1.schema.json``) and CI validators
 check a YAML spec against it. It describes the document *as YAML tools see it* under YAML 1.2's core schema:
 ``epsilon: 0.5`` is a number there, while dpcli's own loader reads every plain scalar as text and parses numbers
-exactly (``dpcli.spec.model``). So wherever the loader takes a number, the schema accepts a JSON number (with the
+exactly (``dpcli.spec.load``). So wherever the loader takes a number, the schema accepts a JSON number (with the
 loader's range) *or* a numeric string in the loader's grammar (``"0.5"``, ``1e-3`` under YAML 1.1, ``1/3``).
 
 The loader and this schema agree in one direction, checked by ``tests/test_schema.py``: a spec the loader accepts

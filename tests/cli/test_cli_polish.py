@@ -297,7 +297,7 @@ def fill(skeleton: str) -> str:
 
 @pytest.mark.parametrize("where", ["beside", "elsewhere"])
 def test_init_round_trips_awkward_names_and_paths(tmp_path: Path, where: str) -> None:
-    from dpcli.spec.model import load_spec
+    from dpcli.spec.load import load_spec
 
     data_dir = tmp_path / "raw data: #1 'q'"
     data_dir.mkdir()
@@ -433,7 +433,7 @@ def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, mon
                                                               spec: str, width: int) -> None:
     from dpcli.cli import render
     from dpcli.plan.model import make_plan
-    from dpcli.spec.model import load_spec
+    from dpcli.spec.load import load_spec
 
     if spec == "example":
         path = ROOT / "configs" / "example.yaml"

@@ -53,7 +53,7 @@ from dpcli.audit.release_audit import (
     find_neighbours,
 )
 from dpcli.plan.model import Plan, conservative_variance, make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 ALPHA = 1e-8
 CONFIDENCE = 1 - ALPHA

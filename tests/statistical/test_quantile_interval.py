@@ -21,7 +21,8 @@ from dpcli.engine import aggregate
 from dpcli.mechanisms.noise import draw_quantiles
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import candidate_grid, parse_spec
+from dpcli.spec.grid import candidate_grid
+from dpcli.spec.load import parse_spec
 
 RUNS = 2000
 CHECKS = 12  # binomial checks in this file: each at ALPHA / CHECKS

@@ -23,7 +23,8 @@ from scipy import stats
 from dpcli.engine import aggregate
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import candidate_grid, parse_spec
+from dpcli.spec.grid import candidate_grid
+from dpcli.spec.load import parse_spec
 from tests.statistical.test_exponential_mechanism import weights
 
 ALPHA = 1e-8

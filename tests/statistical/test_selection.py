@@ -27,7 +27,7 @@ from scipy import stats
 from dpcli.engine import ExactStatistic
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.plan.model import Plan, make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 N = 10_000_000
 CHUNK = 1_000_000

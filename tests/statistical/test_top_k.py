@@ -20,7 +20,7 @@ import pytest
 
 from dpcli.mechanisms.topk import choose
 from dpcli.plan.model import make_plan
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 from tests.statistical.test_exponential_mechanism import chi2_fit, peeling_probs
 
 SPEC = """\

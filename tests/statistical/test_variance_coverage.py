@@ -20,7 +20,7 @@ from scipy import stats
 from dpcli.mechanisms.noise import add_noise
 from dpcli.plan.model import make_plan
 from dpcli.postprocess.variance import variance_grids
-from dpcli.spec.model import parse_spec
+from dpcli.spec.load import parse_spec
 
 TRIALS = 20_000
 # values in [0, 10] centred on 5: 2000 rows, sample variance 13.55 (measured coverage of the interval: 99.9%)
