@@ -353,7 +353,7 @@ class Name:
 
     what: str
     dataset: bool = False
-    not_output_column: bool = False  # a name that becomes an output dimension (schema only; the loader says why)
+    reserved: tuple[str, ...] = ()  # names it may not be: an output dimension's (schema only; the loader says why)
     description: str = ""
     reference: bool = False  # names a declared column: the loader says whether it is declared, whatever its form
 
@@ -381,8 +381,8 @@ class Name:
                 ],
             }
         out: dict[str, Any] = {"type": "string", "pattern": f"^{NAME_PATTERN}$", **extra}
-        if self.not_output_column:
-            out["not"] = {"enum": list(ALWAYS_COLUMNS)}
+        if self.reserved:
+            out["not"] = {"enum": list(self.reserved)}
         return out
 
 
@@ -510,6 +510,7 @@ class Columns:
     """A list of column names (``by:``): whether they are declared, and suit, is a cross-field rule."""
 
     description: str
+    reserved: tuple[str, ...] = ()  # names none of them may be (schema only, as Name's)
 
     def load(self, path: str, raw: Any) -> tuple[str, ...]:
         return tuple(text_value(f"{path}[{j}]", v) for j, v in enumerate(list_value(path, raw, min_len=1)))
@@ -517,7 +518,7 @@ class Columns:
     def schema(self) -> dict:
         return {
             "type": "array", "minItems": 1, "uniqueItems": True,
-            "items": Name("column name", not_output_column=True, reference=True).schema(),
+            "items": Name("column name", reserved=self.reserved, reference=True).schema(),
             "description": self.description,
         }
 
@@ -771,7 +772,7 @@ _TOP_K_FORBIDDEN = {
     "by": "not allowed for a top_k or mode: one ranking per statistic (write one statistic per group)",
     "mechanism": "a top_k or mode uses the exponential mechanism (report-noisy-max): no mechanism to choose",
 }
-_KEY_COLUMN = {"column": Name("column name", not_output_column=True, description="a declared category or bool column",
+_KEY_COLUMN = {"column": Name("column name", reserved=ALWAYS_COLUMNS, description="a declared category or bool column",
                               reference=True)}
 # `kind: frequency`: estimated from a `dpcli randomize` output, whose per-column epsilon this states (it spends none)
 RANDOMIZED = Section(
@@ -827,7 +828,7 @@ STATISTIC = Union(
             "name": Name("statistic name"),
             "kind": Choice(STATISTIC_KINDS, "'{value}' is not a statistic kind (one of: {choices})"),
             "column": Name("column name", description="a declared column", reference=True),
-            "by": Columns("declared category or bool columns"),
+            "by": Columns("declared category or bool columns", reserved=ALWAYS_COLUMNS),
             "bins": BinsField(),
             "weight": Number(positive=True),
             "epsilon": Number(MIN_EPSILON, MAX_RELEASE_EPSILON, range_name="epsilon"),
@@ -864,7 +865,7 @@ STATISTIC = Union(
             "histogram", ("name", "kind", "column", "by", "bins", *_BUDGET_FIELDS, "target"),
             {"column": "required for a {tag}"},
             overrides={
-                "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
+                "column": Name("column name", reserved=ALWAYS_COLUMNS, description="a declared column", reference=True),
             },
         ),
         Variant("sum", ("name", "kind", "column", "by", "clamp", *_BUDGET_FIELDS, "target"),
@@ -895,7 +896,7 @@ STATISTIC = Union(
             {"column": "required for a {tag}",
              "randomized": "required for a {tag}: {{epsilon: E}}, the ε its column was randomized at"},
             overrides={
-                "column": Name("column name", not_output_column=True, description="a declared column", reference=True),
+                "column": Name("column name", reserved=ALWAYS_COLUMNS, description="a declared column", reference=True),
             },
         ),
     ),
