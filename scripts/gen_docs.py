@@ -1,6 +1,6 @@
 """The parts of the docs that the code already says, generated from it: the CLI reference (docs/cli.md, from Typer's
 own command tree), spec v1's field tables and the limits (docs/spec-fields.md, docs/spec.md "Limits", from
-dpcli/spec/fields.py and the modules that hold the limits) and the exit codes (docs/exit-codes.md, from
+dpcli/spec/v1.py and the modules that hold the limits) and the exit codes (docs/exit-codes.md, from
 dpcli/errors.py and the CLI's --json error kinds).
 
 Each generated part sits between two marker lines in its document; the text around it is written by hand.
@@ -65,6 +65,7 @@ def cli_reference() -> str:
 def describe(kind: Any) -> str:
     """What a field accepts, in a table cell."""
     from dpcli.spec import fields as f
+    from dpcli.spec import v1
 
     def exact(x: Fraction | None) -> str:
         return f.format_exact(x) if x is not None else ""
@@ -78,10 +79,10 @@ def describe(kind: Any) -> str:
     if isinstance(kind, f.Whole):
         return f"integer (digits only) in [{kind.low}, {kind.high}]"
     if isinstance(kind, f.Choice):
-        shown = (v.replace("\t", "\\t").replace("|", "\\|") for v in (f.BOOL_KEYS if kind.boolean else kind.values))
+        shown = (v.replace("\t", "\\t").replace("|", "\\|") for v in (v1.BOOL_KEYS if kind.boolean else kind.values))
         return " \\| ".join(f"`{v}`" for v in shown)
-    if isinstance(kind, f.Version):
-        return f"`{f.SPEC_VERSION}`"
+    if isinstance(kind, v1.Version):
+        return f"`{v1.SPEC_VERSION}`"
     if isinstance(kind, f.Name):
         if kind.dataset:
             return "letters, digits, `_ . -`; up to 128 characters"
@@ -102,15 +103,15 @@ def describe(kind: Any) -> str:
         return "a list of declared column names"
     if isinstance(kind, f.Levels):
         return "a list of distinct levels in (0, 1)"
-    if isinstance(kind, f.BinsField):
+    if isinstance(kind, v1.BinsField):
         return "a list of increasing edges, or [`{start, stop, step}`](#bins-grid)"
-    if isinstance(kind, f.UnitField):
+    if isinstance(kind, v1.UnitField):
         return "`row`, or a [person unit](#privacyunit-a-person-unit)"
-    if isinstance(kind, f.HeaderField):
+    if isinstance(kind, v1.HeaderField):
         return "`true` \\| `false` \\| a list of field names"
-    if isinstance(kind, f.ColumnMap):
+    if isinstance(kind, v1.ColumnMap):
         return "a mapping of column name to [column](#columnsname)"
-    if isinstance(kind, f.StatisticList):
+    if isinstance(kind, v1.StatisticList):
         return "a list of [statistics](#statistics)"
     if isinstance(kind, f.Section):
         return f"a mapping: [below](#{slug(SECTION_TITLES[id(kind)])})"
@@ -160,16 +161,17 @@ SECTION_TITLES: dict[int, str] = {}
 
 
 def spec_fields() -> str:
-    from dpcli.spec import fields as f
+    from dpcli.spec import v1
 
     sections = [
-        ("Top level", f.TOP), ("csv", f.CSV), ("privacy", f.PRIVACY), ("privacy.unit: a person unit", f.PERSON_UNIT),
-        ("bins: grid", f.GRID), ("randomized", f.RANDOMIZED), ("interval", f.INTERVAL), ("target", f.TARGET),
-        ("postprocess", f.POSTPROCESS), ("postprocess.small_cells", f.SMALL_CELLS),
+        ("Top level", v1.TOP), ("csv", v1.CSV), ("privacy", v1.PRIVACY),
+        ("privacy.unit: a person unit", v1.PERSON_UNIT), ("bins: grid", v1.GRID), ("randomized", v1.RANDOMIZED),
+        ("interval", v1.INTERVAL), ("target", v1.TARGET),
+        ("postprocess", v1.POSTPROCESS), ("postprocess.small_cells", v1.SMALL_CELLS),
     ]
     SECTION_TITLES.update({id(section): title for title, section in sections})
     out = [
-        "Every field of a spec, what it accepts and where it is allowed, as `dpcli/spec/fields.py` declares them "
+        "Every field of a spec, what it accepts and where it is allowed, as `dpcli/spec/v1.py` declares them "
         "(the loader and `dpcli schema` read the same declaration). The cross-field rules (declared columns, bounds "
         "and bin order, budget sums, ...) and what each field means are in [spec.md](spec.md). Unknown fields are "
         "errors everywhere.",
@@ -177,11 +179,11 @@ def spec_fields() -> str:
     for title, section in sections[:3]:
         out += ["", f"## {title}", "", *section_table(section)]
     out += ["", "## columns.NAME", "",
-            f"A column's `type` is one of {', '.join(f'`{t}`' for t in f.COLUMN_TYPES)}.", "",
-            *union_table(f.COLUMN)]
+            f"A column's `type` is one of {', '.join(f'`{t}`' for t in v1.COLUMN_TYPES)}.", "",
+            *union_table(v1.COLUMN)]
     out += ["", "## statistics", "",
-            f"A statistic's `kind` is one of {', '.join(f'`{k}`' for k in f.STATISTIC_KINDS)}.", "",
-            *union_table(f.STATISTIC)]
+            f"A statistic's `kind` is one of {', '.join(f'`{k}`' for k in v1.STATISTIC_KINDS)}.", "",
+            *union_table(v1.STATISTIC)]
     for title, section in sections[3:]:
         description = f"{section.description[0].upper()}{section.description[1:]}." if section.description else ""
         out += ["", f"## {title}", "", *([description, ""] if description else []), *section_table(section)]
@@ -197,14 +199,14 @@ LIMITS = [
     ("dpcli.spec.fields", "MAX_TOTAL_DIGITS", "digits of a sum of weights or named shares"),
     ("dpcli.spec.fields", "MAX_ABS_BOUND", "\\|bound\\| of a numeric column"),
     ("dpcli.spec.rules", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
-    ("dpcli.spec.fields", "MAX_CELLS", "cells of one statistic"),
-    ("dpcli.spec.fields", "MAX_CANDIDATES", "candidates of a quantile's grid"),
-    ("dpcli.spec.fields", "MAX_TOP_K", "`k` of a top_k"),
-    ("dpcli.spec.fields", "MAX_CONTRIBUTIONS", "K, G and R of a person unit"),
-    ("dpcli.spec.fields", "DEFAULT_KEY_LENGTH", "an open key's `max_length` by default"),
-    ("dpcli.spec.fields", "MAX_KEY_LENGTH", "an open key's `max_length`"),
+    ("dpcli.spec.v1", "MAX_CELLS", "cells of one statistic"),
+    ("dpcli.spec.v1", "MAX_CANDIDATES", "candidates of a quantile's grid"),
+    ("dpcli.spec.v1", "MAX_TOP_K", "`k` of a top_k"),
+    ("dpcli.spec.v1", "MAX_CONTRIBUTIONS", "K, G and R of a person unit"),
+    ("dpcli.spec.v1", "DEFAULT_KEY_LENGTH", "an open key's `max_length` by default"),
+    ("dpcli.spec.v1", "MAX_KEY_LENGTH", "an open key's `max_length`"),
     ("dpcli.spec.model", "DEFAULT_MAX_RECORD_BYTES", "`csv.max_record_bytes` by default"),
-    ("dpcli.spec.fields", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
+    ("dpcli.spec.v1", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
     ("dpcli.plan.model", "MAX_SCALE", "a noise scale, in grid steps"),
     ("dpcli.plan.model", "MAX_VARIANCE", "a Gaussian noise variance, in grid steps²"),
     ("dpcli.plan.model", "MAX_RELEASE_CELLS", "cells of a release"),

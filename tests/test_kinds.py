@@ -9,11 +9,11 @@ import typing
 
 import pytest
 
-from dpcli.spec.fields import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
 from dpcli.spec.kinds import KINDS, Family, Kind
 from dpcli.spec.load import parse_spec
 from dpcli.spec.model import Statistic
 from dpcli.spec.rules import STATISTIC_BUILDERS
+from dpcli.spec.v1 import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
 
 # one statistic of each kind, as a spec writes it (a frequency reads a randomized file: no budget of its own)
 EXAMPLES = {

@@ -35,7 +35,7 @@ from dpcli.errors import (
     UsageError,
 )
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT, check_lock_timeout
-from dpcli.spec.fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
+from dpcli.spec.v1 import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
 
 def _example(command: str) -> str:
@@ -118,7 +118,7 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
-# the spec's choices (dpcli.spec.fields, the one declaration), offered by the options that override them
+# the spec's choices (dpcli.spec.v1, the one declaration), offered by the options that override them
 InputFormat = StrEnum("InputFormat", {name.upper().replace(".", "_"): name for name in INPUT_FORMATS})  # type: ignore[misc]
 Engine = StrEnum("Engine", {name.upper(): name for name in ENGINES})  # type: ignore[misc]
 

@@ -42,7 +42,7 @@ from dpcli.core.accounting import (
 )
 from dpcli.errors import SpecError
 from dpcli.plan.quantiles import rank_bound, utility_sensitivity
-from dpcli.spec.fields import MAX_RELEASE_EPSILON, MAX_RHO, short
+from dpcli.spec.fields import short
 from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS, Family
 from dpcli.spec.model import (
@@ -63,6 +63,7 @@ from dpcli.spec.model import (
     counts_persons,
     open_dimensions,
 )
+from dpcli.spec.v1 import MAX_RELEASE_EPSILON, MAX_RHO
 
 # The exact samplers take scales whose numerator and denominator fit in 48 bits; larger are rounded *up*.
 # Confidence of the published intervals. A mean's interval combines its two parts at (1 + c) / 2 each, so by the

@@ -34,8 +34,8 @@ from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
 from dpcli.ledger.base import BudgetStatus
 from dpcli.plan.model import NOTHING_SPENT, cost_text
-from dpcli.spec.fields import OUTPUT_COLUMNS
 from dpcli.spec.kinds import KINDS, Kind, Value
+from dpcli.spec.v1 import OUTPUT_COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

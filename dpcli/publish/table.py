@@ -50,7 +50,10 @@ from dpcli.publish.columns import (
     csv_field,
     load_polars,
 )
-from dpcli.spec.fields import (
+from dpcli.spec.grid import candidate_grid
+from dpcli.spec.kinds import KINDS, Value
+from dpcli.spec.model import Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK, histogram_bins
+from dpcli.spec.v1 import (
     BIN_COLUMNS,
     DESCRIBING_COLUMNS,
     FIXED_COLUMNS_AFTER,
@@ -59,9 +62,6 @@ from dpcli.spec.fields import (
     RHO_COLUMN,
     STATISTIC_COLUMN,
 )
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.kinds import KINDS, Value
-from dpcli.spec.model import Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK, histogram_bins
 
 if TYPE_CHECKING:
 

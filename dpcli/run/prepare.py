@@ -33,9 +33,9 @@ from dpcli.publish.paths import Protected, check_release_paths, check_targets, n
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.publish.table import Table, check_labels, output_format, sidecar_path
 from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id
-from dpcli.spec.fields import ENGINES, INPUT_FORMATS
 from dpcli.spec.load import load_spec
 from dpcli.spec.model import Spec
+from dpcli.spec.v1 import ENGINES, INPUT_FORMATS
 
 __all__ = [
     "RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "load_stored_table", "prepare", "prepare_spec",

@@ -15,8 +15,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import ClassVar
 
-from dpcli.spec.fields import QUANTILE_COLUMN
 from dpcli.spec.kinds import KINDS
+from dpcli.spec.v1 import QUANTILE_COLUMN
 
 # ---------------------------------------------------------------------------------------------------------------
 # The typed spec

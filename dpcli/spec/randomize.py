@@ -17,10 +17,11 @@ from typing import Any
 
 from dpcli.core.locations import is_ledger_url
 from dpcli.errors import SpecError
-from dpcli.spec.fields import CSV, PRIVACY, TOP, Columns, RuleError, Section
+from dpcli.spec.fields import Columns, RuleError, Section
 from dpcli.spec.load import MAX_SPEC_BYTES, load_yaml, no_surrogates, printable, read_spec_text
 from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, CsvDialect
 from dpcli.spec.rules import ErrorCollector, build_column
+from dpcli.spec.v1 import CSV, PRIVACY, TOP
 
 # the input formats randomize reads (records in file order: a CSV, plain or compressed, by the release's line rules)
 RANDOMIZE_FORMATS = ("csv", "csv.gz", "csv.zst")

@@ -1,6 +1,6 @@
 """The spec's builders and cross-field rules: a strict-YAML document -> the typed ``Spec`` (``build_spec``).
 
-The field rules come from the declaration (``dpcli.spec.fields``); the rules JSON Schema cannot express (declared
+The field rules come from the declaration (``dpcli.spec.v1``); the rules JSON Schema cannot express (declared
 columns, bounds and bin order, budget sums, ...) are here, each raising ``RuleError``. Every kind's typed statistic
 comes from its builder in ``STATISTIC_BUILDERS``.
 """
@@ -17,28 +17,7 @@ from typing import Any
 from dpcli.core.accounting import format_exact
 from dpcli.core.locations import is_ledger_url, is_url
 from dpcli.errors import SpecError
-from dpcli.spec.fields import (
-    ALWAYS_COLUMNS,
-    BOOL_KEYS,
-    COLUMN,
-    CSV,
-    DEFAULT_KEY_LENGTH,
-    FLAG_COLUMN,
-    MAX_CANDIDATES,
-    MAX_CELLS,
-    MAX_TOTAL_DIGITS,
-    OPEN,
-    POSTPROCESS,
-    PRIVACY,
-    QUANTILE_COLUMN,
-    SOMETIMES_COLUMNS,
-    STATISTIC,
-    TOP,
-    GridSpec,
-    Name,
-    RuleError,
-    list_value,
-)
+from dpcli.spec.fields import MAX_TOTAL_DIGITS, OPEN, Name, RuleError, list_value
 from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS, ColumnNeed
 from dpcli.spec.model import (
@@ -68,6 +47,23 @@ from dpcli.spec.model import (
     counts_persons,
     open_dimensions,
 )
+from dpcli.spec.v1 import (
+    ALWAYS_COLUMNS,
+    BOOL_KEYS,
+    COLUMN,
+    CSV,
+    DEFAULT_KEY_LENGTH,
+    FLAG_COLUMN,
+    MAX_CANDIDATES,
+    MAX_CELLS,
+    POSTPROCESS,
+    PRIVACY,
+    QUANTILE_COLUMN,
+    SOMETIMES_COLUMNS,
+    STATISTIC,
+    TOP,
+    GridSpec,
+)
 
 # A cell's fixed-point value must fit in 2^53 so that the float -> grid conversion is exact and sums stay far from
 # int64 limits per row (sums themselves run in 128-bit integers).
@@ -75,7 +71,7 @@ MAX_GRID_UNITS = 2**53
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Loading: the field rules come from the declaration (dpcli.spec.fields); the cross-field rules, which JSON Schema
+# Loading: the field rules come from the declaration (dpcli.spec.v1); the cross-field rules, which JSON Schema
 # cannot express, are below and raise RuleError
 
 

@@ -1,5 +1,5 @@
 """JSON Schema (draft 2020-12) of release spec version 1, printed by ``dpcli schema``: generated from the same
-declaration the loader reads its fields through (``dpcli.spec.fields``), so the two cannot drift.
+declaration the loader reads its fields through (``dpcli.spec.v1``), so the two cannot drift.
 
 Editors (e.g. VS Code's YAML extension: ``# yaml-language-server: $schema=spec-v1.schema.json``) and CI validators
 check a YAML spec against it. It describes the document *as YAML tools see it* under YAML 1.2's core schema:
@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import json
 
-from dpcli.spec.fields import COLUMN, NUMBER_PATTERN, STATISTIC, TOP
+from dpcli.spec.fields import NUMBER_PATTERN
+from dpcli.spec.v1 import COLUMN, STATISTIC, TOP
 
 SCHEMA_ID = "https://dpcli.invalid/schema/spec-v1.json"
 
