@@ -14,9 +14,8 @@ from dpcli.spec.model import Column, Quantile
 def candidate_grid(column: Column, step: Fraction | None) -> tuple[int, int, int]:
     """A quantile's candidates on the column's grid: (first, spacing, how many), in grid units: first + j * spacing
     for j < how many, from the lower bound up to the upper one (the last one may stop short of it)."""
-    assert column.precision is not None
     lo, hi = column.grid_bounds
-    units = 1 if step is None else max(1, int(step / column.precision))
+    units = 1 if step is None else max(1, int(step / column.grid_step))
     return lo, units, (hi - lo) // units + 1
 
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import ClassVar
 
+from dpcli.errors import InternalError
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.v1 import QUANTILE_COLUMN
 
@@ -41,15 +42,25 @@ class Column:
     @property
     def keys(self) -> tuple[str, ...]:
         """Declared keys of a category or bool column (an open column has none)."""
-        assert self.categories is not None
+        if self.categories is None:  # only a category or bool column's keys are asked for: never reached
+            raise InternalError(f"column {self.name!r} has no declared keys")
         return self.categories
+
+    @property
+    def grid_step(self) -> Fraction:
+        """The fixed-point grid step of a numeric column (its precision; 1 for int)."""
+        if self.precision is None:  # only a numeric column's grid is asked for: never reached
+            raise InternalError(f"column {self.name!r} is not numeric: it has no grid")
+        return self.precision
 
     @property
     def grid_bounds(self) -> tuple[int, int]:
         """Bounds in grid units: the largest grid interval inside the declared bounds (so clamping is exact)."""
-        assert self.bounds is not None and self.precision is not None
+        step = self.grid_step
+        if self.bounds is None:  # a numeric column has both bounds and a step (dpcli.spec.rules.build_column)
+            raise InternalError(f"column {self.name!r} is not numeric: it has no grid")
         lo, hi = self.bounds
-        return math.ceil(lo / self.precision), math.floor(hi / self.precision)  # exact on a Fraction
+        return math.ceil(lo / step), math.floor(hi / step)  # exact on a Fraction
 
 
 @dataclass(frozen=True)

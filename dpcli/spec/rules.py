@@ -316,17 +316,17 @@ STATISTIC_BUILDERS: Mapping[str, Callable[[_Declared], Statistic]] = MappingProx
 
 def _quantile(path: str, kind: str, f: dict, column: Column, by: tuple[str, ...], common: dict) -> Quantile:
     """A quantile's candidate grid: ``step`` a whole number of the column's grid steps, at most MAX_CANDIDATES."""
-    assert column.precision is not None
+    grid_step = column.grid_step  # a numeric column's (the kind's column need is checked before its builder runs)
     step = f.get("step")
-    units = Fraction(1) if step is None else step / column.precision
+    units = Fraction(1) if step is None else step / grid_step
     if units.denominator != 1:
-        precision = format_exact(column.precision)
+        precision = format_exact(grid_step)
         raise RuleError(f"{path}.step", f"must be a whole number of the column's grid steps (precision {precision})")
     _, _, candidates = candidate_grid(column, step)
     if candidates > MAX_CANDIDATES:
         given = (
             f"step {format_exact(step)}" if step is not None
-            else f"the column's precision {format_exact(column.precision)}"
+            else f"the column's precision {format_exact(grid_step)}"
         )
         raise RuleError(
             f"{path}.step" if step is not None else path,
