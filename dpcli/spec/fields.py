@@ -61,6 +61,12 @@ NUMBER_PATTERN = (
 TINY, HUGE = 1e-40, 1e39
 NUMBER_TEXT = {"$ref": "#/$defs/number_text"}
 
+# A JSON Schema fragment, as `dpcli schema` prints it (its values are of every JSON type)
+Schema = dict[str, Any]
+# A section's loaded fields by key, each value as its field type loaded it (a Fraction, a text, a tuple, a nested
+# section's fields): the builders (dpcli.spec.rules) read each key as its field declares it
+Loaded = dict[str, Any]
+
 
 class RuleError(SpecError):
     """An error of a rule JSON Schema cannot express, so that a schema-valid document may still break it: the
@@ -97,7 +103,7 @@ def text_value(path: str, value: Any) -> str:
     return value
 
 
-def list_value(path: str, value: Any, min_len: int = 0) -> list:
+def list_value(path: str, value: Any, min_len: int = 0) -> list[Any]:
     if not isinstance(value, list):
         raise SpecError(path, "expected a list")
     if len(value) < min_len:
@@ -107,7 +113,7 @@ def list_value(path: str, value: Any, min_len: int = 0) -> list:
 
 def number_within_limits(x: Fraction) -> bool:
     """A spec number's size limits (see MAX_NUMBER_DIGITS): a short decimal of moderate magnitude, or a short p/q."""
-    cap = 10**MAX_NUMBER_DIGITS
+    cap: int = 10**MAX_NUMBER_DIGITS
     if abs(x.numerator) < cap and x.denominator < cap:
         return True
     if not MIN_NUMBER <= abs(x) < MAX_NUMBER:
@@ -116,7 +122,7 @@ def number_within_limits(x: Fraction) -> bool:
     if places is None:  # not a decimal: the p/q rule above was the only way in
         return False
     # x = significand / 10^places in lowest terms (x is not whole here: a whole x under 10^40 passed the p/q rule)
-    significand = abs(x.numerator) * 10**places // x.denominator
+    significand: int = abs(x.numerator) * 10**places // x.denominator
     return significand < cap
 
 
@@ -192,7 +198,7 @@ class Number:
             return False
         return self.high is None or x <= self.high
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         if self.bound:
             lo, hi, exclusive = -json_number(MAX_ABS_BOUND), json_number(MAX_ABS_BOUND), False
         elif self.positive:
@@ -236,18 +242,18 @@ class Whole:
             )
         return int(Number(Fraction(self.low), Fraction(self.high), range_name="the value").load(path, raw))
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         text = {"type": "string", "pattern": INTEGER_PATTERN}
-        out: dict = {"anyOf": [{"type": "integer", "minimum": self.low, "maximum": self.high}, text]}
+        out: Schema = {"anyOf": [{"type": "integer", "minimum": self.low, "maximum": self.high}, text]}
         return {**out, **({"description": self.description} if self.description else {})}
 
 
-def number_schema(lo: float, hi: float, exclusive: bool) -> dict:
+def number_schema(lo: float, hi: float, exclusive: bool) -> Schema:
     """A number as YAML tools see it: a JSON number within the limits (as branches: positive, 0, negative, each within
     TINY <= |x| <= HUGE), or a numeric string (form only)."""
     low_key = "exclusiveMinimum" if exclusive else "minimum"
     lo, hi = max(lo, -HUGE), min(hi, HUGE)
-    branches: list[dict] = []
+    branches: list[Schema] = []
     if hi >= TINY:
         branches.append({"type": "number", **({low_key: lo} if lo >= TINY else {"minimum": TINY}), "maximum": hi})
     if (lo < 0 or (lo == 0 and not exclusive)) and hi >= 0:
@@ -272,8 +278,8 @@ class Choice:
             raise SpecError(path, self.message.format(value=value[:40], choices=", ".join(self.values)))
         return value
 
-    def schema(self) -> dict:
-        out: dict = {"const": self.values[0]} if len(self.values) == 1 else {"enum": list(self.values)}
+    def schema(self) -> Schema:
+        out: Schema = {"const": self.values[0]} if len(self.values) == 1 else {"enum": list(self.values)}
         if self.boolean:
             out = {"enum": [True, False, *self.values[::-1]]}
         return {**out, **({"description": self.description} if self.description else {})}
@@ -302,7 +308,7 @@ class Name:
             )
         return s
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         extra = {"description": self.description} if self.description else {}
         if self.dataset:
             return {
@@ -328,7 +334,7 @@ class PathText:
             raise SpecError(path, "empty path")
         return p
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {"type": "string", "minLength": 1, "description": self.description}
 
 
@@ -338,7 +344,7 @@ class Ledger(PathText):
     credentials in DPCLI_LEDGER, --ledger or a .pgpass file)."""
 
     def load(self, path: str, raw: Any) -> str:
-        if is_ledger_url(raw):
+        if isinstance(raw, str) and is_ledger_url(raw):
             from urllib.parse import urlsplit
 
             try:
@@ -382,7 +388,7 @@ class Key:
         _no_replacement_character(path, key)
         return key
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {**CATEGORY_VALUE, **({"description": self.description} if self.description else {})}
 
 
@@ -405,7 +411,7 @@ class Keys:
             values[s] = None
         return tuple(values)
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {
             "anyOf": [
                 {"type": "array", "minItems": 1, "uniqueItems": True, "items": CATEGORY_VALUE},
@@ -430,7 +436,7 @@ class Bounds:
             raise RuleError(path, "an int column needs whole-number bounds", rule="text range")
         return lo, hi
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         out = {"type": "array", "minItems": 2, "maxItems": 2, "items": Number(bound=True, whole=self.whole).schema()}
         if self.whole:
             out["description"] = "[low, high]: a-priori bounds written by a person, whole numbers, low < high"
@@ -447,7 +453,7 @@ class Columns:
     def load(self, path: str, raw: Any) -> tuple[str, ...]:
         return tuple(text_value(f"{path}[{j}]", v) for j, v in enumerate(list_value(path, raw, min_len=1)))
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {
             "type": "array", "minItems": 1, "uniqueItems": True,
             "items": Name("column name", reserved=self.reserved, reference=True).schema(),
@@ -473,7 +479,7 @@ class Levels:
             levels.append(x)
         return tuple(levels)
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {
             "type": "array", "minItems": 1,
             "items": {"anyOf": [{"type": "number", "minimum": TINY, "exclusiveMaximum": 1}, NUMBER_TEXT]},
@@ -495,7 +501,7 @@ class Section:
     exclusive: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     description: str = ""
 
-    def keys(self, path: str, raw: Any, errors: list[SpecError] | None = None) -> dict:
+    def keys(self, path: str, raw: Any, errors: list[SpecError] | None = None) -> Loaded:
         """``raw`` as a mapping of its known keys. Each unknown or missing key is an error: the first is raised, or
         with ``errors`` every one is appended there (and a missing required key raised after them)."""
         if not isinstance(raw, dict):
@@ -515,11 +521,11 @@ class Section:
                 raise missing[0]
         return {k: v for k, v in raw.items() if k in self.fields}
 
-    def load(self, path: str, raw: Any, errors: list[SpecError] | None = None) -> dict:
+    def load(self, path: str, raw: Any, errors: list[SpecError] | None = None) -> Loaded:
         """The loaded fields. With ``errors``, field errors are appended there and the field left out (so every bad
         field is reported); without, the first one is raised."""
         body = self.keys(path, raw, errors)
-        out: dict = {}
+        out: Schema = {}
         for key, kind in self.fields.items():
             if key not in body:
                 continue
@@ -532,14 +538,14 @@ class Section:
         self.check_exclusive(path, out)
         return out
 
-    def check_exclusive(self, path: str, present: dict) -> None:
+    def check_exclusive(self, path: str, present: Loaded) -> None:
         for key, others, message in self.exclusive:
             other = next((o for o in others if o in present), None)
             if key in present and other is not None:
                 raise SpecError(join(path, key), message.format(other=other))
 
-    def schema(self) -> dict:
-        out: dict = {"type": "object"}
+    def schema(self) -> Schema:
+        out: Schema = {"type": "object"}
         if self.description:
             out["description"] = self.description
         out["properties"] = {k: v.schema() for k, v in self.fields.items()}
@@ -576,7 +582,7 @@ class Union:
     def variant(self, tag: str) -> Variant:
         return next(v for v in self.variants if v.tag == tag)
 
-    def load(self, path: str, raw: Any, errors: list[SpecError] | None = None) -> tuple[str, dict]:
+    def load(self, path: str, raw: Any, errors: list[SpecError] | None = None) -> tuple[str, Loaded]:
         """(tag, loaded fields). The tag's field is loaded first; then the variant's own rules."""
         body = self.section.keys(path, raw, errors)
         tag = self.section.fields[self.tag].load(join(path, self.tag), body[self.tag])
@@ -591,7 +597,7 @@ class Union:
                 raise SpecError(join(path, key), message.format(tag=tag))
         return tag, loaded
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         branches = []
         for v in self.variants:
             fields = {**self.section.fields, **v.overrides, self.tag: Choice((v.tag,), "")}

@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 import stat as _stat
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,9 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader with no implicit typing, no aliases/anchors, no explicit tags and no duplicate keys."""
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()
+        # types-PyYAML leaves Parser.peek_event unannotated: it returns the next event, not consumed
+        peek_event: Callable[[], yaml.Event] = self.peek_event
+        event = peek_event()
         if isinstance(event, yaml.AliasEvent):
             raise SpecError(_mark(event), "YAML aliases are not allowed in a spec")
         if getattr(event, "anchor", None) is not None:

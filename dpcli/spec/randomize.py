@@ -17,7 +17,7 @@ from typing import Any
 
 from dpcli.core.locations import is_ledger_url
 from dpcli.errors import SpecError
-from dpcli.spec.fields import Columns, RuleError, Section
+from dpcli.spec.fields import Columns, Loaded, RuleError, Section
 from dpcli.spec.load import MAX_SPEC_BYTES, load_yaml, no_surrogates, printable, read_spec_text
 from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, CsvDialect
 from dpcli.spec.rules import ErrorCollector, build_column
@@ -79,7 +79,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
     doc = load_yaml(text)
     no_surrogates(doc)
     top = RANDOMIZE_TOP.keys("", doc if doc is not None else {})
-    fields = {
+    fields: Loaded = {
         key: RANDOMIZE_TOP.fields[key].load(key, top[key])
         for key in ("version", "dataset", "input", "output", "ledger", "input_format")
         if key in top

@@ -17,7 +17,7 @@ from typing import Any
 from dpcli.core.accounting import format_exact
 from dpcli.core.locations import is_ledger_url, is_url
 from dpcli.errors import SpecError
-from dpcli.spec.fields import MAX_TOTAL_DIGITS, OPEN, Name, RuleError, list_value
+from dpcli.spec.fields import MAX_TOTAL_DIGITS, OPEN, Loaded, Name, RuleError, list_value
 from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS, ColumnNeed
 from dpcli.spec.model import (
@@ -180,7 +180,7 @@ def _reserved(name: str) -> str:
     )
 
 
-def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> Statistic:
+def _statistic(path: str, kind: str, f: Loaded, columns: Mapping[str, Column]) -> Statistic:
     """The typed statistic, after its cross-field rules (declared columns of a suitable type, bins, cells)."""
     column_name: str | None = f.get("column")
     column = None
@@ -203,7 +203,9 @@ def _statistic(path: str, kind: str, f: dict, columns: Mapping[str, Column]) -> 
         by.append(b)
     if column is not None and KINDS[kind].column is ColumnNeed.NUMERIC and not column.numeric:
         raise RuleError(f"{path}.column", f"a {kind} needs a numeric column; '{column.name}' is {column.type}")
-    common = {k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta", "expected_rows") if k in f}
+    common: dict[str, Any] = {
+        k: f[k] for k in ("name", "weight", "epsilon", "rho", "mechanism", "delta", "expected_rows") if k in f
+    }
     if "target" in f:
         common["target"] = Target(f["target"]["error95"], Fraction(95, 100))
     stat = STATISTIC_BUILDERS[kind](_Declared(path, kind, f, column, tuple(by), common))
@@ -228,10 +230,10 @@ class _Declared:
 
     path: str
     kind: str
-    f: dict
+    f: Loaded
     column: Column | None
     by: tuple[str, ...]
-    common: dict
+    common: dict[str, Any]  # the fields every statistic has, as its class's keyword arguments
 
     @property
     def named(self) -> Column:
@@ -314,7 +316,9 @@ STATISTIC_BUILDERS: Mapping[str, Callable[[_Declared], Statistic]] = MappingProx
 })
 
 
-def _quantile(path: str, kind: str, f: dict, column: Column, by: tuple[str, ...], common: dict) -> Quantile:
+def _quantile(
+    path: str, kind: str, f: Loaded, column: Column, by: tuple[str, ...], common: dict[str, Any]
+) -> Quantile:
     """A quantile's candidate grid: ``step`` a whole number of the column's grid steps, at most MAX_CANDIDATES."""
     grid_step = column.grid_step  # a numeric column's (the kind's column need is checked before its builder runs)
     step = f.get("step")
@@ -399,7 +403,7 @@ def _total(values: list[Fraction], field: str) -> None:
             )
 
 
-def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) -> Privacy:
+def _privacy(priv: Loaded, stats: list[Statistic], columns: Mapping[str, Column]) -> Privacy:
     """The privacy section's cross-field rules.
 
     - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
@@ -450,7 +454,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
     )
 
 
-def _frequency_privacy(priv: dict, stats: list[Statistic]) -> Privacy:
+def _frequency_privacy(priv: Loaded, stats: list[Statistic]) -> Privacy:
     """A release of frequency statistics reads a randomized file (published data) and spends nothing: it holds
     nothing else, and states no budget and no person unit (the randomized file's own spend covers it)."""
     other = next((i for i, s in enumerate(stats) if not isinstance(s, Frequency)), None)
@@ -466,7 +470,7 @@ def _frequency_privacy(priv: dict, stats: list[Statistic]) -> Privacy:
     return Privacy("row", priv.get("neighbours", "replace"), None)
 
 
-def _person_unit(raw: dict, stats: list[Statistic], columns: Mapping[str, Column]) -> PersonUnit:
+def _person_unit(raw: Loaded, stats: list[Statistic], columns: Mapping[str, Column]) -> PersonUnit:
     unit = PersonUnit(
         raw["id"], raw["max_rows"], raw.get("max_groups"), raw.get("max_rows_per_group"), raw["missing_id"]
     )
@@ -525,7 +529,9 @@ def _selection_deltas(delta: Fraction, zcdp: bool, opened: list[Statistic], wher
         )
 
 
-def _postprocess(top: dict | None, stats: Sequence[Statistic], own: Sequence[dict | None]) -> dict[str, PostProcess]:
+def _postprocess(
+    top: Loaded | None, stats: Sequence[Statistic], own: Sequence[Loaded | None]
+) -> dict[str, PostProcess]:
     """Each statistic's post-processing: its own ``postprocess:`` key by key over the top level's. Statistics with
     none are left out. The top level's ``consistent: true`` applies to counts and histograms only."""
     out: dict[str, PostProcess] = {}
@@ -552,7 +558,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
     """The typed Spec from a strict-YAML document (``sha256``: its text's), or None when ``out`` collected an
     error: the field rules through the declaration, then the cross-field rules."""
     top = TOP.keys("", doc if doc is not None else {}, out.list)
-    fields = {
+    fields: Loaded = {
         key: out.attempt(TOP.fields[key].load, key, top[key])
         for key in ("version", "dataset", "input", "output", "ledger", "input_format", "engine", "confidence",
                     "expected_rows")
@@ -575,7 +581,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
             columns[name] = column
 
     raw_stats = out.attempt(list_value, "statistics", top["statistics"], 1) or []
-    loaded: list[tuple[str, dict] | None] = [
+    loaded: list[tuple[str, Loaded] | None] = [
         out.attempt(STATISTIC.load, f"statistics[{i}]", raw, out.list) for i, raw in enumerate(raw_stats)
     ]
     stats: list[Statistic] = []

@@ -53,13 +53,13 @@ from __future__ import annotations
 
 import json
 
-from dpcli.spec.fields import NUMBER_PATTERN
+from dpcli.spec.fields import NUMBER_PATTERN, Schema
 from dpcli.spec.v1 import COLUMN, STATISTIC, TOP
 
 SCHEMA_ID = "https://dpcli.invalid/schema/spec-v1.json"
 
 
-def spec_schema() -> dict:
+def spec_schema() -> Schema:
     """The schema as a dict (fresh each call)."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

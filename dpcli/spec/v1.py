@@ -22,10 +22,12 @@ from dpcli.spec.fields import (
     Keys,
     Ledger,
     Levels,
+    Loaded,
     Name,
     Number,
     PathText,
     RuleError,
+    Schema,
     Section,
     Union,
     Variant,
@@ -98,7 +100,7 @@ class Version:
             raise SpecError(path, f"unsupported spec version '{version[:20]}' (this dpcli reads version 1)")
         return version
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {"anyOf": [{"const": 1}, {"const": "1"}]}
 
 
@@ -120,7 +122,7 @@ class BinsField:
         body = GRID.load(path, raw)
         return GridSpec(body["start"], body["stop"], body["step"])
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {
             "oneOf": [
                 {
@@ -140,7 +142,7 @@ def _article(tag: str) -> str:
 class ColumnMap:
     """``columns:``, a mapping of COLUMN by name (loaded by dpcli.spec.model, which builds the typed columns)."""
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {
             "type": "object", "minProperties": 1, "propertyNames": {"pattern": f"^{NAME_PATTERN}$"},
             "additionalProperties": {"$ref": "#/$defs/column"},
@@ -151,7 +153,7 @@ class ColumnMap:
 class StatisticList:
     """``statistics:``, a list of STATISTIC (loaded by dpcli.spec.model)."""
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/statistic"}}
 
 
@@ -356,7 +358,7 @@ PERSON_UNIT = Section(
 class UnitField:
     """``privacy.unit``: ``row`` (one person = one row) or a person unit (PERSON_UNIT)."""
 
-    def load(self, path: str, raw: Any) -> str | dict:
+    def load(self, path: str, raw: Any) -> str | Loaded:
         if isinstance(raw, dict):
             return PERSON_UNIT.load(path, raw)
         value = text_value(path, raw)
@@ -367,7 +369,7 @@ class UnitField:
             )
         return value
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {"anyOf": [{"const": "row"}, PERSON_UNIT.schema()]}
 
 
@@ -403,7 +405,7 @@ class HeaderField:
             raise SpecError(path, f"'{value[:40]}' is not true, false or a list of field names")
         return value == "true"
 
-    def schema(self) -> dict:
+    def schema(self) -> Schema:
         return {
             "anyOf": [
                 {"enum": [True, False, "true", "false"]},
