@@ -1,4 +1,6 @@
 """The release spec.
 
-Its schema library and v1 declaration, the typed frozen model, the table of statistic kinds, the JSON Schema.
+Its schema library (fields) and v1 declaration (v1), the typed frozen model (model), its reader (load) and
+builders with the cross-field rules (rules), a quantile's candidate grid (grid), the table of statistic kinds (kinds),
+the JSON Schema (schema), and `dpcli randomize`'s spec (randomize).
 """
