@@ -30,7 +30,7 @@ import polars as pl
 from dpcli.core.samplers import exponential_choice
 from dpcli.engine import aggregate
 from dpcli.mechanisms.noise import add_discrete_laplace
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import candidate_grid, parse_spec
 

@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpcli.core.samplers import discrete_laplace
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 
 M = 1_000_000
 

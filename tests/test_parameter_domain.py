@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dpcli.core.samplers import MAX_PARAM
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import candidate_grid, parse_spec
 

@@ -299,7 +299,7 @@ def test_interval_exact_path_is_the_value(tmp_path: Path) -> None:
 
 
 def test_interval_bounds_when_the_count_is_too_small(tmp_path: Path) -> None:
-    from dpcli.plan import quantiles
+    from dpcli.mechanisms import quantiles
 
     # n^ - e_n <= 0: both ends are the bounds; a level past 1: the high end is the bound
     assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10, 2**24) == (None, None)
@@ -340,7 +340,7 @@ def test_gaps_are_exact_python_int_gaps_saturated_in_int64() -> None:
     import numpy as np
 
     from dpcli.core.samplers import GAP_CAP
-    from dpcli.plan import quantiles
+    from dpcli.mechanisms import quantiles
 
     rng = np.random.default_rng(23)
     for trial in range(200):

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from dpcli.core.samplers import RandomSource
 from dpcli.mechanisms import topk
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 

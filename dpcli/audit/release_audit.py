@@ -92,7 +92,7 @@ from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
 from dpcli.mechanisms import topk
 from dpcli.mechanisms.noise import add_noise
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
 from dpcli.spec.model import (
     Column,

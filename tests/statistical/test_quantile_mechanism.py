@@ -21,7 +21,7 @@ import pytest
 from scipy import stats
 
 from dpcli.engine import aggregate
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import candidate_grid, parse_spec
 from tests.statistical.test_exponential_mechanism import weights
