@@ -180,9 +180,9 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
 
 
 def candidate_bin(column: Column, stat: Quantile) -> pl.Expr:
-    """A quantile's bin of a value on the integer grid (dpcli.plan.quantiles.rank_counts reads them): with candidates on
-    every grid point, the candidate's index; else 2j for a value equal to candidate j and 2j + 1 for one between it
-    and the next. Exact integer arithmetic; null when the value is missing."""
+    """A quantile's bin of a value on the integer grid (dpcli.mechanisms.quantiles.rank_counts reads them): with
+    candidates on every grid point, the candidate's index; else 2j for a value equal to candidate j and 2j + 1 for one
+    between it and the next. Exact integer arithmetic; null when the value is missing."""
     lo, spacing, _ = candidate_grid(column, stat.step)
     offset = numeric_value(column) - lo
     if spacing == 1:

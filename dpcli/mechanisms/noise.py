@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcli.core.samplers import RandomSource, discrete_gaussian, discrete_laplace
-from dpcli.mechanisms.topk import choose, ranked
 from dpcli.mechanisms import quantiles
+from dpcli.mechanisms.topk import choose, ranked
 from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan
+from dpcli.plan.quantiles import INTERVAL_COUNT, INTERVAL_PART_CONFIDENCE
 from dpcli.spec.kinds import KINDS, Family
 from dpcli.spec.model import Column, Quantile, TopK, candidate_grid, histogram_bins, quantile_bins
 
@@ -158,21 +159,22 @@ def _quantile_counts(
 def draw_quantiles(
     column: Column, sp: StatisticPlan, ex: ExactStatistic, source: RandomSource | None = None
 ) -> Noisy:
-    """A quantile's release: one exact permute-and-flip draw per declared cell and level (dpcli.plan.quantiles)."""
+    """A quantile's release: one exact permute-and-flip draw per declared cell and level
+    (dpcli.mechanisms.quantiles)."""
     stat, counts, spacing, candidates = _quantile_counts(column, sp, ex)
     levels = stat.levels
     scales = tuple(c.scale for c in sp.components[: len(levels)])
     choices = quantiles.choose(counts, levels, scales, spacing, candidates, source)  # type: ignore[arg-type]
     if stat.interval_share is None:
         return Noisy(None, None, choices=choices)
-    count = sp.component(quantiles.INTERVAL_COUNT)
+    count = sp.component(INTERVAL_COUNT)
     noisy_n = add_noise(counts.sum(axis=1), count)
     draw = sp.components[len(levels) + 1]
     assert draw.scale is not None
     top = column.grid_bounds[1] - column.grid_bounds[0]
     interval = quantiles.intervals(
-        counts, levels, choices, noisy_n, count.halfwidth(quantiles.INTERVAL_PART_CONFIDENCE), draw.scale,
-        draw.halfwidth(quantiles.INTERVAL_PART_CONFIDENCE), spacing, candidates, top, source,
+        counts, levels, choices, noisy_n, count.halfwidth(INTERVAL_PART_CONFIDENCE), draw.scale,
+        draw.halfwidth(INTERVAL_PART_CONFIDENCE), spacing, candidates, top, source,
     )
     return Noisy(None, None, choices=choices, interval=interval)
 

@@ -1,80 +1,24 @@
-"""Quantiles by permute-and-flip selection over a declared candidate grid (docs/spec.md, "Quantiles and the median").
+"""A quantile's draws (docs/spec.md, "Quantiles and the median"): per cell and level, one exact permute-and-flip draw
+over the candidate grid, and the value-unit intervals' two draws per level. The utility, its sensitivity, the
+rank-error bound and the interval levels are the plan's (dpcli.plan.quantiles, where their derivation is).
 
-The candidates are c_j = lo + j * spacing (grid units of the column), j < m, from the spec alone. For a level
-q = a/b (lowest terms) the utility of c is the integer
-
-    u(c) = -|(b - a) * lt(c) - a * gt(c)|,    lt(c) = #{x < c},  gt(c) = #{x > c}
-
-over the rows with a value. It is b times |lt - q (lt + gt)|: how many rows the split at c is off the q split, rows
-equal to c left out. Leaving them out (as OpenDP's quantile score does) is what makes the mechanism land *on* the
-quantile when many rows share it: with u = -|b lt(c) - a n| instead, the median of ages (thousands of rows per age)
-scores the true median m and m + 1 almost alike, and the released value is off by one about half the time.
-
-Sensitivity (one row): adding or removing a row x changes lt(c) or gt(c) by 1 (or neither, x = c), so u changes by
-at most max(a, b - a) (add_remove). Replacing a row takes it out of one side and puts it into the other: b. With
-``by:`` under replace a row can leave one cell and join another, changing two cells' utilities by max(a, b - a)
-each: the plan calibrates each cell to 2 max(a, b - a) then (it is >= b). The utility is not monotone, so each draw
-is permute-and-flip with acceptance probabilities exp(-(best - u(c)) / t), t = 2 * sensitivity / epsilon (the
-exponential mechanism's factor 2, which permute-and-flip shares), sampled exactly by
-``dpcli.core.samplers.permute_and_flip`` with work fixed by the candidate count, not by the data. Several levels are
-separate
-draws, each with an even share of the statistic's epsilon (sequential composition); cells of ``by:`` are disjoint
-(parallel composition).
-
-Accuracy, from public quantities only: a candidate whose utility is at least x below the best is released with
-probability at most exp(-x / t) (it must be accepted), so P[u(released) < u(best) - t ln(m / alpha)] <= alpha by
-the union bound, as for the exponential mechanism. At 95%: the released value's rank error |lt - q (lt + gt)|
-exceeds the best candidate's by at most t ln(20 m) / b rows.
-
-numpy is imported inside the functions that need it: the plan (``dpcli plan``, ``dpcli check``) imports this module
-and runs without numpy.
+From the engine's bins per cell the rank counts lt(c), eq(c), gt(c) per candidate are exact integers; each draw
+accepts candidate c with probability exp(-(best - u(c)) / t) at the plan's temperature t, sampled exactly by
+``dpcli.core.samplers.permute_and_flip`` with work fixed by the candidate count, not by the data. The draws are
+sorted within each cell (post-processing: released quantiles never cross).
 """
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
+
+from dpcli.plan.quantiles import interval_grid, interval_levels, level_weights
 
 if TYPE_CHECKING:
     import numpy as np
 
     from dpcli.core.samplers import RandomSource
-
-
-def level_weights(q: Fraction) -> tuple[int, int]:
-    """(a, b) of q = a/b in lowest terms."""
-    return q.numerator, q.denominator
-
-
-def utility_sensitivity(q: Fraction, neighbours: str, has_cells: bool) -> tuple[int, str]:
-    """The utility's sensitivity for level q and why."""
-    a, b = level_weights(q)
-    one = max(a, b - a)
-    if neighbours == "add_remove":
-        why = (
-            f"add/remove one row moves it into lt(c) or gt(c) (or neither, x = c), so u(c) = -|{b - a}·lt(c) - "
-            f"{a}·gt(c)| changes by at most max(a, b - a) = {one}"
-        )
-        return one, why
-    if has_cells:
-        why = (
-            f"replace one row: it can leave one cell and join another, changing both cells' u(c) = -|{b - a}·lt(c) "
-            f"- {a}·gt(c)| by max(a, b - a) = {one} each, so each cell is calibrated to 2×{one} = {2 * one} "
-            f"(>= b = {b}, a row moving from lt(c) to gt(c) inside its cell)"
-        )
-        return 2 * one, why
-    why = (
-        f"replace one row: it can go from lt(c) to gt(c), so u(c) = -|{b - a}·lt(c) - {a}·gt(c)| changes by at "
-        f"most (b - a) + a = b = {b}"
-    )
-    return b, why
-
-
-def rank_bound(scale: Fraction, candidates: int, confidence: float) -> int:
-    """Utility units the released candidate may fall below the best one, at ``confidence``: ceil(t ln(m / alpha)),
-    rounded up (a public bound, so a float's last bits are covered by the ceiling and a margin of one)."""
-    return math.ceil(float(scale) * math.log(candidates / (1.0 - confidence))) + 1
 
 
 def rank_counts(counts: np.ndarray, spacing: int, candidates: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -205,77 +149,10 @@ def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candida
     return np.sort(out, axis=1)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Value-unit intervals paid by a declared share of the statistic's budget (``interval: {share: S}``; docs/spec.md)
-#
-# A noisy count n^ of the rows with a value (per cell) and, per level q, two more permute-and-flip draws at the levels
-# q_lo = q - E / n_lo and q_hi = q + E / n_lo (rounded outwards onto the grid 1/D, below), n_lo = n^ - e_n (e_n the
-# count's halfwidth, E the draws' public rank bound in rows), each part at confidence 1 - 0.05/3 (Bonferroni: each
-# level's interval covers with >= 95%). The levels are computed from the noisy count alone (post-processing), as exact
-# Fractions. The draws use the rank distance utility on the data rounded down to the candidate grid,
-#
-#     v(c) = -max(0, a n - b through(c), b lt(c) - a n),   through(c) = #{x < next candidate after c},
-#
-# (0 on every candidate that is an a/b-quantile of the rounded data, so the best utility is 0), whose sensitivity is
-# at most b (add_remove: max(a, b - a); replace: b; replace with by: 2 max(a, b - a) <= 2b): the draws use the
-# temperature t = b * scale, scale = 2 c / eps0 rows (c = 1, or 2 under replace with by:), so their rank bound in
-# rows, scale * ln(m / alpha), does not depend on the data-dependent level. Coverage: with n_lo <= n and the q_lo
-# draw within E rows of rank distance, a candidate above every q-quantile has rank distance > (q - q_lo) n >= E, so
-# it is not drawn: ci_low <= a q-quantile; likewise ci_high (plus spacing - 1 grid units, undoing the rounding) >= one.
-# The lead's design added e_n to E in q_lo/q_hi; n_lo <= n already gives (q - q_lo) n >= E, so it is left out (narrower
-# intervals, same guarantee). A level that falls outside (0, 1), or n_lo <= 0, takes the bound itself (lo or hi):
-# clipping it into (0, 1) would break the argument above.
-
-INTERVAL_CONFIDENCE = 0.95
-INTERVAL_COUNT = "interval n"  # the role of the interval's noisy count in the plan
-INTERVAL_PART_CONFIDENCE = 1 - (1 - INTERVAL_CONFIDENCE) / 3  # the count, the low draw, the high draw
-
-
-def interval_scale_factor(neighbours: str, has_cells: bool) -> int:
-    """c in the interval draws' scale 2 c / eps0 (rows): the rank-distance utility's sensitivity over b."""
-    return 2 if neighbours == "replace" and has_cells else 1
-
-
 def interval_utilities(lt: list[int], through: list[int], n: int, q: Fraction) -> list[int]:
     """v(c) = -max(0, a n - b through(c), b lt(c) - a n), Python ints (any a/b)."""
     a, b = level_weights(q)
     return [-max(0, a * n - b * t, b * x - a * n) for x, t in zip(lt, through, strict=True)]
-
-
-# The levels q -/+ E / n_lo are computed after the spend from a noisy count, so their denominators are the data's: they
-# are rounded onto the grid 1/D, D = interval_grid(scale) a power of two fixed by the plan, q_lo down and q_hi up (a
-# lower q_lo and a higher q_hi only widen the interval, so coverage holds), and the draws' temperature D * scale
-# stays within the sampler's domain whatever the noisy count. The plan rounds the scale (rows) up to a dyadic
-# rational with a numerator below 2**INTERVAL_SCALE_BITS (relative change below 2**-23; only more noise), so D is
-# 2**24 or finer for every scale below 2**24 rows.
-INTERVAL_SCALE_BITS = 24
-_TEMPERATURE_BITS = 48  # the sampler's limit on a temperature's numerator and denominator
-_MAX_GRID_BITS = 40  # keeps D * n and a * n (n < 2**63) products of coefficients below 2**62 apart: A, B < 2**62
-
-
-def interval_scale(exact: Fraction) -> Fraction:
-    """The interval draws' scale (rows) rounded up (never down) to p / 2**e with p < 2**INTERVAL_SCALE_BITS (p up to
-    ceil(exact) when exact itself is that large)."""
-    whole = math.ceil(exact)
-    e = max(0, INTERVAL_SCALE_BITS - 1 - whole.bit_length())
-    return Fraction(math.ceil(exact * 2**e), 2**e)
-
-
-def interval_grid(scale: Fraction) -> int:
-    """D, the levels' public denominator: the largest power of two up to 2**40 with D * scale.numerator <= 2**48."""
-    return 1 << min(_MAX_GRID_BITS, max(0, _TEMPERATURE_BITS - scale.numerator.bit_length()))
-
-
-def interval_levels(q: Fraction, noisy_n: int, n_halfwidth: int, bound: int,
-                    grid: int) -> tuple[Fraction | None, Fraction | None]:
-    """(q_lo, q_hi) from the noisy count (post-processing) on the grid 1/grid, q_lo rounded down and q_hi up; None
-    where the level leaves (0, 1) or n_lo <= 0: that end of the interval is the column's bound."""
-    n_lo = noisy_n - n_halfwidth
-    if n_lo <= 0:
-        return None, None
-    low = Fraction(math.floor((q - Fraction(bound, n_lo)) * grid), grid)
-    high = Fraction(math.ceil((q + Fraction(bound, n_lo)) * grid), grid)
-    return (low if low > 0 else None), (high if high < 1 else None)
 
 
 def interval_gaps(lt: np.ndarray, through: np.ndarray, n: int, level: Fraction, grid: int) -> np.ndarray:

@@ -41,7 +41,7 @@ from dpcli.core.accounting import (
     zcdp_to_epsilon,
 )
 from dpcli.errors import SpecError
-from dpcli.mechanisms.quantiles import rank_bound, utility_sensitivity
+from dpcli.plan.quantiles import rank_bound, utility_sensitivity
 from dpcli.spec.fields import MAX_RELEASE_EPSILON, MAX_RHO, short
 from dpcli.spec.kinds import KINDS, Family
 from dpcli.spec.model import (
@@ -754,7 +754,7 @@ def _interval_components(
     temperature scale * D, D the levels' public grid, is a value the sampler takes whatever the noisy count."""
     from dataclasses import replace
 
-    from dpcli.mechanisms.quantiles import INTERVAL_COUNT, interval_scale, interval_scale_factor
+    from dpcli.plan.quantiles import INTERVAL_COUNT, interval_scale, interval_scale_factor
 
     part = share / (2 * len(stat.levels) + 1)
     budget = _Budget("laplace", rho_to_pure_epsilon(part) if zcdp else part)

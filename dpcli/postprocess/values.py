@@ -205,7 +205,7 @@ def mean_grids(
 def quantile_values(lo: int, spacing: int, choices: np.ndarray) -> np.ndarray:
     """A quantile's released values in grid units, row by row (declared cells slowest, levels in increasing order):
     the chosen candidates lo + index * spacing. The draws are already sorted within each cell (post-processing:
-    dpcli.plan.quantiles.choose), so a cell's quantiles never cross."""
+    dpcli.mechanisms.quantiles.choose), so a cell's quantiles never cross."""
     return (lo + np.asarray(choices, dtype=np.int64) * spacing).reshape(-1)
 def frequencies(sp: StatisticPlan, counts: np.ndarray) -> tuple[list[str], list[str], list[str]]:
     """A frequency statistic's released numbers from the exact key counts of a randomized file (no noise: the file

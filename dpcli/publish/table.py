@@ -502,7 +502,7 @@ def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyCol
     if nz.interval is None:
         return value, Blank(len(grid)), Blank(len(grid))
     ends = []
-    for offsets in nz.interval:  # grid offsets from the lowest candidate (dpcli.plan.quantiles.intervals)
+    for offsets in nz.interval:  # grid offsets from the lowest candidate (dpcli.mechanisms.quantiles.intervals)
         units = lo + np.asarray(offsets, dtype=np.int64).reshape(-1)
         ends.append(Ints(units, 0, *step) if isinstance(value, Ints) and step is not None
                     else Texts(decimal_text([int(g) * column.precision for g in units.tolist()])))
