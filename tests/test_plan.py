@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpcli.errors import SpecError
-from dpcli.plan.model import (
+from dpcli.plan.sensitivity import (
     MAX_SCALE,
     SCALE_LIMIT,
     bin_label,

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.plan.model import CONFIDENCE, StatisticPlan
+from dpcli.plan.sensitivity import CONFIDENCE, StatisticPlan
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.spec.model import Std
 

@@ -52,7 +52,7 @@ from dpcli.audit.release_audit import (
     clopper_pearson,
     find_neighbours,
 )
-from dpcli.plan.model import Plan, conservative_variance, make_plan
+from dpcli.plan.sensitivity import Plan, conservative_variance, make_plan
 from dpcli.spec.model import parse_spec
 
 ALPHA = 1e-8
