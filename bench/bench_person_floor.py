@@ -49,7 +49,7 @@ from dpcli.engine import aggregate
 from dpcli.engine.persons import _KEY, _PID, ID_COLUMN, PersonRows
 from dpcli.engine.polars_engine import LineAggregator, pipelined
 from dpcli.engine.source import CsvSource
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 
 SECRET = bytes(32)

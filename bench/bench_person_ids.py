@@ -36,7 +36,7 @@ BEFORE = "cb3675c"
 CHILD = """
 import importlib.util, sys, time
 from dpcli.engine import aggregate, polars_engine
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 if {module!r}:
     spec = importlib.util.spec_from_file_location("persons_before", {module!r})

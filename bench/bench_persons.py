@@ -78,7 +78,7 @@ def spec_text(k: int | None) -> str:
 CHILD = """
 import sys, time
 from dpcli.engine import aggregate
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 plan = make_plan(parse_spec(open({spec!r}).read()))
 t0 = time.perf_counter()

@@ -31,7 +31,7 @@ from dpcli.core.samplers import exponential_choice
 from dpcli.engine import aggregate
 from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.noise import add_discrete_laplace
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import candidate_grid, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -161,7 +161,7 @@ def time_library(csv: Path, repeat: int) -> tuple[float, float]:
     """
     from dpcli.engine import aggregate
     from dpcli.ledger import open_ledger
-    from dpcli.plan.sensitivity import make_plan
+    from dpcli.plan.model import make_plan
     from dpcli.run.release import release
     from dpcli.spec.model import parse_spec
 

@@ -93,7 +93,7 @@ def panel(rows: int, persons: int) -> Path:
 
 
 def child(engine: str, unit: str, path: str, master: str, out: str) -> None:
-    from dpcli.plan.sensitivity import make_plan
+    from dpcli.plan.model import make_plan
     from dpcli.spec.model import parse_spec
 
     plan = make_plan(parse_spec(spec_text(unit)))

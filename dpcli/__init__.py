@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         SpentThenFailed,
         UsageError,
     )
-    from dpcli.plan.sensitivity import Plan, make_plan
+    from dpcli.plan.model import Plan, make_plan
     from dpcli.run.prepare import CheckedSpec, prepare_spec
     from dpcli.run.randomize import randomize
     from dpcli.run.release import Release, release
@@ -57,8 +57,8 @@ _PUBLIC = {
     "SpecError": "dpcli.errors",
     "SpentThenFailed": "dpcli.errors",
     "UsageError": "dpcli.errors",
-    "Plan": "dpcli.plan.sensitivity",
-    "make_plan": "dpcli.plan.sensitivity",
+    "Plan": "dpcli.plan.model",
+    "make_plan": "dpcli.plan.model",
     "CheckedSpec": "dpcli.run.prepare",
     "prepare_spec": "dpcli.run.prepare",
     "randomize": "dpcli.run.randomize",

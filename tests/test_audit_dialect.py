@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.audit.release_audit import find_neighbours
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 
 SPEC = """\

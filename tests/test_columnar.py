@@ -29,7 +29,7 @@ from dpcli.engine.cells import Queries, used_columns
 from dpcli.engine.columnar import check_streaming, float_text, scan_columnar, typed_batch, typed_frame
 from dpcli.engine.source import input_format
 from dpcli.errors import InputError, InternalError
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_in_process
 

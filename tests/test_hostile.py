@@ -35,7 +35,7 @@ import pytest
 from dpcli.cli.app import main
 from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import mounted_tmpfs, run_dpcli
 
@@ -373,7 +373,7 @@ def test_the_largest_noise_scale_has_an_exact_halfwidth() -> None:
     measured in bench/, not asserted here)."""
     import mpmath
 
-    from dpcli.plan.sensitivity import laplace_halfwidth
+    from dpcli.plan.scales import laplace_halfwidth
 
     for t in (10**12, 2**40):
         k = laplace_halfwidth(Fraction(t))

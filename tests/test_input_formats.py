@@ -25,7 +25,7 @@ from dpcli.engine import aggregate, check_input
 from dpcli.engine.polars_engine import ExactStatistic, LineAggregator
 from dpcli.engine.source import CsvSource, _mapped_chunks
 from dpcli.errors import InputError
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli, run_in_process
 

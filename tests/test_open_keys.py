@@ -23,7 +23,7 @@ from dpcli.cli.render import plan_json, print_plan
 from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
 from dpcli.mechanisms.noise import Noisy, select_entries
-from dpcli.plan.sensitivity import Plan, make_plan
+from dpcli.plan.model import Plan, make_plan
 from dpcli.publish.columns import csv_field, csv_texts, json_texts
 from dpcli.publish.table import build_table, release_metadata, write_csv, write_json
 from dpcli.spec.model import parse_spec

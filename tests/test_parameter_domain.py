@@ -16,7 +16,7 @@ import pytest
 from dpcli.core.samplers import MAX_PARAM
 from dpcli.mechanisms.quantiles import intervals
 from dpcli.plan import quantiles
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import candidate_grid, parse_spec
 
 SPEC = """\

@@ -16,7 +16,7 @@ from dpcli.core.accounting import Budget, selection_delta, selection_threshold, 
 from dpcli.errors import BudgetRefused, SpecError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import check_pin
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_in_process
 

@@ -24,7 +24,7 @@ from dpcli.engine import aggregate, check_input
 from dpcli.engine.cells import used_columns
 from dpcli.engine.persons import ID_COLUMN, PersonRows, Seeds, exact_from_frames
 from dpcli.errors import InputError
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 
 SECRET = bytes(range(32))

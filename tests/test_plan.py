@@ -11,14 +11,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpcli.errors import SpecError
-from dpcli.plan.sensitivity import (
-    MAX_SCALE,
-    SCALE_LIMIT,
-    bin_label,
-    conservative_scale,
-    laplace_halfwidth,
-    make_plan,
-)
+from dpcli.plan.bins import bin_label
+from dpcli.plan.model import make_plan
+from dpcli.plan.scales import MAX_SCALE, SCALE_LIMIT, conservative_scale, laplace_halfwidth
 from dpcli.spec.model import parse_spec
 
 COLUMNS = """\

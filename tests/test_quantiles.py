@@ -17,7 +17,7 @@ import pytest
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
 from dpcli.mechanisms.noise import exact_noisy
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli

@@ -433,7 +433,7 @@ def test_replacing_one_record_changes_one_position_of_each_column(lines: list, l
 
 def _engine_histograms(path: Path) -> list[list[int]]:
     from dpcli.engine import aggregate
-    from dpcli.plan.sensitivity import make_plan
+    from dpcli.plan.model import make_plan
     from dpcli.spec.model import parse_spec
 
     spec = parse_spec(

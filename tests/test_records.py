@@ -26,7 +26,7 @@ from dpcli.engine import aggregate
 from dpcli.errors import InputError
 from dpcli.ledger import open_ledger
 from dpcli.mechanisms.noise import exact_noisy
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli

@@ -32,7 +32,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator  # noqa: E402
 
 from dpcli.errors import SpecError  # noqa: E402
-from dpcli.plan.sensitivity import make_plan  # noqa: E402
+from dpcli.plan.model import make_plan  # noqa: E402
 from dpcli.spec.fields import Number, RuleError, number_within_limits  # noqa: E402
 from dpcli.spec.model import load_spec, parse_errors, parse_spec, spec_errors  # noqa: E402
 from dpcli.spec.schema import NUMBER_PATTERN, schema_json, spec_schema  # noqa: E402

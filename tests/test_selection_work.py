@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from dpcli.core.samplers import RandomSource
 from dpcli.mechanisms import quantiles, topk
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 
 KEYS = 12  # keystreams tried per pair

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from dpcli.engine import aggregate, spark_engine
 from dpcli.errors import InputError, InternalError, UsageError
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 
 pytestmark = pytest.mark.spark

@@ -28,7 +28,7 @@ from dpcli.engine import aggregate
 from dpcli.ledger import Delivery, Purchase, open_ledger
 from dpcli.ledger.base import release_key
 from dpcli.mechanisms.noise import exact_noisy
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.publish.table import SIDECAR_SCHEMA, Table, Texts, bin_edge_columns, build_table, write_table
 from dpcli.run.release import release
 from dpcli.spec.model import EdgeBins, parse_spec

@@ -19,7 +19,7 @@ from dpcli.core.accounting import (
 )
 from dpcli.errors import BudgetRefused, SpecError
 from dpcli.ledger import JsonlLedger
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
 

@@ -92,8 +92,10 @@ from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
 from dpcli.mechanisms import quantiles, topk
 from dpcli.mechanisms.noise import add_noise
+from dpcli.plan.bins import bin_label
+from dpcli.plan.model import Plan, StatisticPlan, make_plan
 from dpcli.plan.quantiles import INTERVAL_COUNT
-from dpcli.plan.sensitivity import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
+from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.spec.model import (
     Column,
     GridBins,
@@ -455,7 +457,7 @@ def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
     if spec.privacy.accounting == "pure":
         claim = (plan.epsilon, selections, plan.epsilon, "ε")
     else:
-        # the selections' deltas come out of the release's delta; the zCDP conversion gets the rest (dpcli.plan.sensitivity)
+        # the selections' deltas come out of the release's delta; the zCDP conversion gets the rest (dpcli.plan.model)
         assert delta is not None
         claim = (zcdp_to_epsilon(plan.rho, delta - selections), delta, plan.rho, "ρ")
     out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))

@@ -38,7 +38,8 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
-from dpcli.plan.sensitivity import Plan, StatisticPlan, rounded_square, square_step
+from dpcli.plan.model import Plan, StatisticPlan
+from dpcli.plan.squares import rounded_square, square_step
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import (
     Column,

@@ -34,7 +34,7 @@ from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
-from dpcli.plan.sensitivity import Plan
+from dpcli.plan.model import Plan
 from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]

@@ -80,7 +80,7 @@ from dpcli.engine.cells import (
     used_columns,
 )
 from dpcli.errors import InputError
-from dpcli.plan.sensitivity import Plan, StatisticPlan
+from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.spec.model import Count, Mean, PersonUnit, Spec, Sum
 
 ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column's name cannot start with #)

@@ -47,7 +47,7 @@ from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_f
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
-from dpcli.plan.sensitivity import Plan
+from dpcli.plan.model import Plan
 from dpcli.spec.model import Spec
 
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)

@@ -60,7 +60,7 @@ from dpcli.engine.persons import (
 )
 from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
-from dpcli.plan.sensitivity import Plan
+from dpcli.plan.model import Plan
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Spec
 

@@ -27,8 +27,9 @@ import numpy as np
 from dpcli.core.samplers import RandomSource, discrete_gaussian, discrete_laplace
 from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.topk import choose, ranked
+from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.quantiles import INTERVAL_COUNT, INTERVAL_PART_CONFIDENCE
-from dpcli.plan.sensitivity import NoiseComponent, Plan, StatisticPlan
+from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.spec.kinds import KINDS, Family
 from dpcli.spec.model import Column, Quantile, TopK, candidate_grid, histogram_bins, quantile_bins
 

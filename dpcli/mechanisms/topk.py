@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from dpcli.core.samplers import RandomSource, exponential_choice, exponential_sample
-from dpcli.plan.sensitivity import StatisticPlan
+from dpcli.plan.model import StatisticPlan
 
 
 def choose(sp: StatisticPlan, counts: np.ndarray, source: RandomSource | None = None) -> np.ndarray:

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from dpcli.core.accounting import epsilon_delta_to_rho
 from dpcli.errors import SpecError, UsageError
-from dpcli.plan.sensitivity import Plan, StatisticPlan, make_plan
+from dpcli.plan.model import Plan, StatisticPlan, make_plan
 from dpcli.spec.fields import MAX_RELEASE_EPSILON
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import Mean, Target

@@ -37,7 +37,7 @@ import numpy as np
 
 from dpcli.core.accounting import format_exact
 from dpcli.errors import SpecError
-from dpcli.plan.sensitivity import Plan, StatisticPlan
+from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import Column, EdgeBins, GridBins, PostProcess, histogram_bins
 

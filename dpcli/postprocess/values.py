@@ -15,7 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.plan.sensitivity import CONFIDENCE, StatisticPlan
+from dpcli.plan.model import StatisticPlan
+from dpcli.plan.scales import CONFIDENCE
 from dpcli.spec.model import Frequency
 
 # A mean is released on a grid 1000 times finer than its column's precision: finer digits would only be noise.

@@ -24,7 +24,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.plan.sensitivity import CONFIDENCE, StatisticPlan
+from dpcli.plan.model import StatisticPlan
+from dpcli.plan.scales import CONFIDENCE
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.spec.model import Std
 

@@ -32,7 +32,10 @@ from dpcli.core.accounting import format_decimal_up, format_exact
 from dpcli.core.files import atomic_write
 from dpcli.core.version import __version__
 from dpcli.errors import UsageError
-from dpcli.plan.sensitivity import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
+from dpcli.plan.bins import bin_label
+from dpcli.plan.model import Plan, StatisticPlan
+from dpcli.plan.scales import CONFIDENCE
+from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.postprocess import values as postprocess
 from dpcli.postprocess import variance
 

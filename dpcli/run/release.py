@@ -27,7 +27,7 @@ from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, 
 from dpcli.errors import InputError, InternalError, OutputError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Record
 from dpcli.mechanisms.noise import Noisy, draw_noise
-from dpcli.plan.sensitivity import Plan
+from dpcli.plan.model import Plan
 from dpcli.publish.paths import open_append
 from dpcli.publish.table import (
     CONTRACT,

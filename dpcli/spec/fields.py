@@ -457,7 +457,7 @@ class Key:
 @dataclass(eq=False, repr=False)
 class Keys:
     """A category column's declared keys: distinct texts, none empty; or ``open`` (``OPEN``): keys chosen from the
-    data by private partition selection (dpcli.plan.sensitivity.Selection)."""
+    data by private partition selection (dpcli.plan.model.Selection)."""
 
     def load(self, path: str, raw: Any) -> tuple[str, ...] | str:
         if raw == OPEN:

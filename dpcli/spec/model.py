@@ -327,7 +327,7 @@ class PersonUnit:
 class Privacy:
     """The release's budget as the spec states it. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a
     rho, stated directly or converted from epsilon and delta; Laplace and Gaussian mechanisms). The release's budget
-    and each statistic's share of it are planning's work (dpcli.plan.sensitivity.split_budget)."""
+    and each statistic's share of it are planning's work (dpcli.plan.budget.split_budget)."""
 
     unit: str  # "row" | "person"
     neighbours: str
@@ -827,7 +827,7 @@ def open_dimensions(stat: Statistic, columns: Mapping[str, Column]) -> list[str]
 
 
 def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> None:
-    """Open keys are released only through partition selection of noisy counts (dpcli.plan.sensitivity.Selection)."""
+    """Open keys are released only through partition selection of noisy counts (dpcli.plan.model.Selection)."""
     opened = open_dimensions(stat, columns)
     if not opened:
         if stat.delta is not None:
@@ -847,7 +847,7 @@ def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> Non
 
 def _budget_rules(unit: str, budget_stated: bool, stats: list[Statistic]) -> None:
     """How the statistics share the budget, in ``unit`` ("epsilon" or "rho"): the loader's part. Computing the split,
-    and refusing named shares that add up to more than the budget, is planning's (dpcli.plan.sensitivity.split_budget)."""
+    and refusing named shares that add up to more than the budget, is planning's (dpcli.plan.budget.split_budget)."""
     other = "rho" if unit == "epsilon" else "epsilon"
     for i, s in enumerate(stats):
         if getattr(s, other) is not None:
@@ -890,7 +890,7 @@ def _privacy(priv: dict, stats: list[Statistic], columns: Mapping[str, Column]) 
 
     - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
     - ``rho`` (optionally with ``delta``, shown in the plan): a rho-zCDP release;
-    - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.sensitivity.split_budget); it
+    - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.budget.split_budget); it
     needs at
       least one ``mechanism: gaussian`` statistic.
     """
@@ -1187,7 +1187,7 @@ def spec_errors(path: str | Path) -> list[SpecError]:
     one SpecError per problem found, each naming the file (``str(e)`` is ``file: yaml.path: message``), the field
     rules' errors first in document order, then the cross-field rules' (``RuleError``: declared columns, bounds and
     bin order, budget sums, ...). A problem that stops reading (an unreadable file, invalid YAML, a missing section)
-    is the only error. The planner's limits (dpcli.plan.sensitivity.make_plan) are not checked here."""
+    is the only error. The planner's limits (dpcli.plan.model.make_plan) are not checked here."""
     p = Path(path)
     try:
         _, text = read_spec_text(path)

@@ -178,7 +178,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
 
     import dpcli.audit.release_audit
     from dpcli.cli.app import main
-    from dpcli.plan.sensitivity import make_plan
+    from dpcli.plan.model import make_plan
     from dpcli.spec.model import load_spec
 
     spec = tmp_path / "spec.yaml"

@@ -432,7 +432,7 @@ statistics:
 def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               spec: str, width: int) -> None:
     from dpcli.cli import render
-    from dpcli.plan.sensitivity import make_plan
+    from dpcli.plan.model import make_plan
     from dpcli.spec.model import load_spec
 
     if spec == "example":

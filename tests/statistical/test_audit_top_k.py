@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.audit.release_audit import audit, find_neighbours
-from dpcli.plan.sensitivity import Plan, make_plan
+from dpcli.plan.model import Plan, make_plan
 from dpcli.spec.model import parse_spec
 from tests.pf_law import permute_and_flip_law
 from tests.statistical.test_audit import ALPHA, TRIALS, guaranteed

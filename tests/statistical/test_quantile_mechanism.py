@@ -22,7 +22,7 @@ from scipy import stats
 
 from dpcli.engine import aggregate
 from dpcli.mechanisms import quantiles
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import candidate_grid, parse_spec
 from tests.statistical.test_exponential_mechanism import weights
 

@@ -26,7 +26,7 @@ from scipy import stats
 
 from dpcli.engine import ExactStatistic
 from dpcli.mechanisms.noise import draw_noise
-from dpcli.plan.sensitivity import Plan, make_plan
+from dpcli.plan.model import Plan, make_plan
 from dpcli.spec.model import parse_spec
 
 N = 10_000_000

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dpcli.mechanisms.topk import choose
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.statistical.test_exponential_mechanism import chi2_fit, peeling_probs
 

@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from dpcli.mechanisms.noise import add_noise
-from dpcli.plan.sensitivity import make_plan
+from dpcli.plan.model import make_plan
 from dpcli.postprocess.variance import variance_grids
 from dpcli.spec.model import parse_spec
 
