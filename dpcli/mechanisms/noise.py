@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcli.core.samplers import RandomSource, discrete_gaussian, discrete_laplace
+from dpcli.errors import InternalError
 from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.topk import choose, ranked
 from dpcli.plan.model import Plan, StatisticPlan
@@ -60,10 +61,8 @@ def _add(values: np.ndarray, noise: np.ndarray) -> np.ndarray:
 def add_noise(values: np.ndarray, comp: NoiseComponent) -> np.ndarray:
     """``values`` plus the noise of one plan component (its mechanism, scale or variance), exactly."""
     if comp.mechanism == "discrete_gaussian":
-        assert comp.variance is not None
-        return add_discrete_gaussian(values, comp.variance)
-    assert comp.scale is not None
-    return add_discrete_laplace(values, comp.scale)
+        return add_discrete_gaussian(values, comp.required_variance())
+    return add_discrete_laplace(values, comp.required_scale())
 
 
 @dataclass(frozen=True)
@@ -108,9 +107,8 @@ def entry_order(sp: StatisticPlan, keys: Sequence[Entry]) -> list[int]:
     declared key order, the open one by its text (Python str order: code points)."""
     import polars as pl  # loaded with the release's engine anyway; `dpcli budget` never comes here
 
-    assert sp.selection is not None
     after = 1  # cells of the declared dimensions after the open one: code = before * after + rest
-    for size in declared_sizes(sp)[sp.selection.dimension + 1:]:
+    for size in declared_sizes(sp)[sp.required_selection().dimension + 1:]:
         after *= size
     codes = np.fromiter((code for code, _ in keys), dtype=np.int64, count=len(keys))
     # polars sorts text by its UTF-8 bytes, which is code point order (Python's): a million entries in ~0.2 s, where
@@ -124,10 +122,10 @@ def select_entries(sp: StatisticPlan, noisy_counts: np.ndarray, keys: Sequence[E
     """Partition selection's release step: the entries whose noisy count reaches the threshold, with that count, in
     the output's order. ``noisy_counts[i]`` is entry ``keys[i]``'s count plus the plan's noise (or, on the no-noise
     path of the tests, its exact count)."""
-    assert sp.selection is not None
+    threshold = sp.required_selection().threshold
     if len(noisy_counts) != len(keys):
         raise ValueError("open-key statistic: counts and keys of different lengths (an engine bug)")
-    kept = np.flatnonzero(np.asarray(noisy_counts) >= sp.selection.threshold)
+    kept = np.flatnonzero(np.asarray(noisy_counts) >= threshold)
     chosen = [keys[i] for i in kept.tolist()]
     order = entry_order(sp, chosen)
     values = np.asarray(noisy_counts, dtype=np.int64)[kept[order]] if len(order) else np.zeros(0, dtype=np.int64)
@@ -137,21 +135,27 @@ def select_entries(sp: StatisticPlan, noisy_counts: np.ndarray, keys: Sequence[E
 def _checked_keys(sp: StatisticPlan, ex: ExactStatistic) -> Sequence[Entry]:
     """The engine's entries of an open-key statistic. A repeated entry would be noised and offered twice, and a key
     longer than max_length was not cut as the spec says: either is an engine bug, refused rather than released."""
-    assert sp.selection is not None
+    max_length = sp.required_selection().max_length
     keys = ex.keys
     if keys is None:
         raise ValueError(f"open-key statistic {sp.statistic.name!r}: the engine returned no keys (an engine bug)")
-    if len(set(keys)) != len(keys) or any(len(text) > sp.selection.max_length for _, text in keys):
+    if len(set(keys)) != len(keys) or any(len(text) > max_length for _, text in keys):
         raise ValueError(f"open-key statistic {sp.statistic.name!r}: repeated or uncut keys (an engine bug)")
     return keys
+
+
+def _quantile(sp: StatisticPlan) -> Quantile:
+    """The quantile statistic of a plan its kind's family sent to the quantile draws."""
+    if not isinstance(sp.statistic, Quantile):
+        raise InternalError(f"statistic {sp.statistic.name!r} is a {sp.statistic.kind}, not a quantile")
+    return sp.statistic
 
 
 def _quantile_counts(
     column: Column, sp: StatisticPlan, ex: ExactStatistic
 ) -> tuple[Quantile, np.ndarray, int, int]:
     """A quantile statistic, its exact counts as (declared cells x engine bins), its candidate spacing and count."""
-    stat = sp.statistic
-    assert isinstance(stat, Quantile)
+    stat = _quantile(sp)
     _, spacing, candidates = candidate_grid(column, stat.step)
     bins = quantile_bins(stat, column)
     return stat, np.asarray(ex.counts, dtype=np.int64).reshape(-1, bins), spacing, candidates
@@ -164,17 +168,16 @@ def draw_quantiles(
     (dpcli.mechanisms.quantiles)."""
     stat, counts, spacing, candidates = _quantile_counts(column, sp, ex)
     levels = stat.levels
-    scales = tuple(c.scale for c in sp.components[: len(levels)])
-    choices = quantiles.choose(counts, levels, scales, spacing, candidates, source)  # type: ignore[arg-type]
+    scales = tuple(c.required_scale() for c in sp.components[: len(levels)])
+    choices = quantiles.choose(counts, levels, scales, spacing, candidates, source)
     if stat.interval_share is None:
         return Noisy(None, None, choices=choices)
     count = sp.component(INTERVAL_COUNT)
     noisy_n = add_noise(counts.sum(axis=1), count)
     draw = sp.components[len(levels) + 1]
-    assert draw.scale is not None
     top = column.grid_bounds[1] - column.grid_bounds[0]
     interval = quantiles.intervals(
-        counts, levels, choices, noisy_n, count.halfwidth(INTERVAL_PART_CONFIDENCE), draw.scale,
+        counts, levels, choices, noisy_n, count.halfwidth(INTERVAL_PART_CONFIDENCE), draw.required_scale(),
         draw.halfwidth(INTERVAL_PART_CONFIDENCE), spacing, candidates, top, source,
     )
     return Noisy(None, None, choices=choices, interval=interval)
@@ -195,8 +198,7 @@ def draw_additive(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
 
 def draw_quantile(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
     """A quantile's or median's draws (``draw_quantiles``) over its column's candidate grid."""
-    stat = sp.statistic
-    assert isinstance(stat, Quantile)
+    stat = _quantile(sp)
     return draw_quantiles(plan.spec.columns[stat.column], sp, ex)
 
 
@@ -246,7 +248,8 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     output path against plain polars without noise.
     """
     if plan is None:
-        assert all(e.keys is None for e in exact), "open keys: pass the plan"
+        if any(e.keys is not None for e in exact):
+            raise InternalError("exact_noisy: open keys need the plan")
         return [Noisy(e.counts, e.sums, squares=e.squares) for e in exact]
     out = []
     for sp, e in zip(plan.statistics, exact, strict=True):
@@ -271,7 +274,8 @@ def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
     """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
     first k of them (fewer when fewer keys pass)."""
     stat = sp.statistic
-    assert isinstance(stat, TopK) and selected.counts is not None and selected.keys is not None
+    if not isinstance(stat, TopK) or selected.counts is None or selected.keys is None:
+        raise InternalError(f"statistic {stat.name!r}: only an open-key top_k's selected entries are ranked")
     order = ranked(selected.counts, stat.k).tolist()
     keys = tuple(selected.keys[i] for i in order)
     ranks = np.arange(len(order), dtype=np.int64)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from dpcli.errors import InternalError
 from dpcli.plan.quantiles import interval_grid, interval_levels, level_weights
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def rank_counts(counts: np.ndarray, spacing: int, candidates: int) -> tuple[np.n
         above = np.zeros_like(counts)
     else:
         eq, above = counts[:, 0::2], counts[:, 1::2]
-    assert eq.shape[1] == candidates
+    if eq.shape[1] != candidates:
+        raise InternalError(f"quantile bins for {eq.shape[1]} candidates, the plan has {candidates}")
     through = np.cumsum(eq + above, axis=1)  # rows <= candidate j, or below candidate j + 1
     lt = np.concatenate([np.zeros((counts.shape[0], 1), dtype=np.int64), through[:, :-1]], axis=1)
     n = through[:, -1:]

@@ -28,8 +28,7 @@ from dpcli.plan.model import StatisticPlan
 def choose(sp: StatisticPlan, counts: np.ndarray, source: RandomSource | None = None) -> np.ndarray:
     """The indices of the k keys chosen from their exact counts, in rank order (1 = the largest), drawn exactly."""
     comp = sp.component("choice")
-    assert comp.scale is not None
-    t = comp.scale  # exp(-(best - u) / t) = exp(-(num/den) (best - u)) with num/den = 1/t
+    t = comp.required_scale()  # exp(-(best - u) / t) = exp(-(num/den) (best - u)) with num/den = 1/t
     return exponential_choice(np.asarray(counts), t.denominator, t.numerator, comp.draws, source)
 
 
@@ -68,7 +67,7 @@ def permute_and_flip_log_pmf(gaps: np.ndarray, temperature: float) -> np.ndarray
 def log_probabilities(sp: StatisticPlan, counts: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
     """log P(outcome) of each row of ``outcomes`` (ordered keys, one column per draw) under the plan's peeled draws
     on ``counts``: per draw, permute-and-flip's log P of the key drawn among the keys left."""
-    t = float(sp.component("choice").scale)  # type: ignore[arg-type]
+    t = float(sp.component("choice").required_scale())
     values = np.asarray(counts, dtype=float)
     outcomes = np.asarray(outcomes).reshape(len(outcomes), -1)
     if not len(outcomes):
@@ -93,8 +92,7 @@ def peeled_sample(sp: StatisticPlan, counts: np.ndarray, size: int, source: Rand
     every step is ``exponential_sample`` over the keys left, vectorised over the trials that took the same keys so
     far (the audit needs ~10^5 of them; one ``choose`` call per trial took ~1.5 ms)."""
     comp = sp.component("choice")
-    assert comp.scale is not None
-    t, k = comp.scale, comp.draws
+    t, k = comp.required_scale(), comp.draws
     values = [int(c) for c in np.asarray(counts).tolist()]
     out = np.zeros((size, k), dtype=np.int64)
     groups: list[tuple[np.ndarray, tuple[int, ...]]] = [(np.arange(size), ())]

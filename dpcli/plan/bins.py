@@ -4,7 +4,7 @@ fixed-point grid."""
 from __future__ import annotations
 
 from dpcli.core.accounting import format_exact
-from dpcli.errors import SpecError
+from dpcli.errors import InternalError, SpecError
 from dpcli.spec.model import EdgeBins, GridBins, Histogram, Spec
 
 
@@ -23,7 +23,8 @@ def check_bins_on_grid(path: str, spec: Spec, stat: Histogram) -> None:
     if not column.numeric or bins is None:
         return
     p = column.precision
-    assert p is not None
+    if p is None:  # the loader gives every numeric column a precision
+        raise InternalError(f"column {column.name!r} has no precision")
     if isinstance(bins, GridBins):
         if bins.step < p:
             raise SpecError(f"{path}.bins.step", f"bins narrower than the column's precision {format_exact(p)}")

@@ -19,7 +19,7 @@ from dpcli.core.accounting import (
     selection_threshold,
     zcdp_to_epsilon,
 )
-from dpcli.errors import SpecError
+from dpcli.errors import InternalError, SpecError
 from dpcli.plan.bins import bin_count, check_bins_on_grid
 from dpcli.plan.budget import NOTHING_SPENT, cost_text, split_budget
 from dpcli.plan.sensitivity import (
@@ -77,6 +77,12 @@ class StatisticPlan:
         if self.components and self.components[0].mechanism == "exponential":  # top_k over declared keys
             return "exponential"
         return "discrete_gaussian" if self.statistic.mechanism == "gaussian" else "discrete_laplace"
+
+    def required_selection(self) -> Selection:
+        """The partition selection of an open-key statistic."""
+        if self.selection is None:
+            raise InternalError(f"statistic {self.statistic.name!r} has no partition selection")
+        return self.selection
 
     def component(self, role: str) -> NoiseComponent:
         for c in self.components:
@@ -166,14 +172,14 @@ def _selection(
     persons = counts_persons(stat)
     keys = b.reach if b is not None else 1
     per_key = 1 if (b is None or persons) else b.per_cell
-    assert count.scale is not None
-    tau = selection_threshold(count.scale, keys, per_key, delta)
-    spent = selection_delta(count.scale, keys, per_key, tau)
+    scale = count.required_scale()
+    tau = selection_threshold(scale, keys, per_key, delta)
+    spent = selection_delta(scale, keys, per_key, tau)
     who = "one row" if b is None else f"one person ({b.text()})"
     why = (
         f"an entry only {who} holds has a count of at most r={per_key}, and "
         f"{'a row is in' if b is None else 'that person holds'} at most g={keys} such entries; with discrete "
-        f"Laplace noise of t={format_decimal(count.scale, 6)} an entry is released when its "
+        f"Laplace noise of t={format_decimal(scale, 6)} an entry is released when its "
         f"noisy count is at least τ={tau}: g·P(Z ≥ τ - r) = g·q^(τ-r)/(1+q) ≤ {float(spent):.3g} ≤ "
         f"δ={format_decimal(delta, 6)}, q = e^(-1/t)"
     )
@@ -265,7 +271,8 @@ def _split_selection_deltas(spec: Spec) -> dict[int, Fraction]:
     for i in opened:
         named = spec.statistics[i].delta
         if named is None:
-            assert delta is not None  # the loader requires privacy.delta with open keys
+            if delta is None:  # the loader requires privacy.delta with open keys
+                raise InternalError(f"statistic {spec.statistics[i].name!r} has open keys and no delta")
             named = delta / len(opened)
         out[i] = named
     return out

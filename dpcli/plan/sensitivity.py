@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpcli.core.accounting import format_decimal, format_exact, rho_to_pure_epsilon
-from dpcli.errors import SpecError
+from dpcli.errors import InternalError, SpecError
 from dpcli.plan.quantiles import rank_bound, utility_sensitivity
 from dpcli.plan.scales import (
     MAX_SCALE,
@@ -81,30 +81,50 @@ class NoiseComponent:
     choices: int = 0  # exponential (top_k): the keys it chooses among
     draws: int = 0  # exponential (top_k): the keys it chooses (k), one draw of ``epsilon`` each
 
+    def __post_init__(self) -> None:
+        # checked when the plan is made, before any spend: a component the mechanisms could not draw is a planner bug
+        needed = self.variance if self.mechanism == "discrete_gaussian" else self.scale
+        if needed is None:
+            raise InternalError(f"noise component {self.role!r} ({self.mechanism}) has no noise parameter")
+
+    def required_scale(self) -> Fraction:
+        """The Laplace scale, or the exponential mechanism's temperature, in grid units."""
+        if self.scale is None:
+            raise InternalError(f"noise component {self.role!r} ({self.mechanism}) has no scale")
+        return self.scale
+
+    def required_variance(self) -> Fraction:
+        """The discrete Gaussian's sigma^2, in grid units."""
+        if self.variance is None:
+            raise InternalError(f"noise component {self.role!r} ({self.mechanism}) has no variance")
+        return self.variance
+
     def halfwidth(self, confidence: float) -> int:
         """Smallest k with P(|noise| <= k) >= confidence (grid units). For the exponential mechanism (``scale`` its
         temperature): of a quantile level, how far below the best utility the released candidate's may fall
         (utility units: ``unit`` rows each); of a top_k, the count gap: with that probability every draw's key has a
         count within k of the largest count left at that draw."""
         if self.mechanism == "exponential":
-            assert self.scale is not None
             if self.draws:
-                return choice_gap(self.scale, self.choices, self.draws, confidence)
-            return rank_bound(self.scale, self.candidates, confidence)
+                return choice_gap(self.required_scale(), self.choices, self.draws, confidence)
+            return rank_bound(self.required_scale(), self.candidates, confidence)
         if self.mechanism == "discrete_gaussian":
-            assert self.variance is not None
-            return gaussian_halfwidth(self.variance, confidence)
-        assert self.scale is not None
-        return laplace_halfwidth(self.scale, confidence)
+            return gaussian_halfwidth(self.required_variance(), confidence)
+        return laplace_halfwidth(self.required_scale(), confidence)
 
     @property
     def parameter_text(self) -> str:
         """The noise parameter as a person reads it: t for Laplace, sigma for Gaussian."""
         if self.mechanism == "discrete_gaussian":
-            assert self.variance is not None
-            return f"σ={math.sqrt(self.variance):.6g}"
-        assert self.scale is not None
-        return f"t={format_decimal(self.scale, 6)}"
+            return f"σ={math.sqrt(self.required_variance()):.6g}"
+        return f"t={format_decimal(self.required_scale(), 6)}"
+
+
+def grid_step(column: Column) -> Fraction:
+    """A numeric column's precision: the value of one grid unit (the loader gives every numeric column one)."""
+    if column.precision is None:
+        raise InternalError(f"column {column.name!r} has no precision")
+    return column.precision
 
 
 @dataclass(frozen=True)
@@ -226,8 +246,7 @@ def _person_sum_component(
     (||b - a|| <= ||a|| + ||b||); without cells, a replaced person changes the one sum by at most
     K max(U - L, max(|L|, |U|)) (row clamp) or max(U - L, max(|L|, |U|)) (person clamp)."""
     glo, ghi = column.grid_bounds
-    p = column.precision
-    assert p is not None
+    p = grid_step(column)
     offset = (glo + ghi) // 2 if centred else 0
     lo, hi = glo - offset, ghi - offset
     biggest, width = max(abs(lo), abs(hi)), hi - lo
@@ -289,8 +308,7 @@ def _sum_component(
     path: str, stat: Statistic, column: Column, neighbours: str, budget: Share, centred: bool
 ) -> NoiseComponent:
     glo, ghi = column.grid_bounds
-    p = column.precision
-    assert p is not None
+    p = grid_step(column)
     offset = (glo + ghi) // 2 if centred else 0
     lo, hi = glo - offset, ghi - offset
     biggest = max(abs(lo), abs(hi))
@@ -335,8 +353,7 @@ def quantile_components(
     sampler's domain, numerator and denominator <= 2**48, and at most MAX_SCALE."""
     column = spec.columns[stat.column]
     _, spacing, candidates = candidate_grid(column, stat.step)
-    p = column.precision
-    assert p is not None
+    p = grid_step(column)
     k = len(stat.levels)
     paid = share * (1 - stat.interval_share) if stat.interval_share is not None else share
     each = paid / k
@@ -489,8 +506,7 @@ def _variance_components(
     changes their sum by at most Q (added, removed, or replaced within one cell, a missing value included) and a
     row moving between cells changes two cells by Q each (L1 2Q, L2² 2Q²)."""
     third = Share(budget.mechanism, budget.amount / 3)
-    p = column.precision
-    assert p is not None
+    p = grid_step(column)
     glo, ghi = column.grid_bounds
     offset = (glo + ghi) // 2
     step = square_step(column)

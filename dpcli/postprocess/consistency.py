@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcli.core.accounting import format_exact
-from dpcli.errors import SpecError
+from dpcli.errors import InternalError, SpecError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import Column, EdgeBins, GridBins, PostProcess, histogram_bins
@@ -208,9 +208,11 @@ def noise_variance(mechanism: str, scale: Fraction | None, variance: Fraction | 
     with scale t (P(k) proportional to exp(-|k|/t)) has variance 2 e^(-1/t) / (1 - e^(-1/t))^2; the discrete
     Gaussian's variance is at most its sigma^2 (Canonne, Kamath, Steinke 2020), used as the weight."""
     if mechanism == "discrete_gaussian":
-        assert variance is not None
+        if variance is None:
+            raise InternalError("a discrete Gaussian component without its variance")
         return float(variance)
-    assert scale is not None
+    if scale is None:
+        raise InternalError(f"a {mechanism} component without its scale")
     q = float(np.exp(-1 / float(scale)))
     return 2 * q / (1 - q) ** 2
 
@@ -237,7 +239,8 @@ def _counts_every_row(column: Column, bins: EdgeBins | GridBins | None) -> bool:
         return False
     if not column.numeric:
         return True
-    assert column.bounds is not None and bins is not None
+    if column.bounds is None or bins is None:  # the loader gives a numeric column bounds, its histogram bins
+        raise InternalError(f"numeric column {column.name!r} without bounds or bins")
     return bins.edge(0) <= column.bounds[0] and bins.edge(bins.count) > column.bounds[1]
 
 
@@ -313,8 +316,18 @@ def check_plan(plan: Plan) -> None:
             plan.statistics[group.finest].cells, [plan.statistics[i].statistic.name for i in group.members]
         )
     for sp in plan.statistics:
-        if _policy(plan, sp).consistent and _skip_reason(plan, sp) is None:
+        policy = _policy(plan, sp)
+        if policy.consistent and _skip_reason(plan, sp) is None:
             check_finest_size(sp.cells, [sp.statistic.name])
+        if policy.small_cells is not None:
+            small_cell_width(policy)  # here, before the spend, rather than in the sidecar after it
+
+
+def small_cell_width(policy: PostProcess) -> Fraction:
+    """The width relative to |value| above which a cell is small (the loader requires it with ``small_cells``)."""
+    if policy.max_relative_width is None:
+        raise InternalError("postprocess.small_cells without max_relative_width")
+    return policy.max_relative_width
 
 
 def plan_notes(plan: Plan) -> list[str | None]:
@@ -339,9 +352,8 @@ def plan_notes(plan: Plan) -> list[str | None]:
         if policy.digits is not None and KINDS[sp.statistic.kind].rounded:
             parts.append(f"rounded to {policy.digits} decimal places")
         if policy.small_cells is not None:
-            assert policy.max_relative_width is not None
             verb = "flagged" if policy.small_cells == "flag" else "suppressed"
-            width = format_exact(policy.max_relative_width)
+            width = format_exact(small_cell_width(policy))
             parts.append(f"cells with an interval wider than {width} x |value| {verb}")
         out.append("; ".join(parts) if parts else None)
     return out
@@ -408,7 +420,7 @@ def sidecar_blocks(plan: Plan) -> dict[str, dict]:
             "nonnegative": policy.nonnegative and KINDS[sp.statistic.kind].nonnegative,
             "digits": policy.digits if KINDS[sp.statistic.kind].rounded else None,
             "small_cells": None if policy.small_cells is None else {
-                "max_relative_width": format_exact(policy.max_relative_width),  # type: ignore[arg-type]
+                "max_relative_width": format_exact(small_cell_width(policy)),
                 "action": policy.small_cells,
             },
         }
