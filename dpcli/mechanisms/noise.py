@@ -51,11 +51,15 @@ def add_discrete_gaussian(values: np.ndarray, variance: Fraction, source: Random
 
 
 def _add(values: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    # numpy's operators are typed as returning Any: the annotation says what they return here
+    noisy: np.ndarray
     if values.dtype == object:
-        return values + noise.astype(object)
-    if len(values) and int(np.abs(values).max()) >= _INT64_SAFE:
-        return values.astype(object) + noise.astype(object)
-    return values.astype(np.int64) + noise
+        noisy = values + noise.astype(object)
+    elif len(values) and int(np.abs(values).max()) >= _INT64_SAFE:
+        noisy = values.astype(object) + noise.astype(object)
+    else:
+        noisy = values.astype(np.int64) + noise
+    return noisy
 
 
 def add_noise(values: np.ndarray, comp: NoiseComponent) -> np.ndarray:

@@ -48,9 +48,12 @@ def utilities(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
 
     a, b = level_weights(q)
     largest = int(max(lt.max(initial=0), gt.max(initial=0)))
+    # numpy's ufuncs are typed as returning Any: the annotations say what they return here
     if largest * b < 2**62:
-        return -np.abs((b - a) * lt - a * gt)
-    return -np.abs((b - a) * lt.astype(object) - a * gt.astype(object))
+        exact: np.ndarray = -np.abs((b - a) * lt - a * gt)
+        return exact
+    wide: np.ndarray = -np.abs((b - a) * lt.astype(object) - a * gt.astype(object))
+    return wide
 
 
 def choose(counts: np.ndarray, levels: tuple[Fraction, ...], scales: tuple[Fraction, ...], spacing: int,
@@ -103,7 +106,8 @@ def _saturated_times(v: np.ndarray, a: int) -> np.ndarray:
 
     if a == 0:
         return np.zeros_like(v)
-    return np.minimum(np.minimum(v, GAP_CAP // a + 1) * a, GAP_CAP)
+    saturated: np.ndarray = np.minimum(np.minimum(v, GAP_CAP // a + 1) * a, GAP_CAP)
+    return saturated
 
 
 def _positive_part(x: np.ndarray, y: np.ndarray, a: int, b: int, c: int) -> np.ndarray:
@@ -135,7 +139,8 @@ def quantile_gaps(lt: np.ndarray, gt: np.ndarray, q: Fraction) -> np.ndarray:
     least = min(abs((b - a) * int(lt[i]) - a * int(gt[i])) for i in (max(j - 1, 0), min(j, len(lt) - 1)))
     rising = _positive_part(lt, gt, b - a, a, -least)
     falling = _positive_part(gt[::-1], lt[::-1], a, b - a, -least)[::-1]
-    return np.maximum(rising, falling)
+    gaps: np.ndarray = np.maximum(rising, falling)
+    return gaps
 
 
 def best(counts: np.ndarray, levels: tuple[Fraction, ...], spacing: int, candidates: int) -> np.ndarray:
@@ -167,7 +172,8 @@ def interval_gaps(lt: np.ndarray, through: np.ndarray, n: int, level: Fraction, 
     zeros = np.zeros_like(lt)
     above = _positive_part(lt, zeros, grid, 0, -a * n)  # D lt(c) - a n, non-decreasing
     below = _positive_part(zeros, through[::-1], 0, grid, a * n)[::-1]  # a n - D through(c), non-increasing
-    return np.maximum(above, below)
+    gaps: np.ndarray = np.maximum(above, below)
+    return gaps
 
 
 def intervals(counts: np.ndarray, levels: tuple[Fraction, ...], values: np.ndarray, noisy_n: np.ndarray,

@@ -61,7 +61,8 @@ def permute_and_flip_log_pmf(gaps: np.ndarray, temperature: float) -> np.ndarray
     total = log_factors.sum(axis=1, keepdims=True)
     terms = _LOG_W[:, None] + total - log_factors  # the product over j != i, weighted
     top = terms.max(axis=0)
-    return -g / temperature + top + np.log(np.exp(terms - top).sum(axis=0))
+    log_pmf: np.ndarray = -g / temperature + top + np.log(np.exp(terms - top).sum(axis=0))  # numpy's log: Any
+    return log_pmf
 
 
 def log_probabilities(sp: StatisticPlan, counts: np.ndarray, outcomes: np.ndarray) -> np.ndarray:

@@ -42,6 +42,8 @@ from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import Column, EdgeBins, GridBins, PostProcess, histogram_bins
 
 if TYPE_CHECKING:
+    from scipy import sparse  # untyped (no scipy-stubs installed): its names are Any to mypy
+
     from dpcli.mechanisms.noise import Noisy
 
 # The finest table GLS solves for: a sparse least-squares problem with one unknown per finest cell. 10^6 cells solve
@@ -91,7 +93,7 @@ def check_finest_size(cells: int, names: Sequence[str]) -> None:
         )
 
 
-def _margin_matrix(finest: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _margin_matrix(finest: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...]) -> sparse.csr_matrix:
     """The sparse matrix summing finest cells (row-major over ``finest``) into the cells over ``dims``."""
     from scipy import sparse
 
@@ -143,7 +145,7 @@ def round_keeping_total(x: np.ndarray) -> np.ndarray:
     base = np.floor(x)
     short = round(float(x.sum())) - int(base.sum())
     order = np.argsort(-(x - base), kind="stable")
-    out = base.astype(np.int64)
+    out: np.ndarray = base.astype(np.int64)  # numpy's floor is typed as returning Any
     out[order[:short]] += 1
     return out
 
@@ -391,17 +393,17 @@ def _sizes(sp: StatisticPlan) -> list[int]:
     return [len(k) if k is not None else histogram_bins(sp.statistic).count for k in sp.dimension_keys]
 
 
-def sidecar_blocks(plan: Plan) -> dict[str, dict]:
+def sidecar_blocks(plan: Plan) -> dict[str, dict[str, object]]:
     """Per statistic with a `postprocess:` policy, its sidecar block (public: the spec's policy and which statistics
     were made consistent together, decided from the spec alone)."""
     groups, notes = consistency_groups(plan)
     grouped = {i: g for g in groups for i in g.members}
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, object]] = {}
     for i, sp in enumerate(plan.statistics):
         policy = plan.spec.postprocess.get(sp.statistic.name)
         if policy is None:
             continue
-        consistent: dict | None = None
+        consistent: dict[str, object] | None = None
         if i in grouped:
             g = grouped[i]
             consistent = {

@@ -53,7 +53,7 @@ def means(
     ks, kc = s_comp.halfwidth(part), c_comp.halfwidth(part)
     unit, offset = s_comp.unit, s_comp.offset
     lo, hi = Fraction(bounds[0]), Fraction(bounds[1])
-    step = unit / 10**MEAN_DIGITS_BELOW_PRECISION
+    step: Fraction = unit / 10**MEAN_DIGITS_BELOW_PRECISION  # int ** a name is typed Any
 
     def real(x: Fraction) -> Fraction:
         """grid units (centred) -> output units, clipped to the bounds and rounded to the mean's grid."""
@@ -161,7 +161,8 @@ def _round_half_even_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     q = num // den
     twice = 2 * (num - q * den)
     up = (twice > den) | ((twice == den) & (q % 2 == 1))
-    return q + up.astype(np.int64)
+    rounded: np.ndarray = q + up.astype(np.int64)  # numpy's operators on untyped arrays: Any
+    return rounded
 
 
 def mean_grids(
