@@ -694,7 +694,7 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
         ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0..18)"), ("ages", "", "[18..65)"),
         ("ages", "", "[65..101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
     ]
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
     from dpcli.publish.table import build_table
 
     plan = make_plan(parse_spec(SPEC))

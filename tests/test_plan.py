@@ -442,7 +442,7 @@ def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
     import numpy as np
 
     from dpcli.cli import render
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
     from dpcli.publish.table import build_table
 
     spec = parse_spec(many_counts(n, privacy))

@@ -9,16 +9,13 @@ arrays of Python ints (fixed-point sums, which may exceed 64 bits).
 its kind's family (dpcli/spec/kinds.py): ``DRAWS`` holds one function per family, so a new kind of an existing family
 changes nothing here.
 
-Open-key statistics (``StatisticPlan.selection`` set) go through private partition selection (``select_entries``):
-the engine hands one entry per *observed* cell, each entry's count gets the plan's discrete Laplace noise, and an
-entry is released, with that same noisy count, when the noisy count reaches the plan's threshold. Cells nobody falls
-in never appear, and nothing else about the data decides which keys are released.
+Open-key statistics (``StatisticPlan.selection`` set) get noise on each observed entry's count and go through private
+partition selection (dpcli.mechanisms.selection).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -27,12 +24,14 @@ import numpy as np
 from dpcli.core.samplers import RandomSource, discrete_gaussian, discrete_laplace
 from dpcli.errors import InternalError
 from dpcli.mechanisms import quantiles
-from dpcli.mechanisms.topk import choose, ranked
+from dpcli.mechanisms.noisy import Noisy
+from dpcli.mechanisms.selection import checked_keys, select_entries
+from dpcli.mechanisms.topk import choose, rank_entries, ranked
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.quantiles import INTERVAL_COUNT, INTERVAL_PART_CONFIDENCE
 from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.spec.kinds import KINDS, Family
-from dpcli.spec.model import Column, Quantile, TopK, candidate_grid, histogram_bins, quantile_bins
+from dpcli.spec.model import Column, Quantile, TopK, candidate_grid, quantile_bins
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic
@@ -67,85 +66,6 @@ def add_noise(values: np.ndarray, comp: NoiseComponent) -> np.ndarray:
     if comp.mechanism == "discrete_gaussian":
         return add_discrete_gaussian(values, comp.required_variance())
     return add_discrete_laplace(values, comp.required_scale())
-
-
-@dataclass(frozen=True)
-class Noisy:
-    """Noisy integers of one statistic (grid units), the input of post-processing.
-
-    Declared cells: one value per declared cell, ``keys`` None. Open keys: one value per *released* entry, and
-    ``keys[i]`` = (code over the declared dimensions, open key text) of value i, in the output's order."""
-
-    counts: np.ndarray | None
-    sums: np.ndarray | None
-    keys: tuple[tuple[int, str], ...] | None = None
-    # a quantile: per declared cell and level (increasing), the index of the released candidate (cells x levels)
-    choices: np.ndarray | None = None
-    # top_k / mode over declared keys: the chosen keys' indices, in rank order (dpcli.mechanisms.topk); open keys:
-    # ``keys`` in
-    # rank order, with their noisy counts
-    chosen: np.ndarray | None = None
-    squares: np.ndarray | None = None  # variance/std: the noisy centred sums of squares (their own grid)
-    # a quantile with interval: (ci_low, ci_high) as grid offsets from its lowest candidate (cells x levels)
-    interval: tuple[np.ndarray, np.ndarray] | None = None
-
-
-Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
-
-
-def declared_sizes(sp: StatisticPlan) -> list[int]:
-    """Sizes of the statistic's dimensions (None for a numeric histogram's bins; the open one counted as 0)."""
-    stat = sp.statistic
-    open_dim = sp.selection.dimension if sp.selection is not None else -1
-    sizes = []
-    for j, keys in enumerate(sp.dimension_keys):
-        if j == open_dim:
-            sizes.append(0)
-        else:
-            sizes.append(len(keys) if keys is not None else histogram_bins(stat).count)
-    return sizes
-
-
-def entry_order(sp: StatisticPlan, keys: Sequence[Entry]) -> list[int]:
-    """Indices of ``keys`` in the output's order: over the statistic's dimensions in turn, declared dimensions in
-    declared key order, the open one by its text (Python str order: code points)."""
-    import polars as pl  # loaded with the release's engine anyway; `dpcli budget` never comes here
-
-    after = 1  # cells of the declared dimensions after the open one: code = before * after + rest
-    for size in declared_sizes(sp)[sp.required_selection().dimension + 1:]:
-        after *= size
-    codes = np.fromiter((code for code, _ in keys), dtype=np.int64, count=len(keys))
-    # polars sorts text by its UTF-8 bytes, which is code point order (Python's): a million entries in ~0.2 s, where
-    # sorted() with a key function took ~1.5 s
-    texts = pl.Series([text for _, text in keys], dtype=pl.String)
-    frame = pl.DataFrame({"before": codes // after, "text": texts, "rest": codes % after})
-    return frame.with_row_index().sort(["before", "text", "rest"])["index"].to_list()
-
-
-def select_entries(sp: StatisticPlan, noisy_counts: np.ndarray, keys: Sequence[Entry]) -> Noisy:
-    """Partition selection's release step: the entries whose noisy count reaches the threshold, with that count, in
-    the output's order. ``noisy_counts[i]`` is entry ``keys[i]``'s count plus the plan's noise (or, on the no-noise
-    path of the tests, its exact count)."""
-    threshold = sp.required_selection().threshold
-    if len(noisy_counts) != len(keys):
-        raise ValueError("open-key statistic: counts and keys of different lengths (an engine bug)")
-    kept = np.flatnonzero(np.asarray(noisy_counts) >= threshold)
-    chosen = [keys[i] for i in kept.tolist()]
-    order = entry_order(sp, chosen)
-    values = np.asarray(noisy_counts, dtype=np.int64)[kept[order]] if len(order) else np.zeros(0, dtype=np.int64)
-    return Noisy(values, None, tuple(chosen[i] for i in order))
-
-
-def _checked_keys(sp: StatisticPlan, ex: ExactStatistic) -> Sequence[Entry]:
-    """The engine's entries of an open-key statistic. A repeated entry would be noised and offered twice, and a key
-    longer than max_length was not cut as the spec says: either is an engine bug, refused rather than released."""
-    max_length = sp.required_selection().max_length
-    keys = ex.keys
-    if keys is None:
-        raise ValueError(f"open-key statistic {sp.statistic.name!r}: the engine returned no keys (an engine bug)")
-    if len(set(keys)) != len(keys) or any(len(text) > max_length for _, text in keys):
-        raise ValueError(f"open-key statistic {sp.statistic.name!r}: repeated or uncut keys (an engine bug)")
-    return keys
 
 
 def _quantile(sp: StatisticPlan) -> Quantile:
@@ -191,7 +111,7 @@ def draw_additive(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
     """Each of the statistic's noise components added to its exact vector (counts, sums, squares); open keys: the
     noisy counts' partition selection."""
     if sp.selection is not None:
-        keys = _checked_keys(sp, ex)
+        keys = checked_keys(sp, ex)
         return select_entries(sp, add_noise(_narrowed(ex.counts), sp.component("count")), keys)
     has_count = any(c.role == "count" for c in sp.components)
     counts = add_noise(_narrowed(ex.counts), sp.component("count")) if has_count else None
@@ -213,7 +133,7 @@ def draw_ranking(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
     if sp.selection is None:
         return Noisy(None, None, chosen=choose(sp, ex.counts))
     noisy = add_noise(_narrowed(ex.counts), sp.component("count"))
-    return rank_entries(sp, select_entries(sp, noisy, _checked_keys(sp, ex)))
+    return rank_entries(sp, select_entries(sp, noisy, checked_keys(sp, ex)))
 
 
 def draw_randomized(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
@@ -259,7 +179,7 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
     for sp, e in zip(plan.statistics, exact, strict=True):
         stat = sp.statistic
         if sp.selection is not None:
-            selected = select_entries(sp, e.counts, _checked_keys(sp, e))
+            selected = select_entries(sp, e.counts, checked_keys(sp, e))
             out.append(rank_entries(sp, selected) if isinstance(stat, TopK) else selected)
         elif isinstance(stat, Quantile):  # the candidate of the largest utility
             _, counts, spacing, candidates = _quantile_counts(plan.spec.columns[stat.column], sp, e)
@@ -272,15 +192,3 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
         else:
             out.append(Noisy(e.counts, e.sums, squares=e.squares))
     return out
-
-
-def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
-    """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
-    first k of them (fewer when fewer keys pass)."""
-    stat = sp.statistic
-    if not isinstance(stat, TopK) or selected.counts is None or selected.keys is None:
-        raise InternalError(f"statistic {stat.name!r}: only an open-key top_k's selected entries are ranked")
-    order = ranked(selected.counts, stat.k).tolist()
-    keys = tuple(selected.keys[i] for i in order)
-    ranks = np.arange(len(order), dtype=np.int64)
-    return Noisy(np.asarray(selected.counts, dtype=np.int64)[order], None, keys, chosen=ranks)

@@ -6,9 +6,9 @@ component's scale): each draw visits the keys left in a uniformly random order a
 accepted with probability exp(-(best - count) / t). Its work is fixed by the number of keys, k and t (a rejection
 sampler's running time would depend on how close the counts are). No noisy count is released.
 
-Open keys (``categories: open``): the keys that pass the partition selection (dpcli.mechanisms.noise.select_entries),
-ranked
-by their released noisy counts: post-processing of the selection's release, which costs nothing more.
+Open keys (``categories: open``): the keys that pass the partition selection
+(dpcli.mechanisms.selection.select_entries), ranked by their released noisy counts (``rank_entries``):
+post-processing of the selection's release, which costs nothing more.
 
 Ties (post-processing of noisy counts, and the no-noise path of the tests) go to the key that comes first in the
 output's key order.
@@ -22,7 +22,10 @@ import math
 import numpy as np
 
 from dpcli.core.samplers import RandomSource, exponential_choice, exponential_sample
+from dpcli.errors import InternalError
+from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import StatisticPlan
+from dpcli.spec.model import TopK
 
 
 def choose(sp: StatisticPlan, counts: np.ndarray, source: RandomSource | None = None) -> np.ndarray:
@@ -121,3 +124,15 @@ def outcomes_between(sp: StatisticPlan, counts_d: np.ndarray, counts_d_prime: np
     while len(keys) > k and math.perm(len(keys), k) > limit:
         keys.pop()
     return np.array(list(itertools.permutations(keys, k)), dtype=np.int64).reshape(-1, k)
+
+
+def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
+    """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
+    first k of them (fewer when fewer keys pass)."""
+    stat = sp.statistic
+    if not isinstance(stat, TopK) or selected.counts is None or selected.keys is None:
+        raise InternalError(f"statistic {stat.name!r}: only an open-key top_k's selected entries are ranked")
+    order = ranked(selected.counts, stat.k).tolist()
+    keys = tuple(selected.keys[i] for i in order)
+    ranks = np.arange(len(order), dtype=np.int64)
+    return Noisy(np.asarray(selected.counts, dtype=np.int64)[order], None, keys, chosen=ranks)

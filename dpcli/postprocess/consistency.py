@@ -44,7 +44,7 @@ from dpcli.spec.model import Column, EdgeBins, GridBins, PostProcess, histogram_
 if TYPE_CHECKING:
     from scipy import sparse  # untyped (no scipy-stubs installed): its names are Any to mypy
 
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
 
 # The finest table GLS solves for: a sparse least-squares problem with one unknown per finest cell. 10^6 cells solve
 # in seconds (scipy lsqr, a few tens of iterations); a bigger table is refused before anything is spent.

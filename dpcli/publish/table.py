@@ -79,7 +79,7 @@ from dpcli.spec.model import (
 if TYPE_CHECKING:
 
     from dpcli.ledger import Record
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
 
 # Contract 0.3: what each row is (DESCRIBING_COLUMNS, after `statistic`), and a binned row's edges as numbers
 # (BIN_COLUMNS, after the dimensions)
@@ -395,7 +395,7 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
     """The label columns of an open-key statistic's released entries (dimension -> one label per entry): the open
     dimension's key text as it is, each declared dimension's key from the entry's code (first dimension slowest).
     Texts columns: the writers quote and escape each one (commas, quotes, line breaks, any character)."""
-    from dpcli.mechanisms.noise import declared_sizes  # the mechanisms' own reading of an entry's code
+    from dpcli.mechanisms.selection import declared_sizes  # the mechanisms' own reading of an entry's code
 
     assert sp.selection is not None
     stat = sp.statistic
