@@ -45,14 +45,15 @@ def test_a_small_cell_policy_without_its_width_is_refused_before_the_spend() -> 
 
 # Each line breaks one invariant; under -O an assert would let it through (a wrong draw, a silent pass)
 UNDER_O = """
+from types import SimpleNamespace
 import numpy as np
 from dpcli.errors import InternalError
-from dpcli.engine import ExactStatistic
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.mechanisms.quantiles import rank_counts
+open_keys = SimpleNamespace(counts=np.array([1]), sums=None, squares=None, keys=((0, "a"),))  # the engine unloaded
 checks = [
     lambda: rank_counts(np.zeros((1, 3), dtype=np.int64), 1, 4),  # bins for 3 candidates, the plan has 4
-    lambda: exact_noisy([ExactStatistic(np.array([1]), None, keys=((0, "a"),))]),  # open keys without the plan
+    lambda: exact_noisy([open_keys]),  # open keys without the plan
 ]
 for check in checks:
     try:
