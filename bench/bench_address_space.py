@@ -99,7 +99,8 @@ def main() -> int:
     parser.add_argument("--no-search", action="store_true", help="skip the search for the smallest ulimit -v")
     args = parser.parse_args()
     from dpcli.core.resources import address_space_needed_mb
-    from dpcli.plan.model import make_plan, release_cost
+    from dpcli.plan.cost import release_cost
+    from dpcli.plan.model import make_plan
     from dpcli.spec.load import load_spec
 
     with tempfile.TemporaryDirectory() as tmp:

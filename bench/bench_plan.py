@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dpcli.cli import render
-from dpcli.mechanisms.noise import Noisy
+from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
 from dpcli.spec.load import MAX_SPEC_BYTES, load_spec

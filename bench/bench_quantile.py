@@ -6,7 +6,7 @@
 1. Accuracy: a 299k-row file made by sampling tests/data/adult.csv's rows with replacement (seeded; the Adult
    extract, CC BY 4.0, tests/data/README.md), `{kind: median, column: age}` at epsilon 0.25 with age bounds 17-90.
    The engine's exact bins are computed once, then the mechanism runs ``--runs`` times on them
-   (dpcli.plan.quantiles.choose,
+   (dpcli.mechanisms.quantiles.choose,
    the release's own draw): how often the released median equals the true one (from the sorted ages, in plain
    Python), and the mean absolute error. Beside it, the same draw with the utility -|b #{x < c} - a n| (rows equal to
    c counted below it, as in Smith 2011 and Tumult): the baseline the issue quotes (off by about half a year).
@@ -29,8 +29,8 @@ import polars as pl
 
 from dpcli.core.samplers import exponential_choice
 from dpcli.engine import aggregate
+from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.noise import add_discrete_laplace
-from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.grid import candidate_grid
 from dpcli.spec.load import parse_spec

@@ -3,9 +3,10 @@
     .venv/bin/python bench/bench_selection.py            # best of 3
     .venv/bin/python bench/bench_selection.py --repeat 5
 
-The exact bins of 10^6 uniform rows over [0, 10^6) are made once; the release's own draw (dpcli.plan.quantiles.choose:
-rank counts, the gaps, the draw) runs ``--repeat`` times at epsilon 1 and its best time is printed as a ratio to
-discrete Laplace noise on 10^6 cells (what a 10^6-cell histogram release draws), in the same run. Two neighbouring
+The exact bins of 10^6 uniform rows over [0, 10^6) are made once; the release's own draw
+(dpcli.mechanisms.quantiles.choose: rank counts, the gaps, the draw) runs ``--repeat`` times at epsilon 1 and its
+best time is printed as a ratio to discrete Laplace noise on 10^6 cells (what a 10^6-cell histogram release draws),
+in the same run. Two neighbouring
 bin vectors (one row moved from the middle to the top) are timed the same way: with permute-and-flip their ratio
 is machine jitter around 1 (the draw's work does not depend on the data).
 """
@@ -19,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpcli.core.samplers import discrete_laplace
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 
 M = 1_000_000
 

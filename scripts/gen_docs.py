@@ -207,10 +207,10 @@ LIMITS = [
     ("dpcli.spec.v1", "MAX_KEY_LENGTH", "an open key's `max_length`"),
     ("dpcli.spec.model", "DEFAULT_MAX_RECORD_BYTES", "`csv.max_record_bytes` by default"),
     ("dpcli.spec.v1", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
-    ("dpcli.plan.model", "MAX_SCALE", "a noise scale, in grid steps"),
-    ("dpcli.plan.model", "MAX_VARIANCE", "a Gaussian noise variance, in grid steps²"),
-    ("dpcli.plan.model", "MAX_RELEASE_CELLS", "cells of a release"),
-    ("dpcli.plan.model", "MAX_RELEASE_MEMORY_MB", "estimated peak memory of a release, MB"),
+    ("dpcli.plan.scales", "MAX_SCALE", "a noise scale, in grid steps"),
+    ("dpcli.plan.scales", "MAX_VARIANCE", "a Gaussian noise variance, in grid steps²"),
+    ("dpcli.plan.cost", "MAX_RELEASE_CELLS", "cells of a release"),
+    ("dpcli.plan.cost", "MAX_RELEASE_MEMORY_MB", "estimated peak memory of a release, MB"),
     ("dpcli.engine.inputs", "DEFAULT_MAX_INPUT_BYTES", "`--max-input-bytes` by default"),
     ("dpcli.engine.inputs", "DEFAULT_INPUT_TIMEOUT", "`--input-timeout` by default, seconds"),
     ("dpcli.engine.inputs", "MAX_INPUT_TIMEOUT", "`--input-timeout`, seconds"),
@@ -247,7 +247,7 @@ def limits_table() -> list[str]:
 
 
 def release_size() -> str:
-    from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
+    from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
     from dpcli.spec.kinds import KINDS
 
     by_cost: dict[int, list[str]] = {}

@@ -22,8 +22,9 @@ import pytest
 import dpcli.publish.table as output
 from dpcli.core.accounting import format_exact
 from dpcli.errors import SpecError
-from dpcli.mechanisms.noise import Noisy
-from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, make_plan, release_cost
+from dpcli.mechanisms.noisy import Noisy
+from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, release_cost
+from dpcli.plan.model import make_plan
 from dpcli.postprocess.values import mean_grids, means
 from dpcli.publish.table import (
     GridLabels,

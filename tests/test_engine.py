@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from dpcli.core.accounting import format_exact
 from dpcli.engine import aggregate, check_header, read_header
 from dpcli.errors import InputError
-from dpcli.plan.model import laplace_halfwidth, make_plan
+from dpcli.plan.model import make_plan
+from dpcli.plan.scales import laplace_halfwidth
 from dpcli.spec.load import parse_spec
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)

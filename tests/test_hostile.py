@@ -373,7 +373,7 @@ def test_the_largest_noise_scale_has_an_exact_halfwidth() -> None:
     measured in bench/, not asserted here)."""
     import mpmath
 
-    from dpcli.plan.model import laplace_halfwidth
+    from dpcli.plan.scales import laplace_halfwidth
 
     for t in (10**12, 2**40):
         k = laplace_halfwidth(Fraction(t))
@@ -694,7 +694,7 @@ def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
         ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0..18)"), ("ages", "", "[18..65)"),
         ("ages", "", "[65..101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
     ]
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
     from dpcli.publish.table import build_table
 
     plan = make_plan(parse_spec(SPEC))

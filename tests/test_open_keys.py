@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from dpcli.cli.render import plan_json, print_plan
 from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
-from dpcli.mechanisms.noise import Noisy, select_entries
+from dpcli.mechanisms.noisy import Noisy
+from dpcli.mechanisms.selection import select_entries
 from dpcli.plan.model import Plan, make_plan
 from dpcli.publish.columns import csv_field, csv_texts, json_texts
 from dpcli.publish.table import build_table, release_metadata, write_csv, write_json

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from dpcli.core.samplers import MAX_PARAM
+from dpcli.mechanisms.quantiles import intervals
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.grid import candidate_grid
@@ -77,7 +78,7 @@ def test_no_noisy_count_pushes_an_interval_draw_outside_the_samplers_domain(
     counts = np.tile(bins, (cells, 1))
     values = np.zeros((cells, len(stat.levels)), dtype=np.int64)  # type: ignore[union-attr]
     for noisy in noisy_values[::10] + noisy_values[-6:]:
-        low_ends, high_ends = quantiles.intervals(
+        low_ends, high_ends = intervals(
             counts, stat.levels, values, np.full(cells, noisy), halfwidth, draw.scale, bound, spacing, m,  # type: ignore[union-attr,arg-type]
             column.grid_bounds[1] - column.grid_bounds[0],
         )

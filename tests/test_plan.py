@@ -11,14 +11,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpcli.errors import SpecError
-from dpcli.plan.model import (
-    MAX_SCALE,
-    SCALE_LIMIT,
-    bin_label,
-    conservative_scale,
-    laplace_halfwidth,
-    make_plan,
-)
+from dpcli.plan.bins import bin_label
+from dpcli.plan.model import make_plan
+from dpcli.plan.scales import MAX_SCALE, SCALE_LIMIT, conservative_scale, laplace_halfwidth
 from dpcli.spec.load import parse_spec
 
 COLUMNS = """\
@@ -447,7 +442,7 @@ def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
     import numpy as np
 
     from dpcli.cli import render
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
     from dpcli.publish.table import build_table
 
     spec = parse_spec(many_counts(n, privacy))

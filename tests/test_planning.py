@@ -12,7 +12,8 @@ import pytest
 
 from dpcli.core.accounting import epsilon_delta_to_rho, format_exact
 from dpcli.errors import SpecError, UsageError
-from dpcli.plan.model import laplace_halfwidth, make_plan
+from dpcli.plan.model import make_plan
+from dpcli.plan.scales import laplace_halfwidth
 from dpcli.plan.what_if import EPSILON_GRID, expected_error, find_epsilon, plan_at, targets_of
 from dpcli.run.prepare import ledger_outlook
 from dpcli.spec.load import parse_spec

@@ -12,7 +12,8 @@ import pytest
 from dpcli.cli.render import print_plan
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
-from dpcli.mechanisms.noise import Noisy, exact_noisy
+from dpcli.mechanisms.noise import exact_noisy
+from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import make_plan
 from dpcli.postprocess.consistency import consistency_groups, plan_notes, sidecar_blocks
 from dpcli.publish.table import Table, _HashingWriter, build_table, write_csv, write_json

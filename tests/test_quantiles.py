@@ -299,13 +299,14 @@ def test_interval_exact_path_is_the_value(tmp_path: Path) -> None:
 
 
 def test_interval_bounds_when_the_count_is_too_small(tmp_path: Path) -> None:
-    from dpcli.plan import quantiles
+    from dpcli.mechanisms import quantiles
+    from dpcli.plan.quantiles import interval_levels
 
     # n^ - e_n <= 0: both ends are the bounds; a level past 1: the high end is the bound
-    assert quantiles.interval_levels(Fraction(1, 2), 3, 5, 10, 2**24) == (None, None)
-    assert quantiles.interval_levels(Fraction(9, 10), 100, 0, 20, 2**24) == (Fraction(11744051, 2**24), None)
+    assert interval_levels(Fraction(1, 2), 3, 5, 10, 2**24) == (None, None)
+    assert interval_levels(Fraction(9, 10), 100, 0, 20, 2**24) == (Fraction(11744051, 2**24), None)
     # the low level is rounded down onto the grid, the high one up (each only widens the interval)
-    assert quantiles.interval_levels(Fraction(1, 3), 100, 0, 10, 2**4) == (Fraction(3, 16), Fraction(7, 16))
+    assert interval_levels(Fraction(1, 3), 100, 0, 10, 2**4) == (Fraction(3, 16), Fraction(7, 16))
     import numpy as np
 
     counts = np.array([[5, 5, 5, 5]])
@@ -340,7 +341,7 @@ def test_gaps_are_exact_python_int_gaps_saturated_in_int64() -> None:
     import numpy as np
 
     from dpcli.core.samplers import GAP_CAP
-    from dpcli.plan import quantiles
+    from dpcli.mechanisms import quantiles
 
     rng = np.random.default_rng(23)
     for trial in range(200):

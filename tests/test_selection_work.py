@@ -15,8 +15,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from dpcli.core.samplers import RandomSource
-from dpcli.mechanisms import topk
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles, topk
 from dpcli.plan.model import make_plan
 from dpcli.spec.load import parse_spec
 

@@ -39,7 +39,8 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate, check_header, check_input, read_header
 from dpcli.engine.cells import ExactStatistic
 from dpcli.errors import SpecError
-from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan, make_plan
+from dpcli.plan.model import Plan, StatisticPlan, make_plan
+from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.spec.load import parse_spec
 
 

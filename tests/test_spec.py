@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import SpecError, UsageError
-from dpcli.plan.model import make_plan, split_budget
+from dpcli.plan.budget import split_budget
+from dpcli.plan.model import make_plan
 from dpcli.spec.load import MAX_SPEC_BYTES, load_spec, parse_spec
 from dpcli.spec.model import EdgeBins, GridBins
 from dpcli.spec.rules import default_precision

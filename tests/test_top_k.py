@@ -18,7 +18,8 @@ import pytest
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
 from dpcli.mechanisms.noise import draw_noise, exact_noisy
-from dpcli.plan.model import choice_gap, make_plan
+from dpcli.plan.model import make_plan
+from dpcli.plan.scales import choice_gap
 from dpcli.publish.table import build_table
 from dpcli.spec.load import parse_spec
 from tests.helpers import run_dpcli

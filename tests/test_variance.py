@@ -16,7 +16,8 @@ import pytest
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
 from dpcli.mechanisms.noise import exact_noisy
-from dpcli.plan.model import MAX_SQUARE_STEPS, make_plan, rounded_square, square_step
+from dpcli.plan.model import make_plan
+from dpcli.plan.squares import MAX_SQUARE_STEPS, rounded_square, square_step
 from dpcli.postprocess.values import Released
 from dpcli.postprocess.variance import _box, part_confidence, variance_grids
 from dpcli.publish.table import build_table

@@ -57,9 +57,9 @@ summed, or for zCDP the total ρ converted at δ).
    ε_lb <= ε. So a report with ε_lb > claimed ε is, up to that probability, proof of a bug.
 
 **Quantiles** (permute-and-flip): a level's exact values are the engine's bins, from which its utilities under D and
-D' follow (dpcli.plan.quantiles); a pair's loss is 2 max_c |Δu(c)| / t per cell of by: (the mechanism's pure-ε bound;
-ε²/2 in zCDP), and Z is the log-likelihood ratio, under permute-and-flip's output law, of the candidate the
-release's sampler draws.
+D' follow (dpcli.mechanisms.quantiles); a pair's loss is 2 max_c |Δu(c)| / t per cell of by: (the mechanism's
+pure-ε bound; ε²/2 in zCDP), and Z is the log-likelihood ratio, under permute-and-flip's output law, of the
+candidate the release's sampler draws.
 
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
@@ -90,10 +90,12 @@ from dpcli.core.accounting import format_exact, zcdp_to_epsilon
 from dpcli.core.samplers import exponential_sample
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import UsageError
-from dpcli.mechanisms import topk
+from dpcli.mechanisms import quantiles, topk
 from dpcli.mechanisms.noise import add_noise
-from dpcli.plan import quantiles
-from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
+from dpcli.plan.bins import bin_label
+from dpcli.plan.model import Plan, StatisticPlan, make_plan
+from dpcli.plan.quantiles import INTERVAL_COUNT
+from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.load import load_spec
 from dpcli.spec.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins
@@ -721,7 +723,7 @@ class _Engine:
 def _exact_part(plan: Plan, sp: StatisticPlan, e: ExactStatistic, role: str) -> np.ndarray | None:
     """The exact values a part is noised on: a quantile's interval count reads the rows with a value per cell, the sum
     of its bins (as dpcli.mechanisms.noise.draw_quantiles does); every other part its own vector."""
-    if role == quantiles.INTERVAL_COUNT:
+    if role == INTERVAL_COUNT:
         stat = sp.statistic
         assert isinstance(stat, Quantile)
         width = quantile_bins(stat, plan.spec.columns[stat.column])
@@ -772,7 +774,8 @@ def _quantile_cells(
     plan: Plan, base: list[ExactStatistic], i: int, role: str, d1: dict[Cell, int], d2: dict[Cell, int]
 ) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """(cell of by:, utilities under D, under D') of a quantile level, for the cells whose bins differ: the counts
-    are the base dataset's plus each side's exact difference (dpcli.plan.quantiles reads the bins as a release does)."""
+    are the base dataset's plus each side's exact difference (dpcli.mechanisms.quantiles reads the bins as a release
+    does)."""
     sp = plan.statistics[i]
     stat = sp.statistic
     assert isinstance(stat, Quantile)
@@ -821,7 +824,7 @@ def _pair_loss(
     cells = 0
     for i, role in target.parts:
         sp = plan.statistics[i]
-        if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:  # a level (the count: below)
+        if isinstance(sp.statistic, Quantile) and role != INTERVAL_COUNT:  # a level (the count: below)
             assert base is not None
             level_eps, level_cells = _quantile_loss(plan, base, i, role, a[i][role], b[i][role])
             cells += level_cells
@@ -1158,7 +1161,7 @@ def _noised_cells(
     one dataset lacks come with their threshold and the chance the other dataset releases them."""
     sp = eng.plan.statistics[i]
     comp = sp.component(role)
-    if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:
+    if isinstance(sp.statistic, Quantile) and role != INTERVAL_COUNT:
         return _quantile_noised(eng, i, role, a, c)
     if sp.selection is None:
         return [

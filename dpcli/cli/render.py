@@ -16,7 +16,8 @@ from typing import Any, TextIO
 
 from dpcli.core.accounting import format_decimal, format_exact
 from dpcli.ledger import BudgetStatus, Record
-from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
+from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, release_cost
+from dpcli.plan.model import Plan
 from dpcli.spec.kinds import KINDS, Interval, Value
 from dpcli.spec.model import Frequency, Mean
 from dpcli.spec.v1 import MAX_RELEASE_EPSILON

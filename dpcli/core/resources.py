@@ -16,7 +16,7 @@ from dpcli.errors import ResourceError, SpentThenFailed
 
 M_ARENA_MAX = -8  # glibc's <malloc.h>: the most malloc arenas the process may make
 
-# Address space a release maps beyond its memory estimate (dpcli/plan/model.py, release_cost), with set_allocators() in
+# Address space a release maps beyond its memory estimate (dpcli/plan/cost.py, release_cost), with set_allocators() in
 # effect: the interpreter and the libraries' mappings, the threads' stacks, the allocators' reservations and the scan
 # of the input (chunks of 16 MB, two at a time), of which each polars thread parses its share. VmPeak of whole `dpcli
 # release` runs (bench/bench_address_space.py, 2 CPUs): a 14-cell release (estimate 201 MB) maps 415 MB over 1,000

@@ -771,7 +771,7 @@ def discrete_gaussian(sigma_squared: Fraction | int, size: int, source: RandomSo
 
 #: Gaps are int64, saturated at this value: a flip never accepts a gap this large (see ``_flips``), so every gap at or
 #: above it behaves alike and one representation (int64) serves every size. Callers with scores beyond int64
-#: saturate them exactly (``saturated_gaps``; dpcli.plan.quantiles computes its own with public-size work).
+#: saturate them exactly (``saturated_gaps``; dpcli.mechanisms.quantiles computes its own with public-size work).
 GAP_CAP = 1 << 62
 _KEY_LIMIT = np.uint64(1 << 63)  # order keys are 63-bit; this value, above them all, marks a rejected lane
 _LANES = 1 << 20  # flips per pass of exponential_sample (bounds its working set)

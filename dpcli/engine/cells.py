@@ -38,7 +38,8 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
-from dpcli.plan.model import Plan, StatisticPlan, rounded_square, square_step
+from dpcli.plan.model import Plan, StatisticPlan
+from dpcli.plan.squares import rounded_square, square_step
 from dpcli.spec.grid import candidate_grid, quantile_bins
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins, summed_column
@@ -171,9 +172,9 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
 
 
 def candidate_bin(column: Column, stat: Quantile) -> pl.Expr:
-    """A quantile's bin of a value on the integer grid (dpcli.plan.quantiles.rank_counts reads them): with candidates on
-    every grid point, the candidate's index; else 2j for a value equal to candidate j and 2j + 1 for one between it
-    and the next. Exact integer arithmetic; null when the value is missing."""
+    """A quantile's bin of a value on the integer grid (dpcli.mechanisms.quantiles.rank_counts reads them): with
+    candidates on every grid point, the candidate's index; else 2j for a value equal to candidate j and 2j + 1 for one
+    between it and the next. Exact integer arithmetic; null when the value is missing."""
     lo, spacing, _ = candidate_grid(column, stat.step)
     offset = numeric_value(column) - lo
     if spacing == 1:

@@ -1,4 +1,5 @@
 """Noise as functions over arrays.
 
-Exact additive noise, permute-and-flip selection for top-k and mode, randomized response.
+Exact additive noise, partition selection of open keys, permute-and-flip selection for quantiles, top-k and mode,
+randomized response.
 """

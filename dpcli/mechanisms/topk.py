@@ -6,9 +6,9 @@ component's scale): each draw visits the keys left in a uniformly random order a
 accepted with probability exp(-(best - count) / t). Its work is fixed by the number of keys, k and t (a rejection
 sampler's running time would depend on how close the counts are). No noisy count is released.
 
-Open keys (``categories: open``): the keys that pass the partition selection (dpcli.mechanisms.noise.select_entries),
-ranked
-by their released noisy counts: post-processing of the selection's release, which costs nothing more.
+Open keys (``categories: open``): the keys that pass the partition selection
+(dpcli.mechanisms.selection.select_entries), ranked by their released noisy counts (``rank_entries``):
+post-processing of the selection's release, which costs nothing more.
 
 Ties (post-processing of noisy counts, and the no-noise path of the tests) go to the key that comes first in the
 output's key order.
@@ -22,14 +22,16 @@ import math
 import numpy as np
 
 from dpcli.core.samplers import RandomSource, exponential_choice, exponential_sample
+from dpcli.errors import InternalError
+from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import StatisticPlan
+from dpcli.spec.model import TopK
 
 
 def choose(sp: StatisticPlan, counts: np.ndarray, source: RandomSource | None = None) -> np.ndarray:
     """The indices of the k keys chosen from their exact counts, in rank order (1 = the largest), drawn exactly."""
     comp = sp.component("choice")
-    assert comp.scale is not None
-    t = comp.scale  # exp(-(best - u) / t) = exp(-(num/den) (best - u)) with num/den = 1/t
+    t = comp.required_scale()  # exp(-(best - u) / t) = exp(-(num/den) (best - u)) with num/den = 1/t
     return exponential_choice(np.asarray(counts), t.denominator, t.numerator, comp.draws, source)
 
 
@@ -62,13 +64,14 @@ def permute_and_flip_log_pmf(gaps: np.ndarray, temperature: float) -> np.ndarray
     total = log_factors.sum(axis=1, keepdims=True)
     terms = _LOG_W[:, None] + total - log_factors  # the product over j != i, weighted
     top = terms.max(axis=0)
-    return -g / temperature + top + np.log(np.exp(terms - top).sum(axis=0))
+    log_pmf: np.ndarray = -g / temperature + top + np.log(np.exp(terms - top).sum(axis=0))  # numpy's log: Any
+    return log_pmf
 
 
 def log_probabilities(sp: StatisticPlan, counts: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
     """log P(outcome) of each row of ``outcomes`` (ordered keys, one column per draw) under the plan's peeled draws
     on ``counts``: per draw, permute-and-flip's log P of the key drawn among the keys left."""
-    t = float(sp.component("choice").scale)  # type: ignore[arg-type]
+    t = float(sp.component("choice").required_scale())
     values = np.asarray(counts, dtype=float)
     outcomes = np.asarray(outcomes).reshape(len(outcomes), -1)
     if not len(outcomes):
@@ -93,8 +96,7 @@ def peeled_sample(sp: StatisticPlan, counts: np.ndarray, size: int, source: Rand
     every step is ``exponential_sample`` over the keys left, vectorised over the trials that took the same keys so
     far (the audit needs ~10^5 of them; one ``choose`` call per trial took ~1.5 ms)."""
     comp = sp.component("choice")
-    assert comp.scale is not None
-    t, k = comp.scale, comp.draws
+    t, k = comp.required_scale(), comp.draws
     values = [int(c) for c in np.asarray(counts).tolist()]
     out = np.zeros((size, k), dtype=np.int64)
     groups: list[tuple[np.ndarray, tuple[int, ...]]] = [(np.arange(size), ())]
@@ -122,3 +124,15 @@ def outcomes_between(sp: StatisticPlan, counts_d: np.ndarray, counts_d_prime: np
     while len(keys) > k and math.perm(len(keys), k) > limit:
         keys.pop()
     return np.array(list(itertools.permutations(keys, k)), dtype=np.int64).reshape(-1, k)
+
+
+def rank_entries(sp: StatisticPlan, selected: Noisy) -> Noisy:
+    """An open-key top_k: the selection's released entries ranked by their noisy counts (post-processing), the
+    first k of them (fewer when fewer keys pass)."""
+    stat = sp.statistic
+    if not isinstance(stat, TopK) or selected.counts is None or selected.keys is None:
+        raise InternalError(f"statistic {stat.name!r}: only an open-key top_k's selected entries are ranked")
+    order = ranked(selected.counts, stat.k).tolist()
+    keys = tuple(selected.keys[i] for i in order)
+    ranks = np.arange(len(order), dtype=np.int64)
+    return Noisy(np.asarray(selected.counts, dtype=np.int64)[order], None, keys, chosen=ranks)

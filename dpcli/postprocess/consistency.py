@@ -36,13 +36,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcli.core.accounting import format_exact
-from dpcli.errors import SpecError
+from dpcli.errors import InternalError, SpecError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import Column, EdgeBins, GridBins, PostProcess, histogram_bins
 
 if TYPE_CHECKING:
-    from dpcli.mechanisms.noise import Noisy
+    from scipy import sparse  # untyped (no scipy-stubs installed): its names are Any to mypy
+
+    from dpcli.mechanisms.noisy import Noisy
 
 # The finest table GLS solves for: a sparse least-squares problem with one unknown per finest cell. 10^6 cells solve
 # in seconds (scipy lsqr, a few tens of iterations); a bigger table is refused before anything is spent.
@@ -91,7 +93,7 @@ def check_finest_size(cells: int, names: Sequence[str]) -> None:
         )
 
 
-def _margin_matrix(finest: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _margin_matrix(finest: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...]) -> sparse.csr_matrix:
     """The sparse matrix summing finest cells (row-major over ``finest``) into the cells over ``dims``."""
     from scipy import sparse
 
@@ -143,7 +145,7 @@ def round_keeping_total(x: np.ndarray) -> np.ndarray:
     base = np.floor(x)
     short = round(float(x.sum())) - int(base.sum())
     order = np.argsort(-(x - base), kind="stable")
-    out = base.astype(np.int64)
+    out: np.ndarray = base.astype(np.int64)  # numpy's floor is typed as returning Any
     out[order[:short]] += 1
     return out
 
@@ -208,9 +210,11 @@ def noise_variance(mechanism: str, scale: Fraction | None, variance: Fraction | 
     with scale t (P(k) proportional to exp(-|k|/t)) has variance 2 e^(-1/t) / (1 - e^(-1/t))^2; the discrete
     Gaussian's variance is at most its sigma^2 (Canonne, Kamath, Steinke 2020), used as the weight."""
     if mechanism == "discrete_gaussian":
-        assert variance is not None
+        if variance is None:
+            raise InternalError("a discrete Gaussian component without its variance")
         return float(variance)
-    assert scale is not None
+    if scale is None:
+        raise InternalError(f"a {mechanism} component without its scale")
     q = float(np.exp(-1 / float(scale)))
     return 2 * q / (1 - q) ** 2
 
@@ -237,7 +241,8 @@ def _counts_every_row(column: Column, bins: EdgeBins | GridBins | None) -> bool:
         return False
     if not column.numeric:
         return True
-    assert column.bounds is not None and bins is not None
+    if column.bounds is None or bins is None:  # the loader gives a numeric column bounds, its histogram bins
+        raise InternalError(f"numeric column {column.name!r} without bounds or bins")
     return bins.edge(0) <= column.bounds[0] and bins.edge(bins.count) > column.bounds[1]
 
 
@@ -313,8 +318,18 @@ def check_plan(plan: Plan) -> None:
             plan.statistics[group.finest].cells, [plan.statistics[i].statistic.name for i in group.members]
         )
     for sp in plan.statistics:
-        if _policy(plan, sp).consistent and _skip_reason(plan, sp) is None:
+        policy = _policy(plan, sp)
+        if policy.consistent and _skip_reason(plan, sp) is None:
             check_finest_size(sp.cells, [sp.statistic.name])
+        if policy.small_cells is not None:
+            small_cell_width(policy)  # here, before the spend, rather than in the sidecar after it
+
+
+def small_cell_width(policy: PostProcess) -> Fraction:
+    """The width relative to |value| above which a cell is small (the loader requires it with ``small_cells``)."""
+    if policy.max_relative_width is None:
+        raise InternalError("postprocess.small_cells without max_relative_width")
+    return policy.max_relative_width
 
 
 def plan_notes(plan: Plan) -> list[str | None]:
@@ -339,9 +354,8 @@ def plan_notes(plan: Plan) -> list[str | None]:
         if policy.digits is not None and KINDS[sp.statistic.kind].rounded:
             parts.append(f"rounded to {policy.digits} decimal places")
         if policy.small_cells is not None:
-            assert policy.max_relative_width is not None
             verb = "flagged" if policy.small_cells == "flag" else "suppressed"
-            width = format_exact(policy.max_relative_width)
+            width = format_exact(small_cell_width(policy))
             parts.append(f"cells with an interval wider than {width} x |value| {verb}")
         out.append("; ".join(parts) if parts else None)
     return out
@@ -379,17 +393,17 @@ def _sizes(sp: StatisticPlan) -> list[int]:
     return [len(k) if k is not None else histogram_bins(sp.statistic).count for k in sp.dimension_keys]
 
 
-def sidecar_blocks(plan: Plan) -> dict[str, dict]:
+def sidecar_blocks(plan: Plan) -> dict[str, dict[str, object]]:
     """Per statistic with a `postprocess:` policy, its sidecar block (public: the spec's policy and which statistics
     were made consistent together, decided from the spec alone)."""
     groups, notes = consistency_groups(plan)
     grouped = {i: g for g in groups for i in g.members}
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, object]] = {}
     for i, sp in enumerate(plan.statistics):
         policy = plan.spec.postprocess.get(sp.statistic.name)
         if policy is None:
             continue
-        consistent: dict | None = None
+        consistent: dict[str, object] | None = None
         if i in grouped:
             g = grouped[i]
             consistent = {
@@ -408,7 +422,7 @@ def sidecar_blocks(plan: Plan) -> dict[str, dict]:
             "nonnegative": policy.nonnegative and KINDS[sp.statistic.kind].nonnegative,
             "digits": policy.digits if KINDS[sp.statistic.kind].rounded else None,
             "small_cells": None if policy.small_cells is None else {
-                "max_relative_width": format_exact(policy.max_relative_width),  # type: ignore[arg-type]
+                "max_relative_width": format_exact(small_cell_width(policy)),
                 "action": policy.small_cells,
             },
         }

@@ -15,7 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.plan.model import CONFIDENCE, StatisticPlan
+from dpcli.plan.model import StatisticPlan
+from dpcli.plan.scales import CONFIDENCE
 from dpcli.spec.model import Frequency
 
 # A mean is released on a grid 1000 times finer than its column's precision: finer digits would only be noise.
@@ -52,7 +53,7 @@ def means(
     ks, kc = s_comp.halfwidth(part), c_comp.halfwidth(part)
     unit, offset = s_comp.unit, s_comp.offset
     lo, hi = Fraction(bounds[0]), Fraction(bounds[1])
-    step = unit / 10**MEAN_DIGITS_BELOW_PRECISION
+    step: Fraction = unit / 10**MEAN_DIGITS_BELOW_PRECISION  # int ** a name is typed Any
 
     def real(x: Fraction) -> Fraction:
         """grid units (centred) -> output units, clipped to the bounds and rounded to the mean's grid."""
@@ -160,7 +161,8 @@ def _round_half_even_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     q = num // den
     twice = 2 * (num - q * den)
     up = (twice > den) | ((twice == den) & (q % 2 == 1))
-    return q + up.astype(np.int64)
+    rounded: np.ndarray = q + up.astype(np.int64)  # numpy's operators on untyped arrays: Any
+    return rounded
 
 
 def mean_grids(
@@ -205,7 +207,7 @@ def mean_grids(
 def quantile_values(lo: int, spacing: int, choices: np.ndarray) -> np.ndarray:
     """A quantile's released values in grid units, row by row (declared cells slowest, levels in increasing order):
     the chosen candidates lo + index * spacing. The draws are already sorted within each cell (post-processing:
-    dpcli.plan.quantiles.choose), so a cell's quantiles never cross."""
+    dpcli.mechanisms.quantiles.choose), so a cell's quantiles never cross."""
     return (lo + np.asarray(choices, dtype=np.int64) * spacing).reshape(-1)
 def frequencies(sp: StatisticPlan, counts: np.ndarray) -> tuple[list[str], list[str], list[str]]:
     """A frequency statistic's released numbers from the exact key counts of a randomized file (no noise: the file

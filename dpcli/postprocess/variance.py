@@ -24,7 +24,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcli.plan.model import CONFIDENCE, StatisticPlan
+from dpcli.errors import InternalError
+from dpcli.plan.model import StatisticPlan
+from dpcli.plan.scales import CONFIDENCE
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.spec.model import Std
 
@@ -110,7 +112,8 @@ def variance_grids(
     hn, hs, hq = c_comp.halfwidth(part), s_comp.halfwidth(part), q_comp.halfwidth(part)
     p = s_comp.unit
     step = q_comp.unit / (p * p)
-    assert step.denominator == 1
+    if step.denominator != 1:  # the plan's squares unit is p² D, D an integer (dpcli.plan.squares)
+        raise InternalError(f"statistic {sp.statistic.name!r}: the squares' unit is not an integer multiple of p²")
     d, width = step.numerator, bounds[1] - bounds[0]
     f = 10**MEAN_DIGITS_BELOW_PRECISION
     values, lows, highs = [], [], []

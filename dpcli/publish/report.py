@@ -33,7 +33,7 @@ from dpcli.core.accounting import format_exact, parse_exact
 from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
 from dpcli.ledger.base import BudgetStatus
-from dpcli.plan.model import NOTHING_SPENT, cost_text
+from dpcli.plan.budget import NOTHING_SPENT, cost_text
 from dpcli.spec.kinds import KINDS, Kind, Value
 from dpcli.spec.v1 import OUTPUT_COLUMNS
 
@@ -444,7 +444,7 @@ def _exact(value: object) -> Fraction | None:
 
 @dataclass(frozen=True)
 class Guarantee:
-    """What the release charged, from its sidecar: the numbers `release` printed (dpcli.plan.model.cost_text)."""
+    """What the release charged, from its sidecar: the numbers `release` printed (dpcli.plan.budget.cost_text)."""
 
     epsilon: Fraction
     rho: Fraction

@@ -32,7 +32,10 @@ from dpcli.core.accounting import format_decimal_up, format_exact
 from dpcli.core.files import atomic_write
 from dpcli.core.version import __version__
 from dpcli.errors import UsageError
-from dpcli.plan.model import CONFIDENCE, NoiseComponent, Plan, StatisticPlan, bin_label
+from dpcli.plan.bins import bin_label
+from dpcli.plan.model import Plan, StatisticPlan
+from dpcli.plan.scales import CONFIDENCE
+from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.postprocess import values as postprocess
 from dpcli.postprocess import variance
 
@@ -66,7 +69,7 @@ from dpcli.spec.v1 import (
 if TYPE_CHECKING:
 
     from dpcli.ledger import Record
-    from dpcli.mechanisms.noise import Noisy
+    from dpcli.mechanisms.noisy import Noisy
 
 # Contract 0.3: what each row is (DESCRIBING_COLUMNS, after `statistic`), and a binned row's edges as numbers
 # (BIN_COLUMNS, after the dimensions)
@@ -382,7 +385,7 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
     """The label columns of an open-key statistic's released entries (dimension -> one label per entry): the open
     dimension's key text as it is, each declared dimension's key from the entry's code (first dimension slowest).
     Texts columns: the writers quote and escape each one (commas, quotes, line breaks, any character)."""
-    from dpcli.mechanisms.noise import declared_sizes  # the mechanisms' own reading of an entry's code
+    from dpcli.mechanisms.selection import declared_sizes  # the mechanisms' own reading of an entry's code
 
     assert sp.selection is not None
     stat = sp.statistic
@@ -492,7 +495,7 @@ def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyCol
     if nz.interval is None:
         return value, Blank(len(grid)), Blank(len(grid))
     ends = []
-    for offsets in nz.interval:  # grid offsets from the lowest candidate (dpcli.plan.quantiles.intervals)
+    for offsets in nz.interval:  # grid offsets from the lowest candidate (dpcli.mechanisms.quantiles.intervals)
         units = lo + np.asarray(offsets, dtype=np.int64).reshape(-1)
         ends.append(Ints(units, 0, *step) if isinstance(value, Ints) and step is not None
                     else Texts(decimal_text([int(g) * column.precision for g in units.tolist()])))

@@ -28,7 +28,8 @@ from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, check_input_timeout, inpu
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_ledger, resolve_ledger
 from dpcli.ledger.base import charge, check_spend, release_key
-from dpcli.plan.model import Plan, ReleaseCost, check_cost, make_plan
+from dpcli.plan.cost import ReleaseCost, check_cost
+from dpcli.plan.model import Plan, make_plan
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.publish.table import Table, check_labels, output_format, sidecar_path

@@ -26,7 +26,8 @@ from dpcli.engine import ExactStatistic, aggregate, check_input
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
 from dpcli.errors import InputError, InternalError, OutputError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Record
-from dpcli.mechanisms.noise import Noisy, draw_noise
+from dpcli.mechanisms.noise import draw_noise
+from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import Plan
 from dpcli.publish.paths import open_append
 from dpcli.publish.table import (

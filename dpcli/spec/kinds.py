@@ -77,7 +77,7 @@ class Kind:
     rounded: bool  # ``digits:`` applies (counts are integers already)
     consistent: bool  # ``consistent: true`` applies: its counts can be made to add up with others'
     target: bool  # ``target:`` (and plan --target) applies: one error figure in its units
-    memory_per_cell: int  # bytes of peak memory per cell of a release (dpcli.plan.model.release_cost)
+    memory_per_cell: int  # bytes of peak memory per cell of a release (dpcli.plan.cost.release_cost)
 
 
 def _kinds(*kinds: Kind) -> MappingProxyType[str, Kind]:

@@ -271,7 +271,7 @@ class PersonUnit:
 class Privacy:
     """The release's budget as the spec states it. ``accounting`` is "pure" (an epsilon, Laplace only) or "zcdp" (a
     rho, stated directly or converted from epsilon and delta; Laplace and Gaussian mechanisms). The release's budget
-    and each statistic's share of it are planning's work (dpcli.plan.model.split_budget)."""
+    and each statistic's share of it are planning's work (dpcli.plan.budget.split_budget)."""
 
     unit: str  # "row" | "person"
     neighbours: str

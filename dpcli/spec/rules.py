@@ -365,7 +365,7 @@ def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> Non
 
 def _budget_rules(unit: str, budget_stated: bool, stats: list[Statistic]) -> None:
     """How the statistics share the budget, in ``unit`` ("epsilon" or "rho"): the loader's part. Computing the split,
-    and refusing named shares that add up to more than the budget, is planning's (dpcli.plan.model.split_budget)."""
+    and refusing named shares that add up to more than the budget, is planning's (dpcli.plan.budget.split_budget)."""
     other = "rho" if unit == "epsilon" else "epsilon"
     for i, s in enumerate(stats):
         if getattr(s, other) is not None:
@@ -408,7 +408,7 @@ def _privacy(priv: Loaded, stats: list[Statistic], columns: Mapping[str, Column]
 
     - ``epsilon`` alone: a pure epsilon-DP release (Laplace mechanisms only);
     - ``rho`` (optionally with ``delta``, shown in the plan): a rho-zCDP release;
-    - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.model.split_budget); it
+    - ``epsilon`` with ``delta``: a zCDP release whose rho the planner converts (dpcli.plan.budget.split_budget); it
     needs at
       least one ``mechanism: gaussian`` statistic.
     """

@@ -19,7 +19,7 @@ loader *provided* it also meets the loader's cross-field rules, which JSON Schem
   a zCDP budget (``privacy.rho``, or ``epsilon`` with ``delta``), and ``privacy.delta`` with ``epsilon`` needs a
   gaussian statistic or open keys; the exact sum of the weights (or of the named shares) has at most 150 digits in
   numerator and denominator; the named shares add up to at most ``privacy.epsilon`` (or ``rho``): checked when the
-  budget is split (``dpcli.plan.model.split_budget``, run by ``dpcli check``, ``plan`` and ``release``);
+  budget is split (``dpcli.plan.budget.split_budget``, run by ``dpcli check``, ``plan`` and ``release``);
 - person unit and open keys: ``privacy.unit.id`` is not a declared column (and is among ``csv.header``'s names
   without a header line); a count ``of: persons`` and ``clamp: person`` need a person unit, under which every sum
   and mean states its ``clamp``; an open column (``categories: open``) is a ``by:`` of a count or the column of a

@@ -52,7 +52,8 @@ from dpcli.audit.release_audit import (
     clopper_pearson,
     find_neighbours,
 )
-from dpcli.plan.model import Plan, conservative_variance, make_plan
+from dpcli.plan.model import Plan, make_plan
+from dpcli.plan.scales import conservative_variance
 from dpcli.spec.load import parse_spec
 
 ALPHA = 1e-8

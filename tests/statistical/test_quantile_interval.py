@@ -1,4 +1,4 @@
-"""Coverage of a quantile's value-unit interval (``interval: {share: S}``; dpcli.plan.quantiles.intervals, as
+"""Coverage of a quantile's value-unit interval (``interval: {share: S}``; dpcli.mechanisms.quantiles.intervals, as
 dpcli.mechanisms.noise.draw_quantiles runs it): over RUNS independent releases on the engine's exact bins, each level's
 [ci_low, ci_high] must hold a q-quantile of the rows (some v with #{x < v} <= q n <= #{x <= v}) in at least 95% of
 them. Checked with a fixed binomial threshold: at a true miss rate of 5% the misses exceed
@@ -18,8 +18,8 @@ import pytest
 from scipy import stats
 
 from dpcli.engine import aggregate
+from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.noise import draw_quantiles
-from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.grid import candidate_grid
 from dpcli.spec.load import parse_spec

@@ -1,4 +1,4 @@
-"""Chi-squared conformance of a quantile's release (dpcli.plan.quantiles.choose, as
+"""Chi-squared conformance of a quantile's release (dpcli.mechanisms.quantiles.choose, as
 dpcli.mechanisms.noise.draw_quantiles calls
 it on the engine's bins) against its exact distribution: permute-and-flip with acceptance probabilities
 exp(-(best - u(c)) / t) (tests/pf_law.py), the utility u(c) = -|(b - a) #{x < c} -
@@ -21,7 +21,7 @@ import pytest
 from scipy import stats
 
 from dpcli.engine import aggregate
-from dpcli.plan import quantiles
+from dpcli.mechanisms import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.grid import candidate_grid
 from dpcli.spec.load import parse_spec
