@@ -221,7 +221,7 @@ def _sidecar_validator() -> Any:
     if _SIDECAR_VALIDATOR is None:
         import jsonschema  # type: ignore[import-untyped]  # (no stubs shipped)
 
-        from dpcli.publish.table import SIDECAR_SCHEMA
+        from dpcli.publish.sidecar import SIDECAR_SCHEMA
 
         _SIDECAR_VALIDATOR = jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text(encoding="utf-8")))
     return _SIDECAR_VALIDATOR
