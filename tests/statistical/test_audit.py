@@ -1,11 +1,11 @@
-"""The empirical privacy audit (dpcli.audit.release_audit): its search for worst-case neighbours, its verdicts on
+"""The empirical privacy audit (dpcli.audit.neighbours): its search for worst-case neighbours, its verdicts on
 correct plans,
 and proof that it flags broken ones.
 
 Error budget of this file (no seeds, no retries: each audit draws once from the real CSPRNG and decides):
 
 * False failure of a correct target. Every audit here runs at ``confidence = 1 - ALPHA`` with ALPHA = 1e-8:
-  dpcli.audit.release_audit splits ALPHA evenly over all the one-sided Clopper-Pearson bounds of the report (a union
+  dpcli.audit.neighbours splits ALPHA evenly over all the one-sided Clopper-Pearson bounds of the report (a union
   bound), so
   with probability >= 1 - ALPHA every bound holds, and then every (ε, δ)-DP target has ε_lb <= ε. The pair check
   (the searched pair's loss against the claim) is exact arithmetic and never fails by chance. This file asserts
@@ -43,7 +43,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.audit.release_audit import (
+from dpcli.audit.neighbours import (
     Z_TOLERANCE,
     AuditReport,
     Neighbours,
@@ -533,7 +533,7 @@ def person_plan(neighbours: str, statistics: str = PERSON_STATISTICS, unit: str 
 def one_sided_probability(plan: Plan, cells) -> float:
     """P[some entry only one dataset holds is released there], from the discrete Laplace tail P[X >= m] = q^m/(1+q)
     (m >= 1; 1 - q^(1-m)/(1+q) otherwise), q = exp(-1/t), in floats: computed here apart from
-    dpcli.audit.release_audit."""
+    dpcli.audit.neighbours."""
     stay = 1.0
     for c in cells:
         sp = plan.statistics[c.index]
@@ -581,7 +581,7 @@ def test_a_missing_id_is_a_person_of_its_own():
     for missing_id, expected in (("person", 1), ("drop", 0)):
         unit = f"{{id: pid, max_rows: 2, missing_id: {missing_id}}}"
         with tempfile.TemporaryDirectory() as folder:
-            from dpcli.audit.release_audit import _Engine
+            from dpcli.audit.neighbours import _Engine
 
             plan = person_plan("add_remove", statistics, unit)
             eng = _Engine(plan, Path(folder))
