@@ -1,74 +1,6 @@
-"""Empirical privacy audit: ``dpcli audit SPEC``. Reads no data and spends nothing.
-
-It audits four kinds of *target*: every statistic of the plan (against its share of the budget); each noisy part
-of a mean on its own (the centred sum and the count, each against the share the plan charges it); the partition
-selection of each open-key statistic (against its δ); and the release as a whole (against its total: the pure ε
-summed, or for zCDP the total ρ converted at δ).
-
-1. **Neighbours, found by search.** Candidate rows are built from the declared columns alone (the spec's ``input:``
-   is never opened). Per numeric column: both bounds, a value beyond each bound, the grid midpoint, the first grid
-   value of the first two and last two reachable bins of each histogram on it, a missing and an unparseable cell.
-   Per category or bool column: two declared keys, the ``other:`` key, a missing and an undeclared value. A
-   candidate dataset is ``BASE_ROWS`` base rows plus at most one candidate row; each is written to a temporary CSV and
-   aggregated by the real engine (:func:`dpcli.engine.aggregate`, the whole plan at once). Neighbouring pairs are
-   (base, base + row) under ``add_remove`` (a row added or removed, at each extreme) and (base + row, base + other
-   row) under ``replace`` (cell moves, a value going from L to U inside its cell, missing <-> value, a key becoming
-   undeclared or missing). For a statistic and its parts, the rows combine every candidate value of the statistic's
-   own columns (fewer values past ``ROW_CAP`` rows) and vary each other column alone, so a column the plan thinks
-   irrelevant is tried too. The plan's sensitivity formulas are not used anywhere in the search: each pair is scored
-   by the privacy loss of the exact difference Δ between the engine's two outputs under the plan's noise,
-   Σ |Δ_i| / t_i for discrete Laplace (the pair's exact pure ε) and Σ Δ_i² / (2 σ_i²) for the discrete Gaussian (its
-   exact ρ: the Rényi divergence of discrete Gaussians at integer shifts is that of continuous ones), and the
-   pair with the largest loss is kept (ties: fewer differing cells, which gives the events more power). For the
-   release, the score is the total over statistics (ε summed; in zCDP ρ summed, a Laplace statistic counting
-   ε²/2), maximised by coordinate ascent over every column of both rows, starting from the best per-target pairs
-   and from their rows merged.
-   A kept pair whose loss exceeds the target's claim is a bug proved without any noise (the exact outputs of two
-   neighbours differ by more than the plan's noise covers): the target is reported as a violation.
-
-   **Under a person unit** a candidate is a whole *person* (rows sharing PERSON_ID; the base rows are persons of one
-   row each, and the engine keeps rows by the fixed AUDIT_SECRET): each candidate row alone and repeated past K and
-   R, one row in each of many cells (past K and G) and each of those repeated past R, persons exactly at the bounds
-   (min(R, K) rows in each of min(G, K) cells, K rows in all, per candidate value of the statistic's other columns),
-   and one row whose id is missing (empty or U+FFFD). Neighbours add or remove one person, or replace one by another;
-   the release's pair is searched from the per-target pairs and their persons merged (no coordinate ascent).
-
-   **Open keys** (``categories: open``) have no declared keys: the base holds a key and, in rows of their own, the
-   shared keys s1, s2, ...; candidates bring keys only they hold (see ``open_key``: every key stays itself once cut
-   to max_length). An open-key statistic's exact values are its observed entries, so an entry can exist in one
-   dataset only; it is released there alone, when its noisy count reaches the plan's threshold. The statistic's loss
-   counts the entries both datasets hold; its selection target scores a pair by the exact chance (40 digits) that a
-   dataset releases an entry the other lacks, against the selection's δ.
-2. **Noise.** The plan's real noise (:mod:`dpcli.mechanisms.noise`, with the plan's scales and variances) is drawn
-   ``trials`` times on each of the two datasets' exact values, on the cells whose exact values differ only: the
-   other cells get independent noise of the same law under D and D', which cannot change any test's outcome. The
-   noisy integers are audited before post-processing: a release's numbers are a function of them, so whatever an
-   event on released numbers could show, an event on these can show too.
-3. **Events and bounds.** The statistic of every event is the log-likelihood ratio Z = log P[x | D'] / P[x | D] of
-   the noisy values x (for the release: summed over all its statistics), computed from the exact values and the
-   noise parameters, which are public here; Z >= c favours D' and Z <= -c favours D, the most powerful tests
-   (Neyman-Pearson). The thresholds c are fixed before any noise is drawn: fractions of the Laplace part's
-   maximum, and the Gaussian part's mean plus multiples of its standard deviation. An open-key entry one dataset
-   lacks is drawn where it exists and makes Z +inf (only D' holds it) or -inf (only D) when released: the threshold
-   inf adds the events "such a key is released", impossible under the other dataset. For each event Clopper-Pearson
-   gives a lower bound on P[E | favoured dataset] and an upper bound on P[E | the other], and ε_lb = max log((p_lo -
-   δ) / p_hi). With probability at least ``confidence`` every bound of the report holds at once (a union bound:
-   each one-sided bound is at level (1 - confidence) / (number of bounds)), and then an (ε, δ)-DP target has
-   ε_lb <= ε. So a report with ε_lb > claimed ε is, up to that probability, proof of a bug.
-
-**Quantiles** (permute-and-flip): a level's exact values are the engine's bins, from which its utilities under D and
-D' follow (dpcli.plan.quantiles); a pair's loss is 2 max_c |Δu(c)| / t per cell of by: (the mechanism's pure-ε bound;
-ε²/2 in zCDP), and Z is the log-likelihood ratio, under permute-and-flip's output law, of the candidate the
-release's sampler draws.
-
-It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
-datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
-
-Claims: a Laplace target claims its pure ε (δ = 0), a part of a mean the ε the plan gives that part; an open-key
-statistic and its selection claim that ε at the selection's δ. A Gaussian target with share ρ claims
-ε = zcdp_to_epsilon(ρ, δ) at the spec's ``privacy.delta``. The release claims the plan's total: its pure ε at the
-selections' δ, or for zCDP its total ρ converted at what the selections leave of δ (with the whole δ). A spec with
-only ``rho`` is audited at δ = ``ASSUMED_DELTA`` (the report says so).
+"""The audit's neighbour search (``find_neighbours``): candidate rows and persons built from the declared columns
+alone, candidate datasets aggregated by the real engine, each pair scored by its exact privacy loss under the plan's
+noise, and every target's worst pair kept (dpcli.audit.release_audit's docstring, step 1, says how).
 """
 
 from __future__ import annotations
@@ -76,7 +8,6 @@ from __future__ import annotations
 import decimal
 import itertools
 import math
-import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -86,14 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from dpcli.core.accounting import format_exact, zcdp_to_epsilon
-from dpcli.core.samplers import exponential_sample
+from dpcli.audit.bounds import PRECISION, release_probability
+from dpcli.audit.targets import ASSUMED_DELTA, Target, audit_targets
+from dpcli.core.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate
-from dpcli.errors import UsageError
 from dpcli.mechanisms import topk
-from dpcli.mechanisms.noise import add_noise
 from dpcli.plan import quantiles
-from dpcli.plan.model import NoiseComponent, Plan, StatisticPlan, bin_label, make_plan
+from dpcli.plan.model import Plan, StatisticPlan, bin_label
 from dpcli.spec.model import (
     Column,
     GridBins,
@@ -102,29 +32,15 @@ from dpcli.spec.model import (
     Spec,
     candidate_grid,
     histogram_bins,
-    load_spec,
     quantile_bins,
 )
 
-DEFAULT_TRIALS = 200_000
-MIN_TRIALS = 1_000
-MAX_TRIALS = 1_000_000_000
-# Probability that every Clopper-Pearson bound of a report holds at once: a correct mechanism is reported as a
-# violation (exit 6) with probability at most 1e-9, so a scheduled audit in CI never fails by chance in practice.
-DEFAULT_CONFIDENCE = 1 - 1e-9
-# A zCDP spec with a rho and no delta has no (epsilon, delta) claim to test; the audit uses this delta and says so.
-ASSUMED_DELTA = Fraction(1, 10**6)
-CHUNK = 250_000  # trials drawn at once (memory stays ~ tens of MB whatever --trials is)
 BASE_ROWS = 3
 # Past this many combinations of a statistic's own columns, each column keeps two values in the combinations (two
 # declared keys, the two bounds) and its other values are tried alone: a spec with many by: columns stays quick.
 ROW_CAP = 128
 MAX_SWEEPS = 8  # coordinate-ascent rounds for the release's pair (each round one engine run per changed row)
 WORKERS = 4  # engine runs in flight: polars releases the GIL, and tiny files are dominated by fixed costs
-# Relative tolerance of an event's threshold: Z's float rounding must not split a value lying exactly on it (the
-# event stays one fixed set, the same for D and D')
-Z_TOLERANCE = 1e-9
-_LOSS_TOLERANCE = Fraction(1, 10**9)
 UNPARSEABLE = "n/a"
 UNDECLARED = "dpcli-audit-undeclared"
 # Open keys (see open_key): the base rows hold key "k", and "s1", "s2", ... in rows (persons) of their own, so a
@@ -138,17 +54,6 @@ AUDIT_SECRET = bytes(range(32))
 # Candidate persons spread rows over at most this many distinct cells of a statistic (past K + 1 and G + 1 this
 # shows nothing more: the person keeps at most K rows and G cells)
 MAX_SPREAD = 64
-# Event thresholds. Laplace: fractions of the pair's maximal log-likelihood ratio L (Z = L is the most telling
-# event of pure DP). Gaussian: Z ~ N(±μ²/2, μ²) under D' and D, thresholds at μ²/2 + kμ; the event that shows
-# most at a small δ lies a few standard deviations out.
-_TAUS = (1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
-_MIXED_TAUS = (1.0, 0.5)
-_KS = tuple(k / 4 for k in range(-4, 25))  # -1 to 6 standard deviations
-
-EVIDENCE_NOTE = (
-    "This audit is evidence, not a proof: a lower bound at or below the claim does not show a statistic private "
-    "(other datasets or events might show more); a lower bound above the claim proves a bug."
-)
 
 Row = tuple[str, ...]  # one candidate CSV row, in the spec's column order
 
@@ -169,26 +74,6 @@ class RawCell(str):
 # Raw bytes tried in every column of every candidate row set, whatever the encoding (each must stay one record: a
 # byte string that would hold the file's line end, in some encoding, is left out there; see _Engine.one_record)
 HOSTILE_BYTES = (b"\xff", b"\xc3", b'"', b'"x', b'x"y', b"\xd8", b"\x00\xd8", b"\xd8\x00", b"\xdc\x00\xd8", b"\x00")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Targets, neighbours and the report
-
-
-@dataclass(frozen=True)
-class Target:
-    """What one row of the report audits: a statistic, one part of a mean, or the whole release."""
-
-    label: str  # the statistic's name, "name/sum" or "name/count" for a part, "name/selection", "(release)"
-    scope: str  # "statistic" | "component" | "selection" | "release"
-    kind: str
-    mechanism: str  # "discrete_laplace" | "discrete_gaussian" | "mixed"
-    parts: tuple[tuple[int, str], ...]  # (statistic index, component role) whose noisy vectors it covers
-    claimed_epsilon: Fraction
-    delta: Fraction  # 0 for a pure (Laplace) target
-    claimed_loss: Fraction  # the same claim in the unit of the pair loss
-    loss_unit: str  # "ε" (pure) | "ρ" (zCDP) | "δ" (a partition selection: P[a key one dataset lacks is released])
-    columns: tuple[str, ...]  # the columns its statistics read
 
 
 Cell = int | tuple[int, str]  # a declared cell's index, or an open-key entry (code over the declared dims, key text)
@@ -219,7 +104,7 @@ class NoisedCell:
     llr: tuple[float, ...] = ()
 
 
-class _PersonPair:
+class PersonPair:
     """D's and D''s first rows (the whole candidate under unit: row): person_d is None when D is the base alone."""
 
     person_d: Person | None
@@ -235,7 +120,7 @@ class _PersonPair:
 
 
 @dataclass(frozen=True)
-class Neighbours(_PersonPair):
+class Neighbours(PersonPair):
     """The worst pair the search found for a target."""
 
     target: Target
@@ -250,216 +135,6 @@ class Neighbours(_PersonPair):
     choices: tuple[tuple[int, dict[Cell, int], dict[Cell, int]], ...] = ()
 
 
-@dataclass(frozen=True)
-class EventCount:
-    """One event on the log-likelihood ratio Z, and how many trials on D and on D' fell in it."""
-
-    direction: str  # "up": Z >= threshold (favours D'); "down": Z <= -threshold (favours D)
-    threshold: float
-    text: str
-    hits_d: int
-    hits_d_prime: int
-
-
-@dataclass(frozen=True)
-class StatisticAudit(_PersonPair):
-    """One target's result (a statistic, a part of a mean, or the release; the name is historical)."""
-
-    statistic: str  # the target's label
-    scope: str
-    kind: str
-    mechanism: str
-    claimed_epsilon: Fraction
-    delta: Fraction
-    epsilon_lower_bound: float  # >= 0; 0 when no event shows anything
-    trials: int  # per dataset
-    events: tuple[EventCount, ...]
-    alpha_per_bound: float  # level of each one-sided Clopper-Pearson bound
-    neighbour: str  # how D and D' differ, and the search's result
-    pair_loss: Fraction
-    claimed_loss: Fraction
-    loss_unit: str
-    pairs_searched: int
-    columns: tuple[str, ...]  # the CSV's columns, the order of each row of person_d and person_d_prime
-    person_d: Person | None
-    person_d_prime: Person
-    noised: tuple[NoisedCell, ...]
-    worst_event: str | None  # the event that gave epsilon_lower_bound
-
-    @property
-    def cells(self) -> int:
-        return len(self.noised)
-
-    @property
-    def empirical_within_claim(self) -> bool:
-        return Fraction(self.epsilon_lower_bound) <= self.claimed_epsilon
-
-    @property
-    def pair_within_claim(self) -> bool:
-        # a top_k's loss comes from float64 likelihoods (relative error ~1e-15); permute-and-flip's loss reaches its
-        # claim exactly on some pairs, so the comparison allows Z_TOLERANCE (exact losses are unaffected in practice)
-        return self.pair_loss <= self.claimed_loss * (1 + _LOSS_TOLERANCE)
-
-    @property
-    def within_claim(self) -> bool:
-        return self.empirical_within_claim and self.pair_within_claim
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "statistic": self.statistic,
-            "scope": self.scope,
-            "kind": self.kind,
-            "mechanism": self.mechanism,
-            "claimed_epsilon": format_exact(self.claimed_epsilon),
-            "delta": format_exact(self.delta),
-            "epsilon_lower_bound": self.epsilon_lower_bound,
-            "within_claim": self.within_claim,
-            "pair_loss": format_exact(self.pair_loss),
-            "claimed_loss": format_exact(self.claimed_loss),
-            "loss_unit": {"ε": "epsilon", "ρ": "rho", "δ": "delta"}[self.loss_unit],
-            "pair_within_claim": self.pair_within_claim,
-            "pairs_searched": self.pairs_searched,
-            "trials": self.trials,
-            "events": len(self.events),
-            "alpha_per_bound": self.alpha_per_bound,
-            "noised_cells": self.cells,
-            "neighbour": self.neighbour,
-            "row_d": None if self.row_d is None else dict(zip(self.columns, self.row_d, strict=True)),
-            "row_d_prime": dict(zip(self.columns, self.row_d_prime, strict=True)),
-            # the whole person on each side (one row under unit: row)
-            "rows_d": None if self.person_d is None else [
-                dict(zip(self.columns, r, strict=True)) for r in self.person_d
-            ],
-            "rows_d_prime": [dict(zip(self.columns, r, strict=True)) for r in self.person_d_prime],
-            "differing_cells": [
-                {
-                    "statistic": c.statistic,
-                    "component": c.component,
-                    "cell": c.label,
-                    "exact_d": format_exact(c.exact_d * c.unit),
-                    "exact_d_prime": format_exact(c.exact_d_prime * c.unit),
-                    **({} if c.only_in is None else {"only_in": c.only_in, "threshold": c.threshold,
-                                                      "release_probability": c.release_probability}),
-                }
-                for c in self.noised
-            ],
-            "worst_event": self.worst_event,
-        }
-
-
-@dataclass(frozen=True)
-class AuditReport:
-    dataset: str
-    neighbours: str
-    accounting: str  # "pure" | "zcdp"
-    trials: int
-    confidence: float
-    statistics: tuple[StatisticAudit, ...]  # every target: statistics, parts of means, then the release
-    notes: tuple[str, ...]
-    datasets_aggregated: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return all(s.within_claim for s in self.statistics)
-
-    @property
-    def violations(self) -> tuple[StatisticAudit, ...]:
-        return tuple(s for s in self.statistics if not s.within_claim)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "neighbours": self.neighbours,
-            "accounting": self.accounting,
-            "trials": self.trials,
-            "confidence": self.confidence,
-            "data_read": False,
-            "spent": False,
-            "ok": self.ok,
-            "datasets_aggregated": self.datasets_aggregated,
-            "statistics": [s.as_dict() for s in self.statistics],
-            "notes": list(self.notes),
-        }
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Clopper-Pearson
-
-
-def clopper_pearson(hits: int, trials: int, alpha: float) -> tuple[float, float]:
-    """One-sided Clopper-Pearson bounds, each at level ``alpha``: P[p < lo] <= alpha and P[p > hi] <= alpha."""
-    try:
-        from scipy.stats import beta
-    except ImportError:  # scipy is installed with dpcli's [test] extra (make demo / make test)
-        raise UsageError("dpcli audit needs scipy: pip install scipy (or pip install -e '.[test]')") from None
-    lo = 0.0 if hits == 0 else float(beta.ppf(alpha, hits, trials - hits + 1))
-    hi = 1.0 if hits == trials else float(beta.isf(alpha, hits + 1, trials - hits))
-    return lo, hi
-
-
-def epsilon_bound(p_lo: float, p_hi: float, delta: float) -> float | None:
-    """log((p_lo - delta) / p_hi), or None when p_lo <= delta (the event says nothing at this delta)."""
-    if p_lo - delta <= 0 or p_hi <= 0:
-        return None
-    return math.log((p_lo - delta) / p_hi)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Targets and their claims
-
-
-def _targets(plan: Plan, delta: Fraction | None) -> list[Target]:
-    spec = plan.spec
-    out = []
-    for i, sp in enumerate(plan.statistics):
-        stat = sp.statistic
-        columns = tuple(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []))))
-        roles = tuple((i, c.role) for c in sp.components)
-        if sp.mechanism == "discrete_gaussian":
-            assert delta is not None
-            claim = (zcdp_to_epsilon(sp.rho, delta), delta, sp.rho, "ρ")
-        else:
-            eps = sp.reported_epsilon if sp.reported_epsilon is not None else sp.epsilon
-            # an open-key statistic is (ε, δ)-DP: δ is what its selection spends on keys one dataset lacks
-            sel_delta = sp.selection.delta if sp.selection is not None else Fraction(0)
-            claim = (eps, sel_delta, eps, "ε")
-        out.append(Target(stat.name, "statistic", stat.kind, sp.mechanism, roles, *claim, columns))
-        if sp.selection is not None:
-            # the selection on its own: the pair whose keys held by one dataset only are likeliest to be released
-            out.append(
-                Target(
-                    f"{stat.name}/selection", "selection", f"{stat.kind} (key selection)", sp.mechanism, roles,
-                    claim[0], sp.selection.delta, sp.selection.delta, "δ", columns,
-                )
-            )
-        if len(sp.components) > 1:
-            # each part is charged its own share; the statistic's total has slack when no pair moves both parts at
-            # their worst, which can hide a part whose own sensitivity is wrong
-            for comp in sp.components:
-                if comp.mechanism == "discrete_gaussian":
-                    assert delta is not None
-                    claim = (zcdp_to_epsilon(comp.rho, delta), delta, comp.rho, "ρ")
-                else:
-                    claim = (comp.epsilon, Fraction(0), comp.epsilon, "ε")
-                out.append(
-                    Target(
-                        f"{stat.name}/{comp.role}", "component", f"{stat.kind} ({comp.role} part)", comp.mechanism,
-                        ((i, comp.role),), *claim, columns,
-                    )
-                )
-    mechanisms = {sp.mechanism for sp in plan.statistics}
-    mechanism = mechanisms.pop() if len(mechanisms) == 1 else "mixed"
-    columns = tuple(dict.fromkeys(c for t in out if t.scope == "statistic" for c in t.columns))
-    parts = tuple((i, c.role) for i, sp in enumerate(plan.statistics) for c in sp.components)
-    selections = sum((sp.selection.delta for sp in plan.statistics if sp.selection is not None), Fraction(0))
-    if spec.privacy.accounting == "pure":
-        claim = (plan.epsilon, selections, plan.epsilon, "ε")
-    else:
-        # the selections' deltas come out of the release's delta; the zCDP conversion gets the rest (dpcli.plan.model)
-        assert delta is not None
-        claim = (zcdp_to_epsilon(plan.rho, delta - selections), delta, plan.rho, "ρ")
-    out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -737,29 +412,6 @@ def _exact_part(plan: Plan, sp: StatisticPlan, e: ExactStatistic, role: str) -> 
     return e.part(role)
 
 
-def _without_interval_draws(plan: Plan) -> tuple[Plan, list[str]]:
-    """The plan without its quantiles' interval draws, and the statistics that had them. Those draws run at levels
-    computed from the noisy count (data-dependent), which the audit's fixed-level utilities cannot follow: they are
-    left out, and their epsilon (rho) with them, so each claim covers only the parts audited."""
-    from dataclasses import replace
-
-    kept, skipped = [], []
-    for sp in plan.statistics:
-        draws = [c for c in sp.components if c.role.startswith("q=") and c.role.endswith((" low", " high"))]
-        if not draws:
-            kept.append(sp)
-            continue
-        eps = sum((c.epsilon for c in draws), Fraction(0))
-        rho = sum((c.rho for c in draws), Fraction(0))
-        kept.append(replace(
-            sp, components=tuple(c for c in sp.components if c not in draws),
-            epsilon=sp.epsilon - eps if sp.epsilon else sp.epsilon, rho=sp.rho - rho if sp.rho else sp.rho,
-            reported_epsilon=None if sp.reported_epsilon is None else sp.reported_epsilon - eps,
-        ))
-        skipped.append(sp.statistic.name)
-    return replace(plan, statistics=tuple(kept)), skipped
-
-
 def _difference(d1: dict[Cell, int], d2: dict[Cell, int]) -> dict[Cell, int]:
     out = dict(d2)
     for cell, v in d1.items():
@@ -852,7 +504,7 @@ def _pair_loss(
             # zCDP release's total it counts 0: the draws' ρ is k ε0²/2 by composing the k pure-ε0 draws, not a
             # function of this pair's total ε)
             if target.loss_unit == "ε":
-                eps[i] = eps.get(i, Fraction(0)) + Fraction(_choice_loss(sp, a[i][role], b[i][role]))
+                eps[i] = eps.get(i, Fraction(0)) + Fraction(choice_loss(sp, a[i][role], b[i][role]))
             continue
         if comp.mechanism == "discrete_gaussian":
             assert comp.variance is not None
@@ -866,43 +518,25 @@ def _pair_loss(
     return rho + sum((e * e / 2 for e in eps.values()), Fraction(0)), cells
 
 
-def _vector(values: dict[Cell, int]) -> np.ndarray:
+def count_vector(values: dict[Cell, int]) -> np.ndarray:
     return np.array([values[c] for c in range(len(values))], dtype=np.int64)
 
 
-def _choice_z(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int], outcomes: np.ndarray) -> np.ndarray:
+def choice_z(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int], outcomes: np.ndarray) -> np.ndarray:
     """Z = log P[o | D'] - log P[o | D] of a top_k's outcomes (rows of ordered keys)."""
-    a, b = _vector(d), _vector(d_prime)
+    a, b = count_vector(d), count_vector(d_prime)
     return topk.log_probabilities(sp, b, outcomes) - topk.log_probabilities(sp, a, outcomes)
 
 
-def _choice_loss(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int]) -> float:
+def choice_loss(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int]) -> float:
     """A top_k pair's pure-ε loss: the largest |Z| over the outcomes ``topk.outcomes_between`` scores."""
-    outcomes = topk.outcomes_between(sp, _vector(d), _vector(d_prime))
-    return float(np.abs(_choice_z(sp, d, d_prime, outcomes)).max(initial=0.0))
-
-
-# 40 significant digits: the probability a selection releases a key is compared with the plan's δ (e.g. 1e-9)
-_PRECISION = decimal.Context(prec=40)
-
-
-def release_probability(count: int, threshold: int, scale: Fraction) -> decimal.Decimal:
-    """P[count + X >= threshold] for X ~ discrete Laplace(scale): P[X >= m] = q^m / (1 + q) for m >= 1, with
-    q = exp(-1/scale), and 1 - P[X >= 1 - m] for m <= 0. In 40-digit decimal arithmetic."""
-    ctx = _PRECISION
-    q = ctx.exp(ctx.divide(-decimal.Decimal(scale.denominator), decimal.Decimal(scale.numerator)))
-
-    def tail(m: int) -> decimal.Decimal:  # P[X >= m], m >= 1
-        return ctx.divide(ctx.power(q, m), ctx.add(1, q))
-
-    m = threshold - count
-    return tail(m) if m >= 1 else ctx.subtract(1, tail(1 - m))
-
+    outcomes = topk.outcomes_between(sp, count_vector(d), count_vector(d_prime))
+    return float(np.abs(choice_z(sp, d, d_prime, outcomes)).max(initial=0.0))
 
 def _one_sided(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[decimal.Decimal, decimal.Decimal, int]:
     """(P[D releases an entry D' lacks], P[D' releases one D lacks], how many such entries), over the target's
     open-key statistics."""
-    ctx = _PRECISION
+    ctx = PRECISION
     stay_d, stay_dp, n = decimal.Decimal(1), decimal.Decimal(1), 0
     for i, role in target.parts:
         sp = plan.statistics[i]
@@ -1137,7 +771,7 @@ def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> 
     spec = plan.spec
     if delta is None:
         delta = spec.privacy.delta if spec.privacy.delta is not None else ASSUMED_DELTA
-    targets = _targets(plan, delta)
+    targets = audit_targets(plan, delta)
     eng = _Engine(plan, folder)
     best = _search(plan, targets, eng)
     out = []
@@ -1279,241 +913,4 @@ def _describe(
     return (
         f"{pair}; the worst of {searched} pairs searched: {u}={float(loss):.6g} under the plan's noise, {verdict} "
         f"({u}={float(t.claimed_loss):.6g})"
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Noise and events
-
-
-def _noised(value: int, comp: NoiseComponent, size: int) -> np.ndarray:
-    """``size`` independent noisy copies of one exact value, by the release's own mechanism (dpcli.mechanisms.noise)."""
-    base = np.full(size, value, dtype=np.int64) if abs(value) < 2**62 else np.full(size, value, dtype=object)
-    return add_noise(base, comp)
-
-
-def _llr(offset: np.ndarray, shift: int, comp: NoiseComponent) -> np.ndarray:
-    """log P[x | centre a + shift] / P[x | centre a] for x = a + offset, one cell."""
-    if comp.mechanism == "discrete_gaussian":
-        assert comp.variance is not None
-        # ((x - a)^2 - (x - a - s)^2) / (2 sigma^2) = s (2 (x - a) - s) / (2 sigma^2)
-        return float(shift) * (2.0 * offset.astype(float) - float(shift)) / (2.0 * float(comp.variance))
-    assert comp.scale is not None
-    # (|x - a| - |x - a - s|) / t = sign(s) (2 clip(x - a, between 0 and s) - s) / t
-    clipped = np.minimum(np.maximum(offset, min(0, shift)), max(0, shift))
-    sign = 1.0 if shift > 0 else -1.0
-    return sign * (2.0 * clipped.astype(float) - float(shift)) / float(comp.scale)
-
-
-def _thresholds(plan: Plan, noised: tuple[NoisedCell, ...], choice_loss: float = 0.0) -> list[float]:
-    """The events' thresholds on Z, fixed before any noise is drawn. With open-key entries that one dataset lacks, Z
-    is +inf when one only D' holds is released and -inf when one only D holds is (those outputs are impossible under
-    the other dataset), and the threshold inf adds the events "such a key is released"."""
-    laplace, mu2 = choice_loss, 0.0  # a top_k's largest |Z| counts as a Laplace part's
-    one_sided = any(c.only_in is not None for c in noised)
-    for c in noised:
-        if c.only_in is not None or c.component == "choice":
-            continue
-        comp = plan.statistics[c.index].component(c.component)
-        shift = c.exact_d_prime - c.exact_d
-        if c.utilities is not None:  # a quantile level: Z takes one of the candidates' ratios
-            laplace += max(abs(v) for v in c.llr)
-            continue
-        if comp.mechanism == "discrete_gaussian":
-            mu2 += float(shift) ** 2 / float(comp.variance)  # type: ignore[arg-type]
-        else:
-            laplace += abs(shift) / float(comp.scale)  # type: ignore[arg-type]
-    if mu2 == 0:
-        out = [tau * laplace for tau in _TAUS]
-    else:
-        mu = math.sqrt(mu2)
-        out = [tau * laplace + mu2 / 2 + k * mu for tau in (_MIXED_TAUS if laplace else (0.0,)) for k in _KS]
-    if one_sided:
-        out.append(math.inf)
-    return list(dict.fromkeys(out))
-
-
-def _count_hits(
-    plan: Plan, nb: Neighbours, on_d: bool, thresholds: list[float], trials: int
-) -> tuple[list[int], list[int]]:
-    """Draw the plan's noise ``trials`` times on D's (or D''s) exact values; hits of Z >= c and of Z <= -c."""
-    up = [0] * len(thresholds)
-    down = [0] * len(thresholds)
-    done = 0
-    while done < trials:
-        m = min(CHUNK, trials - done)
-        z = np.zeros(m)
-        for i, counts_d, counts_d_prime in nb.choices:  # a top_k: its whole draw, by the release's own sampler
-            sp = plan.statistics[i]
-            outcomes = topk.peeled_sample(sp, _vector(counts_d if on_d else counts_d_prime), m)
-            z += _choice_z(sp, counts_d, counts_d_prime, outcomes)
-        for c in nb.noised:
-            comp = plan.statistics[c.index].component(c.component)
-            if c.component == "choice":
-                continue
-            if c.only_in is not None:
-                # an entry one dataset lacks: drawn and offered where it exists; released, it shows that dataset
-                if c.only_in == ("D" if on_d else "D'"):
-                    released = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m) >= c.threshold
-                    z[released] += -math.inf if on_d else math.inf
-                continue
-            if c.utilities is not None:  # a quantile level: the release's exact draw of a candidate, then its ratio
-                assert comp.scale is not None
-                drawn = exponential_sample(list(c.utilities[0 if on_d else 1]), comp.scale.denominator,
-                                           comp.scale.numerator, m)
-                z += np.asarray(c.llr)[drawn]
-                continue
-            noisy = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m)
-            z += _llr(noisy - c.exact_d, c.exact_d_prime - c.exact_d, comp)
-        z.sort()
-        for j, t in enumerate(thresholds):
-            if math.isinf(t):
-                up[j] += m - int(np.searchsorted(z, math.inf, side="left"))
-                down[j] += int(np.searchsorted(z, -math.inf, side="right"))
-                continue
-            tol = Z_TOLERANCE * max(1.0, abs(t))
-            up[j] += m - int(np.searchsorted(z, t - tol, side="left"))
-            down[j] += int(np.searchsorted(z, -t + tol, side="right"))
-        done += m
-    return up, down
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The audit
-
-
-def audit(
-    spec: Spec | Plan | str | Path,
-    trials: int = DEFAULT_TRIALS,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> AuditReport:
-    """Audit every statistic, part of a mean and the release of a spec (or of a plan, e.g. a deliberately broken one
-    in a test). No data read."""
-    plan = spec if isinstance(spec, Plan) else make_plan(spec if isinstance(spec, Spec) else load_spec(spec))
-    the_spec = plan.spec
-    if plan.frequency_only:
-        raise UsageError(
-            "frequency statistics add no noise (their input is a randomized file): audit the randomize spec that "
-            "wrote it (dpcli audit RANDOMIZE_SPEC)"
-        )
-    if isinstance(trials, bool) or not isinstance(trials, int) or not MIN_TRIALS <= trials <= MAX_TRIALS:
-        raise UsageError(
-            f"must be a whole number in [{MIN_TRIALS}, {MAX_TRIALS}]", argument="trials", option="--trials"
-        )
-    if not 0.0 < confidence < 1.0:
-        raise UsageError("confidence: must be in (0, 1)")
-    alpha = 1.0 - confidence
-
-    plan, unaudited = _without_interval_draws(plan)
-    notes = []
-    if unaudited:
-        notes.append(
-            f"NOT AUDITED: the interval draws of {', '.join(unaudited)} (their levels come from the noisy count, "
-            "data-dependent); their ε is left out of every claim here; the interval count is audited like a count"
-        )
-    delta = plan.delta
-    if the_spec.privacy.accounting == "zcdp" and delta is None:
-        delta = ASSUMED_DELTA
-        notes.append(
-            f"the spec states rho without delta: Gaussian statistics and the release are audited at "
-            f"δ={format_exact(ASSUMED_DELTA)}"
-        )
-    with tempfile.TemporaryDirectory(prefix="dpcli-audit-") as tmp:
-        found, datasets = find_neighbours(plan, Path(tmp), delta)
-    notes += [
-        f"neighbouring pairs found by search: {datasets} synthetic datasets aggregated by the real engine; each "
-        "target keeps the pair whose exact difference has the largest privacy loss under the plan's noise (Laplace "
-        "Σ|Δ|/t as ε, Gaussian Σ Δ²/(2σ²) as ρ), the release the pair with the largest total",
-        "a pair whose loss exceeds the claim is a violation without any noise drawn",
-        "each part of a mean, variance or std is also audited against its own share of the statistic's budget",
-        "only the cells whose exact values differ between D and D' are noised: the others get independent noise "
-        "of the same law under both, which no test can use",
-        "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
-        "numbers are a function of them), at thresholds fixed before any noise is drawn",
-    ]
-    if the_spec.privacy.person is not None:
-        notes.append(
-            "person unit: neighbours differ by a whole person (many rows sharing an id): candidates hold more than K "
-            "rows, rows in more than G cells, more than R rows in a cell, extreme or missing values, or one row "
-            "without an id; the engine keeps rows by a fixed audit secret"
-        )
-    if any(isinstance(sp.statistic, Quantile) for sp in plan.statistics):
-        notes.append(
-            "quantiles: each level's pair loss is 2 max|Δu|/t per cell of by: (the exponential mechanism's bound), "
-            "and its events are on the exact log-likelihood ratio of the drawn candidate under D' and D"
-        )
-    if plan.selection_delta:
-        notes.append(
-            "open keys: an entry only one dataset holds can be released there alone (when its noisy count reaches "
-            "the threshold); the events include 'a key only D' (or D) holds is released', and each selection is "
-            "also audited on its own: the chance of that against its δ"
-        )
-
-    work = [
-        (nb, _thresholds(plan, nb.noised, sum(_choice_loss(plan.statistics[i], d, dp) for i, d, dp in nb.choices))
-         if nb.noised else [])
-        for nb in found
-    ]
-    total_bounds = sum(2 * 2 * len(th) for _, th in work)  # per threshold: up and down, each one lo and one hi
-    alpha_bound = alpha / max(total_bounds, 1)
-
-    results = []
-    for nb, thresholds in work:
-        t = nb.target
-        best, worst = 0.0, None
-        events = []
-        if thresholds:
-            up_d, down_d = _count_hits(plan, nb, True, thresholds, trials)
-            up_dp, down_dp = _count_hits(plan, nb, False, thresholds, trials)
-            dlt = float(t.delta)
-            for j, c in enumerate(thresholds):
-                up_text = "a key only D' holds is released" if math.isinf(c) else f"Z ≥ {c:.6g}"
-                down_text = "a key only D holds is released" if math.isinf(c) else f"Z ≤ {-c:.6g}"
-                for direction, text, h_d, h_dp, fav, other, h_fav, h_oth in (
-                    ("up", up_text, up_d[j], up_dp[j], "D'", "D", up_dp[j], up_d[j]),
-                    ("down", down_text, down_d[j], down_dp[j], "D", "D'", down_d[j], down_dp[j]),
-                ):
-                    events.append(EventCount(direction, c, text, h_d, h_dp))
-                    lo = clopper_pearson(h_fav, trials, alpha_bound)[0]
-                    hi = clopper_pearson(h_oth, trials, alpha_bound)[1]
-                    eps = epsilon_bound(lo, hi, dlt)
-                    if eps is not None and eps > best:
-                        best = eps
-                        worst = (
-                            f"{text}: P[E|{fav}] ≈ {h_fav / trials:.4g} vs P[E|{other}] ≈ {h_oth / trials:.4g}"
-                        )
-        results.append(
-            StatisticAudit(
-                statistic=t.label,
-                scope=t.scope,
-                kind=t.kind,
-                mechanism=t.mechanism,
-                claimed_epsilon=t.claimed_epsilon,
-                delta=t.delta,
-                epsilon_lower_bound=best,
-                trials=trials,
-                events=tuple(events),
-                alpha_per_bound=alpha_bound,
-                neighbour=nb.description,
-                pair_loss=nb.pair_loss,
-                claimed_loss=t.claimed_loss,
-                loss_unit=t.loss_unit,
-                pairs_searched=nb.pairs_searched,
-                columns=tuple(the_spec.columns) + ((the_spec.id_column,) if the_spec.id_column is not None else ()),
-                person_d=nb.person_d,
-                person_d_prime=nb.person_d_prime,
-                noised=nb.noised,
-                worst_event=worst,
-            )
-        )
-    notes.append(EVIDENCE_NOTE)
-    return AuditReport(
-        dataset=the_spec.dataset,
-        neighbours=the_spec.privacy.neighbours,
-        accounting=the_spec.privacy.accounting,
-        trials=trials,
-        confidence=confidence,
-        statistics=tuple(results),
-        notes=tuple(notes),
-        datasets_aggregated=datasets,
     )

@@ -523,7 +523,7 @@ def audit_command(
 ) -> None:
     """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
     nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
-    from dpcli.audit.neighbours import audit as run
+    from dpcli.audit.release_audit import audit as run
     from dpcli.spec.randomize import is_randomize_spec
 
     if is_randomize_spec(spec):

@@ -725,7 +725,7 @@ def input_bar(stream: TextIO, wanted: bool) -> Iterator[Callable[[int, int | Non
 
 
 def print_audit(report: Any, stream: TextIO) -> None:
-    """A dpcli.audit.neighbours.AuditReport as a table, the neighbours, the notes and the verdict."""
+    """A dpcli.audit.release_audit.AuditReport as a table, the neighbours, the notes and the verdict."""
     stream.write(
         f"audit of dataset '{report.dataset}' ({report.neighbours} neighbours, {report.accounting}): "
         f"{report.trials} trials per statistic and dataset, every bound at joint confidence {report.confidence}; "

@@ -1,7 +1,7 @@
 """`dpcli audit` end to end: exit codes, the JSON report, and that it reads no data and spends nothing.
 
 Each run's false-failure probability is below the command's default 1 - confidence = 1e-9 (a union bound over every
-Clopper-Pearson bound of the report, see dpcli/audit/neighbours.py; the search's pair check is exact and never fails
+Clopper-Pearson bound of the report, see dpcli/audit/release_audit.py; the search's pair check is exact and never fails
 by
 chance); this file audits a correct spec four times (4e-9), and a broken one once, whose empirical bound it misses with
 probability below 2e-8 (derivation in test_a_violated_claim_exits_6).
@@ -167,7 +167,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     p_fav = P[noise >= 0] = 1/(1+q) and p_oth = P[noise >= 1] = q/(1+q), q = e^-2; the audit's counts are at least
     binom.ppf(1e-8) and at most binom.isf(1e-8) respectively with probability >= 1 - 2e-8, and the Clopper-Pearson
     bounds at the report's own per-bound level then give ε_lb >= g, which the test checks exceeds the claim.
-    (The broken plan reaches the command through a patched dpcli.audit.neighbours.audit: no spec can make a correct
+    (The broken plan reaches the command through a patched dpcli.audit.release_audit.audit: no spec can make a correct
     dpcli
     produce one.)"""
     import dataclasses
@@ -176,7 +176,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     import pytest
     from scipy import stats
 
-    import dpcli.audit.neighbours
+    import dpcli.audit.release_audit
     from dpcli.cli.app import main
     from dpcli.plan.model import make_plan
     from dpcli.spec.model import load_spec
@@ -185,7 +185,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     spec.write_text(
         SPEC.replace("epsilon: 2", "epsilon: 1").split("statistics:")[0] + "statistics:\n  - {name: n, kind: count}\n"
     )
-    real = dpcli.audit.neighbours.audit
+    real = dpcli.audit.release_audit.audit
 
     def broken(path, **kwargs):
         plan = make_plan(load_spec(path))
@@ -193,7 +193,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
         comps = tuple(dataclasses.replace(c, scale=c.scale / 2) for c in sp.components)
         return real(dataclasses.replace(plan, statistics=(dataclasses.replace(sp, components=comps),)), **kwargs)
 
-    monkeypatch.setattr(dpcli.audit.neighbours, "audit", broken)
+    monkeypatch.setattr(dpcli.audit.release_audit, "audit", broken)
     with pytest.raises(SystemExit) as exc:
         main(["audit", str(spec), "--json"])
     assert exc.value.code == 6
@@ -207,8 +207,8 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     st = report["statistics"][0]
     n, q = st["trials"], math.exp(-2)
     k_fav, k_oth = int(stats.binom.ppf(1e-8, n, 1 / (1 + q))), int(stats.binom.isf(1e-8, n, q / (1 + q)))
-    lo = dpcli.audit.neighbours.clopper_pearson(k_fav, n, st["alpha_per_bound"])[0]
-    hi = dpcli.audit.neighbours.clopper_pearson(k_oth, n, st["alpha_per_bound"])[1]
+    lo = dpcli.audit.release_audit.clopper_pearson(k_fav, n, st["alpha_per_bound"])[0]
+    hi = dpcli.audit.release_audit.clopper_pearson(k_oth, n, st["alpha_per_bound"])[1]
     assert math.log(lo / hi) > float(st["claimed_epsilon"]) == 1
     assert st["epsilon_lower_bound"] > 1
     assert Fraction(st["pair_loss"]) == 2

@@ -1,11 +1,11 @@
-"""The empirical privacy audit (dpcli.audit.neighbours): its search for worst-case neighbours, its verdicts on
+"""The empirical privacy audit (dpcli.audit.release_audit): its search for worst-case neighbours, its verdicts on
 correct plans,
 and proof that it flags broken ones.
 
 Error budget of this file (no seeds, no retries: each audit draws once from the real CSPRNG and decides):
 
 * False failure of a correct target. Every audit here runs at ``confidence = 1 - ALPHA`` with ALPHA = 1e-8:
-  dpcli.audit.neighbours splits ALPHA evenly over all the one-sided Clopper-Pearson bounds of the report (a union
+  dpcli.audit.release_audit splits ALPHA evenly over all the one-sided Clopper-Pearson bounds of the report (a union
   bound), so
   with probability >= 1 - ALPHA every bound holds, and then every (ε, δ)-DP target has ε_lb <= ε. The pair check
   (the searched pair's loss against the claim) is exact arithmetic and never fails by chance. This file asserts
@@ -43,15 +43,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.audit.neighbours import (
-    Z_TOLERANCE,
-    AuditReport,
-    Neighbours,
-    StatisticAudit,
-    audit,
-    clopper_pearson,
-    find_neighbours,
-)
+from dpcli.audit.bounds import clopper_pearson
+from dpcli.audit.events import Z_TOLERANCE
+from dpcli.audit.neighbours import Neighbours, find_neighbours
+from dpcli.audit.release_audit import AuditReport, StatisticAudit, audit
 from dpcli.plan.model import Plan, conservative_variance, make_plan
 from dpcli.spec.model import parse_spec
 
@@ -533,7 +528,7 @@ def person_plan(neighbours: str, statistics: str = PERSON_STATISTICS, unit: str 
 def one_sided_probability(plan: Plan, cells) -> float:
     """P[some entry only one dataset holds is released there], from the discrete Laplace tail P[X >= m] = q^m/(1+q)
     (m >= 1; 1 - q^(1-m)/(1+q) otherwise), q = exp(-1/t), in floats: computed here apart from
-    dpcli.audit.neighbours."""
+    dpcli.audit.release_audit."""
     stay = 1.0
     for c in cells:
         sp = plan.statistics[c.index]
