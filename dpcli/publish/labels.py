@@ -9,10 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcli.core.accounting import format_exact
+from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan, bin_label
 from dpcli.publish.columns import GridLabels, KeyLabels, LazyColumn, Texts
+from dpcli.spec.fields import QUANTILE_COLUMN
 from dpcli.spec.kinds import KINDS, Value
-from dpcli.spec.model import QUANTILE_COLUMN, EdgeBins, GridBins, Quantile, histogram_bins
+from dpcli.spec.model import EdgeBins, GridBins, Quantile, histogram_bins
 
 
 def bin_labels(bins: EdgeBins | GridBins) -> list[str]:
@@ -52,7 +54,8 @@ def statistic_labels(plan: Plan) -> list[dict[str, LazyColumn] | None]:
         dims: list[Sequence[str] | EdgeBins | GridBins] = []
         for keys in sp.dimension_keys:
             bins = keys if keys is not None else stat.bins  # no declared keys: the histogram's own bins
-            assert bins is not None
+            if bins is None:
+                raise InternalError(f"statistic {stat.name}: a dimension with neither declared keys nor bins")
             dims.append(bins)
         names = stat.dimensions
         if isinstance(stat, Quantile):  # one row per level, after the by: cells
@@ -68,7 +71,8 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
     Texts columns: the writers quote and escape each one (commas, quotes, line breaks, any character)."""
     from dpcli.mechanisms.noise import declared_sizes  # the mechanisms' own reading of an entry's code
 
-    assert sp.selection is not None
+    if sp.selection is None:
+        raise InternalError(f"statistic {sp.statistic.name}: entry labels of a statistic without open keys")
     stat = sp.statistic
     sizes = declared_sizes(sp)
     codes = np.fromiter((code for code, _ in keys), dtype=np.int64, count=len(keys))

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpcli.core.accounting import format_exact
 from dpcli.core.files import atomic_write
 from dpcli.core.version import __version__
+from dpcli.errors import InternalError
 from dpcli.plan.model import CONFIDENCE, NoiseComponent, Plan, StatisticPlan
 from dpcli.publish.table import CONTRACT
 from dpcli.spec.model import Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK
@@ -23,13 +24,13 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def write_sidecar(path: Path, metadata: dict, meta_path: Path | None = None) -> None:
+def write_sidecar(path: Path, metadata: dict[str, Any], meta_path: Path | None = None) -> None:
     """The sidecar at ``meta_path`` (``release --meta``), else beside the table at ``path``."""
     text = json.dumps(metadata, indent=2, sort_keys=False) + "\n"
     atomic_write(meta_path or sidecar_path(path), lambda fh: fh.write(text.encode("utf-8")))
 
 
-def _with_postprocess(plan: Plan, statistics: list[dict]) -> list[dict]:
+def _with_postprocess(plan: Plan, statistics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each statistic's sidecar entry with its `postprocess` block when the spec declares one
     (dpcli.postprocess.consistency)."""
     if not plan.spec.postprocess:
@@ -48,7 +49,7 @@ def sidecar_schema_text() -> str:
     return SIDECAR_SCHEMA.read_text(encoding="utf-8")
 
 
-def release_metadata(plan: Plan, spend: Record, head: str, contract: str = CONTRACT) -> dict:
+def release_metadata(plan: Plan, spend: Record, head: str, contract: str = CONTRACT) -> dict[str, Any]:
     """The sidecar: public facts only. The spec's hash and its public parameters (bounds, bins, keys, mechanisms,
     scales, shares), the release id, the time of the spend (UTC, from the ledger record: the same on a re-issue)
     and the ledger record and head. Never anything computed from the input's bytes (no input hash, row count or
@@ -82,7 +83,7 @@ def release_time(spend: Record) -> str | None:
     return None if time is None else time[:19] + "Z"
 
 
-def _person_meta(plan: Plan) -> dict:
+def _person_meta(plan: Plan) -> dict[str, Any]:
     """A person-level release's unit: the id field's name (never an id), K, G, R and what a missing id means."""
     person = plan.spec.privacy.person
     if person is None:
@@ -98,9 +99,9 @@ def _person_meta(plan: Plan) -> dict:
     }
 
 
-def _statistic_meta(sp: StatisticPlan) -> dict:
+def _statistic_meta(sp: StatisticPlan) -> dict[str, Any]:
     stat = sp.statistic
-    meta: dict = {
+    meta: dict[str, Any] = {
         "name": stat.name,
         "kind": stat.kind,
         "column": stat.column,
@@ -138,8 +139,8 @@ def _statistic_meta(sp: StatisticPlan) -> dict:
     return meta
 
 
-def _column_meta(column: Column) -> dict:
-    meta: dict = {"type": column.type}
+def _column_meta(column: Column) -> dict[str, Any]:
+    meta: dict[str, Any] = {"type": column.type}
     if column.bounds is not None:
         meta["bounds"] = [format_exact(b) for b in column.bounds]
     if column.precision is not None and column.type == "float":
@@ -156,7 +157,7 @@ def _column_meta(column: Column) -> dict:
     return meta
 
 
-def _bins_meta(bins: EdgeBins | GridBins | None) -> dict | list | None:
+def _bins_meta(bins: EdgeBins | GridBins | None) -> dict[str, str] | list[str] | None:
     if isinstance(bins, GridBins):  # a million-bin grid stays three numbers, as in the spec
         return {"start": format_exact(bins.start), "stop": format_exact(bins.stop), "step": format_exact(bins.step)}
     if isinstance(bins, EdgeBins):
@@ -164,19 +165,22 @@ def _bins_meta(bins: EdgeBins | GridBins | None) -> dict | list | None:
     return None
 
 
-def _component_meta(c: NoiseComponent) -> dict:
-    meta = {"part": c.role, "mechanism": c.mechanism, "sensitivity": c.sensitivity, "unit": format_exact(c.unit)}
+def _component_meta(c: NoiseComponent) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "part": c.role, "mechanism": c.mechanism, "sensitivity": c.sensitivity, "unit": format_exact(c.unit),
+    }
     if c.mechanism == "discrete_gaussian":
-        assert c.variance is not None
+        if c.variance is None:
+            raise InternalError(f"noise part {c.role}: a discrete Gaussian without its variance")
         meta.update(l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance), rho=format_exact(c.rho))
+    elif c.scale is None:
+        raise InternalError(f"noise part {c.role}: a {c.mechanism} mechanism without its scale")
     elif c.mechanism == "exponential" and not c.draws:  # a quantile level: its accuracy as a rank bound (public)
-        assert c.scale is not None
         meta.update(
             scale=format_exact(c.scale), epsilon=format_exact(c.epsilon), candidates=c.candidates,
             rank_error95=format_exact(c.halfwidth(CONFIDENCE) * c.unit),
         )
     else:
-        assert c.scale is not None
         meta.update(scale=format_exact(c.scale), epsilon=format_exact(c.epsilon))
     if c.mechanism == "exponential" and c.draws:  # a top_k: scale is the temperature; epsilon each draw's
         meta.update(draws=c.draws, choices=c.choices)

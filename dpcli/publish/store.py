@@ -73,8 +73,8 @@ def decode_table(data: bytes) -> Table:
     )
 
 
-def _block_doc(b: Block) -> dict:
-    doc: dict = {
+def _block_doc(b: Block) -> dict[str, Any]:
+    doc: dict[str, Any] = {
         "statistic": b.statistic,
         "epsilon": None if b.epsilon is None else format_exact(b.epsilon),
         "rho": None if b.rho is None else format_exact(b.rho),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcli.core.accounting import format_decimal_up, format_exact
+from dpcli.errors import InternalError
 from dpcli.plan.model import CONFIDENCE, Plan, StatisticPlan, bin_label
 from dpcli.postprocess import values as postprocess
 from dpcli.postprocess import variance
@@ -32,11 +33,12 @@ from dpcli.spec.fields import (
     DESCRIBING_COLUMNS,
     FIXED_COLUMNS_AFTER,
     FLAG_COLUMN,
+    QUANTILE_COLUMN,
     RHO_COLUMN,
     STATISTIC_COLUMN,
 )
 from dpcli.spec.kinds import KINDS, Value
-from dpcli.spec.model import QUANTILE_COLUMN, Column, EdgeBins, GridBins, Quantile, TopK, candidate_grid
+from dpcli.spec.model import Column, EdgeBins, GridBins, Quantile, TopK, candidate_grid
 
 if TYPE_CHECKING:
     from dpcli.mechanisms.noise import Noisy
@@ -119,7 +121,11 @@ class Table:
         if name in ("epsilon", "rho"):
             x = block.epsilon if name == "epsilon" else block.rho
             return None if x is None else format_decimal_up(x)
-        return getattr(block, name)  # kind, column, bin_low, bin_high, value, ci_low, ci_high
+        columns: dict[str, LazyColumn | str | None] = {
+            "kind": block.kind, "column": block.column, "bin_low": block.bin_low, "bin_high": block.bin_high,
+            "value": block.value, "ci_low": block.ci_low, "ci_high": block.ci_high, FLAG_COLUMN: block.flag,
+        }
+        return columns[name]
 
     def block_columns(self, block: Block, missing: str | None = None) -> list[Sequence[str | None]]:
         """One block as whole columns in table order; ``missing`` where a column does not apply."""
@@ -157,7 +163,8 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
             blocks.append(_ranking_block(plan, sp, stat, nz))
             continue
         if labels is None:
-            assert nz.keys is not None
+            if nz.keys is None:
+                raise InternalError(f"statistic {stat.name}: open keys drawn without their entries")
             labels = entry_labels(sp, nz.keys)
         column = spec.columns[stat.column] if stat.column is not None else None
         bounds = column.grid_bounds if column is not None and KINDS[stat.kind].bounded else None
@@ -183,25 +190,27 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
 def bin_edge_columns(bins: EdgeBins | GridBins, labels: LazyColumn | None) -> tuple[LazyColumn, LazyColumn]:
     """A histogram's bin_low and bin_high columns, row for row with its bin labels (a grid's, a few edges', or an
     open-key histogram's released entries'): the edges' exact decimal text, made on demand like the labels."""
-    assert labels is not None
+    if labels is None:
+        raise InternalError("a histogram's rows without its bin labels")
     if isinstance(labels, GridLabels):
-        return tuple(  # type: ignore[return-value]
-            GridLabels(labels.bins, labels.inner, labels.rows, labels.sep, part) for part in ("low", "high")
-        )
+        low, high = (GridLabels(labels.bins, labels.inner, labels.rows, labels.sep, part) for part in ("low", "high"))
+        return low, high
     edges = {
         bin_label(bins, i): (format_exact(bins.edge(i)), format_exact(bins.edge(i + 1))) for i in range(bins.count)
     }
     if isinstance(labels, KeyLabels):
-        return tuple(  # type: ignore[return-value]
+        key_low, key_high = (
             KeyLabels([edges[k][side] for k in labels.keys], labels.inner, labels.rows) for side in (0, 1)
         )
+        return key_low, key_high
     texts = list(labels)
     return Texts([edges[t][0] for t in texts]), Texts([edges[t][1] for t in texts])
 
 
 def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyColumn, LazyColumn, LazyColumn]:
     """A quantile's values (the chosen candidates, on the column's decimal grid) and no interval columns."""
-    assert nz.choices is not None and column.precision is not None
+    if nz.choices is None or column.precision is None:
+        raise InternalError(f"statistic {stat.name}: a quantile without its chosen candidates or its column's grid")
     lo, spacing, _ = candidate_grid(column, stat.step)
     grid = postprocess.quantile_values(lo, spacing, nz.choices)
     step = postprocess.decimal_step(column.precision)
@@ -218,15 +227,19 @@ def quantile_columns(column: Column, stat: Quantile, nz: Noisy) -> tuple[LazyCol
         ends.append(Ints(units, 0, *step) if isinstance(value, Ints) and step is not None
                     else Texts(decimal_text([int(g) * column.precision for g in units.tolist()])))
     return value, ends[0], ends[1]
+
+
 def _ranking_block(plan: Plan, sp: StatisticPlan, stat: TopK, nz: Noisy) -> Block:
     """A top_k's or mode's rows: one per rank, its key in the column's dimension, value = the rank (1: the largest
     count), no interval (docs/spec.md, "Top-k and mode")."""
-    assert nz.chosen is not None
+    if nz.chosen is None:
+        raise InternalError(f"statistic {stat.name}: a ranking drawn without its chosen keys")
     if nz.keys is not None:  # open keys: the selected entries in rank order
         labels = entry_labels(sp, nz.keys)
     else:
         keys = sp.dimension_keys[-1]
-        assert keys is not None
+        if keys is None:
+            raise InternalError(f"statistic {stat.name}: a ranking over a column without declared keys")
         labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}
     n = len(nz.chosen)
     rho = sp.rho if plan.rho else None
@@ -244,19 +257,17 @@ def number_columns(
     text either way)."""
     meaning = KINDS[sp.statistic.kind].value
     if meaning is Value.FREQUENCY:
-        assert noisy_counts is not None
-        value_texts, low_texts, high_texts = postprocess.frequencies(sp, noisy_counts)
+        value_texts, low_texts, high_texts = postprocess.frequencies(sp, _drawn(sp, noisy_counts, "counts"))
         return Texts(value_texts), Texts(low_texts), Texts(high_texts)
     if meaning is Value.COUNT:
-        assert noisy_counts is not None
         k = sp.component("count").halfwidth(confidence)
-        values = np.asarray(noisy_counts, dtype=np.int64)  # value -/+ k share this one array
+        values = np.asarray(_drawn(sp, noisy_counts, "counts"), dtype=np.int64)  # value -/+ k share this one array
         return Ints(values), Ints(values, -k), Ints(values, k)
-    assert noisy_sums is not None
+    noisy_sums = _drawn(sp, noisy_sums, "sums")
     if meaning in (Value.VARIANCE, Value.STD):
-        assert noisy_counts is not None and noisy_squares is not None and bounds is not None
         *released, unit = variance.variance_grids(
-            sp, np.asarray(noisy_counts), np.asarray(noisy_sums), np.asarray(noisy_squares), bounds, confidence
+            sp, np.asarray(_drawn(sp, noisy_counts, "counts")), np.asarray(noisy_sums),
+            np.asarray(_drawn(sp, noisy_squares, "sums of squares")), _bounded(sp, bounds), confidence,
         )
         step = postprocess.decimal_step(unit)
         largest = max((abs(g) for column in released for g in column), default=0)
@@ -271,13 +282,27 @@ def number_columns(
             return Ints(values, 0, mult, digits), Ints(values, -k, mult, digits), Ints(values, k, mult, digits)
         r = postprocess.sums(sp, noisy_sums, confidence)
     else:
-        assert noisy_counts is not None and bounds is not None
+        noisy_counts, bounds = _drawn(sp, noisy_counts, "counts"), _bounded(sp, bounds)
         grids = postprocess.mean_grids(sp, noisy_sums, noisy_counts, bounds, confidence)
         if grids is not None:
             value, low, high, mult, digits = grids
             return Ints(value, 0, mult, digits), Ints(low, 0, mult, digits), Ints(high, 0, mult, digits)
         r = postprocess.means(sp, noisy_sums, noisy_counts, bounds, confidence)
     return Texts(decimal_text(r.value)), Texts(decimal_text(r.ci_low)), Texts(decimal_text(r.ci_high))
+
+
+def _drawn(sp: StatisticPlan, noisy: np.ndarray | None, what: str) -> np.ndarray:
+    """The noisy ``what`` a statistic's kind releases: drawn for it by dpcli.mechanisms.noise, by its family."""
+    if noisy is None:
+        raise InternalError(f"statistic {sp.statistic.name}: its noisy {what} were not drawn")
+    return noisy
+
+
+def _bounded(sp: StatisticPlan, bounds: tuple[int, int] | None) -> tuple[int, int]:
+    """A bounded kind's column bounds on its grid (build_table passes them by the kind's ``bounded`` trait)."""
+    if bounds is None:
+        raise InternalError(f"statistic {sp.statistic.name}: a bounded kind without its column's bounds")
+    return bounds
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import IO
 
 from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
-from dpcli.publish.columns import CHUNK_ROWS, LazyColumn, csv_field, load_polars
+from dpcli.publish.columns import CHUNK_ROWS, LazyColumn, csv_field
 from dpcli.publish.table import Table
 from dpcli.spec.fields import BIN_COLUMNS, FIXED_COLUMNS_AFTER
 
@@ -78,7 +78,8 @@ def _chunks(n: int) -> Iterator[tuple[int, int]]:
 
 def write_csv(table: Table, sink: HashingWriter) -> None:
     """The table as CSV: byte for byte what csv.writer writes (minimal quoting, '\\n' line ends), a chunk at a time."""
-    pl = load_polars()
+    import polars as pl  # when a table is written: `dpcli budget show` never pays for it
+
     head = io.StringIO()
     csv.writer(head, lineterminator="\n").writerow(table.columns)
     sink.write(head.getvalue())
@@ -100,7 +101,8 @@ def write_csv(table: Table, sink: HashingWriter) -> None:
 def write_json(table: Table, sink: HashingWriter) -> None:
     """A JSON list of objects, as dpcli 0.2 wrote it row by row: numbers as their exact decimal text (valid JSON
     numbers), a column that does not apply as null, one object per line. Built by polars a chunk at a time."""
-    pl = load_polars()
+    import polars as pl  # when a table is written: `dpcli budget show` never pays for it
+
     cols = table.columns
     keys = [json.dumps(c) for c in cols]
     sink.write("[")
@@ -108,7 +110,7 @@ def write_json(table: Table, sink: HashingWriter) -> None:
     for block in table.blocks:
         cells = [table.cell(block, name) for name in cols]
         for i, j in _chunks(len(block)):
-            pieces: list = []
+            pieces: list[pl.Expr] = []
             literal = "{"
             for n, (key, name, cell) in enumerate(zip(keys, cols, cells, strict=True)):
                 literal += ("" if n == 0 else ", ") + key + ": "
