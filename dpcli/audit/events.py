@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpcli.audit import required
 from dpcli.audit.neighbours import Neighbours, NoisedCell, choice_z, count_vector
 from dpcli.core.samplers import exponential_sample
 from dpcli.mechanisms import topk
@@ -38,7 +39,6 @@ class EventCount:
     hits_d_prime: int
 
 
-
 def _noised(value: int, comp: NoiseComponent, size: int) -> np.ndarray:
     """``size`` independent noisy copies of one exact value, by the release's own mechanism (dpcli.mechanisms.noise)."""
     base = np.full(size, value, dtype=np.int64) if abs(value) < 2**62 else np.full(size, value, dtype=object)
@@ -47,15 +47,17 @@ def _noised(value: int, comp: NoiseComponent, size: int) -> np.ndarray:
 
 def _llr(offset: np.ndarray, shift: int, comp: NoiseComponent) -> np.ndarray:
     """log P[x | centre a + shift] / P[x | centre a] for x = a + offset, one cell."""
+    z: np.ndarray
     if comp.mechanism == "discrete_gaussian":
-        assert comp.variance is not None
         # ((x - a)^2 - (x - a - s)^2) / (2 sigma^2) = s (2 (x - a) - s) / (2 sigma^2)
-        return float(shift) * (2.0 * offset.astype(float) - float(shift)) / (2.0 * float(comp.variance))
-    assert comp.scale is not None
+        z = float(shift) * (2.0 * offset.astype(float) - float(shift)) / (2.0 * float(required.variance(comp)))
+        return z
+    scale = required.scale(comp)
     # (|x - a| - |x - a - s|) / t = sign(s) (2 clip(x - a, between 0 and s) - s) / t
     clipped = np.minimum(np.maximum(offset, min(0, shift)), max(0, shift))
     sign = 1.0 if shift > 0 else -1.0
-    return sign * (2.0 * clipped.astype(float) - float(shift)) / float(comp.scale)
+    z = sign * (2.0 * clipped.astype(float) - float(shift)) / float(scale)
+    return z
 
 
 def event_thresholds(plan: Plan, noised: tuple[NoisedCell, ...], choice_loss: float = 0.0) -> list[float]:
@@ -73,9 +75,9 @@ def event_thresholds(plan: Plan, noised: tuple[NoisedCell, ...], choice_loss: fl
             laplace += max(abs(v) for v in c.llr)
             continue
         if comp.mechanism == "discrete_gaussian":
-            mu2 += float(shift) ** 2 / float(comp.variance)  # type: ignore[arg-type]
+            mu2 += float(shift) ** 2 / float(required.variance(comp))
         else:
-            laplace += abs(shift) / float(comp.scale)  # type: ignore[arg-type]
+            laplace += abs(shift) / float(required.scale(comp))
     if mu2 == 0:
         out = [tau * laplace for tau in _TAUS]
     else:
@@ -111,9 +113,8 @@ def count_hits(
                     z[released] += -math.inf if on_d else math.inf
                 continue
             if c.utilities is not None:  # a quantile level: the release's exact draw of a candidate, then its ratio
-                assert comp.scale is not None
-                drawn = exponential_sample(list(c.utilities[0 if on_d else 1]), comp.scale.denominator,
-                                           comp.scale.numerator, m)
+                scale = required.scale(comp)
+                drawn = exponential_sample(list(c.utilities[0 if on_d else 1]), scale.denominator, scale.numerator, m)
                 z += np.asarray(c.llr)[drawn]
                 continue
             noisy = _noised(c.exact_d if on_d else c.exact_d_prime, comp, m)

@@ -13,19 +13,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from dpcli.audit import required
 from dpcli.audit.bounds import PRECISION, release_probability
 from dpcli.audit.targets import ASSUMED_DELTA, Target, audit_targets
 from dpcli.core.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate
+from dpcli.errors import InternalError
 from dpcli.mechanisms import topk
 from dpcli.plan import quantiles
 from dpcli.plan.model import Plan, StatisticPlan, bin_label
 from dpcli.spec.model import (
     Column,
+    EdgeBins,
     GridBins,
     Histogram,
     Quantile,
@@ -135,8 +137,6 @@ class Neighbours(PersonPair):
     choices: tuple[tuple[int, dict[Cell, int], dict[Cell, int]], ...] = ()
 
 
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Candidate rows (from the declared columns only)
 
@@ -145,14 +145,12 @@ class Neighbours(PersonPair):
 
 
 def _grid_text(column: Column, k: int) -> str:
-    assert column.precision is not None
-    return format_exact(k * column.precision)
+    return format_exact(k * required.precision(column))
 
 
-def _bin_starts(column: Column, bins: Any) -> list[int]:
+def _bin_starts(column: Column, bins: EdgeBins | GridBins) -> list[int]:
     """The smallest grid value of the first two and the last two bins a clamped value can reach."""
-    p = column.precision
-    assert p is not None
+    p = required.precision(column)
     glo, ghi = column.grid_bounds
     n = bins.count
 
@@ -370,7 +368,8 @@ class _Engine:
         for sp, e, b in zip(self.plan.statistics, exact, self.base, strict=True):
             parts: dict[str, dict[Cell, int]] = {}
             if sp.selection is not None:
-                assert e.keys is not None
+                if e.keys is None:
+                    raise InternalError(f"statistic {sp.statistic.name}: open keys aggregated without their entries")
                 parts["count"] = {(int(code), text): int(n) for (code, text), n in zip(e.keys, e.counts.tolist(),
                                                                                      strict=True)}
                 out.append(parts)
@@ -383,7 +382,8 @@ class _Engine:
                 part = "count" if comp.mechanism == "exponential" else comp.role
                 now, base = _exact_part(self.plan, sp, e, part), _exact_part(self.plan, sp, b, part)
                 # a sum component exists only in a statistic whose exact values carry sums
-                assert now is not None and base is not None
+                if now is None or base is None:
+                    raise InternalError(f"statistic {sp.statistic.name}: no exact values for its {part} part")
                 changed = np.flatnonzero(np.asarray(now != base, dtype=bool))
                 parts[comp.role] = {int(c): int(now[c]) - int(base[c]) for c in changed.tolist()}
             out.append(parts)
@@ -395,9 +395,12 @@ class _Engine:
     def exact(self, i: int, role: str, cell: Cell, person: Person | None) -> int:
         if self.open[i] or role == "choice":  # held whole
             return self.delta(person)[i][role].get(cell, 0)
-        b = self.base[i]
-        assert self.plan.statistics[i].component(role).mechanism != "exponential"
-        base = int(_exact_part(self.plan, self.plan.statistics[i], b, role)[cell])  # type: ignore[index]
+        sp = self.plan.statistics[i]
+        exact = _exact_part(self.plan, sp, self.base[i], role)
+        # a declared cell of a noised part: a quantile level's cells are its utilities (_quantile_noised)
+        if sp.component(role).mechanism == "exponential" or exact is None or not isinstance(cell, int):
+            raise InternalError(f"statistic {sp.statistic.name}: no exact value of its {role} part per cell")
+        base = int(exact[cell])
         return base + self.delta(person)[i][role].get(cell, 0)
 
 
@@ -405,10 +408,10 @@ def _exact_part(plan: Plan, sp: StatisticPlan, e: ExactStatistic, role: str) -> 
     """The exact values a part is noised on: a quantile's interval count reads the rows with a value per cell, the sum
     of its bins (as dpcli.mechanisms.noise.draw_quantiles does); every other part its own vector."""
     if role == quantiles.INTERVAL_COUNT:
-        stat = sp.statistic
-        assert isinstance(stat, Quantile)
+        stat = required.quantile(sp)
         width = quantile_bins(stat, plan.spec.columns[stat.column])
-        return np.asarray(e.counts, dtype=np.int64).reshape(-1, width).sum(axis=1)
+        per_cell: np.ndarray = np.asarray(e.counts, dtype=np.int64).reshape(-1, width).sum(axis=1)
+        return per_cell
     return e.part(role)
 
 
@@ -434,8 +437,7 @@ def _quantile_cells(
     """(cell of by:, utilities under D, under D') of a quantile level, for the cells whose bins differ: the counts
     are the base dataset's plus each side's exact difference (dpcli.plan.quantiles reads the bins as a release does)."""
     sp = plan.statistics[i]
-    stat = sp.statistic
-    assert isinstance(stat, Quantile)
+    stat = required.quantile(sp)
     column = plan.spec.columns[stat.column]
     _, spacing, m = candidate_grid(column, stat.step)
     width = quantile_bins(stat, column)
@@ -460,15 +462,14 @@ def _quantile_loss(plan: Plan, base: list[ExactStatistic], i: int, role: str, d1
     """A quantile level's pure-ε loss between two datasets: permute-and-flip's (as the exponential mechanism's)
     2 max_c |Δu(c)| / t, summed over the cells of by: that differ (a row leaving one cell and joining another moves
     both); and those cells."""
-    scale = plan.statistics[i].component(role).scale
-    assert scale is not None
+    scale = required.scale(plan.statistics[i].component(role))
     cells = _quantile_cells(plan, base, i, role, d1, d2)
     moved = sum(int(np.abs(u1 - u2).max(initial=0)) for _, u1, u2 in cells)
     return Fraction(2 * moved) / scale, len(cells)
 
 
 def _pair_loss(
-    plan: Plan, target: Target, a: Delta, b: Delta, base: list[ExactStatistic] | None = None
+    plan: Plan, target: Target, a: Delta, b: Delta, base: list[ExactStatistic]
 ) -> tuple[Fraction, int]:
     """The target's privacy loss between two candidate datasets under the plan's noise, and the cells that differ.
     For an open-key statistic the loss is that of the entries both hold (``_selection_delta`` covers the rest).
@@ -482,7 +483,6 @@ def _pair_loss(
     for i, role in target.parts:
         sp = plan.statistics[i]
         if isinstance(sp.statistic, Quantile) and role != quantiles.INTERVAL_COUNT:  # a level (the count: below)
-            assert base is not None
             level_eps, level_cells = _quantile_loss(plan, base, i, role, a[i][role], b[i][role])
             cells += level_cells
             if target.loss_unit == "ε":
@@ -507,11 +507,9 @@ def _pair_loss(
                 eps[i] = eps.get(i, Fraction(0)) + Fraction(choice_loss(sp, a[i][role], b[i][role]))
             continue
         if comp.mechanism == "discrete_gaussian":
-            assert comp.variance is not None
-            rho += Fraction(sum(v * v for v in diff.values())) / (2 * comp.variance)
+            rho += Fraction(sum(v * v for v in diff.values())) / (2 * required.variance(comp))
         else:
-            assert comp.scale is not None
-            eps[i] = eps.get(i, Fraction(0)) + Fraction(sum(abs(v) for v in diff.values())) / comp.scale
+            eps[i] = eps.get(i, Fraction(0)) + Fraction(sum(abs(v) for v in diff.values())) / required.scale(comp)
     if target.loss_unit == "ε":
         return sum(eps.values(), Fraction(0)), cells
     # zCDP: an eps-DP (Laplace) statistic is eps^2/2-zCDP
@@ -525,7 +523,8 @@ def count_vector(values: dict[Cell, int]) -> np.ndarray:
 def choice_z(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int], outcomes: np.ndarray) -> np.ndarray:
     """Z = log P[o | D'] - log P[o | D] of a top_k's outcomes (rows of ordered keys)."""
     a, b = count_vector(d), count_vector(d_prime)
-    return topk.log_probabilities(sp, b, outcomes) - topk.log_probabilities(sp, a, outcomes)
+    z: np.ndarray = topk.log_probabilities(sp, b, outcomes) - topk.log_probabilities(sp, a, outcomes)
+    return z
 
 
 def choice_loss(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int]) -> float:
@@ -542,8 +541,7 @@ def _one_sided(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[decimal.
         sp = plan.statistics[i]
         if sp.selection is None:
             continue
-        scale = sp.component(role).scale
-        assert scale is not None
+        scale = required.scale(sp.component(role))
         ea, eb = a[i][role], b[i][role]
         for key in ea.keys() ^ eb.keys():
             n += 1
@@ -648,7 +646,8 @@ def _filled(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _E
     K rows in all (so the engine keeps every one), once per candidate value of the statistic's other columns; for
     an open key, once over keys both datasets hold and once over keys only this person holds. Rows repeated past
     the bounds leave the choice of the kept ones to the keyed hash, which may keep fewer cells than the bounds allow."""
-    assert eng.person is not None
+    if eng.person is None:
+        raise InternalError("persons at the bounds of a release without a person unit")
     dims = list(sp.statistic.dimensions)
     if not dims:
         return []
@@ -733,7 +732,8 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
     eng.load(p for pair in seeds for p in pair if p is not None)
     for pair in seeds:
         found.offer(*_pair_loss(plan, release, eng.delta(pair[0]), eng.delta(pair[1]), eng.base), pair)
-    assert found.pair is not None
+    if found.pair is None:
+        raise InternalError("the release's neighbour search offered no pair")
     if eng.person is not None:
         return best
     starts = list(dict.fromkeys([found.pair, merged_pair]))
@@ -744,7 +744,8 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
             moves: list[tuple[Person | None, Person]] = []
             for side in ((0, 1) if replace else (1,)):
                 person = current[side]
-                assert person is not None
+                if person is None:  # D's person exists under replace, the only case that moves side 0
+                    raise InternalError("the release's pair lacks the person it moves")
                 row = person[0]
                 for c in eng.columns:
                     for v in values[c]:
@@ -777,7 +778,8 @@ def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> 
     out = []
     for t in targets:
         b = best[t.label]
-        assert b.pair is not None
+        if b.pair is None:
+            raise InternalError(f"target {t.label}: the neighbour search offered no pair")
         p1, p2 = b.pair
         noised: list[NoisedCell] = []
         choices = []
@@ -808,14 +810,14 @@ def _noised_cells(
                        eng.exact(i, role, cell, p2), comp.unit)
             for cell in sorted(_difference(a, c))
         ]
-    assert comp.scale is not None
+    scale = required.scale(comp)
     tau = sp.selection.threshold
     out = []
     for key in sorted(a.keys() | c.keys()):
         if key in a and key in c and a[key] == c[key]:
             continue
         only = None if key in a and key in c else ("D" if key in a else "D'")
-        p = 0.0 if only is None else float(release_probability(a.get(key, 0) or c.get(key, 0), tau, comp.scale))
+        p = 0.0 if only is None else float(release_probability(a.get(key, 0) or c.get(key, 0), tau, scale))
         out.append(NoisedCell(i, sp.statistic.name, role, key, _cell_label(sp, key), a.get(key, 0), c.get(key, 0),
                               comp.unit, only, tau if only else None, p))
     return out
@@ -827,12 +829,11 @@ def _quantile_noised(eng: _Engine, i: int, role: str, a: dict[Cell, int], c: dic
     ``topk.permute_and_flip_log_pmf``)."""
     plan = eng.plan
     sp = plan.statistics[i]
-    stat = sp.statistic
+    stat = required.quantile(sp)
     comp = sp.component(role)
-    assert isinstance(stat, Quantile) and comp.scale is not None
     column = plan.spec.columns[stat.column]
     first, spacing, _ = candidate_grid(column, stat.step)
-    t = float(comp.scale)
+    t = float(required.scale(comp))
 
     def log_probs(u: np.ndarray) -> np.ndarray:
         return topk.permute_and_flip_log_pmf(np.array([float(u.max() - v) for v in u]), t)

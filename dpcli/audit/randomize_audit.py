@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class RandomizeAudit:
     def violations(self) -> tuple[RandomizeTarget, ...]:
         return tuple(t for t in self.targets if not t.within_claim)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset, "command": "randomize", "trials": self.trials, "confidence": self.confidence,
             "ok": self.ok,

@@ -31,8 +31,8 @@ class Target:
     columns: tuple[str, ...]  # the columns its statistics read
 
 
-
-def audit_targets(plan: Plan, delta: Fraction | None) -> list[Target]:
+def audit_targets(plan: Plan, delta: Fraction) -> list[Target]:
+    """Every target of the plan with its claim; ``delta`` is the δ at which ρ is converted to ε (zCDP parts)."""
     spec = plan.spec
     out = []
     for i, sp in enumerate(plan.statistics):
@@ -40,7 +40,6 @@ def audit_targets(plan: Plan, delta: Fraction | None) -> list[Target]:
         columns = tuple(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []))))
         roles = tuple((i, c.role) for c in sp.components)
         if sp.mechanism == "discrete_gaussian":
-            assert delta is not None
             claim = (zcdp_to_epsilon(sp.rho, delta), delta, sp.rho, "ρ")
         else:
             eps = sp.reported_epsilon if sp.reported_epsilon is not None else sp.epsilon
@@ -61,7 +60,6 @@ def audit_targets(plan: Plan, delta: Fraction | None) -> list[Target]:
             # their worst, which can hide a part whose own sensitivity is wrong
             for comp in sp.components:
                 if comp.mechanism == "discrete_gaussian":
-                    assert delta is not None
                     claim = (zcdp_to_epsilon(comp.rho, delta), delta, comp.rho, "ρ")
                 else:
                     claim = (comp.epsilon, Fraction(0), comp.epsilon, "ε")
@@ -80,7 +78,6 @@ def audit_targets(plan: Plan, delta: Fraction | None) -> list[Target]:
         claim = (plan.epsilon, selections, plan.epsilon, "ε")
     else:
         # the selections' deltas come out of the release's delta; the zCDP conversion gets the rest (dpcli.plan.model)
-        assert delta is not None
         claim = (zcdp_to_epsilon(plan.rho, delta - selections), delta, plan.rho, "ρ")
     out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))
     return out

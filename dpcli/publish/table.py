@@ -142,7 +142,6 @@ class Table:
             yield from zip(*self.block_columns(b), strict=True)
 
 
-
 # ---------------------------------------------------------------------------------------------------------------
 # The table of a release, from noisy integers
 
