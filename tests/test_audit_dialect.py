@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.audit.release_audit import find_neighbours
+from dpcli.audit.neighbours import find_neighbours
 from dpcli.plan.model import make_plan
 from dpcli.spec.load import parse_spec
 

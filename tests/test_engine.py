@@ -906,7 +906,8 @@ def test_line_aggregator_rows_are_the_typed_rows(rows: list[tuple[str, str, str,
     """``LineAggregator.rows``: the typed rows of a chunk, quoted lines read as the csv module reads them (as a
     multiset: the engine may give them in another order)."""
     from dpcli.engine.persons import ID_COLUMN
-    from dpcli.engine.polars_engine import CsvLayout, LineAggregator
+    from dpcli.engine.polars_engine import LineAggregator
+    from dpcli.engine.source import CsvLayout
 
     spec = OPEN_SPEC.replace("privacy: {epsilon: 1, delta: 1e-6}",
                              "privacy: {epsilon: 1, delta: 1e-6, unit: {id: pid, max_rows: 2, missing_id: drop}}")

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpcli.engine import aggregate, check_input
-from dpcli.engine.polars_engine import ExactStatistic, LineAggregator
+from dpcli.engine.cells import ExactStatistic
+from dpcli.engine.polars_engine import LineAggregator
 from dpcli.engine.source import CsvSource, _mapped_chunks
 from dpcli.errors import InputError
 from dpcli.plan.model import make_plan

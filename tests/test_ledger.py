@@ -104,7 +104,7 @@ KILL_DRIVER = textwrap.dedent(
     """
     import os, signal, sys
     import dpcli.run.release as rel
-    import dpcli.publish.table as out
+    import dpcli.publish.writers as out
     from dpcli.ledger.jsonl import JsonlLedger
 
     step, spec, data, output, ledger = sys.argv[1:6]

@@ -26,7 +26,9 @@ from dpcli.mechanisms.noisy import Noisy
 from dpcli.mechanisms.selection import select_entries
 from dpcli.plan.model import Plan, make_plan
 from dpcli.publish.columns import csv_field, csv_texts, json_texts
-from dpcli.publish.table import build_table, release_metadata, write_csv, write_json
+from dpcli.publish.sidecar import release_metadata
+from dpcli.publish.table import build_table
+from dpcli.publish.writers import write_csv, write_json
 from dpcli.spec.load import parse_spec
 
 HEAD = """\
@@ -161,7 +163,7 @@ def hostile_table(plan: Plan):
 
 
 class Sink(io.TextIOBase):
-    """The writers' sink as _HashingWriter offers it (text and bytes), into one buffer."""
+    """The writers' sink as HashingWriter offers it (text and bytes), into one buffer."""
 
     def __init__(self):
         self.buf = io.BytesIO()
@@ -225,9 +227,9 @@ def test_the_stored_table_gives_the_same_rows():
     assert sp.selection.dimension == 1
     noisy = select_entries(sp, np.array([sp.selection.threshold] * 2), [(1, "x,y"), (0, "z\n")])
     table = build_table(plan, [noisy])
-    from dpcli.publish.table import Table
+    from dpcli.publish.store import decode_table, encode_table
 
-    again = Table.from_json(table.to_json())
+    again = decode_table(encode_table(table))
     assert list(again.rows()) == list(table.rows())
     assert table.columns[3:5] == ("sex", "country")
     assert [(r[3], r[4]) for r in table.rows()] == [("M", "z\n"), ("F", "x,y")]

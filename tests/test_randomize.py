@@ -230,7 +230,7 @@ def test_frequencies_of_a_nearly_noiseless_randomization_are_the_true_counts(tmp
     # its sidecar is the schema's `frequency` shape (dpcli schema --sidecar), of contract 0.3
     import jsonschema
 
-    from dpcli.publish.table import SIDECAR_SCHEMA
+    from dpcli.publish.sidecar import SIDECAR_SCHEMA
 
     meta = json.loads((tmp_path / "f.csv.meta.json").read_text())
     jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text())).validate(meta)

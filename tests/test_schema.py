@@ -33,9 +33,9 @@ from jsonschema import Draft202012Validator  # noqa: E402
 
 from dpcli.errors import SpecError  # noqa: E402
 from dpcli.plan.model import make_plan  # noqa: E402
-from dpcli.spec.fields import Number, RuleError, number_within_limits  # noqa: E402
+from dpcli.spec.fields import NUMBER_PATTERN, Number, RuleError, number_within_limits  # noqa: E402
 from dpcli.spec.load import load_spec, parse_errors, parse_spec, spec_errors  # noqa: E402
-from dpcli.spec.schema import NUMBER_PATTERN, schema_json, spec_schema  # noqa: E402
+from dpcli.spec.schema import schema_json, spec_schema  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = spec_schema()

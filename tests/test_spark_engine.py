@@ -336,7 +336,7 @@ def test_sums_beyond_64_bits_add_up_exactly(spark, hostile_plan):
     import numpy as np
     import pyarrow as pa
 
-    from dpcli.engine.polars_engine import ExactStatistic
+    from dpcli.engine.cells import ExactStatistic
 
     rng = random.Random(3)
     parts = []

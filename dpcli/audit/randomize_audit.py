@@ -7,7 +7,7 @@ records are independent of the changed one and identical in both datasets, so th
 left out. The real sampler (dpcli.mechanisms.randomized_response.randomize_keys) is drawn ``trials`` times per dataset;
 the
 events are "the published key is j" for every key j (per record: "every published key is the neighbour's key"),
-each favouring either dataset; Clopper-Pearson bounds (dpcli.audit.release_audit) at joint confidence ``confidence`` (a
+each favouring either dataset; Clopper-Pearson bounds (dpcli.audit.bounds) at joint confidence ``confidence`` (a
 union
 bound over every bound of the report) give ε_lb = max log(p_lo / p_hi). An ε_lb above the claim proves a bug, up to
 that confidence; one below it is evidence, not proof.
@@ -20,17 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from dpcli.audit.release_audit import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_TRIALS,
-    MAX_TRIALS,
-    MIN_TRIALS,
-    clopper_pearson,
-    epsilon_bound,
-)
+from dpcli.audit.bounds import clopper_pearson, epsilon_bound
+from dpcli.audit.release_audit import DEFAULT_CONFIDENCE, DEFAULT_TRIALS, MAX_TRIALS, MIN_TRIALS
 from dpcli.core.samplers import RandomSource
 from dpcli.errors import UsageError
 from dpcli.mechanisms.randomized_response import randomize_keys
@@ -70,7 +65,7 @@ class RandomizeAudit:
     def violations(self) -> tuple[RandomizeTarget, ...]:
         return tuple(t for t in self.targets if not t.within_claim)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset, "command": "randomize", "trials": self.trials, "confidence": self.confidence,
             "ok": self.ok,

@@ -437,7 +437,7 @@ def schema(
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of spec version 1, for editors and CI validators."""
     if sidecar:
-        from dpcli.publish.table import sidecar_schema_text
+        from dpcli.publish.sidecar import sidecar_schema_text
 
         sys.stdout.write(sidecar_schema_text())
         return

@@ -8,8 +8,9 @@ partition selection may publish. A person-level release (``privacy.unit: {id: ..
 first, under a per-release secret (``aggregate(..., secret=...)``; ``dpcli.engine.persons``).
 """
 
+from dpcli.engine.cells import ExactStatistic
 from dpcli.engine.csv_header import check_header, read_header
-from dpcli.engine.polars_engine import ExactStatistic, aggregate, check_input
+from dpcli.engine.polars_engine import aggregate, check_input
 from dpcli.engine.source import input_format
 
 __all__ = ["ExactStatistic", "aggregate", "check_header", "check_input", "input_format", "read_header"]

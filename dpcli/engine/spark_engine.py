@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from dpcli.core.locations import is_url
-from dpcli.engine.cells import used_columns
+from dpcli.engine.cells import ExactStatistic, used_columns
 from dpcli.engine.columnar import FrameAggregator, typed_frame
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, check_header, head_layout
 from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
@@ -58,7 +58,8 @@ from dpcli.engine.persons import (
     exact_from_frames,
     hash_probe,
 )
-from dpcli.engine.polars_engine import CsvLayout, ExactStatistic, LineAggregator
+from dpcli.engine.polars_engine import LineAggregator
+from dpcli.engine.source import CsvLayout
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
 from dpcli.plan.model import Plan
 from dpcli.spec.kinds import KINDS

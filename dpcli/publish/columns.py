@@ -7,7 +7,6 @@ import csv
 import io
 import json
 from collections.abc import Iterator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -15,6 +14,8 @@ import numpy as np
 from dpcli.core.accounting import format_exact
 from dpcli.spec.model import GridBins
 
+# polars is imported inside the functions that format a column (when a table is written or stored): `dpcli budget
+# show` never pays for it
 if TYPE_CHECKING:
     import polars as pl
 
@@ -24,12 +25,6 @@ BIN_SEPARATOR = ".."
 # polars (in Rust, on every core) and written before the next one is made, so the text held is ~10-30 MB.
 CHUNK_ROWS = 1 << 18
 _INT64_SAFE = 2**62  # integers formatted in int64 must stay below this (after offset and multiplier)
-
-
-def load_polars() -> ModuleType:
-    import polars as pl  # imported when a table is written or stored: `dpcli budget show` never pays for it
-
-    return pl
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -74,7 +69,9 @@ class LazyColumn(Sequence[str]):
     __hash__ = None  # type: ignore[assignment]
 
     def texts(self, i: int, j: int) -> list[str]:
-        return self.text(i, j).cast(load_polars().String).to_list()
+        import polars as pl
+
+        return self.text(i, j).cast(pl.String).to_list()
 
     def text(self, i: int, j: int) -> pl.Series:
         raise NotImplementedError
@@ -105,7 +102,7 @@ class Texts(LazyColumn):
         self.rows = len(self.values)
 
     def text(self, i: int, j: int) -> pl.Series:
-        pl = load_polars()
+        import polars as pl
         return pl.Series(self.values[i:j], dtype=pl.String)
 
     def csv(self, i: int, j: int) -> pl.Series:
@@ -130,7 +127,7 @@ class Ints(LazyColumn):
         self.rows = len(values)
 
     def text(self, i: int, j: int) -> pl.Series:
-        pl = load_polars()
+        import polars as pl
         s = pl.Series(self.values[i:j], dtype=pl.Int64)
         if self.offset == 0 and self.mult == 1 and self.digits == 0:
             return s
@@ -152,11 +149,11 @@ class Blank(LazyColumn):
         return [None] * (min(j, self.rows) - i)  # type: ignore[list-item] # as a dimension that does not apply
 
     def text(self, i: int, j: int) -> pl.Series:
-        pl = load_polars()
+        import polars as pl
         return pl.repeat("", j - i, dtype=pl.String, eager=True)
 
     def number_json(self, i: int, j: int) -> pl.Series:
-        pl = load_polars()
+        import polars as pl
         return pl.repeat("null", j - i, dtype=pl.String, eager=True)
 
     def store(self) -> None:
@@ -174,7 +171,7 @@ class KeyLabels(LazyColumn):
         return (np.arange(i, j, dtype=np.int64) // self.inner) % len(self.keys)
 
     def _gather(self, texts: list[str], i: int, j: int) -> pl.Series:
-        pl = load_polars()
+        import polars as pl
         return pl.Series(texts, dtype=pl.String).gather(self._codes(i, j))
 
     def text(self, i: int, j: int) -> pl.Series:
@@ -214,7 +211,7 @@ class GridLabels(LazyColumn):
 
     def _edges(self, first: int, n: int) -> pl.Series:
         """Text of edges first .. first + n - 1 (a String Series)."""
-        pl = load_polars()
+        import polars as pl
         if self.scaled is None:
             return pl.Series([format_exact(self.bins.edge(e)) for e in range(first, first + n)], dtype=pl.String)
         start, step, digits = self.scaled
@@ -235,7 +232,7 @@ class GridLabels(LazyColumn):
         return self._labels(i, j, '"[', ')"')  # as json.dumps writes it (an edge column is a number_json column)
 
     def _labels(self, i: int, j: int, before: str, after: str) -> pl.Series:
-        pl = load_polars()
+        import polars as pl
         n = j - i
         if self.inner == 1 and i // self.bin_count == (j - 1) // self.bin_count:
             # consecutive bins (the usual case: the bin is the last dimension): each edge is formatted once
@@ -260,7 +257,7 @@ class GridLabels(LazyColumn):
 def scaled_text(v: pl.Expr, digits: int) -> pl.Expr:
     """Decimal text of the integer expression v / 10**digits, trailing zeros dropped: the text format_exact gives
     for every value, computed by polars."""
-    pl = load_polars()
+    import polars as pl
     if digits == 0:
         return v.cast(pl.String)
     a = v.abs()
@@ -290,7 +287,7 @@ def csv_field(text: str) -> str:
 def csv_texts(texts: pl.Series) -> pl.Series:
     """``csv_field`` of every text of a String Series: quoted (quotes doubled) when it holds a comma, a quote, a line
     feed or a carriage return, else as it is."""
-    pl = load_polars()
+    import polars as pl
     quoted = pl.lit('"') + pl.col("t").str.replace_all('"', '""', literal=True) + pl.lit('"')
     needs = pl.col("t").str.contains(r'[,"\n\r]')
     return texts.to_frame("t").select(pl.when(needs).then(quoted).otherwise(pl.col("t"))).to_series()
@@ -303,7 +300,7 @@ _JSON_CONTROL = {chr(c): json.dumps(chr(c)).strip('"') for c in range(0x20)}
 def json_texts(texts: pl.Series) -> pl.Series:
     """``json.dumps(text, ensure_ascii=False)`` of every text of a String Series: backslash, quote and the control
     characters escaped as json.dumps escapes them, in quotes."""
-    pl = load_polars()
+    import polars as pl
     body = pl.col("t").str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
     frame = texts.to_frame("t")
     if frame.select(pl.col("t").str.contains(r"[\x00-\x1f]").any()).item():
@@ -322,8 +319,8 @@ class Masked(LazyColumn):
     def __init__(self, inner: LazyColumn, hidden: np.ndarray):
         self.inner, self.hidden, self.rows = inner, np.asarray(hidden, dtype=bool), len(inner)
 
-    def _mask(self, series, i: int, j: int, blank: str):  # type: ignore[no-untyped-def]
-        pl = load_polars()
+    def _mask(self, series: pl.Series, i: int, j: int, blank: str) -> pl.Series:
+        import polars as pl
         hide = pl.Series(self.hidden[i:j])
         return pl.select(pl.when(hide).then(pl.lit(blank)).otherwise(series.cast(pl.String))).to_series()
 
@@ -331,13 +328,13 @@ class Masked(LazyColumn):
         inner = self.inner.texts(i, j)
         return [None if h else t for t, h in zip(inner, self.hidden[i:j], strict=True)]  # type: ignore[misc]
 
-    def text(self, i: int, j: int):  # type: ignore[no-untyped-def]
+    def text(self, i: int, j: int) -> pl.Series:
         return self._mask(self.inner.text(i, j), i, j, "")
 
-    def csv(self, i: int, j: int):  # type: ignore[no-untyped-def]
+    def csv(self, i: int, j: int) -> pl.Series:
         return self._mask(self.inner.csv(i, j), i, j, "")
 
-    def number_json(self, i: int, j: int):  # type: ignore[no-untyped-def]
+    def number_json(self, i: int, j: int) -> pl.Series:
         return self._mask(self.inner.number_json(i, j), i, j, "null")
 
     def store(self) -> list[str]:

@@ -28,7 +28,7 @@ from typing import BinaryIO
 from dpcli.core.locations import is_ledger_url
 from dpcli.errors import InputError, UsageError
 from dpcli.ledger import Ledger
-from dpcli.publish.table import sidecar_path
+from dpcli.publish.sidecar import sidecar_path
 
 __all__ = [
     "Protected", "append", "check_init_target", "check_output_target", "check_release_paths", "check_target",

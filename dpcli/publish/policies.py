@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpcli.core.accounting import format_exact, parse_exact
+from dpcli.errors import InternalError
 from dpcli.postprocess.consistency import flag_column, small_cells
 from dpcli.publish.columns import Ints, LazyColumn, Masked, Texts
 from dpcli.spec.kinds import Kind
@@ -22,9 +23,9 @@ def _exact(column: LazyColumn) -> list[Fraction]:
 
 def _grid(columns: tuple[LazyColumn, ...]) -> tuple[list[np.ndarray], int, int] | None:
     """The columns as integer arrays on one decimal grid (mult / 10**digits), or None when they are not."""
-    if not all(isinstance(c, Ints) for c in columns):
+    ints = [c for c in columns if isinstance(c, Ints)]
+    if len(ints) != len(columns):
         return None
-    ints: list[Ints] = list(columns)  # type: ignore[arg-type]
     if len({(c.mult, c.digits) for c in ints}) != 1:
         return None
     return [np.asarray(c.values, dtype=np.int64) + c.offset for c in ints], ints[0].mult, ints[0].digits
@@ -33,7 +34,15 @@ def _grid(columns: tuple[LazyColumn, ...]) -> tuple[list[np.ndarray], int, int] 
 def _round_half_even(num: np.ndarray, den: int) -> np.ndarray:
     q = num // den
     twice = 2 * (num - q * den)
-    return q + ((twice > den) | ((twice == den) & (q % 2 == 1))).astype(np.int64)
+    rounded: np.ndarray = q + ((twice > den) | ((twice == den) & (q % 2 == 1))).astype(np.int64)
+    return rounded
+
+
+def _small_cell_width(policy: PostProcess) -> Fraction:
+    """The small-cell policy's max_relative_width (the spec's loader sets it with the policy's action)."""
+    if policy.max_relative_width is None:
+        raise InternalError("a small-cell policy without its max_relative_width")
+    return policy.max_relative_width
 
 
 def apply(
@@ -57,7 +66,7 @@ def apply(
             value, low, high = (Ints(a, 0, mult, step_digits) for a in arrays)
         if policy.small_cells is None:
             return value, low, high, None
-        small = _small_on_grid(arrays, policy.max_relative_width)  # type: ignore[arg-type]
+        small = _small_on_grid(arrays, _small_cell_width(policy))
         return _flagged(policy.small_cells, small, value, low, high)
     numbers = [_exact(c) for c in columns]
     if nonnegative:
@@ -69,9 +78,8 @@ def apply(
         value, low, high = (Texts([format_exact(x) for x in column]) for column in numbers)
     if policy.small_cells is None:
         return value, low, high, None
-    assert policy.max_relative_width is not None
     value_numbers, low_numbers, high_numbers = numbers
-    small = np.array(small_cells(value_numbers, low_numbers, high_numbers, policy.max_relative_width), dtype=np.bool_)
+    small = np.array(small_cells(value_numbers, low_numbers, high_numbers, _small_cell_width(policy)), dtype=np.bool_)
     return _flagged(policy.small_cells, small, value, low, high)
 
 

@@ -81,7 +81,7 @@ class StatisticView:
     kind: str
     column: str
     rows: list[Row] = field(default_factory=list)  # the first MAX_TABLE_ROWS + 1 rows
-    meta: dict | None = None  # the sidecar's entry for this statistic, when there is a sidecar
+    meta: dict[str, Any] | None = None  # the sidecar's entry for this statistic, when there is a sidecar
     total: int = 0  # the statistic's rows in the table
     flags: int = 0  # of which flagged or suppressed
 
@@ -95,7 +95,7 @@ class StatisticView:
 @dataclass
 class ReportData:
     statistics: list[StatisticView]
-    meta: dict | None  # the sidecar, None when none was found
+    meta: dict[str, Any] | None  # the sidecar, None when none was found
     status: BudgetStatus | None  # the dataset's budget in the ledger, None when no ledger was read
     ledger_name: str | None
     source: str  # the table's file name (a label on the page; never a directory of the operator's machine)
@@ -221,20 +221,21 @@ def _sidecar_validator() -> Any:
     if _SIDECAR_VALIDATOR is None:
         import jsonschema  # type: ignore[import-untyped]  # (no stubs shipped)
 
-        from dpcli.publish.table import SIDECAR_SCHEMA
+        from dpcli.publish.sidecar import SIDECAR_SCHEMA
 
         _SIDECAR_VALIDATOR = jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text(encoding="utf-8")))
     return _SIDECAR_VALIDATOR
 
 
-def read_sidecar(path: Path) -> dict:
+def read_sidecar(path: Path) -> dict[str, Any]:
     """A sidecar as dpcli writes it: a regular file of at most MAX_SIDECAR_BYTES, valid against the shipped schema
     (`dpcli schema --sidecar`). Exit 2 otherwise, naming where the document departs from the schema."""
     with _open_regular(path, "the sidecar", MAX_SIDECAR_BYTES) as fh:
         raw = fh.read()
     doc = _load_json(raw, f"the sidecar {path}", numbers_as_text=False)
     check_sidecar(doc, f"the sidecar {path}")
-    return doc
+    sidecar: dict[str, Any] = doc  # the schema's top level is an object: check_sidecar refused anything else
+    return sidecar
 
 
 def check_sidecar(doc: Any, what: str) -> None:
@@ -268,7 +269,7 @@ def _number(text: str) -> float | None:
     return value
 
 
-def views(columns: Sequence[str], rows: Iterable[dict[str, str]], meta: dict | None) -> list[StatisticView]:
+def views(columns: Sequence[str], rows: Iterable[dict[str, str]], meta: dict[str, Any] | None) -> list[StatisticView]:
     """The table's rows grouped by statistic, in the table's order. A statistic's kind and column come from the
     table's `kind`/`column` columns (contract 0.3), else from the sidecar, else are left empty. Each statistic keeps
     its first MAX_TABLE_ROWS + 1 rows (what the page shows) and counts the rest."""
@@ -325,8 +326,8 @@ def beside(table_path: Path) -> Path | None:
 
 
 def from_rows(
-    columns: Sequence[str], rows: Iterable[Sequence[str | None]], meta: dict | None, status: BudgetStatus | None,
-    ledger_name: str | None, source: str,
+    columns: Sequence[str], rows: Iterable[Sequence[str | None]], meta: dict[str, Any] | None,
+    status: BudgetStatus | None, ledger_name: str | None, source: str,
 ) -> ReportData:
     """A report's data from a table in memory (``release --report``): rows as the table's tuples."""
     _check_columns(source, columns)

@@ -30,9 +30,13 @@ from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_le
 from dpcli.ledger.base import charge, check_spend, release_key
 from dpcli.plan.cost import ReleaseCost, check_cost
 from dpcli.plan.model import Plan, make_plan
+from dpcli.publish.labels import check_labels
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
-from dpcli.publish.table import Table, check_labels, output_format, sidecar_path
+from dpcli.publish.sidecar import sidecar_path
+from dpcli.publish.store import decode_table
+from dpcli.publish.table import Table
+from dpcli.publish.writers import output_format
 from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id
 from dpcli.spec.load import load_spec
 from dpcli.spec.model import Spec
@@ -268,7 +272,7 @@ def load_stored_table(book: Ledger, release_id: str, spend: Record, stored: byte
     ledger, so a failure means a dpcli whose store format this one does not know (a newer one): exit 5, the id never
     drawn again."""
     try:
-        return Table.from_json(stored)
+        return decode_table(stored)
     except (ValueError, KeyError, TypeError):
         raise LedgerError(
             f"ledger {book.name}: the stored table of release id '{release_id}' (record {spend.seq}) is in a format "

@@ -30,15 +30,10 @@ from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import Plan
 from dpcli.publish.paths import open_append
-from dpcli.publish.table import (
-    CONTRACT,
-    Table,
-    build_table,
-    release_metadata,
-    sidecar_path,
-    write_sidecar,
-    write_table,
-)
+from dpcli.publish.sidecar import release_metadata, sidecar_path, write_sidecar
+from dpcli.publish.store import encode_table
+from dpcli.publish.table import CONTRACT, Table, build_table
+from dpcli.publish.writers import write_table
 from dpcli.run.paid import RELEASE_ID, Paid, PaidRun, Unpaid, check_release_id, leaves_nothing, what_failed
 from dpcli.run.prepare import UNSTORED_TABLE, load_stored_table, prepare
 from dpcli.run.randomize import find_randomized
@@ -199,7 +194,7 @@ class _TableWork:
         self.table = build_table(self.plan, noisy)
         del noisy
         self.say("noise drawn and table built")
-        return self.table.to_json()
+        return encode_table(self.table)
 
     def delivery(self, release_id: str, stored_sha256: str) -> Delivery:
         return Delivery(release_id, stored_sha256)

@@ -43,15 +43,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcli.audit.release_audit import (
-    Z_TOLERANCE,
-    AuditReport,
-    Neighbours,
-    StatisticAudit,
-    audit,
-    clopper_pearson,
-    find_neighbours,
-)
+from dpcli.audit.bounds import clopper_pearson
+from dpcli.audit.events import Z_TOLERANCE
+from dpcli.audit.neighbours import Neighbours, find_neighbours
+from dpcli.audit.release_audit import AuditReport, StatisticAudit, audit
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.scales import conservative_variance
 from dpcli.spec.load import parse_spec
@@ -582,7 +577,7 @@ def test_a_missing_id_is_a_person_of_its_own():
     for missing_id, expected in (("person", 1), ("drop", 0)):
         unit = f"{{id: pid, max_rows: 2, missing_id: {missing_id}}}"
         with tempfile.TemporaryDirectory() as folder:
-            from dpcli.audit.release_audit import _Engine
+            from dpcli.audit.neighbours import _Engine
 
             plan = person_plan("add_remove", statistics, unit)
             eng = _Engine(plan, Path(folder))

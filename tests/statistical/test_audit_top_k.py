@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.audit.release_audit import audit, find_neighbours
+from dpcli.audit.neighbours import find_neighbours
+from dpcli.audit.release_audit import audit
 from dpcli.plan.model import Plan, make_plan
 from dpcli.spec.load import parse_spec
 from tests.pf_law import permute_and_flip_law
