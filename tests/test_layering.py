@@ -234,3 +234,50 @@ def test_a_private_import_is_found() -> None:
     hostile = randomize + "\n\ndef _leak():\n    from dpcli.spec.model import _secret\n"
     found = private_imports({"dpcli.run.randomize": hostile})
     assert found == ["dpcli.run.randomize takes _secret from dpcli.spec.model"]
+
+
+def borrowed_names(sources: dict[str, str] | None = None) -> list[str]:
+    """Every ``from dpcli.x.y import name`` where dpcli.x.y does not define ``name`` but only imports it: a module
+    hands on another's name (a sub-package's ``__init__.py``, its face, may; a module may not). So a moved name
+    leaves no shim behind, and the imports show where each name lives."""
+    modules = module_paths()
+    defined: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                    found |= {e.id for e in elts if isinstance(e, ast.Name)}
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                found.add(node.target.id)
+        defined[name] = found
+    bad = []
+    for name, path in modules.items():
+        source = sources.get(name) if sources and name in sources else path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules):
+                continue
+            if modules[node.module].name == "__init__.py":
+                continue
+            bad.extend(
+                f"{name} takes {alias.name} from {node.module}"
+                for alias in node.names
+                if f"{node.module}.{alias.name}" not in modules and alias.name not in defined[node.module]
+            )
+    return bad
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    assert borrowed_names() == []
+
+
+def test_a_borrowed_name_is_found() -> None:
+    # the check itself: the writer taking the plan's Fraction (which dpcli.plan.model only imports) is reported
+    table = (PACKAGE / "publish" / "table.py").read_text(encoding="utf-8")
+    hostile = table + "\n\ndef _leak():\n    from dpcli.plan.model import Fraction\n"
+    found = borrowed_names({"dpcli.publish.table": hostile})
+    assert found == ["dpcli.publish.table takes Fraction from dpcli.plan.model"]
