@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -642,6 +641,7 @@ def init(
     from dpcli.core.files import atomic_write
     from dpcli.engine import read_header
     from dpcli.publish.paths import check_init_target, output_path
+    from dpcli.spec.skeleton import spec_skeleton
 
     target = output_path(output)  # `-o -`: standard output
     if target is not None:
@@ -658,59 +658,6 @@ def init(
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
     render.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
-
-
-SKELETON_HEAD = """\
-# A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.
-# For each column you use: type (int, float, category, bool) and its a-priori bounds or categories, from
-# documentation or domain knowledge -- never from the data. Delete the columns you do not use.
-# privacy.neighbours: add_remove (one person's row added or removed) or replace (one row changed).
-"""
-
-
-def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
-    """The skeleton's YAML, through PyYAML's emitter (it quotes what needs quoting: names and paths with spaces,
-    colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
-    import yaml
-
-    from dpcli.spec.fields import NAME_PATTERN
-
-    dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
-    usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
-    # a header name the spec cannot declare is listed in a comment, escaped to one line of ASCII (json.dumps)
-    unusable = "".join(f"#   {json.dumps(name)}\n" for name in header if name not in usable)
-    if unusable:
-        unusable = (
-            "# These header names cannot be declared (a column name is letters, digits, _ . -, starting with a "
-            "letter or _):\n" + unusable
-        )
-    doc = {
-        "version": 1,
-        "dataset": dataset,
-        "input": os.path.relpath(csv.absolute(), spec_dir),
-        "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": "1.0"},
-        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
-        "statistics": [{"name": "rows", "kind": "count"}],
-    }
-    body = yaml.dump(doc, Dumper=_skeleton_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=None,
-                     width=1_000_000)
-    return SKELETON_HEAD + unusable + body
-
-
-class _Flow(dict):
-    """A mapping written on one line, ``age: {type: TODO, bounds: [TODO, TODO]}``: one column per line."""
-
-
-def _skeleton_dumper() -> Any:
-    import yaml  # here, not at the top: only init writes YAML, and yaml costs every other command's start-up
-
-    class SkeletonDumper(yaml.SafeDumper):
-        pass
-
-    SkeletonDumper.add_representer(
-        _Flow, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
-    )
-    return SkeletonDumper
 
 
 @budget_app.command(
