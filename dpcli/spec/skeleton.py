@@ -7,7 +7,10 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+
+import yaml  # only init writes YAML: this module is imported by it alone, so no other command pays for yaml
+
+from dpcli.spec.fields import NAME_PATTERN
 
 SKELETON_HEAD = """\
 # A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.
@@ -20,10 +23,6 @@ SKELETON_HEAD = """\
 def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
     """The skeleton's YAML, through PyYAML's emitter (it quotes what needs quoting: names and paths with spaces,
     colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
-    import yaml
-
-    from dpcli.spec.fields import NAME_PATTERN
-
     dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
     usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
     # a header name the spec cannot declare is listed in a comment, escaped to one line of ASCII (json.dumps)
@@ -41,22 +40,21 @@ def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
         "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
         "statistics": [{"name": "rows", "kind": "count"}],
     }
-    body = yaml.dump(doc, Dumper=_skeleton_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=None,
+    body = yaml.dump(doc, Dumper=_SkeletonDumper, sort_keys=False, allow_unicode=True, default_flow_style=None,
                      width=1_000_000)
     return SKELETON_HEAD + unusable + body
 
 
-class _Flow(dict):
+class _Flow(dict[str, object]):
     """A mapping written on one line, ``age: {type: TODO, bounds: [TODO, TODO]}``: one column per line."""
 
 
-def _skeleton_dumper() -> Any:
-    import yaml  # here, not at the top: only init writes YAML, and yaml costs every other command's start-up
+class _SkeletonDumper(yaml.SafeDumper):
+    """PyYAML's safe emitter, writing a ``_Flow`` in flow style."""
 
-    class SkeletonDumper(yaml.SafeDumper):
-        pass
 
-    SkeletonDumper.add_representer(
-        _Flow, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
-    )
-    return SkeletonDumper
+def _represent_flow(dumper: yaml.SafeDumper, data: _Flow) -> yaml.Node:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
+
+
+_SkeletonDumper.add_representer(_Flow, _represent_flow)
