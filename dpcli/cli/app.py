@@ -10,14 +10,13 @@ from collections.abc import Callable
 from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand
 
 from dpcli.cli import render
 from dpcli.core.accounting import format_exact, parse_exact
-from dpcli.core.locations import is_ledger_url
 from dpcli.core.version import __version__
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.errors import (
@@ -35,6 +34,10 @@ from dpcli.errors import (
 )
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT, check_lock_timeout
 from dpcli.spec.fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
+
+if TYPE_CHECKING:
+    from dpcli.ledger.named import OtherLedger
+    from dpcli.spec.model import Spec
 
 
 def _example(command: str) -> str:
@@ -222,7 +225,7 @@ def release(
             )
     except BudgetRefused:
         # no cap here may mean the cap is in the other ledger the environment or the spec names
-        _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json, lock_timeout=lock_timeout)
+        _warn_cap_elsewhere(spec, ledger, quiet=as_json, lock_timeout=lock_timeout)
         raise
     # the release and its output are written (or a paid release's table written again): a signal from here on
     # changes nothing, so that no exit reads "nothing was spent" after a spend
@@ -234,8 +237,7 @@ def release(
     cells = len(result.table)
     warning = None
     if not result.reused and status is not None and status.releases == 1:
-        warning = _warn_other_ledger(result.plan.spec, ledger, first_spend=True, quiet=as_json,
-                                     lock_timeout=lock_timeout)
+        warning = _warn_first_spend(result.plan.spec, ledger, quiet=as_json)
     summary = {
         "dataset": result.plan.spec.dataset,
         "statistics": len(result.plan.statistics),
@@ -337,56 +339,37 @@ def randomize(
     )
 
 
-def _ledger_key(location: str | Path) -> str:
-    return str(location) if is_ledger_url(location) else os.path.realpath(location)
+# where a ledger was named, in the words of the command line
+LEDGER_SOURCES = {"explicit": "--ledger", "environment": "$DPCLI_LEDGER", "spec": "the spec's ledger:"}
 
 
-def other_ledger(explicit: str | None, spec_ledger: str | Path | None) -> tuple[str, str, str, str] | None:
-    """(used ledger, where it came from, another ledger named, where that came from), or None when every ledger the
-    command line, $DPCLI_LEDGER and the spec name is the same one. The first named is the one used (resolve_ledger)."""
-    named = [
-        (str(loc), source)
-        for loc, source in (
-            (explicit, "--ledger"),
-            (os.environ.get("DPCLI_LEDGER"), "$DPCLI_LEDGER"),
-            (spec_ledger, "the spec's ledger:"),
-        )
-        if loc
-    ]
-    if not named:
-        return None
-    (used, used_from), *rest = named
-    other = next(((loc, src) for loc, src in rest if _ledger_key(loc) != _ledger_key(used)), None)
-    return None if other is None else (used, used_from, *other)
+def _warn_first_spend(spec: Spec, explicit: str | None, quiet: bool) -> str | None:
+    """After a release of ``spec``, the first of its dataset in the ledger used: warn when another ledger is named
+    too (dpcli.ledger.named): each ledger holds its own cap, so spends split between two ledgers are each checked
+    against a whole budget. Returns the warning (for --json's summary), printed unless ``quiet``."""
+    from dpcli.ledger.named import other_ledger
 
-
-def _warn_other_ledger(
-    spec: Any, explicit: str | None, first_spend: bool, quiet: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
-) -> str | None:
-    """Warn when a dataset first appears in a ledger while another ledger is named too (README "The ledger"): each
-    ledger holds its own cap, so spends split between two ledgers are each checked against a whole budget.
-
-    ``first_spend``: after this release, the first of its dataset in the ledger used; else a release refused for
-    having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
-    if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
-        from dpcli.ledger import open_ledger, resolve_ledger
-        from dpcli.spec.model import load_spec
-
-        try:  # both read fine a moment ago; if not now, the refusal alone is said
-            spec = load_spec(spec)
-            book = open_ledger(resolve_ledger(explicit, spec.ledger), lock_timeout=lock_timeout)
-            if book.status(spec.dataset) is not None:
-                return None
-        except DpcliError:
-            return None
     pair = other_ledger(explicit, spec.ledger)
-    if pair is None:
-        return None
-    used, used_from, other, other_from = pair
-    what = "first release of" if first_spend else "no cap or spend for"
+    return None if pair is None else _warn_other_ledger("first release of", spec.dataset, pair, quiet)
+
+
+def _warn_cap_elsewhere(spec: Path, explicit: str | None, quiet: bool, lock_timeout: float) -> None:
+    """After a release of the spec file ``spec`` was refused for its budget: warn when the ledger used has no cap
+    or spend of its dataset while another ledger is named (the cap may be there)."""
+    from dpcli.ledger.named import cap_elsewhere
+
+    found = cap_elsewhere(spec, explicit, lock_timeout)
+    if found is not None:
+        _warn_other_ledger("no cap or spend for", *found, quiet)
+
+
+def _warn_other_ledger(what: str, dataset: str, pair: OtherLedger, quiet: bool) -> str:
+    """The warning about a dataset's budget split between two ledgers (README "The ledger"), printed unless
+    ``quiet``."""
     warning = (
-        f"{what} dataset '{spec.dataset}' in ledger {used} (from {used_from}), while {other_from} names ledger "
-        f"{other}: each ledger keeps its own budget; use one ledger per dataset"
+        f"{what} dataset '{dataset}' in ledger {pair.used} (from {LEDGER_SOURCES[pair.used_from]}), while "
+        f"{LEDGER_SOURCES[pair.other_from]} names ledger {pair.other}: each ledger keeps its own budget; use one "
+        "ledger per dataset"
     )
     if not quiet:
         render.warning(warning)
@@ -604,7 +587,7 @@ def check(
             lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
         )
     except BudgetRefused:  # as release says it: no cap here may mean the cap is in another ledger named
-        _warn_other_ledger(spec, ledger, first_spend=False, quiet=False, lock_timeout=lock_timeout)
+        _warn_cap_elsewhere(spec, ledger, quiet=False, lock_timeout=lock_timeout)
         raise
     if ready.paid is not None:  # release would write the stored table again: it must be there and readable
         stored_table(ready.run, ready.release_id)
@@ -683,8 +666,10 @@ def budget_set(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
-    from dpcli.ledger import open_ledger, resolve_ledger
-    from dpcli.spec.model import DATASET_NAME
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import set_budget
+    from dpcli.ledger.named import other_ledger
+    from dpcli.spec.fields import DATASET_NAME
 
     if not DATASET_NAME.fullmatch(dataset):
         raise UsageError(f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")
@@ -702,23 +687,23 @@ def budget_set(
             "--unit pins the dataset's unit together with its neighbour relation: give --neighbours too "
             "(add_remove or replace)"
         )
-    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
-    new_here = book.status(dataset) is None
+    location = resolve_ledger(ledger, None)
     pair = other_ledger(ledger, None)
     pinned = None if neighbours is None else neighbours.value
-    rec = book.set_cap(dataset, eps, dlt, allow_raise, (unit or "row") if pinned else None, pinned)
-    status = book.status(dataset)
+    done = set_budget(location, dataset, eps, dlt, allow_raise=allow_raise,
+                      unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout)
+    status = done.status
     render.info(
         f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"
-        + (" (raised)" if rec.get("raise") else "")
+        + (" (raised)" if done.record.get("raise") else "")
         + f"; spent {render.eps(status.spent if status else Fraction(0))}, "
         f"remaining {render.eps(status.remaining if status else eps)}"
     )
-    if new_here and pair is not None:
-        used, _, other, other_from = pair
+    if done.new_here and pair is not None:
         render.warning(
-            f"dataset '{dataset}' first appears in ledger {used} (from --ledger), while {other_from} names ledger "
-            f"{other}: releases that use {other} will not see this cap; use one ledger per dataset"
+            f"dataset '{dataset}' first appears in ledger {pair.used} (from --ledger), while "
+            f"{LEDGER_SOURCES[pair.other_from]} names ledger {pair.other}: releases that use {pair.other} will not "
+            "see this cap; use one ledger per dataset"
         )
 
 
@@ -729,13 +714,14 @@ def budget_show(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Spent and remaining ε per dataset."""
-    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import budget_statuses
 
-    report = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).verify()
+    statuses = budget_statuses(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
-        sys.stdout.write(render.budget_json(report.datasets))
+        sys.stdout.write(render.budget_json(statuses))
     else:
-        render.print_budget(report.datasets, sys.stdout)
+        render.print_budget(statuses, sys.stdout)
 
 
 @ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
@@ -745,9 +731,10 @@ def ledger_show(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Every record of the ledger (verified first)."""
-    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import ledger_records
 
-    records = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).records()
+    records = ledger_records(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
         sys.stdout.write(render.ledger_json(records))
     else:
@@ -767,18 +754,10 @@ def ledger_verify(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
-    from dpcli.ledger import open_ledger, resolve_ledger
-    from dpcli.ledger.base import published_head
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import verify_ledger
 
-    heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
-    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
-    report = book.verify()
-    for head in heads:
-        if not book.contains_head(head):
-            raise LedgerError(
-                f"ledger {book.name} does not contain head {head[:16]}… published with a release: "
-                "it was replaced with an older copy or rewritten"
-            )
+    report = verify_ledger(resolve_ledger(ledger, None), against, lock_timeout=lock_timeout)
     keyed = ", authenticated with the ledger key" if report.keyed else ""
     sys.stdout.write(f"ledger OK: {report.records} record(s), head {report.head}{keyed}\n")
 
