@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from dpcli.cli import render_plan
+from dpcli.cli import layout, messages, progress, render_audit, render_ledger, render_plan
 from dpcli.core.accounting import format_exact, parse_exact
 from dpcli.core.version import __version__
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
@@ -210,10 +210,10 @@ def release(
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
-    bar_wanted = render_plan.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
+    bar_wanted = progress.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
     try:
         # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
-        with render_plan.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
+        with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             result = run(
                 spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
                 release_id=release_id,
@@ -261,7 +261,7 @@ def release(
         return
     if result.reused:
         # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
-        render_plan.info(
+        messages.info(
             f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
             "its table was written again; nothing spent"
         )
@@ -270,11 +270,11 @@ def release(
         return
     where = "standard output" if result.output is None else str(result.output)
     spent = result.plan.cost_text(status.cap_delta if status else None)  # a ρ without the spec's δ: at the cap's
-    render_plan.info(
+    messages.info(
         f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}'"
         f" to {where}\n"
-        f"  spent {spent}; ε left {render_plan.eps(status.remaining if status else None)} "
-        f"of {render_plan.eps(status.cap if status else None)}\n"
+        f"  spent {spent}; ε left {layout.eps(status.remaining if status else None)} "
+        f"of {layout.eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
     )
 
@@ -322,7 +322,7 @@ def randomize(
         sys.stderr.write(json.dumps(summary) + "\n")
         return
     if result.reused:
-        render_plan.info(
+        messages.info(
             f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
             "its randomized file was written again; nothing spent"
         )
@@ -330,12 +330,12 @@ def randomize(
     if quiet:
         return
     where = "standard output" if result.output is None else str(result.output)
-    render_plan.info(
+    messages.info(
         f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
         f"'{result.spec.dataset}' to {where}\n"
-        f"  spent ε={render_plan.eps(result.spec.epsilon)} per record; "
-        f"ε left {render_plan.eps(status.remaining if status else None)} "
-        f"of {render_plan.eps(status.cap if status else None)}\n"
+        f"  spent ε={layout.eps(result.spec.epsilon)} per record; "
+        f"ε left {layout.eps(status.remaining if status else None)} "
+        f"of {layout.eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
     )
 
@@ -373,7 +373,7 @@ def _warn_other_ledger(what: str, dataset: str, pair: OtherLedger, quiet: bool) 
         "ledger per dataset"
     )
     if not quiet:
-        render_plan.warning(warning)
+        messages.warning(warning)
     return warning
 
 
@@ -523,7 +523,7 @@ def audit_command(
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
     else:
-        render_plan.print_audit(report, sys.stdout)
+        render_audit.print_audit(report, sys.stdout)
     if not report.ok:
         names = ", ".join(f"'{s.statistic}'" for s in report.violations)
         raise AuditFailed(
@@ -573,7 +573,7 @@ def check(
                              "randomize spec checks the spec and its input")
         from dpcli.run.randomize import check_randomize
 
-        render_plan.info(check_randomize(spec, input))
+        messages.info(check_randomize(spec, input))
         return
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
@@ -605,7 +605,7 @@ def check(
                   f"{ready.paid.seq}: release writes its stored table again, spending nothing")
     else:
         budget = f"; ledger {ready.ledger.name} allows the spend"
-    render_plan.info(
+    messages.info(
         f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {ready.cost.text()}, "
         f"{the_plan.cost_text()}{checked}{budget}"
     )
@@ -641,7 +641,7 @@ def init(
         atomic_write(target, lambda fh: fh.write(text.encode("utf-8")))
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
-    render_plan.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
+    messages.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
 
 
 @budget_app.command(
@@ -694,14 +694,14 @@ def budget_set(
     done = set_budget(location, dataset, eps, dlt, allow_raise=allow_raise,
                       unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout)
     status = done.status
-    render_plan.info(
-        f"dpcli: cap for '{dataset}' set to ε={render_plan.eps(eps)}"
+    messages.info(
+        f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
         + (" (raised)" if done.record.get("raise") else "")
-        + f"; spent {render_plan.eps(status.spent if status else Fraction(0))}, "
-        f"remaining {render_plan.eps(status.remaining if status else eps)}"
+        + f"; spent {layout.eps(status.spent if status else Fraction(0))}, "
+        f"remaining {layout.eps(status.remaining if status else eps)}"
     )
     if done.new_here and pair is not None:
-        render_plan.warning(
+        messages.warning(
             f"dataset '{dataset}' first appears in ledger {pair.used} (from --ledger), while "
             f"{LEDGER_SOURCES[pair.other_from]} names ledger {pair.other}: releases that use {pair.other} will not "
             "see this cap; use one ledger per dataset"
@@ -720,9 +720,9 @@ def budget_show(
 
     statuses = budget_statuses(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
-        sys.stdout.write(render_plan.budget_json(statuses))
+        sys.stdout.write(render_ledger.budget_json(statuses))
     else:
-        render_plan.print_budget(statuses, sys.stdout)
+        render_ledger.print_budget(statuses, sys.stdout)
 
 
 @ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
@@ -737,9 +737,9 @@ def ledger_show(
 
     records = ledger_records(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
-        sys.stdout.write(render_plan.ledger_json(records))
+        sys.stdout.write(render_ledger.ledger_json(records))
     else:
-        render_plan.print_ledger(records, sys.stdout)
+        render_ledger.print_ledger(records, sys.stdout)
 
 
 @ledger_app.command(
@@ -789,8 +789,8 @@ def main(argv: list[str] | None = None) -> None:
     from dpcli.core import signals
 
     code = 0
-    render_plan.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
-    render_plan.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
+    messages.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
+    messages.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
     _quiet_warnings()
     signals.install()
     try:
@@ -819,7 +819,7 @@ def _say_outcome(exc: BaseException) -> int:
     from dpcli.core.resources import process_limit
 
     if isinstance(exc, typer.Abort):
-        render_plan.error("interrupted; nothing was spent", "interrupted", 130)
+        messages.error("interrupted; nothing was spent", "interrupted", 130)
         return 130
     if isinstance(exc, SystemExit):
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
@@ -827,7 +827,7 @@ def _say_outcome(exc: BaseException) -> int:
         # release() and randomize() turn a signal after their spend into exit 5 naming the record: one that gets
         # here came before any spend (or in a command that spends nothing)
         code = signals.exit_status(exc)
-        render_plan.error(f"interrupted by {signals.signal_name(exc)}; nothing was spent", "interrupted", code)
+        messages.error(f"interrupted by {signals.signal_name(exc)}; nothing was spent", "interrupted", code)
         return code
     limit = process_limit(exc)
     if limit is not None:
@@ -840,9 +840,9 @@ def _say_outcome(exc: BaseException) -> int:
     if click_code is not None:
         return click_code
     if "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
-        render_plan.error(TOO_MANY_FILES, "resource", 1)
+        messages.error(TOO_MANY_FILES, "resource", 1)
         return 1
-    render_plan.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
+    messages.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
     return 1
 
 
@@ -860,7 +860,7 @@ def _click_error(exc: BaseException) -> int | None:
     see = f" (see '{ctx.command_path} --help')" if ctx is not None and exit_code == 2 else ""
     # Typer 0.2x words a bad choice "Invalid value for '--format': Value error, 'xml' is not one of ..."
     message = _one_line(format_message()).replace(": Value error, ", ": ")
-    render_plan.error(message + see, "usage", exit_code)
+    messages.error(message + see, "usage", exit_code)
     return exit_code
 
 
@@ -882,7 +882,7 @@ def _say_error(exc: DpcliError) -> None:
     """One error line. The library states the fact; the command line names its flag (in place of the keyword
     argument the fact is about) and appends the hint, which names flags too (dpcli/errors.py)."""
     text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
-    render_plan.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
+    messages.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
 
 
 def _error_kind(exc: DpcliError) -> str:

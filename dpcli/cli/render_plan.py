@@ -1,115 +1,21 @@
-"""Human-facing output: rich tables on a terminal, plain text otherwise. The only module besides cli that knows rich.
-
-Results go to stdout; summaries, warnings and errors to stderr. No colour when the stream is not a terminal, when
-NO_COLOR is set, or with --quiet (then only errors are printed).
-"""
+"""``dpcli plan``'s output: the plan as a table and notes on a terminal, plain text otherwise, or JSON; the what-if
+sections under it; the plan of a randomize spec."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, TextIO
 
+from dpcli.cli.layout import eps, table, writer
 from dpcli.core.accounting import format_decimal, format_exact
-from dpcli.ledger import BudgetStatus, Record
 from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
 from dpcli.spec.fields import MAX_RELEASE_EPSILON
 from dpcli.spec.kinds import KINDS, Interval, Value
 from dpcli.spec.model import Frequency, Mean
 
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _fancy(stream: TextIO) -> bool:
-    return _is_tty(stream) and not os.environ.get("NO_COLOR")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO, title: str | None = None) -> None:
-    """A table: rich on a terminal, aligned plain text otherwise (a pipe keeps one line per row, for grep and cut).
-
-    On a terminal no word is ever broken: each column is at least as wide as its longest word, and a table that
-    cannot fit the terminal that way is printed as one block per row instead (see ``_blocks``)."""
-    if _fancy(stream):
-        from rich import box
-        from rich.console import Console
-        from rich.table import Table
-
-        console = Console(file=stream, highlight=False)
-        widest = [max(len(word) for cell in (h, *(r[i] for r in rows)) for word in cell.split() or [""])
-                  for i, h in enumerate(headers)]
-        gap = 2  # the SIMPLE_HEAD box without edges: two spaces between columns
-        if sum(widest) + gap * (len(headers) - 1) > console.width:
-            _blocks(headers, rows, stream, title, console.width)
-            return
-        t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-        for h, w in zip(headers, widest, strict=True):
-            t.add_column(h, min_width=w, overflow="fold")
-        for r in rows:
-            t.add_row(*r)
-        console.print(t)
-        return
-    if title:
-        stream.write(title + "\n")
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    stream.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
-    for r in rows:
-        stream.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
-
-
-def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO, title: str | None,
-            width: int) -> None:
-    """A table too wide for the terminal: per row its first cell, then ``header: value`` pairs wrapped at spaces."""
-    import textwrap
-
-    if title:
-        stream.write(title + "\n")
-    for r in rows:
-        stream.write(f"{r[0]}\n")
-        pairs = "; ".join(f"{h}: {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c)
-        for line in textwrap.wrap(pairs, width - 2, break_long_words=False, break_on_hyphens=False):
-            stream.write(f"  {line}\n")
-
-
-def _writer(stream: TextIO) -> Any:
-    """A function writing one line of prose: on a terminal wrapped at its width between words (``indent`` starts
-    each continuation line), elsewhere as it is."""
-    width = None
-    if _fancy(stream):
-        from rich.console import Console
-
-        width = Console(file=stream).width
-
-    def say(text: str, indent: str = "  ") -> None:
-        if width is None or len(text) <= width:
-            stream.write(text + "\n")
-            return
-        import textwrap
-
-        # the first line keeps its own leading spaces (textwrap drops whitespace only inside the paragraph)
-        for line in textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
-                                  break_on_hyphens=False):
-            stream.write(line + "\n")
-
-    return say
-
-
-def eps(x: Fraction | None) -> str:
-    if x is None:
-        return "-"
-    exact = format_exact(x)
-    return exact if len(exact) <= 20 else format_decimal(x, 10)
-
-
-# -- plan --------------------------------------------------------------------------------------------------------
+# -- the plan --------------------------------------------------------------------------------------------------------
 
 
 def plan_rows(plan: Plan) -> list[dict[str, Any]]:
@@ -328,7 +234,7 @@ def postprocess_text(plan: Plan) -> list[str]:
 def print_plan(plan: Plan, stream: TextIO) -> None:
     spec = plan.spec
     rows = plan_rows(plan)
-    say = _writer(stream)
+    say = writer(stream)
     say(
         f"plan for dataset '{spec.dataset}': {plan.cost_text()} ({spec.privacy.neighbours} neighbours, "
         f"{_unit_text(plan)}); no data read"
@@ -487,7 +393,7 @@ def ledger_answer(plan: Plan, location: Any, lock_timeout: float | None = None) 
 
 def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None:
     """The what-if sections under a printed plan."""
-    say = _writer(stream)
+    say = writer(stream)
     num = lambda x: "-" if x is None else format_decimal(Fraction(x), 6)  # noqa: E731
     unit = "ε" if plan.rho == 0 else "ε at δ"
     if "what_if" in planning:
@@ -515,245 +421,3 @@ def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None
         else:
             say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}, spent ε={num(g['spent'])}; after this release "
                 f"spent ε={num(g['spent_after'])}, left ε={num(g['remaining_after'])} (nothing spent now)")
-
-
-# -- budget and ledger -------------------------------------------------------------------------------------------
-
-
-def budget_json(statuses: dict[str, BudgetStatus]) -> str:
-    doc = [
-        {
-            "dataset": s.dataset,
-            "cap": None if s.cap is None else format_exact(s.cap),
-            "spent": format_exact(s.spent),
-            "remaining": None if s.remaining is None else format_exact(s.remaining),
-            "releases": s.releases,
-            "cap_delta": format_exact(s.cap_delta),
-            "spent_delta": format_exact(s.delta_spent),  # partition selections' delta (open keys)
-            "spent_pure_epsilon": format_exact(s.pure),
-            "spent_rho": format_exact(s.rho),
-            "unit": s.unit,
-            "neighbours": s.neighbours,
-        }
-        for s in statuses.values()
-    ]
-    return json.dumps(doc, indent=2) + "\n"
-
-
-def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
-    if not statuses:
-        stream.write("no datasets in this ledger yet (set a cap with `dpcli budget set DATASET --epsilon E`)\n")
-        return
-    selections = any(s.delta_spent for s in statuses.values())  # the column shows only where open keys spent δ
-    table(
-        ["dataset", "neighbours", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"]
-        + (["spent δ"] if selections else []),
-        [
-            [
-                s.dataset, s.neighbours or "(not pinned)", eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining),
-                str(s.releases), eps(s.rho),
-            ] + ([eps(s.delta_spent)] if selections else [])
-            for s in statuses.values()
-        ],
-        stream,
-    )
-    if selections:
-        stream.write("spent δ: partition selections (open keys), taken off the cap's δ\n")
-    if any(s.rho for s in statuses.values()):
-        stream.write("spent ε includes zCDP spends converted at the cap's δ (Canonne, Kamath & Steinke 2020)\n")
-
-
-def ledger_json(records: list[Record]) -> str:
-    return json.dumps([r.as_dict() for r in records], indent=2) + "\n"
-
-
-def print_ledger(records: list[Record], stream: TextIO) -> None:
-    if not records:
-        stream.write("the ledger is empty\n")
-        return
-    rows = []
-    for r in records:
-        if r.type == "cap":
-            what = f"cap ε={r.get('epsilon')}" + (" (raised)" if r.get("raise") else "")
-        elif r.type == "spend":
-            rid = f" [release id {r.get('release_id')}]" if r.get("release_key") else ""
-            what = f"spend ε={r.get('epsilon')}{rid}: {', '.join(r.get('statistics') or [])}"
-        else:
-            what = f"released {str(r.get('release_id'))[:40]}, table sha256 {str(r.get('table_sha256'))[:12]}"
-        rows.append([str(r.seq), str(r.get("time", "")), str(r.get("dataset", "")), r.type, what, r.hash[:12]])
-    table(["seq", "time", "dataset", "type", "what", "hash"], rows, stream)
-
-
-# -- messages ----------------------------------------------------------------------------------------------------
-
-# What a stream whose encoding lacks a character writes instead (PYTHONIOENCODING=ascii, or LC_ALL=C with
-# PYTHONUTF8=0, made `dpcli plan` and `budget show` exit 1 on their ε): the symbols dpcli prints spelled in ASCII,
-# anything else as a backslash escape. Only text streams change: tables go to stdout as UTF-8 bytes (output.py).
-_ASCII_SPELLING = {
-    "ε": "eps", "ρ": "rho", "δ": "delta", "σ": "sigma", "Δ": "Delta", "≤": "<=", "≥": ">=", "±": "+/-", "≈": "~",
-    "×": "x", "√": "sqrt", "²": "^2", "₂": "2", "…": "...", "−": "-", "→": "->",
-}
-STREAM_ERRORS = "dpcli.ascii"
-
-
-def _spell_in_ascii(exc: UnicodeError) -> tuple[str, int]:
-    if not isinstance(exc, UnicodeEncodeError):
-        raise exc
-    text = exc.object[exc.start:exc.end]
-    return "".join(_ASCII_SPELLING.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), exc.end
-
-
-def setup_streams() -> None:
-    """Let stdout and stderr write any text, whatever their encoding (see _ASCII_SPELLING). Called once by the CLI."""
-    import codecs
-
-    codecs.register_error(STREAM_ERRORS, _spell_in_ascii)
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            with contextlib.suppress(ValueError, OSError):  # closed, or not a TextIOWrapper underneath
-                reconfigure(errors=STREAM_ERRORS)
-
-
-# Set by the CLI when the command line has --json: errors are then one JSON object on stderr (docs/exit-codes.md).
-json_errors = False
-
-
-def error(message: str, kind: str = "internal", code: int = 1) -> None:
-    """One error line on stderr, ``dpcli: error: MESSAGE``; with --json one object,
-    ``{"error": {"code": CODE, "kind": KIND, "message": MESSAGE}}`` (the same message, without the prefix)."""
-    if json_errors:
-        doc = {"error": {"code": code, "kind": kind, "message": message}}
-        sys.stderr.write(json.dumps(doc, ensure_ascii=False) + "\n")
-    else:
-        sys.stderr.write(f"dpcli: error: {message}\n")
-
-
-def warning(message: str) -> None:
-    """One ``dpcli: warning:`` line on stderr (printed even with --quiet: it points at a budget at risk)."""
-    sys.stderr.write(f"dpcli: warning: {message}\n")
-
-
-def info(message: str) -> None:
-    """A summary or notice on stderr (the CLI leaves it out under --quiet)."""
-    sys.stderr.write(message + "\n")
-
-
-# -- input progress ----------------------------------------------------------------------------------------------
-
-
-def progress_wanted(stream: TextIO, *, quiet: bool, as_json: bool) -> bool:
-    """Whether a person is watching ``stream`` and asked for no silence: a terminal, not ``--quiet`` or ``--json``
-    (a script reads that stream), not CI (``$CI`` set to anything: a CI log that records a terminal keeps every
-    frame), not ``TERM=dumb`` (no cursor movement) and not ``NO_COLOR`` (the contract: no bar then either)."""
-    env = os.environ
-    return not quiet and not as_json and _fancy(stream) and not env.get("CI") and env.get("TERM") != "dumb"
-
-
-class InputBar:
-    """The bar of bytes read while the input is read: ``on_bytes(read, total)`` is the callback the library calls
-    (``total`` None for a stream: bytes read, no total); ``close()`` takes the bar off the terminal.
-
-    It shows the bytes read, the total and their ratio, nothing else: the input's size is public (threat model),
-    while a rate, an ETA or an elapsed time would print how long the scan took so far, a per-phase time that
-    depends on the data (the parser's speed varies with the cells: quoted fields, long lines, bad numbers). The
-    bar's movement shows that to someone watching the terminal, but no figure of it can be copied into a log.
-    No row count and no cell ever reach it: the library reports bytes only.
-
-    Transient: it erases itself when ``read`` reaches ``total`` (release() ends its reports with one where they are
-    equal) and at ``close()``, so what follows starts on a clean line: the summary, the one ``dpcli: error:`` line,
-    or a table written to standard output on the same terminal (which would otherwise start on the bar's line).
-    Lines written to stderr meanwhile (``--verbose``) are printed above it by rich."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._progress: Any = None
-        self._task: Any = None
-        self._done = False
-
-    def on_bytes(self, read: int, total: int | None) -> None:
-        if self._done:
-            return
-        if total is not None and read >= total:
-            self.close()
-            return
-        if self._progress is None:
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, Progress, TaskProgressColumn, TextColumn
-
-            self._progress = Progress(
-                TextColumn("reading input"), BarColumn(), TaskProgressColumn(), DownloadColumn(),
-                console=Console(file=self._stream, highlight=False), transient=True,
-                redirect_stdout=False,  # stdout is the table: never through rich
-            )
-            self._task = self._progress.add_task("input", total=total, completed=read)
-            self._progress.start()  # drawn now, not at the first refresh tick
-        else:
-            self._progress.update(self._task, completed=read, total=total)
-
-    def close(self) -> None:
-        self._done = True
-        progress, self._progress = self._progress, None
-        if progress is not None:
-            progress.stop()
-
-
-@contextlib.contextmanager
-def input_bar(stream: TextIO, wanted: bool) -> Iterator[Callable[[int, int | None], None] | None]:
-    """``with input_bar(sys.stderr, wanted) as on_bytes:`` the callback for ``release(on_input_bytes=...)`` (None
-    when not ``wanted``); the bar is off the terminal when the block ends, however it ends (an error, a signal)."""
-    if not wanted:
-        yield None
-        return
-    # the bar draws on its own copy of the terminal's descriptor: while the input is read, the engine points fd 2 at
-    # /dev/null (a Rust panic's text could quote a cell: dpcli.engine.lines.reading), which would hide the bar too
-    try:
-        terminal: TextIO = os.fdopen(os.dup(stream.fileno()), "w", encoding=stream.encoding or "utf-8",
-                                     errors="replace")
-    except (OSError, ValueError, AttributeError):
-        yield None  # no descriptor to copy (a stream without one): no bar
-        return
-    bar = InputBar(terminal)
-    try:
-        yield bar.on_bytes
-    finally:
-        bar.close()
-        terminal.close()
-
-
-# -- audit -------------------------------------------------------------------------------------------------------
-
-
-def print_audit(report: Any, stream: TextIO) -> None:
-    """A dpcli.audit.release_audit.AuditReport as a table, the neighbours, the notes and the verdict."""
-    stream.write(
-        f"audit of dataset '{report.dataset}' ({report.neighbours} neighbours, {report.accounting}): "
-        f"{report.trials} trials per statistic and dataset, every bound at joint confidence {report.confidence}; "
-        "synthetic data only: no input read, nothing spent\n"
-    )
-    table(
-        ["statistic", "kind", "mechanism", "claimed ε", "δ", "ε lower bound", "events", "result"],
-        [
-            [
-                s.statistic,
-                s.kind,
-                s.mechanism,
-                format_decimal(s.claimed_epsilon, 6),
-                format_decimal(s.delta, 6),
-                f"{s.epsilon_lower_bound:.4f}",
-                str(len(s.events)),
-                "within claim" if s.within_claim else "VIOLATION",
-            ]
-            for s in report.statistics
-        ],
-        stream,
-    )
-    stream.write("neighbouring datasets:\n")
-    for s in report.statistics:
-        stream.write(f"  {s.statistic}: {s.neighbour}\n")
-        if s.worst_event:
-            stream.write(f"    strongest event: {s.worst_event}\n")
-    for note in report.notes:
-        stream.write(f"note: {note}\n")
-    verdict = "every statistic is within its claim" if report.ok else "VIOLATION: a claim is provably not met"
-    stream.write(f"result: {verdict}\n")
