@@ -37,6 +37,7 @@ from dpcli.spec.fields import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
 if TYPE_CHECKING:
     from dpcli.ledger.named import OtherLedger
+    from dpcli.plan.model import Plan
     from dpcli.spec.model import Spec
 
 
@@ -468,16 +469,19 @@ def plan(
 
 
 def _planning(
-    the_plan: Any, epsilons: str | None, targets: list[str], ledger: str | None,
+    the_plan: Plan, epsilons: str | None, targets: list[str], ledger: str | None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> dict[str, Any]:
-    """plan's what-if answers (dpcli.plan.what_if): --epsilon, targets (the spec's or --target), --ledger."""
+    """plan's what-if answers (dpcli.plan.what_if) as their JSON document: --epsilon, targets (the spec's or
+    --target), --ledger."""
+    from dpcli.plan.what_if import compare_errors, errors_at, find_epsilon, targets_of
+
     out: dict[str, Any] = {}
     if epsilons is not None:
         values = [_exact("--epsilon", e.strip()) for e in epsilons.split(",")]
         if not values or any(not 0 < e <= MAX_RELEASE_EPSILON for e in values) or len(values) > 12:
             raise UsageError(f"--epsilon: give 1 to 12 numbers in (0, {MAX_RELEASE_EPSILON}], comma-separated")
-        out["what_if"] = render_plan.what_if(the_plan, values)
+        out["what_if"] = render_plan.what_if_json(values, errors_at(the_plan, values))
     extra: dict[str, Fraction] = {}
     for t in targets:
         name, eq, error = t.partition("=")
@@ -487,11 +491,15 @@ def _planning(
         if extra[name] <= 0:
             raise UsageError("--target: the error must be positive")
     if extra or any(sp.statistic.target is not None for sp in the_plan.statistics):
-        out["target"] = render_plan.target_answer(the_plan, extra)
+        answer = find_epsilon(the_plan, targets_of(the_plan, extra))
+        # the errors at the answer's epsilon: its plan is the spec's at that epsilon (plan_at), found by the search
+        errors = None if answer.plan is None else compare_errors(the_plan, [answer.plan])
+        out["target"] = render_plan.target_json(answer, errors)
     if ledger is not None:
         from dpcli.ledger import resolve_ledger
+        from dpcli.run.prepare import ledger_outlook
 
-        out["ledger"] = render_plan.ledger_answer(the_plan, resolve_ledger(ledger, None), lock_timeout)
+        out["ledger"] = render_plan.outlook_json(ledger_outlook(the_plan, resolve_ledger(ledger, None), lock_timeout))
     return out
 
 

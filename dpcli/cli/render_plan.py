@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dpcli.cli.layout import eps, table, writer
 from dpcli.core.accounting import format_decimal, format_exact
 from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
+from dpcli.plan.what_if import EPSILON_GRID, ErrorRow, TargetAnswer, expected_error, expected_rows
 from dpcli.spec.fields import MAX_RELEASE_EPSILON
 from dpcli.spec.kinds import KINDS, Interval, Value
 from dpcli.spec.model import Frequency, Mean
+
+if TYPE_CHECKING:
+    from dpcli.run.prepare import LedgerOutlook  # the commands' layer, loaded by plan --ledger alone
 
 # -- the plan --------------------------------------------------------------------------------------------------------
 
@@ -319,8 +323,6 @@ def percent(confidence: Fraction) -> str:
 
 def mean_error_text(plan: Plan) -> list[str]:
     """Each mean's error bound in its units, for the expected rows the spec declares (dpcli.plan.what_if)."""
-    from dpcli.plan.what_if import expected_error, expected_rows
-
     out = []
     for sp in plan.statistics:
         rows = expected_rows(plan, sp) if isinstance(sp.statistic, Mean) else None
@@ -332,58 +334,34 @@ def mean_error_text(plan: Plan) -> list[str]:
     return out
 
 
-def _error_cells(plan: Plan) -> list[tuple[str, Any]]:
-    """(label, how to get the error from a plan at another budget): a statistic's one figure where it has one, else
-    each noise component's half-width (a quantile's in rank rows)."""
-    from dpcli.plan.what_if import expected_error, expected_rows
-
-    out: list[tuple[str, Any]] = []
-    for i, sp in enumerate(plan.statistics):
-        one_figure = not isinstance(sp.statistic, Mean) or expected_rows(plan, sp) is not None  # a mean: with rows
-        if KINDS[sp.statistic.kind].target and one_figure:
-            out.append((sp.statistic.name, lambda p, i=i: expected_error(p, p.statistics[i], p.confidence)))
-            continue
-        for j, c in enumerate(sp.components):
-            out.append((f"{sp.statistic.name} ({c.role})", lambda p, i=i, j=j: (
-                p.statistics[i].components[j].halfwidth(float(p.confidence)) * p.statistics[i].components[j].unit
-            )))
-    return out
+def what_if_json(epsilons: Sequence[Fraction], rows: Sequence[ErrorRow]) -> dict[str, Any]:
+    """plan --epsilon's errors (dpcli.plan.what_if.errors_at) at each total epsilon, exact text; None where a mean has
+    too few rows."""
+    return {"epsilons": [format_exact(e) for e in epsilons], "errors": errors_json(rows)}
 
 
-def what_if(plan: Plan, epsilons: Sequence[Fraction]) -> dict[str, Any]:
-    """Errors at each total epsilon (plan --epsilon), exact text; None where a mean has too few rows."""
-    from dpcli.plan.what_if import plan_at
-
-    plans = [plan_at(plan, e) for e in epsilons]
-    return {
-        "epsilons": [format_exact(e) for e in epsilons],
-        "errors": [
-            {"statistic": label, "error": [None if (x := get(p)) is None else format_exact(x) for p in plans]}
-            for label, get in _error_cells(plan)
-        ],
-    }
+def errors_json(rows: Sequence[ErrorRow]) -> list[dict[str, Any]]:
+    return [
+        {"statistic": row.label, "error": [None if x is None else format_exact(x) for x in row.errors]} for row in rows
+    ]
 
 
-def target_answer(plan: Plan, extra: dict[str, Fraction]) -> dict[str, Any]:
-    """plan --target / target: the smallest total epsilon on the grid meeting every target, and the errors there."""
-    from dpcli.plan.what_if import EPSILON_GRID, find_epsilon, targets_of
-
-    answer = find_epsilon(plan, targets_of(plan, extra))
+def target_json(answer: TargetAnswer, errors: Sequence[ErrorRow] | None) -> dict[str, Any]:
+    """plan --target / target: the smallest total epsilon on the grid meeting every target (dpcli.plan.what_if
+    .find_epsilon), and the errors there (None: not met)."""
     doc: dict[str, Any] = {
         "grid": format_exact(EPSILON_GRID),
         "targets": {name: {"error": format_exact(t.error), "confidence": format_exact(t.confidence)}
                     for name, t in answer.targets.items()},
         "epsilon": None if answer.epsilon is None else format_exact(answer.epsilon),
     }
-    if answer.plan is not None:
-        doc["at_epsilon"] = what_if(plan, [answer.epsilon])["errors"]  # type: ignore[list-item]
+    if errors is not None:
+        doc["at_epsilon"] = errors_json(errors)
     return doc
 
 
-def ledger_answer(plan: Plan, location: Any, lock_timeout: float | None = None) -> dict[str, Any]:
-    from dpcli.run.prepare import ledger_outlook
-
-    o = ledger_outlook(plan, location, lock_timeout)
+def outlook_json(o: LedgerOutlook) -> dict[str, Any]:
+    """plan --ledger: what the release would leave of the dataset's cap (dpcli.run.prepare.ledger_outlook)."""
     return {
         "dataset": o.dataset, "cap": None if o.cap is None else format_exact(o.cap), "spent": format_exact(o.spent),
         "spent_after": None if o.after is None else format_exact(o.after),
@@ -391,17 +369,21 @@ def ledger_answer(plan: Plan, location: Any, lock_timeout: float | None = None) 
     }
 
 
+def _decimal(text: str | None) -> str:
+    """A what-if figure of the JSON document (exact text) as 6 decimals; '-' for none."""
+    return "-" if text is None else format_decimal(Fraction(text), 6)
+
+
 def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None:
-    """The what-if sections under a printed plan."""
+    """The what-if sections under a printed plan, from the JSON document `dpcli plan --json` adds them as."""
     say = writer(stream)
-    num = lambda x: "-" if x is None else format_decimal(Fraction(x), 6)  # noqa: E731
     unit = "ε" if plan.rho == 0 else "ε at δ"
     if "what_if" in planning:
         w = planning["what_if"]
         say(f"expected ±error at {percent(plan.confidence)} by total {unit} (the spec's split scaled; "
             "-: a mean with more count noise than rows):")
         table(["statistic", *(f"{unit}={e}" for e in w["epsilons"])],
-              [[r["statistic"], *(num(x) for x in r["error"])] for r in w["errors"]], stream)
+              [[r["statistic"], *(_decimal(x) for x in r["error"])] for r in w["errors"]], stream)
     if "target" in planning:
         t = planning["target"]
         wanted = ", ".join(
@@ -413,11 +395,12 @@ def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None
             say(f"targets ({wanted}): smallest total {unit}={t['epsilon']} (rounded up to a multiple of {t['grid']});"
                 " errors there:")
             for r in t["at_epsilon"]:
-                say(f"{r['statistic']}: ±{num(r['error'][0])} at {percent(plan.confidence)}", indent="    ")
+                say(f"{r['statistic']}: ±{_decimal(r['error'][0])} at {percent(plan.confidence)}", indent="    ")
     if "ledger" in planning:
         g = planning["ledger"]
         if g["refused"] is not None:
             say(f"ledger: this release would be refused: {g['refused']}")
         else:
-            say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}, spent ε={num(g['spent'])}; after this release "
-                f"spent ε={num(g['spent_after'])}, left ε={num(g['remaining_after'])} (nothing spent now)")
+            say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}, spent ε={_decimal(g['spent'])}; after this "
+                f"release spent ε={_decimal(g['spent_after'])}, left ε={_decimal(g['remaining_after'])} "
+                "(nothing spent now)")
