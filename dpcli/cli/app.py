@@ -6,7 +6,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
@@ -54,21 +53,19 @@ class DpcliCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             if isinstance(param, TyperArgument):
-                name = param.metavar or (param.name or "").upper()
-                # per instance: the two hooks Typer's help formatting calls, nothing else changes (mypy forbids
-                # assigning to a method; overriding these two on this one object is the point)
-                param._usage_display_name = _returning(name)  # type: ignore[method-assign]
-                param.display_type_rich = _no_type  # type: ignore[method-assign]
+                # Typer builds its own TyperArgument and takes no class for it: the argument becomes the subclass
+                # below, which changes the two hooks Typer's help formatting calls and nothing else
+                param.__class__ = MetavarArgument
 
 
-def _returning(name: str) -> Callable[[], str]:
-    """A usage-name hook that says ``name`` alone."""
-    return lambda: name
+class MetavarArgument(TyperArgument):
+    """An argument named by its metavar alone in the usage line, with nothing after its name in the help list."""
 
+    def _usage_display_name(self) -> str:
+        return self.metavar or (self.name or "").upper()
 
-def _no_type(ctx: object = None) -> str | None:
-    """A type hook that adds nothing after an argument's name in the help list."""
-    return None
+    def display_type_rich(self, ctx: object) -> str | None:
+        return None
 
 
 # -h as well as --help, on every command (click hands a group's context settings down to its subcommands)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, TextIO
+from typing import Protocol, TextIO
 
 from dpcli.core.accounting import format_decimal, format_exact
 
@@ -71,7 +71,13 @@ def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextI
             stream.write(f"  {line}\n")
 
 
-def writer(stream: TextIO) -> Any:
+class Say(Protocol):
+    """Writes one line of prose; ``indent`` starts each continuation line where it is wrapped."""
+
+    def __call__(self, text: str, indent: str = "  ") -> None: ...
+
+
+def writer(stream: TextIO) -> Say:
     """A function writing one line of prose: on a terminal wrapped at its width between words (``indent`` starts
     each continuation line), elsewhere as it is."""
     width = None

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from dpcli.cli.layout import eps, table, writer
 from dpcli.core.accounting import format_decimal, format_exact
-from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, Plan, release_cost
+from dpcli.errors import InternalError
+from dpcli.plan.model import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, NoiseComponent, Plan, release_cost
 from dpcli.plan.what_if import EPSILON_GRID, ErrorRow, TargetAnswer, expected_error, expected_rows
 from dpcli.spec.fields import MAX_RELEASE_EPSILON
 from dpcli.spec.kinds import KINDS, Interval, Value
@@ -27,6 +28,7 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
     for sp in plan.statistics:
         for c in sp.components:
             unit = "" if c.unit == 1 else f" × {format_exact(c.unit)}"
+            parameter = _noise_parameter(sp.statistic.name, c)  # before any use of the component
             half = c.halfwidth(float(plan.confidence))
             row: dict[str, Any] = {
                 "statistic": sp.statistic.name,
@@ -39,14 +41,12 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
                 "derivation": c.derivation,
             }
             if c.mechanism == "discrete_gaussian":
-                assert c.variance is not None
                 row.update(
-                    rho=format_exact(c.rho), l2_sensitivity_squared=c.l2_squared, variance=format_exact(c.variance)
+                    rho=format_exact(c.rho), l2_sensitivity_squared=c.l2_squared, variance=format_exact(parameter)
                 )
                 budget = f"ρ={eps(c.rho)}"
             else:
-                assert c.scale is not None
-                row.update(epsilon=format_exact(c.epsilon), scale=format_exact(c.scale))
+                row.update(epsilon=format_exact(c.epsilon), scale=format_exact(parameter))
                 budget = eps(c.epsilon) if plan.rho == 0 else f"ε={eps(c.epsilon)}"
                 if c.mechanism == "exponential" and c.draws:  # top_k: k draws of epsilon each
                     row.update(draws=c.draws, choices=c.choices)
@@ -69,6 +69,18 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
                 }
             rows.append(row)
     return rows
+
+
+def _noise_parameter(name: str, c: NoiseComponent) -> Fraction:
+    """A component's noise parameter: a Gaussian's variance, any other's scale. Every plan sets it; checked here with
+    an explicit error (an assert would vanish under ``python -O``)."""
+    if c.mechanism == "discrete_gaussian":
+        if c.variance is None:
+            raise InternalError(f"the plan's {c.role} of '{name}' is Gaussian without a variance")
+        return c.variance
+    if c.scale is None:
+        raise InternalError(f"the plan's {c.role} of '{name}' ({c.mechanism}) has no scale")
+    return c.scale
 
 
 def _unit_text(plan: Plan) -> str:
