@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dpcli.cli.layout import fancy
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def progress_wanted(stream: TextIO, *, quiet: bool, as_json: bool) -> bool:
@@ -35,8 +38,8 @@ class InputBar:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID  # set with _progress
         self._done = False
 
     def on_bytes(self, read: int, total: int | None) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dpcli.cli.layout import table
 from dpcli.core.accounting import format_decimal
 
+if TYPE_CHECKING:
+    from dpcli.audit.release_audit import AuditReport
 
-def print_audit(report: Any, stream: TextIO) -> None:
+
+def print_audit(report: AuditReport, stream: TextIO) -> None:
     """A dpcli.audit.release_audit.AuditReport as a table, the neighbours, the notes and the verdict."""
     stream.write(
         f"audit of dataset '{report.dataset}' ({report.neighbours} neighbours, {report.accounting}): "

@@ -19,6 +19,7 @@ from dpcli.spec.model import Frequency, Mean
 
 if TYPE_CHECKING:
     from dpcli.run.prepare import LedgerOutlook  # the commands' layer, loaded by plan --ledger alone
+    from dpcli.spec.randomize import RandomizeSpec
 
 # -- the plan --------------------------------------------------------------------------------------------------------
 
@@ -160,9 +161,9 @@ def frequency_text(plan: Plan) -> list[str]:
     ]
 
 
-def randomize_plan(spec: Any) -> dict[str, Any]:
-    """``dpcli plan`` of a randomize spec (a dpcli.spec.randomize.RandomizeSpec): per column its keys, ε share, the
-    probability of keeping the true key, and the error of the frequencies estimated from the output."""
+def randomize_plan(spec: RandomizeSpec) -> dict[str, Any]:
+    """``dpcli plan`` of a randomize spec: per column its keys, ε share, the probability of keeping the true key, and
+    the error of the frequencies estimated from the output."""
     from dpcli.mechanisms.randomized_response import error_factor, keep_probability
 
     share = spec.column_epsilon
