@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from dpcli.cli import layout, messages, progress, render_audit, render_ledger, render_plan
-from dpcli.core.accounting import format_exact, parse_exact
+from dpcli.cli import layout, messages, progress, render_audit, render_ledger, render_plan, render_run
+from dpcli.core.accounting import parse_exact
 from dpcli.core.version import __version__
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.errors import (
@@ -232,49 +232,21 @@ def release(
         # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
         _progress_printer(f"done in {time.monotonic() - started:.2f} s")
     status = result.status
-    cells = len(result.table)
     warning = None
     if not result.reused and status is not None and status.releases == 1:
         warning = _warn_first_spend(result.plan.spec, ledger, quiet=as_json)
-    summary = {
-        "dataset": result.plan.spec.dataset,
-        "statistics": len(result.plan.statistics),
-        "rows": cells,
-        "epsilon_spent": format_exact(result.epsilon_spent),
-        "rho_spent": format_exact(result.rho_spent),
-        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
-        "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
-        "output": "-" if result.output is None else str(result.output),
-        "ledger": result.ledger,
-        "ledger_record": result.spend.seq,
-        "ledger_head": result.spend.hash,
-        "release_id": result.release_id,
-        "reused": result.reused,
-        "warnings": [] if warning is None else [warning],
-    }
-    if report_path is not None or summary_md is not None:
-        summary["report"] = None if report_path is None else str(report_path)
     if as_json:
+        with_report = report_path is not None or summary_md is not None
+        summary = render_run.release_summary(result, warning, report_path, with_report)
         sys.stderr.write(json.dumps(summary) + "\n")
         return
     if result.reused:
         # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
-        messages.info(
-            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
-            "its table was written again; nothing spent"
-        )
+        messages.info(render_run.release_reissued(result))
         return
     if quiet:
         return
-    where = "standard output" if result.output is None else str(result.output)
-    spent = result.plan.cost_text(status.cap_delta if status else None)  # a ρ without the spec's δ: at the cap's
-    messages.info(
-        f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}'"
-        f" to {where}\n"
-        f"  spent {spent}; ε left {layout.eps(status.remaining if status else None)} "
-        f"of {layout.eps(status.cap if status else None)}\n"
-        f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
-    )
+    messages.info(render_run.release_text(result))
 
 
 @app.command(
@@ -302,40 +274,15 @@ def randomize(
 
     result = run(spec, input=input, output=output, ledger=ledger, release_id=release_id, lock_timeout=lock_timeout)
     signals.finish()  # the file is written: a late signal changes nothing
-    status = result.status
-    summary = {
-        "dataset": result.spec.dataset,
-        "columns": [c.name for c in result.spec.columns],
-        "rows": result.rows,
-        "epsilon_spent": format_exact(result.epsilon_spent),
-        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
-        "output": "-" if result.output is None else str(result.output),
-        "output_sha256": result.output_sha256,
-        "ledger": result.ledger,
-        "ledger_record": result.spend.seq,
-        "release_id": result.release_id,
-        "reused": result.reused,
-    }
     if as_json:
-        sys.stderr.write(json.dumps(summary) + "\n")
+        sys.stderr.write(json.dumps(render_run.randomize_summary(result)) + "\n")
         return
     if result.reused:
-        messages.info(
-            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
-            "its randomized file was written again; nothing spent"
-        )
+        messages.info(render_run.randomize_reissued(result))
         return
     if quiet:
         return
-    where = "standard output" if result.output is None else str(result.output)
-    messages.info(
-        f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
-        f"'{result.spec.dataset}' to {where}\n"
-        f"  spent ε={layout.eps(result.spec.epsilon)} per record; "
-        f"ε left {layout.eps(status.remaining if status else None)} "
-        f"of {layout.eps(status.cap if status else None)}\n"
-        f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
-    )
+    messages.info(render_run.randomize_text(result))
 
 
 # where a ledger was named, in the words of the command line
