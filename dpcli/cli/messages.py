@@ -9,7 +9,8 @@ import sys
 
 # What a stream whose encoding lacks a character writes instead (PYTHONIOENCODING=ascii, or LC_ALL=C with
 # PYTHONUTF8=0, made `dpcli plan` and `budget show` exit 1 on their ε): the symbols dpcli prints spelled in ASCII,
-# anything else as a backslash escape. Only text streams change: tables go to stdout as UTF-8 bytes (output.py).
+# anything else as a backslash escape. Only text streams change: tables go to stdout as UTF-8 bytes
+# (dpcli/publish/table.py).
 _ASCII_SPELLING = {
     "ε": "eps", "ρ": "rho", "δ": "delta", "σ": "sigma", "Δ": "Delta", "≤": "<=", "≥": ">=", "±": "+/-", "≈": "~",
     "×": "x", "√": "sqrt", "²": "^2", "₂": "2", "…": "...", "−": "-", "→": "->",
