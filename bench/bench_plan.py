@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcli.cli import render
+from dpcli.cli import render_plan
 from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             # partial, not lambda: each call is bound to this iteration's values
             spec, t_load = timed(partial(load_spec, path))
             plan, t_plan = timed(partial(make_plan, spec))
-            _, t_print = timed(partial(render.print_plan, plan, io.StringIO()))
-            _, t_json = timed(partial(render.plan_json, plan))
+            _, t_print = timed(partial(render_plan.print_plan, plan, io.StringIO()))
+            _, t_json = timed(partial(render_plan.plan_json, plan))
             noisy = [
                 Noisy(np.zeros(sp.cells, dtype=np.int64), np.zeros(sp.cells, dtype=np.int64)) for sp in plan.statistics
             ]

@@ -112,9 +112,9 @@ def inject(step: str, action: str, output: str, command: str = "release") -> Non
         # draw_noise calls it by its module's name
         wrap(dpcli.mechanisms.noise, "select_entries", action, after=False)
     elif step == "summary":
-        import dpcli.cli.render
+        import dpcli.cli.messages
 
-        wrap(dpcli.cli.render, "info", action, after=False)
+        wrap(dpcli.cli.messages, "info", action, after=False)
     elif step == "teardown":
         import atexit
 

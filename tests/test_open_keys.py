@@ -1,7 +1,7 @@
 """Open category keys after the engine: partition selection (dpcli.mechanisms.noise), the released entries' rows in the
 output table and their escaping in CSV and JSON (dpcli.publish.table), the sidecar's record of a selection and of a
 person
-unit, and what `dpcli plan` prints about them (dpcli.cli.render).
+unit, and what `dpcli plan` prints about them (dpcli.cli.render_plan).
 
 Every test here is exact (no noise drawn), except test_draw_noise_releases_far_entries_and_never_near_ones, whose
 false-failure probability is bounded in its docstring."""
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpcli.cli.render import plan_json, print_plan
+from dpcli.cli.render_plan import plan_json, print_plan
 from dpcli.engine import ExactStatistic
 from dpcli.ledger.base import Record
 from dpcli.mechanisms.noisy import Noisy

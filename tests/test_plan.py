@@ -441,7 +441,7 @@ def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
 
     import numpy as np
 
-    from dpcli.cli import render
+    from dpcli.cli import render_plan
     from dpcli.mechanisms.noisy import Noisy
     from dpcli.publish.table import build_table
 
@@ -449,8 +449,8 @@ def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:
     spec = dataclasses.replace(spec, statistics=CountingTuple(spec.statistics))
     plan = make_plan(spec)
     plan = dataclasses.replace(plan, statistics=CountingTuple(plan.statistics))
-    render.print_plan(plan, io.StringIO())
-    render.plan_json(plan)
+    render_plan.print_plan(plan, io.StringIO())
+    render_plan.plan_json(plan)
     plan.cost_text()
     table = build_table(plan, [Noisy(np.zeros(sp.cells, dtype=np.int64), None) for sp in plan.statistics])
     assert len(table.blocks) == n

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcli.cli.render import print_plan
+from dpcli.cli.render_plan import print_plan
 from dpcli.engine import aggregate
 from dpcli.errors import SpecError
 from dpcli.mechanisms.noise import exact_noisy

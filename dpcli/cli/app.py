@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
-from collections.abc import Callable
 from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from dpcli.cli import render
-from dpcli.core.accounting import format_exact, parse_exact
-from dpcli.core.locations import is_ledger_url
+from dpcli.cli import layout, messages, progress, render_audit, render_ledger, render_plan, render_run
+from dpcli.core.accounting import parse_exact
 from dpcli.core.version import __version__
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.errors import (
@@ -37,6 +34,11 @@ from dpcli.errors import (
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT, check_lock_timeout
 from dpcli.spec.v1 import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
+if TYPE_CHECKING:
+    from dpcli.ledger.named import OtherLedger
+    from dpcli.plan.model import Plan
+    from dpcli.spec.model import Spec
+
 
 def _example(command: str) -> str:
     """A command's help epilog: one example, kept as written (a line holding only \\b stops click rewrapping it)."""
@@ -51,21 +53,19 @@ class DpcliCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             if isinstance(param, TyperArgument):
-                name = param.metavar or (param.name or "").upper()
-                # per instance: the two hooks Typer's help formatting calls, nothing else changes (mypy forbids
-                # assigning to a method; overriding these two on this one object is the point)
-                param._usage_display_name = _returning(name)  # type: ignore[method-assign]
-                param.display_type_rich = _no_type  # type: ignore[method-assign]
+                # Typer builds its own TyperArgument and takes no class for it: the argument becomes the subclass
+                # below, which changes the two hooks Typer's help formatting calls and nothing else
+                param.__class__ = MetavarArgument
 
 
-def _returning(name: str) -> Callable[[], str]:
-    """A usage-name hook that says ``name`` alone."""
-    return lambda: name
+class MetavarArgument(TyperArgument):
+    """An argument named by its metavar alone in the usage line, with nothing after its name in the help list."""
 
+    def _usage_display_name(self) -> str:
+        return self.metavar or (self.name or "").upper()
 
-def _no_type(ctx: object = None) -> str | None:
-    """A type hook that adds nothing after an argument's name in the help list."""
-    return None
+    def display_type_rich(self, ctx: object) -> str | None:
+        return None
 
 
 # -h as well as --help, on every command (click hands a group's context settings down to its subcommands)
@@ -208,10 +208,10 @@ def release(
     del reuse  # a no-op kept for old scripts: reuse is keyed on --release-id, never on the input's bytes
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
-    bar_wanted = render.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
+    bar_wanted = progress.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
     try:
         # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
-        with render.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
+        with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             result = run(
                 spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
                 release_id=release_id,
@@ -223,7 +223,7 @@ def release(
             )
     except BudgetRefused:
         # no cap here may mean the cap is in the other ledger the environment or the spec names
-        _warn_other_ledger(spec, ledger, first_spend=False, quiet=as_json, lock_timeout=lock_timeout)
+        _warn_cap_elsewhere(spec, ledger, quiet=as_json, lock_timeout=lock_timeout)
         raise
     # the release and its output are written (or a paid release's table written again): a signal from here on
     # changes nothing, so that no exit reads "nothing was spent" after a spend
@@ -232,50 +232,21 @@ def release(
         # the run's total wall time is public (threat model); per-phase times are not: the scan's depends on the data
         _progress_printer(f"done in {time.monotonic() - started:.2f} s")
     status = result.status
-    cells = len(result.table)
     warning = None
     if not result.reused and status is not None and status.releases == 1:
-        warning = _warn_other_ledger(result.plan.spec, ledger, first_spend=True, quiet=as_json,
-                                     lock_timeout=lock_timeout)
-    summary = {
-        "dataset": result.plan.spec.dataset,
-        "statistics": len(result.plan.statistics),
-        "rows": cells,
-        "epsilon_spent": format_exact(result.epsilon_spent),
-        "rho_spent": format_exact(result.rho_spent),
-        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
-        "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
-        "output": "-" if result.output is None else str(result.output),
-        "ledger": result.ledger,
-        "ledger_record": result.spend.seq,
-        "ledger_head": result.spend.hash,
-        "release_id": result.release_id,
-        "reused": result.reused,
-        "warnings": [] if warning is None else [warning],
-    }
-    if report_path is not None or summary_md is not None:
-        summary["report"] = None if report_path is None else str(report_path)
+        warning = _warn_first_spend(result.plan.spec, ledger, quiet=as_json)
     if as_json:
+        with_report = report_path is not None or summary_md is not None
+        summary = render_run.release_summary(result, warning, report_path, with_report)
         sys.stderr.write(json.dumps(summary) + "\n")
         return
     if result.reused:
         # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
-        render.info(
-            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
-            "its table was written again; nothing spent"
-        )
+        messages.info(render_run.release_reissued(result))
         return
     if quiet:
         return
-    where = "standard output" if result.output is None else str(result.output)
-    spent = result.plan.cost_text(status.cap_delta if status else None)  # a ρ without the spec's δ: at the cap's
-    render.info(
-        f"dpcli: released {summary['statistics']} statistic(s), {cells} number(s) about '{summary['dataset']}'"
-        f" to {where}\n"
-        f"  spent {spent}; ε left {render.eps(status.remaining if status else None)} "
-        f"of {render.eps(status.cap if status else None)}\n"
-        f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
-    )
+    messages.info(render_run.release_text(result))
 
 
 @app.command(
@@ -303,94 +274,51 @@ def randomize(
 
     result = run(spec, input=input, output=output, ledger=ledger, release_id=release_id, lock_timeout=lock_timeout)
     signals.finish()  # the file is written: a late signal changes nothing
-    status = result.status
-    summary = {
-        "dataset": result.spec.dataset,
-        "columns": [c.name for c in result.spec.columns],
-        "rows": result.rows,
-        "epsilon_spent": format_exact(result.epsilon_spent),
-        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
-        "output": "-" if result.output is None else str(result.output),
-        "output_sha256": result.output_sha256,
-        "ledger": result.ledger,
-        "ledger_record": result.spend.seq,
-        "release_id": result.release_id,
-        "reused": result.reused,
-    }
     if as_json:
-        sys.stderr.write(json.dumps(summary) + "\n")
+        sys.stderr.write(json.dumps(render_run.randomize_summary(result)) + "\n")
         return
     if result.reused:
-        render.info(
-            f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
-            "its randomized file was written again; nothing spent"
-        )
+        messages.info(render_run.randomize_reissued(result))
         return
     if quiet:
         return
-    where = "standard output" if result.output is None else str(result.output)
-    render.info(
-        f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
-        f"'{result.spec.dataset}' to {where}\n"
-        f"  spent ε={render.eps(result.spec.epsilon)} per record; "
-        f"ε left {render.eps(status.remaining if status else None)} of {render.eps(status.cap if status else None)}\n"
-        f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
-    )
+    messages.info(render_run.randomize_text(result))
 
 
-def _ledger_key(location: str | Path) -> str:
-    return str(location) if is_ledger_url(location) else os.path.realpath(location)
+# where a ledger was named, in the words of the command line
+LEDGER_SOURCES = {"explicit": "--ledger", "environment": "$DPCLI_LEDGER", "spec": "the spec's ledger:"}
 
 
-def other_ledger(explicit: str | None, spec_ledger: str | Path | None) -> tuple[str, str, str, str] | None:
-    """(used ledger, where it came from, another ledger named, where that came from), or None when every ledger the
-    command line, $DPCLI_LEDGER and the spec name is the same one. The first named is the one used (resolve_ledger)."""
-    named = [
-        (str(loc), source)
-        for loc, source in (
-            (explicit, "--ledger"),
-            (os.environ.get("DPCLI_LEDGER"), "$DPCLI_LEDGER"),
-            (spec_ledger, "the spec's ledger:"),
-        )
-        if loc
-    ]
-    if not named:
-        return None
-    (used, used_from), *rest = named
-    other = next(((loc, src) for loc, src in rest if _ledger_key(loc) != _ledger_key(used)), None)
-    return None if other is None else (used, used_from, *other)
+def _warn_first_spend(spec: Spec, explicit: str | None, quiet: bool) -> str | None:
+    """After a release of ``spec``, the first of its dataset in the ledger used: warn when another ledger is named
+    too (dpcli.ledger.named): each ledger holds its own cap, so spends split between two ledgers are each checked
+    against a whole budget. Returns the warning (for --json's summary), printed unless ``quiet``."""
+    from dpcli.ledger.named import other_ledger
 
-
-def _warn_other_ledger(
-    spec: Any, explicit: str | None, first_spend: bool, quiet: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
-) -> str | None:
-    """Warn when a dataset first appears in a ledger while another ledger is named too (README "The ledger"): each
-    ledger holds its own cap, so spends split between two ledgers are each checked against a whole budget.
-
-    ``first_spend``: after this release, the first of its dataset in the ledger used; else a release refused for
-    having no cap there. Returns the warning (for --json's summary), printed unless ``quiet``."""
-    if not first_spend:  # the refused release: is the dataset absent from the ledger used (no cap, no spend)?
-        from dpcli.ledger import open_ledger, resolve_ledger
-        from dpcli.spec.load import load_spec
-
-        try:  # both read fine a moment ago; if not now, the refusal alone is said
-            spec = load_spec(spec)
-            book = open_ledger(resolve_ledger(explicit, spec.ledger), lock_timeout=lock_timeout)
-            if book.status(spec.dataset) is not None:
-                return None
-        except DpcliError:
-            return None
     pair = other_ledger(explicit, spec.ledger)
-    if pair is None:
-        return None
-    used, used_from, other, other_from = pair
-    what = "first release of" if first_spend else "no cap or spend for"
+    return None if pair is None else _warn_other_ledger("first release of", spec.dataset, pair, quiet)
+
+
+def _warn_cap_elsewhere(spec: Path, explicit: str | None, quiet: bool, lock_timeout: float) -> None:
+    """After a release of the spec file ``spec`` was refused for its budget: warn when the ledger used has no cap
+    or spend of its dataset while another ledger is named (the cap may be there)."""
+    from dpcli.ledger.named import cap_elsewhere
+
+    found = cap_elsewhere(spec, explicit, lock_timeout)
+    if found is not None:
+        _warn_other_ledger("no cap or spend for", *found, quiet)
+
+
+def _warn_other_ledger(what: str, dataset: str, pair: OtherLedger, quiet: bool) -> str:
+    """The warning about a dataset's budget split between two ledgers (README "The ledger"), printed unless
+    ``quiet``."""
     warning = (
-        f"{what} dataset '{spec.dataset}' in ledger {used} (from {used_from}), while {other_from} names ledger "
-        f"{other}: each ledger keeps its own budget; use one ledger per dataset"
+        f"{what} dataset '{dataset}' in ledger {pair.used} (from {LEDGER_SOURCES[pair.used_from]}), while "
+        f"{LEDGER_SOURCES[pair.other_from]} names ledger {pair.other}: each ledger keeps its own budget; use one "
+        "ledger per dataset"
     )
     if not quiet:
-        render.warning(warning)
+        messages.warning(warning)
     return warning
 
 
@@ -471,30 +399,33 @@ def plan(
     if is_randomize_spec(spec):
         from dpcli.spec.randomize import load_randomize_spec
 
-        randomize_plan = render.randomize_plan(load_randomize_spec(spec))
-        text = render.randomize_plan_text(randomize_plan)
+        randomize_plan = render_plan.randomize_plan(load_randomize_spec(spec))
+        text = render_plan.randomize_plan_text(randomize_plan)
         sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
         return
     the_plan = prepare_spec(spec).plan  # every check of the spec alone that a release makes (exit 2)
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
     if as_json:
-        sys.stdout.write(render.plan_json(the_plan, planning))
+        sys.stdout.write(render_plan.plan_json(the_plan, planning))
     else:
-        render.print_plan(the_plan, sys.stdout)
-        render.print_planning(the_plan, planning, sys.stdout)
+        render_plan.print_plan(the_plan, sys.stdout)
+        render_plan.print_planning(the_plan, planning, sys.stdout)
 
 
 def _planning(
-    the_plan: Any, epsilons: str | None, targets: list[str], ledger: str | None,
+    the_plan: Plan, epsilons: str | None, targets: list[str], ledger: str | None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> dict[str, Any]:
-    """plan's what-if answers (dpcli.plan.what_if): --epsilon, targets (the spec's or --target), --ledger."""
+    """plan's what-if answers (dpcli.plan.what_if) as their JSON document: --epsilon, targets (the spec's or
+    --target), --ledger."""
+    from dpcli.plan.what_if import compare_errors, errors_at, find_epsilon, targets_of
+
     out: dict[str, Any] = {}
     if epsilons is not None:
         values = [_exact("--epsilon", e.strip()) for e in epsilons.split(",")]
         if not values or any(not 0 < e <= MAX_RELEASE_EPSILON for e in values) or len(values) > 12:
             raise UsageError(f"--epsilon: give 1 to 12 numbers in (0, {MAX_RELEASE_EPSILON}], comma-separated")
-        out["what_if"] = render.what_if(the_plan, values)
+        out["what_if"] = render_plan.what_if_json(values, errors_at(the_plan, values))
     extra: dict[str, Fraction] = {}
     for t in targets:
         name, eq, error = t.partition("=")
@@ -504,11 +435,15 @@ def _planning(
         if extra[name] <= 0:
             raise UsageError("--target: the error must be positive")
     if extra or any(sp.statistic.target is not None for sp in the_plan.statistics):
-        out["target"] = render.target_answer(the_plan, extra)
+        answer = find_epsilon(the_plan, targets_of(the_plan, extra))
+        # the errors at the answer's epsilon: its plan is the spec's at that epsilon (plan_at), found by the search
+        errors = None if answer.plan is None else compare_errors(the_plan, [answer.plan])
+        out["target"] = render_plan.target_json(answer, errors)
     if ledger is not None:
         from dpcli.ledger import resolve_ledger
+        from dpcli.run.prepare import ledger_outlook
 
-        out["ledger"] = render.ledger_answer(the_plan, resolve_ledger(ledger, None), lock_timeout)
+        out["ledger"] = render_plan.outlook_json(ledger_outlook(the_plan, resolve_ledger(ledger, None), lock_timeout))
     return out
 
 
@@ -540,7 +475,7 @@ def audit_command(
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
     else:
-        render.print_audit(report, sys.stdout)
+        render_audit.print_audit(report, sys.stdout)
     if not report.ok:
         names = ", ".join(f"'{s.statistic}'" for s in report.violations)
         raise AuditFailed(
@@ -590,7 +525,7 @@ def check(
                              "randomize spec checks the spec and its input")
         from dpcli.run.randomize import check_randomize
 
-        render.info(check_randomize(spec, input))
+        messages.info(check_randomize(spec, input))
         return
     errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
     if errors:
@@ -605,7 +540,7 @@ def check(
             lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
         )
     except BudgetRefused:  # as release says it: no cap here may mean the cap is in another ledger named
-        _warn_other_ledger(spec, ledger, first_spend=False, quiet=False, lock_timeout=lock_timeout)
+        _warn_cap_elsewhere(spec, ledger, quiet=False, lock_timeout=lock_timeout)
         raise
     if ready.paid is not None:  # release would write the stored table again: it must be there and readable
         stored_table(ready.run, ready.release_id)
@@ -622,7 +557,7 @@ def check(
                   f"{ready.paid.seq}: release writes its stored table again, spending nothing")
     else:
         budget = f"; ledger {ready.ledger.name} allows the spend"
-    render.info(
+    messages.info(
         f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {ready.cost.text()}, "
         f"{the_plan.cost_text()}{checked}{budget}"
     )
@@ -642,6 +577,7 @@ def init(
     from dpcli.core.files import atomic_write
     from dpcli.engine import read_header
     from dpcli.publish.paths import check_init_target, output_path
+    from dpcli.spec.skeleton import spec_skeleton
 
     target = output_path(output)  # `-o -`: standard output
     if target is not None:
@@ -657,60 +593,7 @@ def init(
         atomic_write(target, lambda fh: fh.write(text.encode("utf-8")))
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
-    render.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
-
-
-SKELETON_HEAD = """\
-# A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.
-# For each column you use: type (int, float, category, bool) and its a-priori bounds or categories, from
-# documentation or domain knowledge -- never from the data. Delete the columns you do not use.
-# privacy.neighbours: add_remove (one person's row added or removed) or replace (one row changed).
-"""
-
-
-def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
-    """The skeleton's YAML, through PyYAML's emitter (it quotes what needs quoting: names and paths with spaces,
-    colons, '#', quotes or leading dashes round-trip through the loader). ``input:`` is relative to ``spec_dir``."""
-    import yaml
-
-    from dpcli.spec.fields import NAME_PATTERN
-
-    dataset = (re.sub(r"[^A-Za-z0-9_.-]", "_", csv.stem).lstrip(".-") or "dataset")[:128]
-    usable = [name for name in header if re.fullmatch(NAME_PATTERN, name)]
-    # a header name the spec cannot declare is listed in a comment, escaped to one line of ASCII (json.dumps)
-    unusable = "".join(f"#   {json.dumps(name)}\n" for name in header if name not in usable)
-    if unusable:
-        unusable = (
-            "# These header names cannot be declared (a column name is letters, digits, _ . -, starting with a "
-            "letter or _):\n" + unusable
-        )
-    doc = {
-        "version": 1,
-        "dataset": dataset,
-        "input": os.path.relpath(csv.absolute(), spec_dir),
-        "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": "1.0"},
-        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
-        "statistics": [{"name": "rows", "kind": "count"}],
-    }
-    body = yaml.dump(doc, Dumper=_skeleton_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=None,
-                     width=1_000_000)
-    return SKELETON_HEAD + unusable + body
-
-
-class _Flow(dict):
-    """A mapping written on one line, ``age: {type: TODO, bounds: [TODO, TODO]}``: one column per line."""
-
-
-def _skeleton_dumper() -> Any:
-    import yaml  # here, not at the top: only init writes YAML, and yaml costs every other command's start-up
-
-    class SkeletonDumper(yaml.SafeDumper):
-        pass
-
-    SkeletonDumper.add_representer(
-        _Flow, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
-    )
-    return SkeletonDumper
+    messages.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
 
 
 @budget_app.command(
@@ -736,7 +619,9 @@ def budget_set(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
-    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import set_budget
+    from dpcli.ledger.named import other_ledger
     from dpcli.spec.fields import DATASET_NAME
 
     if not DATASET_NAME.fullmatch(dataset):
@@ -755,23 +640,23 @@ def budget_set(
             "--unit pins the dataset's unit together with its neighbour relation: give --neighbours too "
             "(add_remove or replace)"
         )
-    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
-    new_here = book.status(dataset) is None
+    location = resolve_ledger(ledger, None)
     pair = other_ledger(ledger, None)
     pinned = None if neighbours is None else neighbours.value
-    rec = book.set_cap(dataset, eps, dlt, allow_raise, (unit or "row") if pinned else None, pinned)
-    status = book.status(dataset)
-    render.info(
-        f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"
-        + (" (raised)" if rec.get("raise") else "")
-        + f"; spent {render.eps(status.spent if status else Fraction(0))}, "
-        f"remaining {render.eps(status.remaining if status else eps)}"
+    done = set_budget(location, dataset, eps, dlt, allow_raise=allow_raise,
+                      unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout)
+    status = done.status
+    messages.info(
+        f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
+        + (" (raised)" if done.record.get("raise") else "")
+        + f"; spent {layout.eps(status.spent if status else Fraction(0))}, "
+        f"remaining {layout.eps(status.remaining if status else eps)}"
     )
-    if new_here and pair is not None:
-        used, _, other, other_from = pair
-        render.warning(
-            f"dataset '{dataset}' first appears in ledger {used} (from --ledger), while {other_from} names ledger "
-            f"{other}: releases that use {other} will not see this cap; use one ledger per dataset"
+    if done.new_here and pair is not None:
+        messages.warning(
+            f"dataset '{dataset}' first appears in ledger {pair.used} (from --ledger), while "
+            f"{LEDGER_SOURCES[pair.other_from]} names ledger {pair.other}: releases that use {pair.other} will not "
+            "see this cap; use one ledger per dataset"
         )
 
 
@@ -782,13 +667,14 @@ def budget_show(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Spent and remaining ε per dataset."""
-    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import budget_statuses
 
-    report = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).verify()
+    statuses = budget_statuses(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
-        sys.stdout.write(render.budget_json(report.datasets))
+        sys.stdout.write(render_ledger.budget_json(statuses))
     else:
-        render.print_budget(report.datasets, sys.stdout)
+        render_ledger.print_budget(statuses, sys.stdout)
 
 
 @ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
@@ -798,13 +684,14 @@ def ledger_show(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Every record of the ledger (verified first)."""
-    from dpcli.ledger import open_ledger, resolve_ledger
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import ledger_records
 
-    records = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout).records()
+    records = ledger_records(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
-        sys.stdout.write(render.ledger_json(records))
+        sys.stdout.write(render_ledger.ledger_json(records))
     else:
-        render.print_ledger(records, sys.stdout)
+        render_ledger.print_ledger(records, sys.stdout)
 
 
 @ledger_app.command(
@@ -820,18 +707,10 @@ def ledger_verify(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
-    from dpcli.ledger import open_ledger, resolve_ledger
-    from dpcli.ledger.base import published_head
+    from dpcli.ledger import resolve_ledger
+    from dpcli.ledger.admin import verify_ledger
 
-    heads = [published_head(item) for item in against]  # a mistyped path is exit 2 "cannot read", never a rollback
-    book = open_ledger(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
-    report = book.verify()
-    for head in heads:
-        if not book.contains_head(head):
-            raise LedgerError(
-                f"ledger {book.name} does not contain head {head[:16]}… published with a release: "
-                "it was replaced with an older copy or rewritten"
-            )
+    report = verify_ledger(resolve_ledger(ledger, None), against, lock_timeout=lock_timeout)
     keyed = ", authenticated with the ledger key" if report.keyed else ""
     sys.stdout.write(f"ledger OK: {report.records} record(s), head {report.head}{keyed}\n")
 
@@ -862,8 +741,8 @@ def main(argv: list[str] | None = None) -> None:
     from dpcli.core import signals
 
     code = 0
-    render.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
-    render.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
+    messages.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
+    messages.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
     _quiet_warnings()
     signals.install()
     try:
@@ -892,7 +771,7 @@ def _say_outcome(exc: BaseException) -> int:
     from dpcli.core.resources import process_limit
 
     if isinstance(exc, typer.Abort):
-        render.error("interrupted; nothing was spent", "interrupted", 130)
+        messages.error("interrupted; nothing was spent", "interrupted", 130)
         return 130
     if isinstance(exc, SystemExit):
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
@@ -900,7 +779,7 @@ def _say_outcome(exc: BaseException) -> int:
         # release() and randomize() turn a signal after their spend into exit 5 naming the record: one that gets
         # here came before any spend (or in a command that spends nothing)
         code = signals.exit_status(exc)
-        render.error(f"interrupted by {signals.signal_name(exc)}; nothing was spent", "interrupted", code)
+        messages.error(f"interrupted by {signals.signal_name(exc)}; nothing was spent", "interrupted", code)
         return code
     limit = process_limit(exc)
     if limit is not None:
@@ -913,9 +792,9 @@ def _say_outcome(exc: BaseException) -> int:
     if click_code is not None:
         return click_code
     if "TooManyOpenFiles" in str(exc) and type(exc).__name__ == "PanicException":
-        render.error(TOO_MANY_FILES, "resource", 1)
+        messages.error(TOO_MANY_FILES, "resource", 1)
         return 1
-    render.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
+    messages.error(f"internal error ({type(exc).__name__}); this is a bug in dpcli, please report it")
     return 1
 
 
@@ -933,7 +812,7 @@ def _click_error(exc: BaseException) -> int | None:
     see = f" (see '{ctx.command_path} --help')" if ctx is not None and exit_code == 2 else ""
     # Typer 0.2x words a bad choice "Invalid value for '--format': Value error, 'xml' is not one of ..."
     message = _one_line(format_message()).replace(": Value error, ", ": ")
-    render.error(message + see, "usage", exit_code)
+    messages.error(message + see, "usage", exit_code)
     return exit_code
 
 
@@ -955,7 +834,7 @@ def _say_error(exc: DpcliError) -> None:
     """One error line. The library states the fact; the command line names its flag (in place of the keyword
     argument the fact is about) and appends the hint, which names flags too (dpcli/errors.py)."""
     text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
-    render.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
+    messages.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
 
 
 def _error_kind(exc: DpcliError) -> str:

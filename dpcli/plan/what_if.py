@@ -13,6 +13,7 @@ and what-if budgets"). Nothing here reads data or spends budget.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -161,3 +162,51 @@ def find_epsilon(plan: Plan, targets: dict[str, Target]) -> TargetAnswer:
         else:
             lo = mid
     return TargetAnswer(targets, hi * EPSILON_GRID, best)
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """One row of a what-if comparison: a statistic's error figure, or one noise component's half-width (a
+    quantile's in rank rows), in each plan compared; None where a mean has more count noise than rows."""
+
+    label: str
+    errors: tuple[Fraction | None, ...]
+
+
+def error_figures(plan: Plan) -> list[tuple[str, Callable[[Plan], Fraction | None]]]:
+    """(label, how to get the error from a plan at another budget): a statistic's one figure where it has one, else
+    each noise component's half-width (a quantile's in rank rows)."""
+    out: list[tuple[str, Callable[[Plan], Fraction | None]]] = []
+    for i, sp in enumerate(plan.statistics):
+        one_figure = not isinstance(sp.statistic, Mean) or expected_rows(plan, sp) is not None  # a mean: with rows
+        if KINDS[sp.statistic.kind].target and one_figure:
+            out.append((sp.statistic.name, _statistic_error(i)))
+            continue
+        for j, c in enumerate(sp.components):
+            out.append((f"{sp.statistic.name} ({c.role})", _component_error(i, j)))
+    return out
+
+
+def _statistic_error(i: int) -> Callable[[Plan], Fraction | None]:
+    def error(p: Plan) -> Fraction | None:
+        return expected_error(p, p.statistics[i], p.confidence)
+
+    return error
+
+
+def _component_error(i: int, j: int) -> Callable[[Plan], Fraction | None]:
+    def error(p: Plan) -> Fraction | None:
+        component = p.statistics[i].components[j]
+        return component.halfwidth(float(p.confidence)) * component.unit
+
+    return error
+
+
+def compare_errors(plan: Plan, plans: Sequence[Plan]) -> list[ErrorRow]:
+    """``plan``'s error figures (``error_figures``) in each of ``plans``, its spec at other budgets."""
+    return [ErrorRow(label, tuple(get(p) for p in plans)) for label, get in error_figures(plan)]
+
+
+def errors_at(plan: Plan, epsilons: Sequence[Fraction]) -> list[ErrorRow]:
+    """The errors at each total epsilon (plan --epsilon), the spec's split scaled (``plan_at``)."""
+    return compare_errors(plan, [plan_at(plan, e) for e in epsilons])

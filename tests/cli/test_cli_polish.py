@@ -431,7 +431,7 @@ statistics:
 @pytest.mark.parametrize("width", [80, 60, 200])
 def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               spec: str, width: int) -> None:
-    from dpcli.cli import render
+    from dpcli.cli import render_plan
     from dpcli.plan.model import make_plan
     from dpcli.spec.load import load_spec
 
@@ -444,13 +444,13 @@ def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, mon
     monkeypatch.setenv("COLUMNS", str(width))
     monkeypatch.delenv("NO_COLOR", raising=False)
     plain, terminal = io.StringIO(), Terminal()
-    render.print_plan(plan, plain)
-    render.print_plan(plan, terminal)
+    render_plan.print_plan(plan, plain)
+    render_plan.print_plan(plan, terminal)
     shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
     lines = shown.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= width
     words = set(shown.split())
-    for row in render.plan_rows(plan):  # every word of every cell and every derivation is on the screen whole
+    for row in render_plan.plan_rows(plan):  # every word of every cell and every derivation is on the screen whole
         for text in (row["statistic"], row["mechanism"], row["_param"], row["_budget"], row["derivation"]):
             for word in text.split():
                 assert word in words or any(word in w for w in words if w.strip(";:,") == word.strip(";:,")), word
@@ -458,7 +458,7 @@ def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, mon
         assert any(line.split()[:2] == ["statistic", "part"] for line in lines)
     # a pipe keeps the aligned form, one line per row, whatever $COLUMNS says
     rows = [line for line in plain.getvalue().splitlines() if "discrete_laplace" in line]
-    assert len(rows) == len(render.plan_rows(plan))
+    assert len(rows) == len(render_plan.plan_rows(plan))
 
 
 def test_check_reports_every_spec_error_one_line_each(tmp_path: Path) -> None:

@@ -280,7 +280,7 @@ class _Terminal:
 def test_the_bar_renders_bytes_and_ratio_only_however_often_it_is_told() -> None:
     """Many reports over time (as a chunked engine sends them) give rich what a rate or an ETA would need: the bar
     must still show neither. The pauses only let rich see time pass; nothing here depends on how long they take."""
-    from dpcli.cli.render import InputBar
+    from dpcli.cli.progress import InputBar
 
     terminal = _Terminal()
     bar = InputBar(terminal)  # type: ignore[arg-type]
@@ -300,7 +300,7 @@ def test_the_bar_renders_bytes_and_ratio_only_however_often_it_is_told() -> None
 
 
 def test_a_stream_of_unknown_size_shows_bytes_read_without_a_total_and_its_end_erases_the_bar() -> None:
-    from dpcli.cli.render import InputBar
+    from dpcli.cli.progress import InputBar
 
     terminal = _Terminal()
     bar = InputBar(terminal)  # type: ignore[arg-type]

@@ -1,0 +1,75 @@
+"""``dpcli budget show`` and ``dpcli ledger show``: the budgets per dataset and the ledger's records, as a table or
+JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from dpcli.cli.layout import eps, table
+from dpcli.core.accounting import format_exact
+from dpcli.ledger import BudgetStatus, Record
+
+
+def budget_json(statuses: dict[str, BudgetStatus]) -> str:
+    doc = [
+        {
+            "dataset": s.dataset,
+            "cap": None if s.cap is None else format_exact(s.cap),
+            "spent": format_exact(s.spent),
+            "remaining": None if s.remaining is None else format_exact(s.remaining),
+            "releases": s.releases,
+            "cap_delta": format_exact(s.cap_delta),
+            "spent_delta": format_exact(s.delta_spent),  # partition selections' delta (open keys)
+            "spent_pure_epsilon": format_exact(s.pure),
+            "spent_rho": format_exact(s.rho),
+            "unit": s.unit,
+            "neighbours": s.neighbours,
+        }
+        for s in statuses.values()
+    ]
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
+    if not statuses:
+        stream.write("no datasets in this ledger yet (set a cap with `dpcli budget set DATASET --epsilon E`)\n")
+        return
+    selections = any(s.delta_spent for s in statuses.values())  # the column shows only where open keys spent δ
+    table(
+        ["dataset", "neighbours", "cap ε", "cap δ", "spent ε", "remaining ε", "releases", "of which zCDP ρ"]
+        + (["spent δ"] if selections else []),
+        [
+            [
+                s.dataset, s.neighbours or "(not pinned)", eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining),
+                str(s.releases), eps(s.rho),
+            ] + ([eps(s.delta_spent)] if selections else [])
+            for s in statuses.values()
+        ],
+        stream,
+    )
+    if selections:
+        stream.write("spent δ: partition selections (open keys), taken off the cap's δ\n")
+    if any(s.rho for s in statuses.values()):
+        stream.write("spent ε includes zCDP spends converted at the cap's δ (Canonne, Kamath & Steinke 2020)\n")
+
+
+def ledger_json(records: list[Record]) -> str:
+    return json.dumps([r.as_dict() for r in records], indent=2) + "\n"
+
+
+def print_ledger(records: list[Record], stream: TextIO) -> None:
+    if not records:
+        stream.write("the ledger is empty\n")
+        return
+    rows = []
+    for r in records:
+        if r.type == "cap":
+            what = f"cap ε={r.get('epsilon')}" + (" (raised)" if r.get("raise") else "")
+        elif r.type == "spend":
+            rid = f" [release id {r.get('release_id')}]" if r.get("release_key") else ""
+            what = f"spend ε={r.get('epsilon')}{rid}: {', '.join(r.get('statistics') or [])}"
+        else:
+            what = f"released {str(r.get('release_id'))[:40]}, table sha256 {str(r.get('table_sha256'))[:12]}"
+        rows.append([str(r.seq), str(r.get("time", "")), str(r.get("dataset", "")), r.type, what, r.hash[:12]])
+    table(["seq", "time", "dataset", "type", "what", "hash"], rows, stream)

@@ -1,0 +1,95 @@
+"""What ``dpcli release`` and ``dpcli randomize`` say when they are done: the summary as one JSON object (``--json``),
+the notice of a re-issued run (the stored output written again, nothing spent), and the human summary."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dpcli.cli.layout import eps
+from dpcli.core.accounting import format_exact
+
+if TYPE_CHECKING:
+    from dpcli.run.randomize import Randomized
+    from dpcli.run.release import Release
+
+
+def release_summary(result: Release, warning: str | None, report: str | None, with_report: bool) -> dict[str, Any]:
+    """``--json``'s summary; ``report`` is the --report path, its key present ``with_report`` (--report or
+    --summary-md given)."""
+    status = result.status
+    summary: dict[str, Any] = {
+        "dataset": result.plan.spec.dataset,
+        "statistics": len(result.plan.statistics),
+        "rows": len(result.table),
+        "epsilon_spent": format_exact(result.epsilon_spent),
+        "rho_spent": format_exact(result.rho_spent),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
+        "output": "-" if result.output is None else str(result.output),
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "ledger_head": result.spend.hash,
+        "release_id": result.release_id,
+        "reused": result.reused,
+        "warnings": [] if warning is None else [warning],
+    }
+    if with_report:
+        summary["report"] = report
+    return summary
+
+
+def release_reissued(result: Release) -> str:
+    return (
+        f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+        "its table was written again; nothing spent"
+    )
+
+
+def release_text(result: Release) -> str:
+    status = result.status
+    where = "standard output" if result.output is None else str(result.output)
+    spent = result.plan.cost_text(status.cap_delta if status else None)  # a ρ without the spec's δ: at the cap's
+    return (
+        f"dpcli: released {len(result.plan.statistics)} statistic(s), {len(result.table)} number(s) about "
+        f"'{result.plan.spec.dataset}' to {where}\n"
+        f"  spent {spent}; ε left {eps(status.remaining if status else None)} "
+        f"of {eps(status.cap if status else None)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
+    )
+
+
+def randomize_summary(result: Randomized) -> dict[str, Any]:
+    status = result.status
+    return {
+        "dataset": result.spec.dataset,
+        "columns": [c.name for c in result.spec.columns],
+        "rows": result.rows,
+        "epsilon_spent": format_exact(result.epsilon_spent),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "output": "-" if result.output is None else str(result.output),
+        "output_sha256": result.output_sha256,
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "release_id": result.release_id,
+        "reused": result.reused,
+    }
+
+
+def randomize_reissued(result: Randomized) -> str:
+    return (
+        f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+        "its randomized file was written again; nothing spent"
+    )
+
+
+def randomize_text(result: Randomized) -> str:
+    status = result.status
+    where = "standard output" if result.output is None else str(result.output)
+    return (
+        f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
+        f"'{result.spec.dataset}' to {where}\n"
+        f"  spent ε={eps(result.spec.epsilon)} per record; "
+        f"ε left {eps(status.remaining if status else None)} "
+        f"of {eps(status.cap if status else None)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
+    )
