@@ -291,8 +291,11 @@ def _crontab_line() -> str:
 
 def _cron(home: Path, *extra: str) -> subprocess.CompletedProcess:
     """The crontab line as cron runs it: `/bin/sh -c LINE` with cron's own variables only, its paths under
-    ``home``; ``extra`` variables (NAME=value) go before the line's own, for a run on another day."""
+    ``home`` and its log at ``home``/dpcli.log wherever the line puts it; ``extra`` variables (NAME=value) go before
+    the line's own, for a run on another day."""
     command = _crontab_line().replace(CRON_HOME, str(home))
+    command, redirects = re.subn(r">>\s*\S+", f">>{home / 'dpcli.log'}", command)
+    assert redirects == 1, "the line appends its output to one log file"
     cron_env = ["PATH=/usr/bin:/bin", "SHELL=/bin/sh", f"HOME={home}", "LOGNAME=dpcli"]
     return subprocess.run(["env", "-i", *cron_env, *extra, "/bin/sh", "-c", command], cwd="/", capture_output=True,
                           text=True, timeout=300)
@@ -322,10 +325,7 @@ def _folders(published: Path) -> list[str]:
 def test_the_crontab_line_publishes_once_a_day_with_a_timestamped_log_and_stops_with_exit_4_at_the_cap(
     tmp_path: Path,
 ) -> None:
-    line = _crontab_line()
-    assert line.startswith(f"cd {CRON_HOME} && "), line
-    assert f"PATH={CRON_HOME}/.venv/bin:" in line, "the line itself must put the venv's dpcli on PATH"
-    assert f">>{CRON_HOME}/dpcli.log 2>&1" in line, line
+    assert _crontab_line().startswith(f"cd {CRON_HOME} && ")
     home, ledger = _cron_home(tmp_path, with_venv=True)
     published = home / "published"
 
@@ -369,7 +369,7 @@ def test_the_crontab_line_without_dpcli_on_its_path_spends_nothing_and_leaves_no
     home, ledger = _cron_home(tmp_path, with_venv=False)  # /srv/stats/.venv missing: a wrong path on the line
     missing = _cron(home)
     assert missing.returncode == 127
+    assert _spent(ledger, home) == (0, 0)
+    assert _folders(home / "published") == [], "no folder, dated or hidden, is left"
     (line,) = _log(home)
     assert "dpcli is not on PATH" in line
-    assert not (home / "published").exists() or _folders(home / "published") == []
-    assert _spent(ledger, home) == (0, 0)
