@@ -373,3 +373,57 @@ def test_the_crontab_line_without_dpcli_on_its_path_spends_nothing_and_leaves_no
     assert _folders(home / "published") == [], "no folder, dated or hidden, is left"
     (line,) = _log(home)
     assert "dpcli is not on PATH" in line
+
+
+# -- README.md, Install -----------------------------------------------------------------------------------------------
+
+
+def _install_blocks() -> list[list[str]]:
+    """The commands of the ```console blocks of README.md's Install section, block by block."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```console\n(.*?)```", section, re.DOTALL)
+    return [[line[2:] for line in block.splitlines() if line.startswith("$ ")] for block in blocks]
+
+
+def test_the_readme_installs_dpcli_from_a_clone_a_git_url_at_the_tag_and_a_wheel(tmp_path: Path) -> None:
+    """README.md's Install, as a reader runs it: from a clone, from the git URL at the tag, from `make wheel`'s wheel
+    (in the clone the first block made). Each later block installs into the venv of the first, dpcli uninstalled
+    from it first, so only the first fetches the dependencies (the CI examples' tests install from a git URL and a
+    wheel into new venvs). `URL` is a local repository holding this tree, tagged."""
+    clone_block, git_block, wheel_block = _install_blocks()
+    git_url = _git_url_at_tag(tmp_path)  # git+file://localhost/PATH@TAG
+    repository = git_url.removeprefix("git+file://localhost").removesuffix(f"@{TAG}")
+    env = _venv_env(tmp_path / "no-venv-yet")  # the machine's python3, not this test's venv
+
+    def run(block: list[str], cwd: Path) -> None:
+        script = "\n".join(line.replace("git+URL", f"git+file://localhost{repository}").replace("URL", repository)
+                           for line in block)
+        done = _bash(script, cwd, env)
+        assert done.returncode == 0, (script, done.stderr[-3000:])
+
+    def installed(clone: Path) -> dict:
+        found = _installed_from(clone / ".venv", _venv_env(clone / ".venv"), tmp_path)
+        return json.loads(found)
+
+    def uninstall(clone: Path) -> None:
+        done = _bash(".venv/bin/python -m pip uninstall --yes --quiet dpcli", clone, env)
+        assert done.returncode == 0, done.stderr
+
+    run(clone_block, tmp_path)
+    clone = tmp_path / "dpcli"
+    assert subprocess.run(["git", "describe", "--tags", "--exact-match"], cwd=clone, capture_output=True,
+                          text=True).stdout.strip() == TAG
+    assert installed(clone)["url"] == clone.as_uri()
+
+    assert TAG in "\n".join(git_block)
+    uninstall(clone)
+    run(git_block, clone)
+    assert installed(clone)["vcs_info"]["requested_revision"] == TAG
+
+    assert WHEEL in "\n".join(wheel_block)
+    uninstall(clone)
+    run(wheel_block, clone)
+    assert installed(clone)["url"] == (clone / "dist" / WHEEL).as_uri()
+    version = _bash("dpcli --version", tmp_path, _venv_env(clone / ".venv"))
+    assert __version__ in version.stdout
