@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-slow test-postgres test-spark test-browser test-polars-range check docs wheel-check venv \
+.PHONY: demo test test-slow test-postgres test-spark test-browser test-polars-range check docs wheel wheel-check venv \
         sample-data bench clean
 
 # The dev tools (ruff, mypy, pytest, Hypothesis, ...) at the versions of constraints-dev.txt, so `make check` and
@@ -84,6 +84,13 @@ docs: venv
 # the one-line-one-record rule leans on polars' CSV behaviour. Needs the network for pip, as `make venv` does.
 test-polars-range:
 	PYTHON=$(PYTHON) bash ci/polars-range.sh
+
+# A wheel to install on another machine (README.md, Install): $(DIST)/dpcli-VERSION-py3-none-any.whl, built from
+# this tree by pip (no venv needed). Its dependencies are not bundled: pip fetches them where the wheel is installed.
+DIST ?= dist
+wheel:
+	$(PYTHON) -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir $(DIST) .
+	@ls $(DIST)/dpcli-*.whl
 
 # The built wheel, installed without -e into a fresh venv, runs from outside the source tree.
 wheel-check:

@@ -46,6 +46,7 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COPIED = ["configs", "sample_data", "scripts", "tests/data"]
 VENV_BIN = Path(sys.executable).parent
 
+INSTALL = "README.md's Install: tests/test_examples.py runs it (clean venvs, a local tagged repository as URL)"
 # Commands shown but not run here, with the reason (matched on the command without its trailing comment).
 NOT_RUN = {
     "make demo": "builds a venv; `make demo` is run on a fresh clone",
@@ -55,6 +56,10 @@ NOT_RUN = {
     "make docs": "rewrites docs/ from the code; `make check` runs its --check",
     "make wheel-check": ".ci/run runs it (a wheel build and a clean venv: half a minute)",
     "python3 -m venv .venv && .venv/bin/pip install .": "installs dpcli; the suite runs in the venv it makes",
+    "git clone URL dpcli && cd dpcli && git checkout v0.3.0": INSTALL,
+    "python3 -m venv .venv && .venv/bin/pip install 'dpcli @ git+URL@v0.3.0'": INSTALL,
+    "make wheel": INSTALL,
+    "python3 -m venv .venv && .venv/bin/pip install ./dist/dpcli-0.3.0-py3-none-any.whl": INSTALL,
     "bash bench/opendp_venv.sh": "a benchmark in a venv of its own, with OpenDP installed from PyPI",
     ".venv/bin/python -m pytest tests/cli -q": "part of this suite",
 }
