@@ -44,7 +44,7 @@ from tests.fault_driver import ACTIONS, FREQUENCY_STEPS, PERSON_STEPS, RANDOMIZE
 from tests.helpers import TOY_SPEC, clean_env, run_dpcli, run_in_process
 
 SPEC = TOY_SPEC + "  - {name: ages, kind: histogram, column: age, bins: [0, 20, 40, 60, 80, 101]}\n"
-DRIVER = Path(__file__).with_name("fault_driver.py")
+DRIVER = Path(__file__).resolve().parents[1] / "fault_driver.py"
 RID = "fault-1"
 # A signal sent before these steps waits for the table to be stored; at the later ones it is raised at once.
 HELD = {"lock", "spent", "noise", "store", "stored"}

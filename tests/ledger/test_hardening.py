@@ -32,7 +32,7 @@ from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import JsonlLedger, Purchase
 from dpcli.ledger.base import budgets, canonical
 from tests.helpers import TOY_SPEC, clean_env, mounted_tmpfs, run_dpcli, run_in_process
-from tests.test_ledger_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
+from tests.ledger.test_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
 
 SPEC = TOY_SPEC
 KEY = {"DPCLI_LEDGER_KEY": "k-" + "x" * 30}

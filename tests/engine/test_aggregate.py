@@ -24,7 +24,7 @@ from dpcli.plan.model import laplace_halfwidth, make_plan
 from dpcli.spec.model import parse_spec
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)
-ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
+ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
 RACES = ["Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White"]
 SEXES = ["Female", "Male"]
 INCOMES = ["<=50K", ">50K"]

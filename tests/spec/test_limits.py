@@ -19,7 +19,7 @@ from dpcli.plan.model import make_plan, split_budget
 from dpcli.spec.model import MAX_SPEC_BYTES, load_spec, number_within_limits, parse_spec
 from tests.helpers import clean_env, run_dpcli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 LIMITS = (
     "is beyond the limits of a spec number: at most 40 significant digits and 1e-40 <= |x| < 1e40 (or 0), or a "

@@ -29,7 +29,7 @@ from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli, run_in_process
 
-ADULT = Path(__file__).parent / "data" / "adult.csv"
+ADULT = Path(__file__).parents[1] / "data" / "adult.csv"
 
 SPEC = """\
 version: 1

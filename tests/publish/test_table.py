@@ -36,7 +36,7 @@ from tests.helpers import run_in_process
 
 jsonschema = pytest.importorskip("jsonschema")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "tests" / "data" / "adult.csv"
 STORE_02 = ROOT / "tests" / "data" / "store-0.2"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text()))

@@ -22,7 +22,7 @@ from dpcli.postprocess.variance import _box, part_confidence, variance_grids
 from dpcli.publish.table import build_table
 from dpcli.spec.model import parse_spec
 
-ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
+ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
 
 COLUMNS = """\
 columns:

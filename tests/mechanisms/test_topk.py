@@ -23,7 +23,7 @@ from dpcli.publish.table import build_table
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "tests" / "data" / "adult.csv"
 OCCUPATIONS = [
     "Adm-clerical", "Armed-Forces", "Craft-repair", "Exec-managerial", "Farming-fishing", "Handlers-cleaners",

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_report import NAMES, _plots, released  # noqa: F401 - `released` is the module fixture used here
+from tests.publish.test_report import NAMES, _plots, released  # noqa: F401 - `released` is the module fixture used here
 
 pytestmark = pytest.mark.browser
 

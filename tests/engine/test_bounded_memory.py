@@ -24,7 +24,7 @@ from tests.helpers import clean_env, measured
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT_KB = 512 * 1024
 SPEC = """\
 version: 1

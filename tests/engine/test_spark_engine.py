@@ -33,7 +33,7 @@ from dpcli.spec.model import parse_spec
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "tests" / "data" / "adult.csv"
 ADULT_SPEC = """\
 version: 1
@@ -381,7 +381,7 @@ def _engine_in_child(env: dict[str, str], prelude: str, path: Path) -> subproces
         f"{prelude}\n"
         "from dpcli.engine import spark_engine\n"
         "from dpcli.errors import DpcliError\n"
-        "from tests.test_spark_engine import HOSTILE_SPEC, make_plan, parse_spec\n"
+        "from tests.engine.test_spark_engine import HOSTILE_SPEC, make_plan, parse_spec\n"
         "try:\n"
         f"    spark_engine.aggregate(make_plan(parse_spec(HOSTILE_SPEC)), {str(path)!r})\n"
         "except DpcliError as exc:\n"

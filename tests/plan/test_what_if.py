@@ -18,7 +18,7 @@ from dpcli.run.prepare import ledger_outlook
 from dpcli.spec.model import Target, parse_spec
 from tests.helpers import run_in_process
 
-ADULT = Path(__file__).resolve().parent / "data" / "adult.csv"
+ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
 
 SPEC = """\
 version: 1
@@ -257,7 +257,7 @@ def test_plan_target_prints_the_smallest_epsilon(tmp_path):
 def test_a_frequency_only_release_has_no_epsilon_to_compare():
     from dpcli.spec.model import load_spec
 
-    plan = make_plan(load_spec(Path(__file__).resolve().parent.parent / "configs" / "frequency.yaml"))
+    plan = make_plan(load_spec(Path(__file__).resolve().parents[2] / "configs" / "frequency.yaml"))
     with pytest.raises(UsageError, match="spends nothing"):
         plan_at(plan, Fraction(1))
 

@@ -37,7 +37,7 @@ from dpcli.spec.fields import Number, RuleError, number_within_limits  # noqa: E
 from dpcli.spec.model import load_spec, parse_errors, parse_spec, spec_errors  # noqa: E402
 from dpcli.spec.schema import NUMBER_PATTERN, schema_json, spec_schema  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = spec_schema()
 VALIDATOR = Draft202012Validator(SCHEMA)
 

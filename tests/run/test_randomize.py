@@ -29,7 +29,7 @@ from dpcli.mechanisms.randomized_response import estimate_counts, randomize_keys
 from dpcli.spec.randomize import parse_randomize_spec
 from tests.helpers import run_in_process
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = """\
 version: 1
