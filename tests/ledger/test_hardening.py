@@ -680,7 +680,7 @@ def test_a_stored_table_that_is_not_a_regular_file_fails_the_reissue_and_never_d
 ) -> None:
     """A FIFO in place of a stored table hung the re-issue under its release id. Now a stored table that is not a
     regular file (not followed through a symlink either) fails as an altered table does: exit 5, nothing written,
-    the id never drawn again (tests/test_ledger.py::test_paid_id_whose_table_is_missing_or_altered_...)."""
+    the id never drawn again (tests/ledger/test_jsonl.py::test_paid_id_whose_table_is_missing_or_altered_...)."""
     led = work / "L.jsonl"
     assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
     release = ("release", work / "spec.yaml", "-i", work / "data.csv", "--ledger", led, "--release-id", "x")

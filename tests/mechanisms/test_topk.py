@@ -238,7 +238,7 @@ def test_ties_go_to_the_first_declared_key_on_the_no_noise_path(tmp_path: Path) 
 
 def test_under_a_person_unit_the_counts_are_the_histograms_of_the_same_bounding(tmp_path: Path) -> None:
     """A top_k reads its column's per-key counts exactly as a histogram of that column does (the same recipe, the
-    same K/G/R bounding, tested against a brute-force reading in tests/test_persons.py)."""
+    same K/G/R bounding, tested against a brute-force reading in tests/engine/test_persons.py)."""
     path = tmp_path / "p.csv"
     lines = ["pid,occupation,sex,rich,age"] + [
         f"p{i % 23},{OCCUPATIONS[(i * 7) % 5]},{'Male' if i % 3 else 'Female'},true,{i % 90}" for i in range(200)

@@ -310,7 +310,7 @@ def test_a_reissue_writes_the_first_runs_bytes(tmp_path: Path, monkeypatch, firs
     """The first run stores its table (in this version's compact form); a re-run under the release id writes the
     same bytes without drawing again. Small chunks make every column span several pieces. (A table stored by
     dpcli 0.2 is re-issued in 0.2's layout: test_a_table_stored_by_dpcli_02_is_read_and_written_as_02_wrote_it here,
-    and tests/test_table_contract.py with a table and bytes made by dpcli 0.2.0 itself.)"""
+    and tests/publish/test_table.py with a table and bytes made by dpcli 0.2.0 itself.)"""
     from dpcli.ledger import JsonlLedger
     from dpcli.run.release import release
 
