@@ -40,7 +40,7 @@ from dpcli.spec.model import parse_spec
 from tests.helpers import mounted_tmpfs, run_dpcli
 
 CANARY = "4815162342"  # a cell value that must never appear in any message
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = """\
 version: 1
