@@ -12,141 +12,36 @@ about processes (pipes, FIFOs, stdin, permissions, memory, fresh noise) run the 
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import errno
-import io
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from dpcli.cli.app import main
 from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
-from tests.helpers import mounted_tmpfs, run_dpcli
+from tests.hostile.battery import (
+    CANARY,
+    DATA,
+    SPEC,
+    Run,
+    _without_dac,
+    clean_failure,
+    exacts,
+    ledger_state,
+    no_output,
+    refused,
+    released,
+)
 
-CANARY = "4815162342"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[2]
-
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1}
-columns:
-  age:    {type: int, bounds: [0, 100]}
-  income: {type: float, bounds: [0, 1000], precision: 0.01}
-  sex:    {type: category, categories: [F, M]}
-statistics:
-  - {name: n, kind: count}
-  - {name: by_sex, kind: count, by: [sex]}
-  - {name: ages, kind: histogram, column: age, bins: [0, 18, 65, 101]}
-  - {name: mean_income, kind: mean, column: income, by: [sex]}
-"""
-
-DATA = f"age,income,sex,note\n34,120.5,F,{CANARY}\n71,990,M,x\n{CANARY},n/a,M,{CANARY}\n45,{CANARY},X,y\n"
-
-
-@pytest.fixture(autouse=True)
-def _no_dpcli_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("DPCLI_"):
-            monkeypatch.delenv(key)
-
-
-@pytest.fixture
-def work(make_work: Callable[..., Path]) -> Path:
-    return make_work(SPEC, DATA, cap="100", ledger="ledger.jsonl")
-
-
-@dataclass
-class Run:
-    code: int
-    out: bytes
-    err: bytes
-
-    @property
-    def text(self) -> str:
-        return self.out.decode("utf-8", "replace") + self.err.decode("utf-8", "replace")
-
-
-def cli(*args: str) -> Run:
-    """``dpcli ARGS`` in this process: main() with stdout/stderr captured as bytes."""
-    out, err = io.BytesIO(), io.BytesIO()
-    so = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    se = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
-    code = None
-    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code
-    return Run(code, out.getvalue(), err.getvalue())
-
-
-def dpcli(*args: str, **kw) -> Run:
-    """The real command in a subprocess."""
-    r = run_dpcli(*args, **kw)
-    return Run(r.returncode, r.stdout, r.stderr)
-
-
-def ledger_state(work: Path) -> bytes:
-    head = work / "ledger.jsonl.head"
-    return (work / "ledger.jsonl").read_bytes() + b"\0" + (head.read_bytes() if head.exists() else b"")
-
-
-def no_output(directory: Path, name: str = "out.csv") -> None:
-    left = [p.name for p in directory.iterdir() if p.name.startswith((name, f".{name}"))]
-    assert left == [], f"output left behind: {left}"
-
-
-def clean_failure(r: Run, code: int, fragment: str = "") -> str:
-    """Exit ``code``; one message line on stderr starting 'dpcli: error:'; no traceback; no canary; stdout empty."""
-    err = r.err.decode("utf-8", "replace")
-    assert r.code == code, err
-    assert "Traceback" not in r.text
-    assert CANARY not in r.text
-    assert r.out == b""
-    assert err.startswith("dpcli: error: "), err
-    assert err.endswith("\n"), err
-    assert err.count("\n") == 1, err
-    assert fragment in err, err
-    return err
-
-
-def refused(work: Path, code: int, fragment: str, *args: str) -> str:
-    """A release that must fail before anything is spent."""
-    before = ledger_state(work)
-    r = cli("release", *args, "--ledger", work / "ledger.jsonl")
-    message = clean_failure(r, code, fragment)
-    assert ledger_state(work) == before, "the ledger changed although nothing was released"
-    no_output(work)
-    return message
-
-
-def released(work: Path, *args: str, spec: str = "spec.yaml") -> list[dict[str, str]]:
-    r = cli("release", work / spec, *args, "--ledger", work / "ledger.jsonl", "--no-reuse", "-o", "-", "--quiet")
-    assert r.code == 0, r.err
-    assert "Traceback" not in r.text
-    assert CANARY not in r.err.decode()
-    rows = list(csv.DictReader(io.StringIO(r.out.decode())))
-    for row in rows:
-        for key in ("value", "ci_low", "ci_high"):
-            assert re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", row[key]), row  # finite, exact decimal text
-    return rows
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -415,10 +310,6 @@ def test_bom_is_fine(work: Path) -> None:
     released(work, "-i", work / "bom.csv")
 
 
-def exacts(plan, path: Path) -> list:
-    return [(e.counts.tolist(), None if e.sums is None else e.sums.tolist()) for e in aggregate(plan, path)]
-
-
 # 11. One documented behaviour each (docs/spec.md, "How cells are read"): read leniently, exit 0, same aggregates as
 # the cleaned file on the right.
 LENIENT_CASES = [
@@ -467,12 +358,6 @@ def test_lenient_structure_has_one_documented_reading(work: Path, content: bytes
 def test_input_is_a_directory_or_missing(work: Path) -> None:
     refused(work, 3, "is a directory", work / "spec.yaml", "-i", work, "-o", work / "out.csv")
     refused(work, 3, "does not exist", work / "spec.yaml", "-i", work / "nope.csv", "-o", work / "out.csv")
-
-
-def _without_dac(cmd: list[str]) -> list[str]:
-    """Run as root without the capabilities that bypass file permissions, so a mode-000 file raises EACCES."""
-    caps = "-dac_override,-dac_read_search"
-    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", *cmd]
 
 
 def test_unreadable_input_exits_3(work: Path) -> None:
@@ -572,363 +457,3 @@ def test_stdin_that_never_ends_times_out_with_exit_3(work: Path) -> None:
     clean_failure(Run(code, out, err), 3, "no data from standard input for 0.5 s")
     assert ledger_state(work) == before
     no_output(work)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Cell values (exit 0, the declared policy, the distribution of the cleaned data): items 14-18
-
-NUMERIC_SPEC = """\
-version: 1
-dataset: toy
-privacy: {epsilon: 1}
-columns:
-  x: {type: int, bounds: [0, 10]IMPUTE}
-  f: {type: float, bounds: [-1, 1], precision: 0.25IMPUTE}
-statistics:
-  - {name: n, kind: count}
-  - {name: sx, kind: sum, column: x}
-  - {name: mf, kind: mean, column: f}
-  - {name: hx, kind: histogram, column: x, bins: [0, 3, 11]}
-  - {name: hf, kind: histogram, column: f, bins: {start: -1, stop: 1.25, step: 0.25}}
-"""
-
-# 15. Which texts are numbers (docs/spec.md): an optional sign and ASCII digits (int); decimal or scientific
-# notation (float). Everything else is missing, then the null policy applies.
-NOT_NUMBERS = ["", "nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-1e309", "١٢٣", "1_000", " 7 ", "7 ", "0x10",
-               "1,5", "½", "seven", CANARY + "x"]
-
-
-@pytest.mark.parametrize("impute", [False, True], ids=["drop", "impute"])
-@pytest.mark.parametrize("value", NOT_NUMBERS)
-def test_a_cell_that_is_not_a_number_follows_the_null_policy(work: Path, value: str, impute: bool) -> None:
-    text = NUMERIC_SPEC.replace("IMPUTE", ", impute: 1" if impute else "")
-    (work / "num.yaml").write_text(text)
-    quoted = '"' + value.replace('"', '""') + '"'
-    (work / "hostile.csv").write_text(f"x,f\n{quoted},{quoted}\n4,0.5\n")
-    (work / "clean.csv").write_text(f"x,f\n{'1,1' if impute else ','}\n4,0.5\n")
-    plan = make_plan(parse_spec(text))
-    assert exacts(plan, work / "hostile.csv") == exacts(plan, work / "clean.csv")
-    rows = released(work, "-i", work / "hostile.csv", spec="num.yaml")
-    assert all(-1 <= Fraction(r["value"]) <= 1 for r in rows if r["statistic"] == "mf")
-
-
-@pytest.mark.parametrize(
-    ("x", "f", "x_clean", "f_clean"),
-    [
-        ("-5", "-3.5", "0", "-1"),
-        ("11", "1.01", "10", "1"),
-        (CANARY, "1e300", "10", "1"),
-        ("-" + CANARY, "-1e300", "0", "-1"),
-        ("99999999999999999999", "0.1", "", "0.0"),
-        ("10", "0.3", "10", "0.25"),
-        ("0", "0.375", "0", "0.5"),
-    ],
-)
-def test_out_of_bounds_values_are_clamped(work: Path, x: str, f: str, x_clean: str, f_clean: str) -> None:
-    """14. Clamped to the bounds (floats rounded to the grid, half to even); a value beyond 64 bits is missing."""
-    text = NUMERIC_SPEC.replace("IMPUTE", "")
-    (work / "num.yaml").write_text(text)
-    (work / "hostile.csv").write_text(f"x,f\n{x},{f}\n")
-    (work / "clean.csv").write_text(f"x,f\n{x_clean},{f_clean}\n")
-    plan = make_plan(parse_spec(text))
-    assert exacts(plan, work / "hostile.csv") == exacts(plan, work / "clean.csv")
-    released(work, "-i", work / "hostile.csv", spec="num.yaml")
-
-
-CATEGORY_SPEC = """\
-version: 1
-dataset: toy
-privacy: {epsilon: 1}
-columns:
-  sex: {type: category, categories: [Female, Male, Other]OTHER}
-statistics:
-  - {name: by_sex, kind: count, by: [sex]}
-  - {name: n, kind: count}
-"""
-
-# 16/17. Byte-exact matching after CSV unquoting: no case folding, trimming or Unicode normalisation.
-UNDECLARED = ["female", "MALE", " Male", "Male ", "Маle", "Ｍale", "Male\u200b", "Mal\u0065\u0301", "X", CANARY,
-              "Female,", '"Female"']
-
-
-@pytest.mark.parametrize("value", UNDECLARED)
-def test_an_undeclared_category_is_dropped_never_a_new_key(work: Path, value: str) -> None:
-    text = CATEGORY_SPEC.replace("OTHER", "")
-    (work / "cat.yaml").write_text(text)
-    cell = '"' + value.replace('"', '""') + '"'
-    (work / "hostile.csv").write_text(f"sex\nMale\n{cell}\n")
-    (work / "clean.csv").write_text("sex\nMale\n\n")
-    plan = make_plan(parse_spec(text))
-    assert exacts(plan, work / "hostile.csv") == exacts(plan, work / "clean.csv") == [([0, 1, 0], None), ([2], None)]
-    rows = released(work, "-i", work / "hostile.csv", spec="cat.yaml")
-    assert [r["sex"] for r in rows] == ["Female", "Male", "Other", ""]
-
-
-@pytest.mark.parametrize("value", UNDECLARED)
-def test_an_undeclared_category_maps_to_the_declared_other_key(work: Path, value: str) -> None:
-    text = CATEGORY_SPEC.replace("OTHER", ", other: Other")
-    (work / "cat.yaml").write_text(text)
-    cell = '"' + value.replace('"', '""') + '"'
-    (work / "hostile.csv").write_text(f"sex\nMale\n{cell}\n\n")  # the empty cell stays missing
-    (work / "clean.csv").write_text("sex\nMale\nOther\n\n")
-    plan = make_plan(parse_spec(text))
-    assert exacts(plan, work / "hostile.csv") == exacts(plan, work / "clean.csv") == [([0, 1, 1], None), ([3], None)]
-    rows = released(work, "-i", work / "hostile.csv", spec="cat.yaml")
-    assert [r["sex"] for r in rows] == ["Female", "Male", "Other", ""]
-
-
-def test_other_and_impute_together(work: Path) -> None:
-    text = CATEGORY_SPEC.replace("OTHER", ", other: Other, impute: Female")
-    (work / "cat.yaml").write_text(text)
-    (work / "hostile.csv").write_text('sex\nMale\nmale\n\n""\n')
-    plan = make_plan(parse_spec(text))
-    assert exacts(plan, work / "hostile.csv")[0] == ([2, 1, 1], None)
-
-
-def test_header_only_csv_is_a_normal_noisy_release(work: Path) -> None:
-    """18. Every declared cell is released (zeros plus noise); means fall back to the midpoint when the noisy
-    count is <= 0 (checked on the post-processing with chosen noisy values, since the noise is random)."""
-    (work / "header.csv").write_text("age,income,sex\n")
-    rows = released(work, "-i", work / "header.csv")
-    assert [(r["statistic"], r["sex"], r["age"]) for r in rows] == [
-        ("n", "", ""), ("by_sex", "F", ""), ("by_sex", "M", ""), ("ages", "", "[0..18)"), ("ages", "", "[18..65)"),
-        ("ages", "", "[65..101)"), ("mean_income", "F", ""), ("mean_income", "M", ""),
-    ]
-    from dpcli.mechanisms.noise import Noisy
-    from dpcli.publish.table import build_table
-
-    plan = make_plan(parse_spec(SPEC))
-    noisy = [Noisy(np.array([0]), None), Noisy(np.array([0, 0]), None), Noisy(np.array([0, 0, 0]), None),
-             Noisy(np.array([0, -4]), np.array([123, -77], dtype=object))]
-    table = build_table(plan, noisy)
-    mean = table.blocks[3]
-    assert list(mean.value) == ["500", "500"]  # the midpoint of [0, 1000]
-    assert list(mean.ci_low) == ["0", "0"]
-    assert list(mean.ci_high) == ["1000", "1000"]
-
-
-@pytest.mark.slow  # a soak test (many processes, or 10^7 values): make test-slow and .ci/run run it
-def test_ten_million_distinct_values_in_an_unused_column_do_not_blow_up_memory(tmp_path: Path) -> None:
-    """19. 10^7 rows, every one with a distinct value in a column the spec does not use (a 179 MB file), against
-    the same file with one repeated value: peak RSS is the same (nothing is kept per distinct value) and stays
-    within twice the file size over a tiny file's run (polars' streaming CSV reader buffers the file itself)."""
-    pl = pytest.importorskip("polars")
-    n = 10_000_000
-    ages = np.random.default_rng(7).integers(0, 100, n)
-    frame = pl.DataFrame({"age": ages}).with_columns(
-        uid=pl.lit("id") + pl.int_range(10**11, 10**11 + n).cast(pl.String)
-    )
-    frame.write_csv(tmp_path / "distinct.csv")
-    frame.with_columns(uid=pl.lit(f"id{10**11}")).write_csv(tmp_path / "constant.csv")
-    del frame
-    (tmp_path / "tiny.csv").write_text("age,uid\n1,a\n")
-    size = (tmp_path / "distinct.csv").stat().st_size
-    assert size == (tmp_path / "constant.csv").stat().st_size
-    (tmp_path / "spec.yaml").write_text(
-        "version: 1\ndataset: mem\nprivacy: {epsilon: 1}\ncolumns:\n  age: {type: int, bounds: [0, 100]}\n"
-        "statistics:\n  - {name: n, kind: count}\n"
-        "  - {name: h, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 10}}\n"
-        "  - {name: m, kind: mean, column: age}\n"
-    )
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("mem", Fraction(100), Fraction(0), False)
-
-    def peak_kib(data: str) -> int:
-        probe = (
-            "import resource, subprocess, sys\n"
-            "r = subprocess.run(sys.argv[1:], capture_output=True)\n"
-            "assert r.returncode == 0, r.stderr\n"
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-        )
-        cmd = [sys.executable, "-c", probe, sys.executable, "-m", "dpcli", "release", str(tmp_path / "spec.yaml"),
-               "-i", str(tmp_path / data), "-o", str(tmp_path / "out.csv"), "--ledger", str(tmp_path / "ledger.jsonl"),
-               "--no-reuse", "--quiet"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-        return int(subprocess.run(cmd, capture_output=True, check=True, timeout=120, env=env).stdout)
-
-    tiny, constant, distinct = peak_kib("tiny.csv"), peak_kib("constant.csv"), peak_kib("distinct.csv")
-    print(f"peak RSS KiB: tiny {tiny}, constant {constant}, distinct {distinct}; file {size // 1024} KiB")
-    for name in ("distinct.csv", "constant.csv"):
-        (tmp_path / name).unlink()
-    assert distinct <= constant * 1.2 + 20_000, (tiny, constant, distinct)
-    assert (distinct - tiny) * 1024 <= 2 * size, (tiny, constant, distinct, size)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Runs and paths: items 20-25
-
-
-def test_output_equal_to_input_or_ledger_or_a_symlink_exits_2(work: Path) -> None:
-    base = [work / "spec.yaml", "-i", work / "data.csv"]
-    refused(work, 2, "is the input file", *base, "-o", work / "data.csv")
-    refused(work, 2, "is the ledger", *base, "-o", work / "ledger.jsonl")
-    (work / "target.csv").write_text("keep\n")
-    (work / "out.csv").symlink_to(work / "target.csv")
-    before = ledger_state(work)
-    r = cli("release", *base, "-o", work / "out.csv", "--ledger", work / "ledger.jsonl")
-    clean_failure(r, 2, "is a symbolic link")
-    assert ledger_state(work) == before
-    assert (work / "target.csv").read_text() == "keep\n"
-    (work / "out.csv").unlink()
-    (work / "out.csv").symlink_to(work / "nowhere.csv")  # dangling
-    r = cli("release", *base, "-o", work / "out.csv", "--ledger", work / "ledger.jsonl")
-    clean_failure(r, 2, "is a symbolic link")
-    assert not (work / "nowhere.csv").exists()
-    (work / "out.csv").unlink()
-    (work / "link_to_data.csv").symlink_to(work / "data.csv")
-    r = cli("release", *base, "-o", work / "link_to_data.csv", "--ledger", work / "ledger.jsonl")
-    clean_failure(r, 2, "")
-    assert ledger_state(work) == before
-
-
-def test_output_directory_missing_exits_3_before_spending(work: Path) -> None:
-    refused(work, 3, "does not exist", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "nope" / "out.csv")
-
-
-def test_read_only_output_directory_exits_3_before_spending(work: Path) -> None:
-    with mounted_tmpfs(work / "ro", "ro,size=64k") as ro:
-        before = ledger_state(work)
-        r = cli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", ro / "out.csv",
-                "--ledger", work / "ledger.jsonl")
-        clean_failure(r, 3, "is not writable")
-        assert ledger_state(work) == before
-        assert list(ro.iterdir()) == []
-
-
-def test_read_only_output_directory_by_permissions_exits_3(work: Path) -> None:
-    if not shutil.which("setpriv") and os.geteuid() == 0:  # pragma: no cover
-        pytest.skip("running as root without setpriv: permissions cannot be made to apply")
-    (work / "locked").mkdir()
-    (work / "locked").chmod(0o555)
-    before = ledger_state(work)
-    cmd = [sys.executable, "-m", "dpcli"]
-    if os.geteuid() == 0:
-        cmd = _without_dac(cmd)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-    r = subprocess.run([*cmd, "release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "locked" / "out.csv",
-                        "--ledger", work / "ledger.jsonl"], capture_output=True, timeout=60, env=env)
-    clean_failure(Run(r.returncode, r.stdout, r.stderr), 3, "is not writable")
-    assert ledger_state(work) == before
-
-
-BIG_TABLE = SPEC.replace(
-    "  - {name: n, kind: count}\n",
-    "  - {name: n, kind: count}\n"
-    "  - {name: fine, kind: histogram, column: income, bins: {start: 0, stop: 1000, step: 0.25}}\n",
-)
-
-
-def spent_but_not_released(work: Path, message: str) -> None:
-    """The spend stays recorded and the message names it and the release id that writes its stored table again."""
-    records = [json.loads(x) for x in (work / "ledger.jsonl").read_text().splitlines()]
-    spend = [x for x in records if x["type"] == "spend"][-1]
-    assert f"record {spend['seq']}" in message
-    assert f"--release-id {spend['release_id']}" in message
-    assert "no refund" in message
-    assert cli("ledger", "verify", "--ledger", work / "ledger.jsonl").code == 0
-
-
-def test_disk_full_while_writing_the_output_exits_5_keeps_the_spend_and_leaves_no_file(work: Path) -> None:
-    """22. A real full disk: a 64 KiB tmpfs, a ~170 KiB table."""
-    (work / "big.yaml").write_text(BIG_TABLE)
-    with mounted_tmpfs(work / "small", "size=64k") as small:
-        r = cli("release", work / "big.yaml", "-i", work / "data.csv", "-o", small / "out.csv",
-                "--ledger", work / "ledger.jsonl")
-        message = clean_failure(r, 5, "could not write the output")
-        assert "No space left on device" in message
-        spent_but_not_released(work, message)
-        assert list(small.iterdir()) == []
-
-
-def test_sidecar_write_failure_removes_the_table_too(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpcli.run.release as rel
-
-    def full(*a, **k):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(rel, "write_sidecar", full)
-    r = cli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "out.csv",
-            "--ledger", work / "ledger.jsonl")
-    message = clean_failure(r, 5, "No space left on device")
-    spent_but_not_released(work, message)
-    no_output(work)
-
-
-def test_standard_output_on_a_full_device_exits_5(work: Path) -> None:
-    if not os.path.exists("/dev/full"):  # pragma: no cover
-        pytest.skip("no /dev/full")
-    (work / "big.yaml").write_text(BIG_TABLE)
-    with open("/dev/full", "wb") as full:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-        r = subprocess.run([sys.executable, "-m", "dpcli", "release", work / "big.yaml", "-i", work / "data.csv",
-                            "-o", "-", "--ledger", work / "ledger.jsonl"], stdout=full, stderr=subprocess.PIPE,
-                           timeout=60, env=env)
-    message = clean_failure(Run(r.returncode, b"", r.stderr), 5, "could not write the table to standard output")
-    assert "discard it" in message
-    spent_but_not_released(work, message)
-
-
-def test_two_runs_without_a_release_id_draw_fresh_noise(work: Path) -> None:
-    """23. No hidden seed: two processes, identical spec and input, no release id: different numbers."""
-    (work / "many.yaml").write_text(SPEC.replace("bins: [0, 18, 65, 101]", "bins: {start: 0, stop: 100, step: 1}"))
-    args = ["release", work / "many.yaml", "-i", work / "data.csv", "-o", "-", "--ledger", work / "ledger.jsonl",
-            "--quiet"]
-    first, second = dpcli(*args), dpcli(*args)
-    assert first.code == second.code == 0
-    a, b = (list(csv.DictReader(io.StringIO(r.out.decode()))) for r in (first, second))
-    assert [r["statistic"] for r in a] == [r["statistic"] for r in b]
-    assert [r["value"] for r in a] != [r["value"] for r in b]  # 107 cells: equal with probability < 1e-40
-    # under a release id, a second run returns the first run's numbers and spends nothing
-    named = dpcli(*args, "--release-id", "r1")
-    assert named.code == 0
-    assert dpcli(*args, "--release-id", "r1").out == named.out
-
-
-def test_verbose_progress_carries_no_data(work: Path) -> None:
-    """24. --verbose prints phase names and the total time only: the same lines (the total aside) for any data."""
-    rows = 7919  # a row count, a true sum and a cell value that must not be printed
-    small = "age,income,sex\n" + f"{CANARY},1,F\n"
-    big = "age,income,sex\n" + "".join(f"{i % 90},{(i * 37) % 1000}.25,{'FM'[i % 2]}\n" for i in range(rows - 1))
-    big += f"{CANARY},1,M\n"
-    (work / "small.csv").write_text(small)
-    (work / "big.csv").write_text(big)
-    truths = {str(rows), CANARY}
-    for ex in aggregate(make_plan(parse_spec(SPEC)), work / "big.csv"):
-        truths |= {str(v) for v in ex.counts.tolist() if v > 9}
-        if ex.sums is not None:
-            truths |= {str(v) for v in ex.sums.tolist() if abs(v) > 99}
-    lines = []
-    for data in ("small.csv", "big.csv"):
-        r = cli("release", work / "spec.yaml", "-i", work / data, "-o", work / f"{data}.out", "--ledger",
-                work / "ledger.jsonl", "--verbose")
-        assert r.code == 0, r.err
-        err = r.err.decode()
-        assert not any(t in err for t in truths), err
-        progress = [x for x in err.splitlines() if x.startswith("dpcli: ") and not x.startswith("dpcli: released")]
-        assert len(progress) >= 8
-        assert progress[-1].startswith("dpcli: done in ")
-        assert not any(re.search(r"\d\.\d+ s", x) for x in progress[:-1])  # no per-phase times
-        lines.append([re.sub(r"done in [0-9.]+ s", "done", x).replace(data, "DATA") for x in progress])
-    # identical but for the ledger record numbers (public, from the ledger)
-    strip = [[re.sub(r"\d+ record\(s\)|record \d+", "N", x) for x in ls] for ls in lines]
-    assert strip[0] == strip[1]
-    assert "spend recorded" in " ".join(lines[0])
-    assert "exact aggregates computed" in " ".join(lines[0])
-    assert cli("release", work / "spec.yaml", "-i", work / "small.csv", "--ledger", work / "ledger.jsonl",
-               "--verbose", "--quiet").code == 2
-
-
-def test_closed_stdout_mid_table_exits_quietly_with_the_spend_recorded(work: Path) -> None:
-    """25. `dpcli release ... | head -1` over a table far larger than a pipe buffer (~150 KiB)."""
-    (work / "big.yaml").write_text(BIG_TABLE)
-    led = work / "ledger.jsonl"
-    cmd = (f"{sys.executable} -m dpcli release {work / 'big.yaml'} -i {work / 'data.csv'} -o - --ledger {led} "
-           f"--quiet | head -1")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPCLI_")}
-    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, timeout=120, env=env)
-    assert r.stdout.decode() == (
-        "statistic,kind,column,income,sex,age,bin_low,bin_high,value,ci_low,ci_high,epsilon\n"
-    )
-    assert r.stderr == b""
-    assert r.returncode == 0
-    types = [json.loads(x)["type"] for x in led.read_text().splitlines()]
-    assert types[-2:] == ["spend", "released"]
