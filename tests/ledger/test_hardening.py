@@ -8,19 +8,16 @@ otherwise injected into the `os` module of a child process, never into dpcli's o
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import hashlib
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
@@ -28,19 +25,12 @@ from pathlib import Path
 import pytest
 
 from dpcli.core.accounting import Budget
-from dpcli.errors import BudgetRefused, LedgerError, UsageError
+from dpcli.errors import BudgetRefused, LedgerError
 from dpcli.ledger import JsonlLedger, Purchase
 from dpcli.ledger.base import budgets, canonical
-from tests.helpers import TOY_SPEC, clean_env, mounted_tmpfs, run_dpcli, run_in_process
-from tests.ledger.test_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
+from tests.helpers import clean_env, mounted_tmpfs, run_dpcli
 
-SPEC = TOY_SPEC
 KEY = {"DPCLI_LEDGER_KEY": "k-" + "x" * 30}
-
-
-@pytest.fixture
-def work(make_work: Callable[..., Path]) -> Path:
-    return make_work(SPEC, "age\n34\n71\n15\n52\n")
 
 
 def one_line_error(r: subprocess.CompletedProcess, code: int, *needles: str) -> str:
@@ -461,339 +451,10 @@ def test_a_full_disk_during_the_append_leaves_the_ledger_as_it_was(work: Path) -
 # -- 7. the head file is authenticated when a key is set --------------------------------------------------------
 
 
-def keyed_ledger(work: Path) -> Path:
-    led = work / "L.jsonl"
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led, env=KEY).returncode == 0
-    for i in range(2):
-        r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / f"o{i}.csv",
-                      "--ledger", led, env=KEY)
-        assert r.returncode == 0, r.stderr
-    return led
-
-
-def test_a_rollback_with_a_forged_head_is_detected_with_a_key(work: Path) -> None:
-    led = keyed_ledger(work)
-    assert run_dpcli("ledger", "verify", "--ledger", led, env=KEY).returncode == 0
-    genuine = led.read_text().splitlines(keepends=True)
-    # roll back to the first spend (a genuine prefix: every record's MAC is valid) and write the head it would have
-    led.write_text("".join(genuine[:2]))
-    seq1 = json.loads(genuine[1])
-    (work / "L.jsonl.head").write_text(json.dumps({"seq": 1, "hash": seq1["hash"]}) + "\n")
-    one_line_error(run_dpcli("ledger", "verify", "--ledger", led, env=KEY), 5, "not authenticated with the ledger key")
-    (work / "L.jsonl.head").write_text(json.dumps({"seq": 1, "hash": seq1["hash"], "mac": "0" * 64}) + "\n")
-    one_line_error(run_dpcli("budget", "show", "--ledger", led, env=KEY), 5, "not authenticated")
-    (work / "L.jsonl.head").unlink()
-    one_line_error(run_dpcli("ledger", "verify", "--ledger", led, env=KEY), 5, "head file", "is missing")
-    r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "again.csv", "--ledger", led,
-                  env=KEY)
-    one_line_error(r, 5)
-    assert led.read_text() == "".join(genuine[:2])
-    assert not (work / "again.csv").exists()
-
-
-def test_a_keyed_ledger_head_from_dpcli_0_2_is_sealed_by_the_operator(work: Path) -> None:
-    led = keyed_ledger(work)
-    last = lines(led)[-1]
-    (work / "L.jsonl.head").write_text(json.dumps({"seq": last["seq"], "hash": last["hash"]}) + "\n")  # as 0.2 wrote it
-    key = KEY["DPCLI_LEDGER_KEY"].encode()
-    with pytest.raises(LedgerError, match="not authenticated"):
-        JsonlLedger(led, key=key).records()
-    with pytest.raises(LedgerError, match="does not end at head"):
-        JsonlLedger(led, key=key).seal_head(lines(led)[1]["hash"])
-    JsonlLedger(led, key=key).seal_head(last["hash"])
-    assert run_dpcli("ledger", "verify", "--ledger", led, env=KEY).returncode == 0
-
-
-def test_a_new_keyed_ledger_has_an_authenticated_head_from_its_first_record(tmp_path: Path) -> None:
-    led = tmp_path / "L.jsonl"
-    JsonlLedger(led, key=b"k").set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
-    head = json.loads((tmp_path / "L.jsonl.head").read_text())
-    assert head["seq"] == 0
-    assert len(head["mac"]) == 64
-
-
 # -- 8/9. environments, paths and permissions -------------------------------------------------------------------
-
-
-def test_a_non_utf8_ledger_key_is_used_as_bytes(work: Path) -> None:
-    led = work / "L.jsonl"
-    base = {os.fsencode(k): os.fsencode(v) for k, v in clean_env().items()}
-
-    def run(key: bytes, *args: object) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "dpcli", *map(str, args), "--ledger", str(led)],
-                              capture_output=True, env={**base, b"DPCLI_LEDGER_KEY": key}, timeout=120)
-
-    r = run(b"\xff", "budget", "set", "toy", "--epsilon", "1")
-    assert r.returncode == 0, r.stderr
-    r = run(b"\xff", "ledger", "verify")
-    assert r.returncode == 0, r.stderr
-    assert b"authenticated with the ledger key" in r.stdout, r.stderr
-    one_line_error(run(b"\xfe", "ledger", "verify"), 5, "altered")
-    assert JsonlLedger(led, key=b"\xff").records()[0].get("mac") == "hmac-sha256"
-
-
-def test_published_head_tells_a_mistyped_path_from_a_rollback(work: Path) -> None:
-    from dpcli.ledger import published_head
-
-    (work / "o.csv.meta.json").write_text(json.dumps({"ledger": {"head": "ab" * 32}}))
-    assert published_head(work / "o.csv.meta.json") == "ab" * 32
-    assert published_head("ab" * 8) == "ab" * 8
-    for bad, message in ((work / "o.csv.meta.jsn", "cannot read"), (work, "cannot read"),
-                         (work / "spec.yaml", "is not a release's metadata file")):
-        with pytest.raises(UsageError, match=message):
-            published_head(bad)
-
-
-def test_verify_against_a_mistyped_path_says_cannot_read(work: Path) -> None:
-    led = work / "L.jsonl"
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    r = run_dpcli("ledger", "verify", "--ledger", led, "--against", work / "o.csv.meta.jsn")
-    one_line_error(r, 2, "cannot read")
-
-
-def test_budget_set_never_creates_directories(work: Path) -> None:
-    led = work / "nowhere" / "deeper" / "L.jsonl"
-    one_line_error(run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led), 2,
-                   f"its directory {led.parent} does not exist")
-    assert not (work / "nowhere").exists()
-
-
-def read_only_commands(led: Path, cmd_prefix: list[str] | None = None) -> None:
-    for args, expect in ((["ledger", "verify"], "ledger OK: 2 record(s)"), (["ledger", "show"], "spend"),
-                         (["budget", "show"], "toy")):
-        r = subprocess.run([*(cmd_prefix or []), sys.executable, "-m", "dpcli", *args, "--ledger", str(led)],
-                           capture_output=True, env=clean_env(), timeout=120)
-        assert r.returncode == 0, (args, r.stderr)
-        assert expect in r.stdout.decode(), (args, r.stderr)
-    r = subprocess.run([*(cmd_prefix or []), sys.executable, "-m", "dpcli", "budget", "set", "toy", "--epsilon", "2",
-                        "--raise", "--ledger", str(led)], capture_output=True, env=clean_env(), timeout=120)
-    one_line_error(r, 5, "cannot write ledger")
-
-
-def ledger_copy(work: Path, target: Path) -> Path:
-    """A ledger of two records and its head, copied into ``target`` as an auditor would receive them."""
-    (work / "src").mkdir()
-    JsonlLedger(work / "src" / "L.jsonl").set_cap("toy", Fraction(1), Fraction(0), allow_raise=False)
-    JsonlLedger(work / "src" / "L.jsonl").spend(
-        "toy", Budget(Fraction(1, 4)), Purchase("r", "k", "s", "row", "add_remove", ("n",))
-    )
-    for name in ("L.jsonl", "L.jsonl.head"):
-        shutil.copyfile(work / "src" / name, target / name)
-    return target / "L.jsonl"
-
-
-def test_a_read_only_mounted_ledger_can_be_verified_and_shown(work: Path) -> None:
-    with mounted_tmpfs(work / "ro", "size=64k") as ro:
-        led = ledger_copy(work, ro)
-        r = subprocess.run(["mount", "-o", "remount,ro", str(ro)], capture_output=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot remount read-only: {r.stderr.decode()[:80]}")
-        read_only_commands(led)
-
-
-def test_a_read_only_ledger_by_permissions_can_be_verified_and_shown(work: Path) -> None:
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        if not shutil.which("setpriv"):  # pragma: no cover
-            pytest.skip("running as root without setpriv: permissions cannot be made to apply")
-        caps = "-dac_override,-dac_read_search"
-        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
-    (work / "ro").mkdir()
-    led = ledger_copy(work, work / "ro")
-    for p in (led, work / "ro" / "L.jsonl.head"):
-        p.chmod(0o444)
-    (work / "ro").chmod(0o555)
-    try:
-        read_only_commands(led, prefix)
-    finally:
-        (work / "ro").chmod(0o755)
-
-
-def test_every_command_that_reads_the_ledger_takes_the_lock_timeout(work: Path) -> None:
-    """Issue 23: `budget show`, `ledger show`, `ledger verify`, `plan --ledger` and `report --ledger` had no
-    --lock-timeout (they waited the default 30 s for a writer). Each now takes it and ends with exit 5 in one line
-    while another holds the ledger's lock (here `flock` from this process: another open file, another lock)."""
-    led = work / "L.jsonl"
-    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    assert run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "o.csv",
-                          "--ledger", led).returncode == 0
-    wait = ("--ledger", led, "--lock-timeout", "0.05")
-    with flocked(led):
-        for args in (("budget", "show"), ("ledger", "show"), ("ledger", "verify"),
-                     ("plan", work / "spec.yaml"), ("report", work / "o.csv", "-o", work / "r.html"),
-                     ("budget", "set", "toy", "--epsilon", "0.5"),
-                     ("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "p.csv")):
-            one_line_error(run_in_process(*args, *wait), 5, "could not lock ledger", "--lock-timeout")
-    for value in ("inf", "nan", "-1", "1e7"):  # inf waited forever; the largest is 10^6 s
-        r = run_in_process("budget", "set", "toy", "--epsilon", "0.5", "--ledger", led, f"--lock-timeout={value}")
-        one_line_error(r, 2, "--lock-timeout")
-    assert [x["type"] for x in lines(led)] == ["cap", "spend", "released"]
 
 
 # -- issue 23: a key file, a release store and a stored table that are not what they should be --------------------
 
 
-def test_a_key_file_that_is_not_a_regular_file_is_refused_without_hanging(work: Path) -> None:
-    """A FIFO named by DPCLI_LEDGER_KEY_FILE hung `ledger verify` (and every command that reads the ledger) in the
-    key file's open. Now a FIFO or a directory (or a device) is exit 2, one line, at once. The FIFO in a subprocess
-    (with a timeout as a safety net): in process, the old code would hang the test run."""
-    led = work / "L.jsonl"
-    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    os.mkfifo(work / "key.fifo")
-    r = run_dpcli("ledger", "verify", "--ledger", led, env={"DPCLI_LEDGER_KEY_FILE": str(work / "key.fifo")},
-                  timeout=60)
-    one_line_error(r, 2, "DPCLI_LEDGER_KEY_FILE", "not a regular file")
-    for args in (["budget", "show"], ["release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "o.csv"]):
-        r = run_in_process(*args, "--ledger", led, env={"DPCLI_LEDGER_KEY_FILE": str(work)})  # a directory
-        one_line_error(r, 2, "DPCLI_LEDGER_KEY_FILE", "not a regular file")
-
-
-@pytest.mark.parametrize("store", ["a file", "a read-only mount"])
-def test_a_release_store_that_cannot_take_a_table_is_refused_before_the_spend(work: Path, store: str) -> None:
-    """A release store that is a file or read-only was found only after the spend: exit 5, ε spent, the release id
-    never written. Now the store is checked before anything is read or spent (and again under the ledger's lock)."""
-    led = work / "L.jsonl"
-    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    before = led.read_bytes()
-    with contextlib.ExitStack() as stack:
-        if store == "a file":
-            (work / "L.jsonl.releases").write_text("not a directory\n")
-        else:
-            stack.enter_context(mounted_tmpfs(work / "L.jsonl.releases", "ro,size=64k"))
-        r = run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "out.csv",
-                           "--ledger", led, "--release-id", "x")
-        one_line_error(r, 5, "release store", "nothing was spent")
-    assert led.read_bytes() == before
-    assert not (work / "out.csv").exists()
-    # once the store is usable the same id is released, once
-    if store == "a file":
-        (work / "L.jsonl.releases").unlink()
-    r = run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "out.csv",
-                       "--ledger", led, "--release-id", "x")
-    assert r.returncode == 0, r.stderr
-    assert [x["type"] for x in lines(led)] == ["cap", "spend", "released"]
-
-
-@pytest.mark.parametrize("replacement", ["a FIFO", "a symbolic link to it"])
-def test_a_stored_table_that_is_not_a_regular_file_fails_the_reissue_and_never_draws_again(
-    work: Path, replacement: str
-) -> None:
-    """A FIFO in place of a stored table hung the re-issue under its release id. Now a stored table that is not a
-    regular file (not followed through a symlink either) fails as an altered table does: exit 5, nothing written,
-    the id never drawn again (tests/ledger/test_jsonl.py::test_paid_id_whose_table_is_missing_or_altered_...)."""
-    led = work / "L.jsonl"
-    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    release = ("release", work / "spec.yaml", "-i", work / "data.csv", "--ledger", led, "--release-id", "x")
-    assert run_in_process(*release, "-o", work / "a.csv").returncode == 0
-    stored = next((work / "L.jsonl.releases").iterdir())
-    stored.rename(work / "moved.json")
-    if replacement == "a FIFO":
-        os.mkfifo(stored)
-    else:
-        stored.symlink_to(work / "moved.json")
-    # the FIFO in a subprocess, with a timeout as a safety net: in process, the old code would hang the test run
-    again = (*release, "-o", work / "b.csv")
-    r = run_dpcli(*again, timeout=60) if replacement == "a FIFO" else run_in_process(*again)
-    one_line_error(r, 5, "not a regular file", "never drawn again")
-    assert not (work / "b.csv").exists()
-    assert [x["type"] for x in lines(led)] == ["cap", "spend", "released"]
-
-
 # -- soak: 40 processes on one ledger through different names -------------------------------------------------
-
-
-def soak_calls(spec: Path, data: Path, out: Path, names: list[str]) -> list[list[str]]:
-    """40 commands in a fixed shuffled order, each through one of the names: 24 releases of 0.25 (4 of them under
-    one release id), 6 cap changes between 0.75 and 2 (some lower the cap below what is spent), 5 budget shows and
-    5 verifies."""
-    import random
-
-    wait = ["--lock-timeout", "240"]
-    calls: list[list[str]] = []
-    for i in range(24):
-        rid = ["--release-id", "soak-shared"] if i < 4 else ["--no-reuse"]
-        calls.append(["release", str(spec), "-i", str(data), "-o", str(out / f"o{i}.csv"), "--quiet", *wait, *rid])
-    calls += [
-        ["budget", "set", "toy", "--epsilon", eps, "--raise", *wait]
-        for eps in ("1", "1.5", "0.75", "2", "1.25", "1.75")
-    ]
-    calls += [["budget", "show", "--json"]] * 5 + [["ledger", "verify"]] * 5
-    random.Random(9).shuffle(calls)
-    return [[*c, "--ledger", names[i % len(names)]] for i, c in enumerate(calls)]
-
-
-def run_soak(calls: list[list[str]], cwd: Path, env: dict | None = None) -> list[tuple[list[str], int, str]]:
-    procs = [(c, subprocess.Popen([sys.executable, "-m", "dpcli", *c], cwd=cwd, env=clean_env(env),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)) for c in calls]
-    done = []
-    for c, p in procs:
-        _, err = p.communicate(timeout=600)
-        done.append((c, p.returncode, err.decode()))
-    return done
-
-
-def check_soak(done: list[tuple[list[str], int, str]], records: list, out: Path) -> None:
-    for c, code, err in done:
-        allowed = (0, 4) if c[0] == "release" else (0,)
-        assert code in allowed, (c, code, err)
-        assert "Traceback" not in err
-    # never overspent: replayed record by record, every spend fit the cap in force when it was appended
-    for i, rec in enumerate(records):
-        if rec.type == "spend":
-            status = budgets(records[: i + 1], "soak")["toy"]
-            assert status.cap is not None, (i, status)
-            assert status.spent <= status.cap, (i, status)
-    spends = [r for r in records if r.type == "spend"]
-    released = {r.get("release_key") for r in records if r.type == "released"}
-    for s in spends:  # every spend well-formed, and released (no run failed after its spend)
-        f = s.fields
-        assert (f["dataset"], f["epsilon"], f["unit"], f["neighbours"], f["statistics"]) == (
-            "toy", "0.25", "row", "add_remove", ["n"])
-        assert isinstance(f["release_id"], str)
-        assert len(f["release_key"]) == 40
-        assert len(f["spec_sha256"]) == 64
-        assert f["release_key"] in released
-    assert len({s.get("release_key") for s in spends}) == len(spends)  # the shared id was paid once
-    # the caps allow at most 8 spends of 0.25 (the shared id's 3 other runs reuse its table): the rest were refused
-    assert 1 <= len(spends) <= 8
-    assert sum(code == 4 for c, code, _ in done if c[0] == "release") >= 24 - 8 - 3
-    shared = [c for c, code, _ in done if c[0] == "release" and "soak-shared" in c and code == 0]
-    fresh_ok = [c for c, code, _ in done if c[0] == "release" and "soak-shared" not in c and code == 0]
-    assert len(spends) == len(fresh_ok) + (1 if shared else 0)
-    assert len(list(out.glob("o*.csv"))) == len(fresh_ok) + len(shared)
-
-
-@pytest.mark.slow
-def test_soak_file_ledger_through_four_names(work: Path) -> None:
-    led, names = names_of(work)
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    (work / "out").mkdir()
-    done = run_soak(soak_calls(work / "spec.yaml", work / "data.csv", work / "out", names), work)
-    for name in names:
-        assert run_dpcli("ledger", "verify", "--ledger", name, cwd=work).returncode == 0
-    check_soak(done, JsonlLedger(led).records(), work / "out")
-    assert sorted(p.name for p in (work / "real").iterdir()) == ["L.jsonl", "L.jsonl.head", "L.jsonl.releases"]
-
-
-@pytest.mark.slow
-@pytest.mark.postgres
-def test_soak_postgres_ledger_through_four_urls(pg_server, pg_url: str, work: Path) -> None:  # noqa: F811
-    from dpcli.ledger.postgres import PostgresLedger
-
-    db, query = pg_url.split("/")[-1].split("?")
-    names = [
-        pg_url,
-        pg_url.replace("postgresql://", "postgres://", 1),
-        pg_url.replace("@127.0.0.1:", "@localhost:", 1),
-        f"postgresql://{pg_server.user}@/{db}?host={pg_server.dir}&port={pg_server.port}&{query}",  # the unix socket
-    ]
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", pg_url).returncode == 0
-    (work / "out").mkdir()
-    done = run_soak(soak_calls(work / "spec.yaml", work / "data.csv", work / "out", names), work)
-    for name in names:
-        assert run_dpcli("ledger", "verify", "--ledger", name).returncode == 0
-    book = PostgresLedger(pg_url)
-    try:
-        check_soak(done, book.records(), work / "out")
-    finally:
-        book.close()
