@@ -62,7 +62,7 @@ test-slow: venv
 test-browser: venv
 	$(BIN)/python -m pytest -q -m browser
 
-# The Spark engine's parity tests (tests/engine/test_spark_engine.py) against a local Spark: installs the `spark` extra
+# The Spark engine's parity tests (tests/engine/test_spark_*.py) against a local Spark: installs the `spark` extra
 # (pyspark, ~500 MB) into the venv; needs Java 17. One Spark session for the whole run, so no xdist workers.
 test-spark: venv
 	$(BIN)/python -m pip install --quiet -e '.[spark]'
