@@ -22,6 +22,7 @@ from dpcli.ledger import JsonlLedger
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
+from tests.specs import spec_text
 
 CASES = [(F(1, 2), F(1, 10**6)), (F(1, 100), F(1, 10**9)), (F(5), F(1, 10**5)), (F(1, 10**6), F(1, 10**6)),
          (F(17468904769, 10**12), F(1, 10**6))]
@@ -89,15 +90,11 @@ def test_pure_and_rho_conversions(rho: F) -> None:
 
 # -- the spec's budget forms and the Gaussian plan ------------------------------------------------------------------
 
-COLUMNS = """\
-columns:
-  age: {type: int, bounds: [0, 100]}
-  sex: {type: category, categories: [F, M]}
-"""
+COLUMNS = {"age": "{type: int, bounds: [0, 100]}", "sex": "{type: category, categories: [F, M]}"}
 
 
 def spec(privacy: str, statistics: str) -> str:
-    return f"version: 1\ndataset: d\nprivacy: {privacy}\n{COLUMNS}statistics:\n{statistics}"
+    return spec_text(COLUMNS, statistics, privacy=privacy, dataset="d")
 
 
 @pytest.mark.parametrize(("neighbours", "l2_count", "l2_cells", "l2_sum"), [("add_remove", 1, 1, 100 * 100),
@@ -242,10 +239,10 @@ def test_gaussian_release_end_to_end(tmp_path: Path) -> None:
 def test_gaussian_l2_under_replace_covers_a_value_moving_inside_its_cell(
     bounds: str, kind: str, l2_squared: int, setter: str
 ) -> None:
-    text = (
-        "version: 1\ndataset: d\nprivacy: {unit: row, neighbours: replace, rho: 0.5}\n"
-        f"columns:\n  x: {{type: int, bounds: {bounds}}}\n  sex: {{type: category, categories: [F, M]}}\n"
-        f"statistics:\n  - {{name: s, kind: {kind}, column: x, by: [sex], mechanism: gaussian}}\n"
+    text = spec_text(
+        {"x": f"{{type: int, bounds: {bounds}}}", "sex": "{type: category, categories: [F, M]}"},
+        [f"{{name: s, kind: {kind}, column: x, by: [sex], mechanism: gaussian}}"],
+        privacy="unit: row, neighbours: replace, rho: 0.5", dataset="d",
     )
     comp = make_plan(parse_spec(text)).statistics[0].component("sum")
     assert comp.l2_squared == l2_squared

@@ -13,6 +13,7 @@ import pytest
 from dpcli.engine import aggregate
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
+from tests import specs
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
@@ -55,8 +56,8 @@ ADULT_STATISTICS = """\
 """
 
 
-def spec_text(columns: str, statistics: str, extra: str = "") -> str:
-    return f"version: 1\ndataset: t\nprivacy: {{epsilon: 1}}\n{extra}columns:\n{columns}statistics:\n{statistics}"
+def spec_text(columns: str, statistics: str) -> str:
+    return specs.spec_text(columns, statistics, privacy="epsilon: 1", dataset="t")
 
 
 def plan_for(columns: str, statistics: str):

@@ -32,6 +32,7 @@ from dpcli.errors import InputError, InternalError
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_in_process
+from tests.specs import spec_text
 
 # keys that canonical texts of the sources below hit (and their near misses: ` 7`, `TRUE`)
 KEYS = [
@@ -295,8 +296,8 @@ def test_columns_the_spec_does_not_use_are_never_read(tmp_path: Path, fmt: str) 
     assert data.count(b"QZQZ") >= 1  # (Arrow keeps a 4-byte prefix of a long string beside it too)
     path.write_bytes(data.replace(b"QZQZ", b"\xffZQ\xfe"))
     for statistics in ("  - {name: n, kind: count}\n", "  - {name: n, kind: count, by: [as_cat]}\n"):
-        spec = f"version: 1\ndataset: t\nprivacy: {{epsilon: 1}}\ncolumns:\n  as_cat: {{type: category, " \
-               f"categories: {yaml_list(KEYS)}}}\nstatistics:\n{statistics}"
+        columns = {"as_cat": f"{{type: category, categories: {yaml_list(KEYS)}}}"}
+        spec = spec_text(columns, statistics, privacy="epsilon: 1", dataset="t")
         plan = make_plan(parse_spec(spec))
         counts = aggregate(plan, path)[0].counts.tolist()
         assert counts == ([3] if "by" not in statistics else [int(k in ("Male", "12")) for k in KEYS])

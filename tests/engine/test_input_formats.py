@@ -28,6 +28,7 @@ from dpcli.errors import InputError
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli, run_in_process
+from tests.specs import spec_text
 
 ADULT = Path(__file__).parents[1] / "data" / "adult.csv"
 
@@ -208,11 +209,9 @@ def test_a_tab_is_also_spelled_as_an_escape(tmp_path: Path, plain: tuple[Path, l
 @pytest.mark.parametrize("encoding", ["latin-1", "cp1252", "iso-8859-15", "utf-16", "utf-16-le"])
 def test_declared_encodings_read_like_utf8(tmp_path: Path, encoding: str) -> None:
     """Keys outside ASCII (Zürich, Malmö) match after decoding; the same records in UTF-8 are the reference."""
-    spec = (
-        "version: 1\ndataset: e\nprivacy: {epsilon: 1}\ncolumns:\n"
-        "  city: {type: category, categories: [Zürich, Malmö, Kraków]}\n  age: {type: int, bounds: [0, 99]}\n"
-        "statistics:\n  - {name: c, kind: count, by: [city]}\n  - {name: a, kind: sum, column: age, by: [city]}\n"
-    )
+    columns = {"city": "{type: category, categories: [Zürich, Malmö, Kraków]}", "age": "{type: int, bounds: [0, 99]}"}
+    statistics = ["{name: c, kind: count, by: [city]}", "{name: a, kind: sum, column: age, by: [city]}"]
+    spec = spec_text(columns, statistics, privacy="epsilon: 1", dataset="e")
     rows = [["Zürich", "31"], ["Malmö", "40"], ["Zürich", "x"], ["Malmo", "50"], ["Malmö", "22"], ["", "1"]]
     ref = tmp_path / "u.csv"
     write_csv(ref, ["city", "age"], rows)
@@ -236,10 +235,9 @@ def test_a_utf16_record_with_an_odd_byte_count_leaves_every_later_record_alone(
     lines, so every record after the odd one was read a byte off and merged). Each record now ends at its own line
     end's code unit and is decoded on its own: 51 records, the 50 read as before, the odd one's cell missing."""
     codec = {"utf-16": "utf-16-le"}.get(encoding, encoding)
-    spec = (
-        f"version: 1\ndataset: e\nprivacy: {{epsilon: 1}}\ncsv: {{encoding: {encoding}}}\ncolumns:\n"
-        "  age: {type: int, bounds: [0, 99]}\nstatistics:\n  - {name: n, kind: count}\n"
-        "  - {name: a, kind: sum, column: age}\n"
+    spec = spec_text(
+        {"age": "{type: int, bounds: [0, 99]}"}, ["{name: n, kind: count}", "{name: a, kind: sum, column: age}"],
+        privacy="epsilon: 1", dataset="e", csv=f"encoding: {encoding}",
     )
     head = ("\ufeff" if encoding == "utf-16" else "") + "age\n"
     honest = [f"{i}\n".encode(codec) for i in range(50)]
@@ -273,9 +271,9 @@ def test_utf16_records_are_decoded_each_on_its_own(parts: list[bytes], codec: st
 
 
 def test_bytes_invalid_in_the_declared_encoding_are_missing_cells(tmp_path: Path) -> None:
-    spec = (
-        "version: 1\ndataset: e\nprivacy: {epsilon: 1}\ncsv: {encoding: ascii}\ncolumns:\n"
-        "  k: {type: category, categories: [a, b], other: b}\nstatistics:\n  - {name: c, kind: count, by: [k]}\n"
+    spec = spec_text(
+        {"k": "{type: category, categories: [a, b], other: b}"}, ["{name: c, kind: count, by: [k]}"],
+        privacy="epsilon: 1", dataset="e", csv="encoding: ascii",
     )
     path = tmp_path / "a.csv"
     path.write_bytes(b"k\na\n\xe9\nzz\nb\n")

@@ -30,6 +30,7 @@ from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_dpcli
+from tests.specs import spec_text
 
 SPEC = """\
 version: 1
@@ -357,12 +358,13 @@ def test_the_quoted_lines_are_the_same_however_the_file_is_cut(tmp_path: Path, d
     assert seen[0][2] == sum(b'"' in r for r in rows)
 
 
-FIVE = parse_spec(
-    "version: 1\ndataset: t\nprivacy: {epsilon: 1}\ncolumns:\n  s: {type: category, categories: [F]}\n"
-    "  i: {type: int, bounds: [0, 9]}\n  f: {type: float, bounds: [0, 9]}\n  t: {type: bool}\n"
-    "  j: {type: int, bounds: [0, 9]}\nstatistics:\n  - {name: a, kind: count, by: [s, t]}\n"
-    "  - {name: b, kind: sum, column: i}\n  - {name: c, kind: sum, column: f}\n  - {name: d, kind: sum, column: j}\n"
-)
+FIVE = parse_spec(spec_text(
+    {"s": "{type: category, categories: [F]}", "i": "{type: int, bounds: [0, 9]}",
+     "f": "{type: float, bounds: [0, 9]}", "t": "{type: bool}", "j": "{type: int, bounds: [0, 9]}"},
+    ["{name: a, kind: count, by: [s, t]}", "{name: b, kind: sum, column: i}", "{name: c, kind: sum, column: f}",
+     "{name: d, kind: sum, column: j}"],
+    privacy="epsilon: 1", dataset="t",
+))
 
 
 @pytest.mark.parametrize("first", ["s", "i", "f"])  # the first column's type matters in a CR file

@@ -25,6 +25,7 @@ from tests.engine.test_spark_engine import (
     panel_spec,
     splits,
 )
+from tests.specs import spec_text
 
 pytestmark = pytest.mark.spark
 
@@ -294,20 +295,20 @@ statistics:
 def test_rows_without_an_id_are_persons_of_their_own_when_no_cell_is_read(spark, tmp_path):
     """Issue 23 (12): with counts alone (no statistic reads a cell), ``missing_id: person`` counted nothing on Spark
     as on polars: a file whose rows had no id released 0 rows and 0 persons."""
-    head = (
-        "version: 1\ndataset: panel\nprivacy: {epsilon: 1, unit: {id: person_id, max_rows: 2, missing_id: person}}\n"
-        "columns:\n  age: {type: int, bounds: [0, 100]}\nstatistics:\n"
-    )
-    counts = make_plan(parse_spec(
-        head + "  - {name: rows, kind: count}\n  - {name: persons, kind: count, of: persons}\n"
-    ))
+    unit = "epsilon: 1, unit: {id: person_id, max_rows: 2, missing_id: person}"
+    counts = make_plan(parse_spec(spec_text(
+        statistics=["{name: rows, kind: count}", "{name: persons, kind: count, of: persons}"], privacy=unit,
+        dataset="panel",
+    )))
     path = tmp_path / "p.csv"
     path.write_bytes(b"person_id,age\n" + b"".join(b",%d\n" % i for i in range(30)) + b"p1,1\np1,2\np1,3\n")
     want = [([32], None, None), ([31], None, None)]
     assert exacts(spark_engine.aggregate(counts, str(path), secret=SECRET)) == want
     assert exacts(aggregate(counts, path, secret=SECRET)) == want
     # with a sum, which two of p1's three rows are kept shows: the same rows on both engines
-    summed = make_plan(parse_spec(head + "  - {name: total, kind: sum, column: age, clamp: row}\n"))
+    summed = make_plan(parse_spec(spec_text(
+        statistics=["{name: total, kind: sum, column: age, clamp: row}"], privacy=unit, dataset="panel"
+    )))
     assert exacts(spark_engine.aggregate(summed, str(path), secret=SECRET)) == exacts(
         aggregate(summed, path, secret=SECRET)
     )

@@ -19,6 +19,7 @@ from dpcli.mechanisms import topk
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
+from tests.specs import spec_text
 
 KEYS = 12  # keystreams tried per pair
 
@@ -83,16 +84,11 @@ def test_interval_draws_consume_the_same_bytes_on_neighbours() -> None:
     assert_same_work(draw(d), draw(d_prime))
 
 
-SPEC = """\
-version: 1
-dataset: d
-privacy: {epsilon: 4}
-columns:
-  c: {type: category, categories: [a, b, c, d, e, f, g, h]}
-statistics:
-  - {name: top, kind: top_k, column: c, k: 3}
-  - {name: m, kind: mode, column: c}
-"""
+SPEC = spec_text(
+    {"c": "{type: category, categories: [a, b, c, d, e, f, g, h]}"},
+    ["{name: top, kind: top_k, column: c, k: 3}", "{name: m, kind: mode, column: c}"],
+    privacy="epsilon: 4", dataset="d",
+)
 
 
 def test_top_k_and_mode_draws_consume_the_same_bytes_on_neighbours() -> None:

@@ -20,6 +20,7 @@ from dpcli.plan.model import (
     make_plan,
 )
 from dpcli.spec.model import parse_spec
+from tests.specs import spec_text
 
 COLUMNS = """\
   age: {type: int, bounds: [17, 90]}
@@ -35,10 +36,9 @@ COLUMNS = """\
 
 
 def plan_of(statistics: list[str], neighbours: str = "add_remove", epsilon: str = "1", columns: str = COLUMNS):
-    text = (
-        "version: 1\ndataset: t\ninput: /nonexistent/dir/data.csv\n"
-        f"privacy: {{neighbours: {neighbours}, epsilon: {epsilon}}}\n"
-        f"columns:\n{columns}statistics:\n" + "".join(f"  - {s}\n" for s in statistics)
+    text = spec_text(
+        columns, statistics, privacy=f"neighbours: {neighbours}, epsilon: {epsilon}", dataset="t",
+        input="/nonexistent/dir/data.csv",
     )
     return make_plan(parse_spec(text))
 

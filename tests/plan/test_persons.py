@@ -19,10 +19,11 @@ from dpcli.ledger.base import check_pin
 from dpcli.plan.model import make_plan
 from dpcli.spec.model import parse_spec
 from tests.helpers import run_in_process
+from tests.specs import spec_text
 
 
 def spec(privacy: str, columns: str, statistics: str) -> str:
-    return f"version: 1\ndataset: d\nprivacy: {privacy}\ncolumns:\n{columns}\nstatistics:\n{statistics}"
+    return spec_text(columns, statistics, privacy=privacy, dataset="d")
 
 
 UNIT = "{id: pid, max_rows: 4, max_groups: 2, max_rows_per_group: 3, missing_id: drop}"

@@ -21,11 +21,11 @@ from dpcli.postprocess.values import Released
 from dpcli.postprocess.variance import _box, part_confidence, variance_grids
 from dpcli.publish.table import build_table
 from dpcli.spec.model import parse_spec
+from tests.specs import spec_text
 
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
 
 COLUMNS = """\
-columns:
   age:   {type: int, bounds: [17, 90]}
   hours: {type: float, bounds: [1, 99]}
   fine:  {type: float, bounds: [-1, 1], precision: 0.0001}
@@ -35,7 +35,7 @@ columns:
 
 
 def spec(statistics: str, privacy: str = "epsilon: 1", columns: str = COLUMNS) -> str:
-    return f"version: 1\ndataset: t\nprivacy: {{{privacy}}}\n{columns}statistics:\n{statistics}"
+    return spec_text(columns, statistics, privacy=privacy, dataset="t")
 
 
 def refusal(text: str) -> str:

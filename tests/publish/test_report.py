@@ -15,23 +15,17 @@ import pytest
 
 from dpcli.publish import report
 from tests.helpers import run_in_process
+from tests.specs import spec_text
 
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1}
-columns:
-  age: {type: int, bounds: [0, 100]}
-  sex: {type: category, categories: [F, M]}
-  job: {type: category, categories: [a, b, c, d]}
-statistics:
-  - {name: n, kind: count}
-  - {name: n_by_sex, kind: count, by: [sex]}
-  - {name: age_hist, kind: histogram, column: age, bins: [0, 18, 65, 101]}
-  - {name: mean_age_by_sex, kind: mean, column: age, by: [sex]}
-  - {name: age_quartiles, kind: quantile, column: age, q: [0.25, 0.5, 0.75]}
-  - {name: top_jobs, kind: top_k, column: job, k: 2}
-"""
+SPEC = spec_text(
+    {"age": "{type: int, bounds: [0, 100]}", "sex": "{type: category, categories: [F, M]}",
+     "job": "{type: category, categories: [a, b, c, d]}"},
+    ["{name: n, kind: count}", "{name: n_by_sex, kind: count, by: [sex]}",
+     "{name: age_hist, kind: histogram, column: age, bins: [0, 18, 65, 101]}",
+     "{name: mean_age_by_sex, kind: mean, column: age, by: [sex]}",
+     "{name: age_quartiles, kind: quantile, column: age, q: [0.25, 0.5, 0.75]}",
+     "{name: top_jobs, kind: top_k, column: job, k: 2}"],
+)
 NAMES = ["n", "n_by_sex", "age_hist", "mean_age_by_sex", "age_quartiles", "top_jobs"]
 
 

@@ -32,6 +32,7 @@ from dpcli.plan.model import make_plan
 from dpcli.publish.table import SIDECAR_SCHEMA, Table, Texts, bin_edge_columns, build_table, write_table
 from dpcli.run.release import release
 from dpcli.spec.model import EdgeBins, parse_spec
+from tests import specs
 from tests.helpers import run_in_process
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -42,7 +43,6 @@ STORE_02 = ROOT / "tests" / "data" / "store-0.2"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SIDECAR_SCHEMA.read_text()))
 
 COLUMNS = """\
-columns:
   age: {type: int, bounds: [17, 90]}
   hours_per_week: {type: int, bounds: [1, 99]}
   capital_gain: {type: float, bounds: [0, 99999], precision: 1}
@@ -73,7 +73,7 @@ OPEN_KEYS = """\
 
 
 def spec_text(statistics: str, privacy: str = "{unit: row, neighbours: add_remove, epsilon: 1, delta: 1e-6}") -> str:
-    return f"version: 1\ndataset: adult\nprivacy: {privacy}\n{COLUMNS}statistics:\n{statistics}"
+    return specs.spec_text(COLUMNS, statistics, privacy=privacy, dataset="adult")
 
 
 def exact_table(text: str) -> Table:

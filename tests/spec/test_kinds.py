@@ -12,6 +12,7 @@ import pytest
 from dpcli.spec.fields import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
 from dpcli.spec.kinds import KINDS, Family, Kind
 from dpcli.spec.model import STATISTIC_BUILDERS, Statistic, parse_spec
+from tests.specs import spec_text
 
 # one statistic of each kind, as a spec writes it (a frequency reads a randomized file: no budget of its own)
 EXAMPLES = {
@@ -31,10 +32,8 @@ EXAMPLES = {
 
 def spec_of(kind: str) -> str:
     privacy = "{unit: row}" if kind == "frequency" else "{unit: row, neighbours: add_remove, epsilon: 1}"
-    return (
-        f"version: 1\ndataset: d\nprivacy: {privacy}\ncolumns:\n  age: {{type: int, bounds: [0, 100]}}\n"
-        f"  sex: {{type: category, categories: [F, M]}}\nstatistics:\n  - {EXAMPLES[kind]}\n"
-    )
+    columns = {"age": "{type: int, bounds: [0, 100]}", "sex": "{type: category, categories: [F, M]}"}
+    return spec_text(columns, [EXAMPLES[kind]], privacy=privacy, dataset="d")
 
 
 def test_the_spec_accepts_exactly_the_kinds_of_the_table() -> None:
