@@ -377,17 +377,11 @@ def test_a_histogram_with_edges_streams(tmp_path: Path) -> None:
 
 # -- end to end ------------------------------------------------------------------------------------------------------
 
-CLI_SPEC = """\
-version: 1
-dataset: toy
-privacy: {epsilon: 1}
-columns:
-  age: {type: int, bounds: [0, 100]}
-  sex: {type: category, categories: [F, M]}
-statistics:
-  - {name: by_sex, kind: count, by: [sex]}
-  - {name: ages, kind: sum, column: age}
-"""
+CLI_SPEC = spec_text(
+    {"age": "{type: int, bounds: [0, 100]}", "sex": "{type: category, categories: [F, M]}"},
+    ["{name: by_sex, kind: count, by: [sex]}", "{name: ages, kind: sum, column: age}"],
+    privacy="epsilon: 1",
+)
 
 
 @pytest.mark.parametrize("writer", ["write_parquet", "write_ipc"])

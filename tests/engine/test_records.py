@@ -414,11 +414,11 @@ def test_a_number_in_the_first_column_of_a_cr_file_reads_as_in_any_other(
 ) -> None:
     """There the first column is read as text and cast (its line-end LF taken off): the same numbers either way."""
     bounds = "[-1000, 1000]" if kind == "int" else "[-1000, 1000], precision: 0.001"
-    plan = make_plan(parse_spec(
-        f"version: 1\ndataset: t\nprivacy: {{epsilon: 1}}\ncolumns:\n  a: {{type: {kind}, bounds: {bounds}}}\n"
-        f"  b: {{type: {kind}, bounds: {bounds}}}\nstatistics:\n  - {{name: a, kind: sum, column: a}}\n"
-        "  - {name: b, kind: sum, column: b}\n"
-    ))
+    column = f"{{type: {kind}, bounds: {bounds}}}"
+    plan = make_plan(parse_spec(spec_text(
+        {"a": column, "b": column}, ["{name: a, kind: sum, column: a}", "{name: b, kind: sum, column: b}"],
+        privacy="epsilon: 1", dataset="t",
+    )))
     for eol in (b"\r", b"\r\n"):
         rows = [c.encode().replace(b"\r", b"") for c in cells]
         first = exacts(plan, csv_file(tmp_path / "n.csv", [r + b",x" for r in rows], eol, header=b"a,b"))[0]

@@ -406,11 +406,11 @@ def test_component_halfwidth_uses_its_scale():
 
 def test_plan_reads_no_data(tmp_path):
     missing = tmp_path / "no" / "such" / "file.csv"
-    text = (
-        f"version: 1\ndataset: t\ninput: {missing}\nprivacy: {{epsilon: 1}}\n"
-        f"columns:\n{COLUMNS}statistics:\n"
-        "  - {name: a, kind: count}\n  - {name: b, kind: mean, column: gain, by: [sex]}\n"
-        "  - {name: c, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 1}}\n"
+    text = spec_text(
+        COLUMNS,
+        ["{name: a, kind: count}", "{name: b, kind: mean, column: gain, by: [sex]}",
+         "{name: c, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 1}}"],
+        privacy="epsilon: 1", dataset="t", input=str(missing),
     )
     spec = parse_spec(text)
     assert spec.input == missing
@@ -434,8 +434,8 @@ class CountingTuple(tuple):
 
 def many_counts(n: int, privacy: str) -> str:
     gaussian = ", mechanism: gaussian" if "delta" in privacy else ""
-    lines = "".join(f"  - {{name: s{i}, kind: count, by: [sex]{gaussian}}}\n" for i in range(n))
-    return f"version: 1\ndataset: t\nprivacy: {privacy}\ncolumns:\n{COLUMNS}statistics:\n{lines}"
+    statistics = [f"{{name: s{i}, kind: count, by: [sex]{gaussian}}}" for i in range(n)]
+    return spec_text(COLUMNS, statistics, privacy=privacy, dataset="t")
 
 
 def walks_over_statistics(n: int, privacy: str) -> tuple[int, int]:

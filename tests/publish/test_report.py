@@ -278,7 +278,7 @@ def test_page_is_reproducible_and_leaves_matplotlib_settings_alone(released: Pat
 
 # -- the guarantee the ledger charged, as `dpcli release` says it (issue 23, finding 3) ------------------------------
 
-_ONE = "columns:\n  age: {type: int, bounds: [0, 100]}\n  k: {type: category, categories: open, max_length: 8}\n"
+_ONE = {"age": "{type: int, bounds: [0, 100]}", "k": "{type: category, categories: open, max_length: 8}"}
 FORMS = {  # name -> (privacy, statistic, cap's delta)
     "pure": ("epsilon: 1", "{name: n, kind: count}", "0"),
     "rho": ("rho: 0.01, delta: 1e-6", "{name: n, kind: count, mechanism: gaussian}", "1e-5"),
@@ -296,10 +296,8 @@ _DEFAULT_FORMS = ("rho at the cap's delta", "open keys, selection delta")
 def test_report_and_summary_state_what_release_printed(tmp_path: Path, form: str) -> None:
     """Before: a zCDP release's page said "ε = 0 for this release" and its summary "spent: ε 0"."""
     privacy, statistic, cap_delta = FORMS[form]
-    (tmp_path / "spec.yaml").write_text(
-        f"version: 1\ndataset: toy\nprivacy: {{unit: row, neighbours: add_remove, {privacy}}}\n{_ONE}"
-        f"statistics:\n  - {statistic}\n"
-    )
+    text = spec_text(_ONE, [statistic], privacy=f"unit: row, neighbours: add_remove, {privacy}")
+    (tmp_path / "spec.yaml").write_text(text)
     (tmp_path / "data.csv").write_text("age,k\n" + "30,x\n" * 200)
     ledger = tmp_path / "L.jsonl"
     r = run_in_process("budget", "set", "toy", "--epsilon", "10", "--delta", cap_delta, "--ledger", ledger)
@@ -338,9 +336,7 @@ def test_keys_with_markup_are_text_in_the_page(tmp_path: Path) -> None:
     """Declared keys like $10K-$50K were parsed as mathtext ($\\frac{$ ended a paid release with exit 1)."""
     keys = ", ".join(json.dumps(k) for k in HOSTILE_KEYS)
     (tmp_path / "spec.yaml").write_text(
-        "version: 1\ndataset: toy\nprivacy: {unit: row, neighbours: add_remove, epsilon: 1}\n"
-        f"columns:\n  inc: {{type: category, categories: [{keys}]}}\n"
-        "statistics:\n  - {name: by_inc, kind: count, by: [inc]}\n"
+        spec_text({"inc": f"{{type: category, categories: [{keys}]}}"}, ["{name: by_inc, kind: count, by: [inc]}"])
     )
     (tmp_path / "data.csv").write_text("inc\n" + "$10K-$50K\n" * 5)
     ledger = tmp_path / "L.jsonl"
