@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate
 from dpcli.plan.model import laplace_halfwidth, make_plan
 from dpcli.spec.model import parse_spec
+from tests import specs
 from tests.engine.test_aggregate import (
     ADULT,
     ADULT_COLUMNS,
@@ -133,19 +134,13 @@ def test_table_from_exact_values(adult):
 # -- issue 12: open keys at row level, and the typed rows of a chunk (dpcli.engine.persons reads them) ---------------
 
 
-OPEN_SPEC = """\
-version: 1
-dataset: people
-privacy: {epsilon: 1, delta: 1e-6}
-columns:
-  sex: {type: category, categories: [F, M]}
-  country: {type: category, categories: open, max_length: 3}
-  amount: {type: int, bounds: [0, 10]}
-statistics:
-  - {name: by_country, kind: count, by: [country]}
-  - {name: by_sex_country, kind: count, by: [sex, country]}
-  - {name: amounts, kind: histogram, column: country}
-"""
+OPEN_SPEC = specs.spec_text(
+    {"sex": "{type: category, categories: [F, M]}", "country": "{type: category, categories: open, max_length: 3}",
+     "amount": "{type: int, bounds: [0, 10]}"},
+    ["{name: by_country, kind: count, by: [country]}", "{name: by_sex_country, kind: count, by: [sex, country]}",
+     "{name: amounts, kind: histogram, column: country}"],
+    privacy="epsilon: 1, delta: 1e-6", dataset="people",
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
