@@ -20,6 +20,7 @@ from tests.sensitivity_cases import (
     row_lines,
     specs,
 )
+from tests.specs import spec_text
 from tests.test_sensitivity_property import (
     _most_cases_are_checked,  # noqa: F401 - fixtures of tests/test_sensitivity_property.py
     check_sensitivity,
@@ -155,7 +156,7 @@ def person_cases(
 
 
 def _person_spec(unit: str, columns: str, statistics: str, privacy: str = "neighbours: add_remove, epsilon: 1") -> str:
-    return f"version: 1\ndataset: d\nprivacy: {{unit: {unit}, {privacy}}}\ncolumns:\n{columns}statistics:\n{statistics}"
+    return spec_text(columns, statistics, privacy=f"unit: {unit}, {privacy}", dataset="d")
 
 
 # Regression anchors, found by the search on the person-level engine as it first came (each failed the whole run on

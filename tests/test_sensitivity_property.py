@@ -21,6 +21,8 @@ runs 20x the examples below; CI runs derandomized.
 
 from __future__ import annotations
 
+import csv
+import io
 import tempfile
 from collections.abc import Iterator
 from fractions import Fraction
@@ -43,12 +45,15 @@ from tests.sensitivity_cases import (
     EVERYTHING,
     QUANTILE_KINDS,
     Case,
+    Col,
     Flags,
+    Line,
     _examples,
-    _quoted_line_breaks_supported,
     _spec,
     cases,
-    rfc_cases,
+    extreme_swap,
+    specs,
+    value_cells,
 )
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -451,6 +456,67 @@ def test_variance_on_its_squares_grid(case: Case) -> None:
 
 for _case in SQUARES_GRID:
     test_variance_on_its_squares_grid = example(case=_case)(test_variance_on_its_squares_grid)
+
+
+# RFC 4180 files (``csv: {quoted_line_breaks: true}``): the guarantee assumes a correct writer, so the records are
+# written by Python's csv module; a field may hold line breaks, quotes and separators, and a record spans lines.
+RFC_TEXT = st.text(alphabet='a1,"\n\r -.é', max_size=6)
+
+
+@st.composite
+def rfc_cases(draw: st.DrawFn) -> Case:
+    relation = draw(st.sampled_from(["add_remove", "replace"]))
+    spec, columns = draw(specs(relation))
+    spec = spec.replace("dataset: d\n", "dataset: d\ncsv: {quoted_line_breaks: true}\n", 1)
+    header: list[Col | None] = draw(st.permutations(list(columns) + ([None] if draw(st.booleans()) else [])))
+    names = ["u0" if c is None else c.name for c in header]
+
+    def record(c: Col | None) -> st.SearchStrategy[bytes]:
+        return st.one_of(value_cells(c), value_cells(c), RFC_TEXT.map(str.encode))
+
+    rows = st.tuples(*(record(c) for c in header)).map(lambda fields: Line(b"", tuple(fields)))
+    base = draw(st.lists(rows, min_size=0 if relation == "add_remove" else 1, max_size=6))
+    if relation == "add_remove":
+        i = draw(st.integers(0, len(base)))
+        other = [*base[:i], draw(rows), *base[i:]]
+        change = f"record {i + 1} added: {other[i].cells!r}"
+    else:
+        i = draw(st.integers(0, len(base) - 1))
+        if draw(st.booleans()):
+            old, new = draw(extreme_swap(base[i], header, Flags(junk=False)))
+            base = [*base[:i], old, *base[i + 1:]]
+        else:
+            new = draw(rows)
+        other = [*base[:i], new, *base[i + 1:]]
+        change = f"record {i + 1} replaced: {base[i].cells!r} -> {new.cells!r}"
+    terminator = draw(st.sampled_from(["\r\n", "\n"]))
+    final = draw(st.booleans())
+
+    def write(records: list[Line]) -> bytes:
+        out = io.StringIO(newline="")
+        writer = csv.writer(out, lineterminator=terminator)
+        writer.writerow(names)
+        for r in records:
+            assert r.cells is not None
+            writer.writerow([c.decode() for c in r.cells])
+        text = out.getvalue()
+        if not final and records:  # RFC 4180: the last record's line break is optional
+            text = text[: -len(terminator)]
+        return text.encode()
+
+    return Case(spec, write(base), write(other), change)
+
+
+def _quoted_line_breaks_supported() -> bool:
+    try:
+        parse_spec(
+            _spec(_XC, "  - {name: n, kind: count}\n").replace(
+                "dataset: d\n", "dataset: d\ncsv: {quoted_line_breaks: true}\n"
+            )
+        )
+    except SpecError:
+        return False
+    return True
 
 
 # With `csv: {quoted_line_breaks: true}`, one record (of a correct RFC 4180 writer) may span lines: it still changes
