@@ -487,6 +487,3 @@ def test_a_path_with_glob_characters_is_one_file(tmp_path):
     stats = "  - {name: s, kind: sum, column: x}\n"
     assert run(columns, stats, tmp_path / "data[1].csv")["s"] == ([1], [5])
     assert run(columns, stats, tmp_path / "data*.csv")["s"] == ([1], [2])
-
-
-# -- issue 12: open keys at row level, and the typed rows of a chunk (dpcli.engine.persons reads them) ---------------

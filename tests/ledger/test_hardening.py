@@ -446,15 +446,3 @@ def test_a_full_disk_during_the_append_leaves_the_ledger_as_it_was(work: Path) -
         filler.unlink()
         book.spend("d", Budget(Fraction(1, 10)), big)
         assert run_dpcli("ledger", "verify", "--ledger", led).returncode == 0
-
-
-# -- 7. the head file is authenticated when a key is set --------------------------------------------------------
-
-
-# -- 8/9. environments, paths and permissions -------------------------------------------------------------------
-
-
-# -- issue 23: a key file, a release store and a stored table that are not what they should be --------------------
-
-
-# -- soak: 40 processes on one ledger through different names -------------------------------------------------

@@ -510,7 +510,3 @@ def test_clopper_pearson_bounds_are_the_exact_binomial_tails():
     assert stats.binom.cdf(k, n, hi) == pytest.approx(alpha, rel=1e-6)  # P[K <= k | p = hi] = alpha
     assert clopper_pearson(0, n, alpha)[0] == 0
     assert clopper_pearson(n, n, alpha)[1] == 1
-
-
-# a quantile's value-unit interval (interval: {share: S}): its count is audited like a count; its draws (at levels
-# computed from the noisy count) are not, and the report says so, leaving their epsilon out of every claim
