@@ -246,7 +246,7 @@ def test_exact_values_by_hand(tmp_path):
     """Three values 1, 2, 6: mean 3, sample variance (4 + 1 + 9) / 2 = 7, std 2.6457513..."""
     text = spec(
         "  - {name: v, kind: variance, column: age}\n  - {name: s, kind: std, column: age, by: [job]}\n",
-        columns="columns:\n  age: {type: int, bounds: [0, 10]}\n  job: {type: category, categories: [a, b]}\n",
+        columns="  age: {type: int, bounds: [0, 10]}\n  job: {type: category, categories: [a, b]}\n",
     )
     plan = make_plan(parse_spec(text))
     path = tmp_path / "d.csv"
@@ -339,7 +339,7 @@ def test_part_confidence_is_a_union_bound():
 
 def test_a_grid_without_a_decimal_step_is_written_as_exact_fractions(tmp_path):
     """precision 1/3: the std's grid (1/3000) has no terminating decimal, so the table holds exact fractions."""
-    columns = "columns:\n  x: {type: float, bounds: [0, 2], precision: 1/3}\n"
+    columns = "  x: {type: float, bounds: [0, 2], precision: 1/3}\n"
     plan = make_plan(parse_spec(spec("  - {name: s, kind: std, column: x}\n", columns=columns)))
     path = tmp_path / "d.csv"
     path.write_text("x\n0\n1\n2\n", encoding="utf-8")  # grid points 0, 3/3, 6/3: variance 1, std 1
