@@ -17,25 +17,18 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import clean_env, run_dpcli, run_in_process
+from tests.specs import spec_text
 
 CANARY = "987654321"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[2]
 
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1}
-columns:
-  age:    {type: int, bounds: [0, 100]}
-  income: {type: float, bounds: [0, 1000], precision: 0.01}
-  sex:    {type: category, categories: [F, M]}
-statistics:
-  - {name: n, kind: count}
-  - {name: by_sex, kind: count, by: [sex]}
-  - {name: ages, kind: histogram, column: age, bins: [0, 18, 65, 101]}
-  - {name: mean_income, kind: mean, column: income, by: [sex]}
-  - {name: total_income, kind: sum, column: income}
-"""
+SPEC = spec_text(
+    {"age": "{type: int, bounds: [0, 100]}", "income": "{type: float, bounds: [0, 1000], precision: 0.01}",
+     "sex": "{type: category, categories: [F, M]}"},
+    ["{name: n, kind: count}", "{name: by_sex, kind: count, by: [sex]}",
+     "{name: ages, kind: histogram, column: age, bins: [0, 18, 65, 101]}",
+     "{name: mean_income, kind: mean, column: income, by: [sex]}", "{name: total_income, kind: sum, column: income}"],
+)
 
 ROWS = [
     ("34", "120.50", "F"),

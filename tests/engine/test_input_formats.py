@@ -32,23 +32,17 @@ from tests.specs import spec_text
 
 ADULT = Path(__file__).parents[1] / "data" / "adult.csv"
 
-SPEC = """\
-version: 1
-dataset: adult
-privacy: {epsilon: 1}
-columns:
-  age:            {type: int, bounds: [17, 90]}
-  sex:            {type: category, categories: [Male, Female]}
-  race:           {type: category, categories: [White, Black, Asian-Pac-Islander, Other], other: Other}
-  hours_per_week: {type: float, bounds: [0, 99], precision: 0.5}
-  capital_gain:   {type: int, bounds: [0, 100000]}
-statistics:
-  - {name: n, kind: count}
-  - {name: by_sex, kind: count, by: [sex]}
-  - {name: ages, kind: histogram, column: age, bins: {start: 17, stop: 92, step: 5}}
-  - {name: hours, kind: mean, column: hours_per_week, by: [sex, race]}
-  - {name: gains, kind: sum, column: capital_gain, by: [race]}
-"""
+SPEC = spec_text(
+    {"age": "{type: int, bounds: [17, 90]}", "sex": "{type: category, categories: [Male, Female]}",
+     "race": "{type: category, categories: [White, Black, Asian-Pac-Islander, Other], other: Other}",
+     "hours_per_week": "{type: float, bounds: [0, 99], precision: 0.5}",
+     "capital_gain": "{type: int, bounds: [0, 100000]}"},
+    ["{name: n, kind: count}", "{name: by_sex, kind: count, by: [sex]}",
+     "{name: ages, kind: histogram, column: age, bins: {start: 17, stop: 92, step: 5}}",
+     "{name: hours, kind: mean, column: hours_per_week, by: [sex, race]}",
+     "{name: gains, kind: sum, column: capital_gain, by: [race]}"],
+    privacy="epsilon: 1", dataset="adult",
+)
 # lines a careless or hostile writer leaves behind: each is one record whatever it holds
 HOSTILE = [
     "nan,Male,White,inf,1e400",
