@@ -57,12 +57,12 @@ test-postgres: venv
 test-slow: venv
 	$(BIN)/python -m pytest -q -m "slow and not spark"
 
-# The report in a real headless Chromium (tests/test_report_browser.py; also part of `make test`, which skips it when
+# The report in a real headless Chromium (tests/publish/test_report_browser.py; also part of `make test`, which skips it when
 # chromium is missing). CI=true makes a missing chromium a failure; .ci/run installs Debian's package first.
 test-browser: venv
 	$(BIN)/python -m pytest -q -m browser
 
-# The Spark engine's parity tests (tests/test_spark_engine.py) against a local Spark: installs the `spark` extra
+# The Spark engine's parity tests (tests/engine/test_spark_*.py) against a local Spark: installs the `spark` extra
 # (pyspark, ~500 MB) into the venv; needs Java 17. One Spark session for the whole run, so no xdist workers.
 test-spark: venv
 	$(BIN)/python -m pip install --quiet -e '.[spark]'

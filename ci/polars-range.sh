@@ -9,7 +9,9 @@ python="${PYTHON:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"  # derandomised, as `make test` (tests/conftest.py)
-tests=(tests/test_records.py tests/test_input_formats.py tests/test_hostile.py tests/test_engine.py tests/test_columnar.py)
+tests=(tests/engine/test_records.py tests/engine/test_input_formats.py tests/hostile tests/engine/test_aggregate.py
+       tests/engine/test_documented_rules.py tests/engine/test_structure.py tests/engine/test_exact_table.py
+       tests/engine/test_columnar.py)
 
 # the requirement as pyproject.toml states it, and its lower bound
 requirement="$("$python" - "$root/pyproject.toml" <<'PY'

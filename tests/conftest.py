@@ -8,7 +8,8 @@
 $HYPOTHESIS_PROFILE names a profile explicitly (pytest's --hypothesis-profile=NAME overrides it). Every profile
 has `deadline=None` and skips the `too_slow` health check: both are wall-clock assertions, and on a shared 2-core
 machine they fail by load, not by a bug (the house rule: no timed assertions outside bench/). Tests that set
-max_examples themselves keep it; tests/test_sensitivity_property.py scales its counts with the loaded profile.
+max_examples themselves keep it; tests/sensitivity_cases.py scales the sensitivity tests' counts with the loaded
+profile.
 """
 
 import os

@@ -5,7 +5,7 @@
 DPCLI-ARGS are `release ...` (a table, or frequency estimates from a randomized file) or `randomize ...`: the steps
 are the protocol's, and where a command draws its own noise ("spent", "noise") the wrapped function is its own.
 
-A child process of tests/test_faults.py. The step's real function is wrapped so that the fault happens right before
+A child process of tests/run/test_faults.py. The step's real function is wrapped so that the fault happens right before
 or right after it runs (the function itself still runs); nothing of dpcli is replaced. ACTION is ``kill`` (SIGKILL,
 nothing can clean up), ``oserror`` (ENOSPC), ``memory`` (MemoryError), or ``sigint``/``sigterm``/``sighup`` (the
 signal is sent to this process: where dpcli holds signals off it waits, elsewhere it is raised at once).
@@ -31,7 +31,7 @@ STEPS = (
     "rename-after",  # right after that rename (before the sidecar)
     "sidecar",  # before the sidecar is renamed into place
 )
-# A person-level release with open keys has two steps more (tests/test_faults.py runs them on a file with a person
+# A person-level release with open keys has two steps more (tests/run/test_faults.py runs them on a file with a person
 # of many rows and a person who brings many keys):
 PERSON_STEPS = (
     "persons",  # as the engine finishes choosing each person's rows (before the spend)

@@ -253,7 +253,7 @@ def test_the_tutorial_spec_uses_the_quick_starts_ledger(tmp_path: Path) -> None:
     assert (cwd / "configs" / "out.csv").read_text(encoding="utf-8").startswith("statistic,")
 
 
-# run in order by tests/test_randomize.py (a randomize spec is not a release spec; frequency.yaml reads its output)
+# run in order by tests/run/test_randomize.py (a randomize spec is not a release spec; frequency.yaml reads its output)
 RANDOMIZE_CONFIGS = ("randomize.yaml", "frequency.yaml")
 
 

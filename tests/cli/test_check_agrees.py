@@ -19,7 +19,7 @@ import pytest
 from dpcli.ledger import JsonlLedger
 from tests.cli.test_refusals import CSV, PERSON, REFUSED, spec
 from tests.helpers import run_in_process
-from tests.test_spec_limits import PLAN_REFUSED
+from tests.spec.test_limits import PLAN_REFUSED
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import pytest
 import dpcli
 from dpcli.core.accounting import parse_exact
 from tests.helpers import TOY_SPEC, run_in_process
+from tests.specs import spec_text
 
 dpcli_run = run_in_process
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,16 +207,10 @@ def check_numbers(doc: object, seen: set[str], key: str = "") -> None:
         parse_exact(doc) if "/" not in doc else Fraction(doc)  # exact text: a decimal or p/q
 
 
-GAUSSIAN_SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1, delta: 1e-6}
-columns:
-  age: {type: int, bounds: [0, 100]}
-statistics:
-  - {name: n, kind: count}
-  - {name: ages, kind: sum, column: age, mechanism: gaussian}
-"""
+GAUSSIAN_SPEC = spec_text(
+    statistics=["{name: n, kind: count}", "{name: ages, kind: sum, column: age, mechanism: gaussian}"],
+    privacy="unit: row, neighbours: add_remove, epsilon: 1, delta: 1e-6",
+)
 
 
 def test_every_json_output_uses_one_number_encoding(toy: Path) -> None:
@@ -414,17 +409,12 @@ class Terminal(io.StringIO):
         return True
 
 
-LONG_NAMES = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1}
-columns:
-  hours_worked_per_week_reported: {type: int, bounds: [0, 99]}
-  income: {type: float, bounds: [0, 1000], precision: 0.01}
-statistics:
-  - {name: mean_hours_worked_per_week_by_nothing, kind: mean, column: hours_worked_per_week_reported}
-  - {name: total_income_in_the_whole_population, kind: sum, column: income}
-"""
+LONG_NAMES = spec_text(
+    {"hours_worked_per_week_reported": "{type: int, bounds: [0, 99]}",
+     "income": "{type: float, bounds: [0, 1000], precision: 0.01}"},
+    ["{name: mean_hours_worked_per_week_by_nothing, kind: mean, column: hours_worked_per_week_reported}",
+     "{name: total_income_in_the_whole_population, kind: sum, column: income}"],
+)
 
 
 @pytest.mark.parametrize("spec", ["example", "long names"])

@@ -74,7 +74,7 @@ def test_the_spark_engine_without_pyspark_says_how_to_install_it(work: Path) -> 
     except ImportError:
         pass
     else:
-        pytest.skip("pyspark is installed here (make test-spark): tests/test_spark_engine.py covers the engine")
+        pytest.skip("pyspark is installed here (make test-spark): tests/engine/test_spark_engine.py covers the engine")
     r = release(work, "--engine", "spark")
     assert r.returncode == 2, r.stderr
     assert "dpcli[spark]" in r.stderr.decode()

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import clean_env, run_dpcli, run_in_process
+from tests.specs import spec_text
 
 COLUMNS, LINES = 250, 40  # wide enough that no message line wraps
 DEADLINE = 300  # seconds: a run still going then is a hang, reported as a failure, never a timing assertion
@@ -35,17 +36,11 @@ BAR = b"reading input"
 CSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ROWS = 20_000
 
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {unit: row, neighbours: add_remove, epsilon: 1.0}
-columns:
-  city:   {type: category, categories: [north, south]}
-  income: {type: int, bounds: [0, 100]}
-statistics:
-  - {name: by_city, kind: count, by: [city]}
-  - {name: income_sum, kind: sum, column: income}
-"""
+SPEC = spec_text(
+    {"city": "{type: category, categories: [north, south]}", "income": "{type: int, bounds: [0, 100]}"},
+    ["{name: by_city, kind: count, by: [city]}", "{name: income_sum, kind: sum, column: income}"],
+    privacy="unit: row, neighbours: add_remove, epsilon: 1.0",
+)
 
 
 def markers() -> tuple[list[str], list[int]]:

@@ -5,7 +5,7 @@ being that of iid uniform arrival times), computed here in Fractions: the produc
 and integrated term by term, each p_j a 60-digit rational (far below what 10**6 draws resolve).
 
 Same rules as test_sampler_conformance.py: no seeds, no retries, the threshold scipy.stats.chi2.isf(1e-8, df) per
-check (the statistical checks of both files and tests/test_samplers.py stay under 100, so a correct sampler fails
+check (the statistical checks of both files and tests/core/test_samplers.py stay under 100, so a correct sampler fails
 the suite by chance with probability below 1e-6), bins expecting at least 20 draws, and power checks that feed the
 harness a wrong distribution (a wrong rate; the exponential mechanism's law at the same rate) and require a
 rejection.

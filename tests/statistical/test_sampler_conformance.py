@@ -7,7 +7,7 @@ Rules:
   which the mass is below exp(-72) of the total, far below float64 resolution).
 * Bins: single integers where the scale is small, else equal widths; the two outer bins absorb the exact tail
   mass and are merged inwards until every bin expects at least 20 draws.
-* Threshold: scipy.stats.chi2.isf(ALPHA, df) with ALPHA = 1e-8 per check. This file and tests/test_samplers.py
+* Threshold: scipy.stats.chi2.isf(ALPHA, df) with ALPHA = 1e-8 per check. This file and tests/core/test_samplers.py
   together hold fewer than 50 statistical checks, so a correct sampler fails the suite by chance with
   probability below 50 * 1e-8 = 5e-7 < 1e-6.
 * Power: the *_has_power tests feed the same harness a deliberately wrong distribution and require a rejection,

@@ -28,6 +28,7 @@ from dpcli.engine import ExactStatistic
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.plan.model import Plan, make_plan
 from dpcli.spec.load import parse_spec
+from tests.specs import spec_text
 
 N = 10_000_000
 CHUNK = 1_000_000
@@ -36,11 +37,10 @@ A = 1e-8
 
 def plan_of(unit: str, delta: str) -> Plan:
     # the largest delta a spec takes puts the release probability where 10^7 draws measure it well (~5e-3)
-    text = (
-        "version: 1\ndataset: selection_test\ninput: /nonexistent/never-read.csv\n"
-        f"privacy: {{unit: {unit}, neighbours: add_remove, epsilon: 1, delta: {delta}}}\n"
-        "columns:\n  country: {type: category, categories: open, max_length: 8}\n"
-        "statistics:\n  - {name: c, kind: count, by: [country]}\n"
+    text = spec_text(
+        {"country": "{type: category, categories: open, max_length: 8}"}, ["{name: c, kind: count, by: [country]}"],
+        privacy=f"unit: {unit}, neighbours: add_remove, epsilon: 1, delta: {delta}",
+        dataset="selection_test", input="/nonexistent/never-read.csv",
     )
     return make_plan(parse_spec(text))
 

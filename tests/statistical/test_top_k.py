@@ -21,17 +21,13 @@ import pytest
 from dpcli.mechanisms.topk import choose
 from dpcli.plan.model import make_plan
 from dpcli.spec.load import parse_spec
+from tests.specs import spec_text
 from tests.statistical.test_exponential_mechanism import chi2_fit, peeling_probs
 
-SPEC = """\
-version: 1
-dataset: toy
-privacy: {epsilon: 1, neighbours: replace}
-columns:
-  c: {type: category, categories: [a, b, c, d]}
-statistics:
-  - {name: top, kind: top_k, column: c, k: 2}
-"""
+SPEC = spec_text(
+    {"c": "{type: category, categories: [a, b, c, d]}"}, ["{name: top, kind: top_k, column: c, k: 2}"],
+    privacy="epsilon: 1, neighbours: replace",
+)
 
 
 @pytest.mark.slow

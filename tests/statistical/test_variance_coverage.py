@@ -21,6 +21,7 @@ from dpcli.mechanisms.noise import add_noise
 from dpcli.plan.model import make_plan
 from dpcli.postprocess.variance import variance_grids
 from dpcli.spec.load import parse_spec
+from tests.specs import spec_text
 
 TRIALS = 20_000
 # values in [0, 10] centred on 5: 2000 rows, sample variance 13.55 (measured coverage of the interval: 99.9%)
@@ -28,9 +29,10 @@ VALUES = [0] * 300 + [2] * 400 + [5] * 500 + [9] * 400 + [10] * 400
 
 
 def spec(kind: str, privacy: str) -> str:
-    return (
-        f"version: 1\ndataset: t\nprivacy: {{{privacy}}}\ncolumns:\n  x: {{type: int, bounds: [0, 10]}}\n"
-        f"statistics:\n  - {{name: v, kind: {kind}, column: x{', mechanism: gaussian' if 'rho' in privacy else ''}}}\n"
+    mechanism = ", mechanism: gaussian" if "rho" in privacy else ""
+    return spec_text(
+        {"x": "{type: int, bounds: [0, 10]}"}, [f"{{name: v, kind: {kind}, column: x{mechanism}}}"],
+        privacy=privacy, dataset="t",
     )
 
 
