@@ -94,7 +94,7 @@ natural spread is of order ``sqrt(size)``. So that a one-cell release is not its
 return the first ``size`` (the decoys' work is counted, their values discarded).
 Selection draws (permute-and-flip) are stronger: their keystream use and rounds are a function of m, k and the
 temperature and of the random bits only (every candidate is flipped, whatever its gap; the gaps only enter whole-array
-comparisons); ``tests/test_selection_work.py`` checks that neighbouring datasets consume the same bytes.
+comparisons); ``tests/mechanisms/test_selection_work.py`` checks that neighbouring datasets consume the same bytes.
 Not protected: the total is still a (weak, statistical) function of the multiset of noise values, e.g.
 a large ``|noise|`` costs its lane more geometric rounds, so someone timing many repeated releases
 could average; a co-located attacker with cache, branch-predictor or power side channels (numpy and

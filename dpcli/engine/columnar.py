@@ -120,7 +120,7 @@ def cell_text(name: str, dtype: pl.DataType, max_bytes: int = DEFAULT_MAX_RECORD
 
 def parse_number(text: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     """Text to Int64/Float64 as the engine's CSV reader parses a cell: leading blanks skipped, anything else that is
-    not a number is null (polars' string cast reads numbers as its CSV parser does; tests/test_records.py)."""
+    not a number is null (polars' string cast reads numbers as its CSV parser does; tests/engine/test_records.py)."""
     return text.str.strip_chars_start(" \t").cast(dtype, strict=False)
 
 

@@ -17,7 +17,7 @@ quote-blind scan made of them.
 In a file whose header ends with CR, a line ends at CR and an LF right after it belongs to that line end (CRLF
 files): that LF is taken off the start of each line here, as the engine takes it off the first field of the others.
 
-The result is the same for every line whichever way it goes (tests/test_records.py checks it on random lines), so
+The result is the same for every line whichever way it goes (tests/engine/test_records.py checks it on random lines), so
 whether a line is plain depends only on its own bytes and never changes another line's reading. Memory is bounded
 by one chunk (or the longest quoted line, if longer), never by the file.
 """

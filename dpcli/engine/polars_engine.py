@@ -106,7 +106,7 @@ def line_reader(
         # A CR file's lines end at CR, an LF right after it belonging to that line end (CRLF files): polars,
         # splitting at CR, leaves that LF at the start of the first field, so the first column is read as text, the
         # LF taken off, and a number parsed by polars' string cast, which reads numbers exactly as its CSV parser
-        # does once leading blanks are skipped (tests/test_records.py checks the two agree)
+        # does once leading blanks are skipped (tests/engine/test_records.py checks the two agree)
         _, name, dtype = fields[first]
         schema["c0"] = pl.String()
 

@@ -95,7 +95,7 @@ class Texts(LazyColumn):
     of an open-key statistic's released entries (text from the data: any character).
 
     Escaped by polars, column-wise, into exactly what csv_field and json.dumps(ensure_ascii=False) give for each
-    text (tests/test_open_keys.py compares them): a million keys took ~10 s one text at a time, ~0.3 s so."""
+    text (tests/mechanisms/test_open_keys.py compares them): a million keys took ~10 s one text at a time, ~0.3 s so."""
 
     def __init__(self, texts: Sequence[str]):
         self.values = list(texts)

@@ -307,7 +307,8 @@ def _std(d: _Declared) -> Statistic:
     return Std(column=d.named.name, by=d.by, **d.common)
 
 
-# Each kind's typed statistic from its declared fields (its traits: dpcli/spec/kinds.py; tests/test_kinds.py checks that
+# Each kind's typed statistic from its declared fields (its traits: dpcli/spec/kinds.py; tests/spec/test_kinds.py
+# checks that
 # every kind has its builder)
 STATISTIC_BUILDERS: Mapping[str, Callable[[_Declared], Statistic]] = MappingProxyType({
     "count": _count, "histogram": _histogram, "sum": _sum, "mean": _mean, "quantile": _quantile_statistic,

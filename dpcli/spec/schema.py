@@ -7,10 +7,10 @@ check a YAML spec against it. It describes the document *as YAML tools see it* u
 exactly (``dpcli.spec.load``). So wherever the loader takes a number, the schema accepts a JSON number (with the
 loader's range) *or* a numeric string in the loader's grammar (``"0.5"``, ``1e-3`` under YAML 1.1, ``1/3``).
 
-The loader and this schema agree in one direction, checked by ``tests/test_schema.py``: a spec the loader accepts
+The loader and this schema agree in one direction, checked by ``tests/spec/test_schema.py``: a spec the loader accepts
 validates (bar the rare forms listed under "stricter" below), and a document the schema accepts is accepted by the
 loader *provided* it also meets the loader's cross-field rules, which JSON Schema cannot express (each raises
-``dpcli.spec.fields.RuleError``, which tests/test_schema.py checks):
+``dpcli.spec.fields.RuleError``, which tests/spec/test_schema.py checks):
 
 - ``statistics[].column`` and ``by:`` name declared columns, of a type that suits the statistic (sum/mean of a
   numeric column; ``by:`` over category/bool columns; ``bins:`` exactly for histograms of numeric columns), and a

@@ -2,7 +2,7 @@
 per statistic kind), every field's type, range and message, and the names and limits they use (the output table's
 columns, the accepted ranges). Written with the field library (``dpcli.spec.fields``); ``dpcli.spec.load`` loads a
 document through it, ``dpcli.spec.schema`` prints it as JSON Schema and scripts/gen_docs.py as docs/spec-fields.md;
-tests/test_schema.py generates documents from that schema. The rules JSON Schema cannot express (declared columns,
+tests/spec/test_schema.py generates documents from that schema. The rules JSON Schema cannot express (declared columns,
 bounds and bin order, budget sums, ...) are written once, in ``dpcli.spec.rules``, and raise ``RuleError``.
 """
 
