@@ -508,21 +508,8 @@ def rfc_cases(draw: st.DrawFn) -> Case:
     return Case(spec, write(base), write(other), change)
 
 
-def _quoted_line_breaks_supported() -> bool:
-    try:
-        parse_spec(
-            _spec(_XC, "  - {name: n, kind: count}\n").replace(
-                "dataset: d\n", "dataset: d\ncsv: {quoted_line_breaks: true}\n"
-            )
-        )
-    except SpecError:
-        return False
-    return True
-
-
 # With `csv: {quoted_line_breaks: true}`, one record (of a correct RFC 4180 writer) may span lines: it still changes
 # each statistic by at most its sensitivity, and never fails the run.
-@pytest.mark.skipif(not _quoted_line_breaks_supported(), reason="this dpcli has no csv.quoted_line_breaks")
 @settings(max_examples=_examples(60), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=rfc_cases())
 def test_rfc4180_records_with_quoted_line_breaks(case: Case) -> None:

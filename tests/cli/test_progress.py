@@ -126,7 +126,7 @@ def run_on_tty(
 
 def screen(raw: bytes) -> list[str]:
     """The terminal's final lines as a person sees them (pyte emulates it), trailing blanks dropped."""
-    pyte = pytest.importorskip("pyte", reason="pyte (the terminal emulator of the test extra) is not installed")
+    import pyte
     terminal = pyte.Screen(COLUMNS, LINES)
     pyte.ByteStream(terminal).feed(raw)
     lines = [line.rstrip() for line in terminal.display]

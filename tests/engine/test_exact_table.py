@@ -12,7 +12,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +37,6 @@ from tests.engine.test_aggregate import (
 
 
 def test_table_from_exact_values(adult):
-    pytest.importorskip("dpcli.core.samplers")
     from dpcli.mechanisms.noise import exact_noisy
     from dpcli.publish.table import build_table
 

@@ -21,6 +21,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from dpcli.core.accounting import Budget
@@ -39,8 +40,6 @@ from dpcli.spec.load import parse_spec
 from dpcli.spec.model import EdgeBins
 from tests import specs
 from tests.helpers import run_in_process
-
-jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "tests" / "data" / "adult.csv"

@@ -27,15 +27,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
-jsonschema = pytest.importorskip("jsonschema")
-from jsonschema import Draft202012Validator  # noqa: E402
-
-from dpcli.errors import SpecError  # noqa: E402
-from dpcli.plan.model import make_plan  # noqa: E402
-from dpcli.spec.fields import NUMBER_PATTERN, Number, RuleError, number_within_limits  # noqa: E402
-from dpcli.spec.load import load_spec, parse_errors, parse_spec, spec_errors  # noqa: E402
-from dpcli.spec.schema import schema_json, spec_schema  # noqa: E402
+from dpcli.errors import SpecError
+from dpcli.plan.model import make_plan
+from dpcli.spec.fields import NUMBER_PATTERN, Number, RuleError, number_within_limits
+from dpcli.spec.load import load_spec, parse_errors, parse_spec, spec_errors
+from dpcli.spec.schema import schema_json, spec_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = spec_schema()
