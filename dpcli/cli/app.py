@@ -736,6 +736,7 @@ def budget_set(
     lock_timeout: float = LockOpt,
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
+    from dpcli.core.accounting import Cap
     from dpcli.ledger import open_ledger, resolve_ledger
     from dpcli.spec.model import DATASET_NAME
 
@@ -759,7 +760,7 @@ def budget_set(
     new_here = book.status(dataset) is None
     pair = other_ledger(ledger, None)
     pinned = None if neighbours is None else neighbours.value
-    rec = book.set_cap(dataset, eps, dlt, allow_raise, (unit or "row") if pinned else None, pinned)
+    rec = book.set_cap(dataset, Cap(eps, dlt), allow_raise, (unit or "row") if pinned else None, pinned)
     status = book.status(dataset)
     render.info(
         f"dpcli: cap for '{dataset}' set to ε={render.eps(eps)}"

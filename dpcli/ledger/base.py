@@ -17,6 +17,7 @@ from typing import Any
 
 from dpcli.core.accounting import (
     Budget,
+    Cap,
     format_decimal,
     format_exact,
     parse_exact,
@@ -24,7 +25,7 @@ from dpcli.core.accounting import (
     round_up_to,
     zcdp_to_epsilon,
 )
-from dpcli.errors import BudgetRefused, InternalError, LedgerError, ReleaseIdPaid, UsageError
+from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
@@ -41,7 +42,7 @@ CHARGE_GRID = 10**18
 # A cap and its delta stay exact, with at most this many digits in numerator and denominator (1/3, 0.1 and 1e-99
 # are fine; 1e-100 is not): every number the ledger holds then parses, prints and converts to float quickly.
 MAX_DIGITS = 100
-_LIMIT = 10**MAX_DIGITS
+_LIMIT: int = 10**MAX_DIGITS  # typed: int ** int is Any to mypy (a negative power is a float)
 # Longest number text read from a ledger record: more than any value within MAX_DIGITS needs, and short enough that
 # a hostile record (an epsilon of 5,000 digits) is refused before anything parses it.
 MAX_NUMBER_TEXT = 256
@@ -340,7 +341,6 @@ def check_spend(
             hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
         )
     before, after = status.spent, status.after(epsilon, rho, delta).spent
-    assert status.cap is not None
     if after > status.cap:
         requested = after - before
         remaining = max(status.cap - before, Fraction(0))
@@ -383,11 +383,12 @@ def _unit_text(unit: str | None) -> str:
 
 
 def cap_fields(
-    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
+    records: list[Record], ledger_name: str, dataset: str, cap: Cap, allow_raise: bool,
     unit: str | None = None, neighbours: str | None = None,
 ) -> dict[str, Any]:
     """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``;
     ``unit`` and ``neighbours`` (both or neither) pin the dataset's relation, or must match its pin."""
+    epsilon, delta = cap.epsilon, cap.delta
     for name, value in (("epsilon", epsilon), ("delta", delta)):
         if not within_limits(value):
             raise UsageError(
@@ -486,8 +487,6 @@ def spend_fields(
 ) -> dict[str, Any]:
     """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
     paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
-    if cost.delta:
-        raise InternalError("a spend has no δ of its own: its partition selections' δ is selection_delta")
     epsilon, rho, delta = cost.epsilon, cost.rho, cost.selection_delta
     if purchase is not None:
         earlier = paid_spend(records, purchase.release_key)
@@ -559,11 +558,12 @@ class Ledger(ABC):
         (it raises to refuse; nothing is written then), and append that record durably (``new_record``)."""
 
     def set_cap(
-        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
-        unit: str | None = None, neighbours: str | None = None,
+        self, dataset: str, cap: Cap, allow_raise: bool, unit: str | None = None, neighbours: str | None = None,
     ) -> Record:
+        """Append a cap record for ``dataset`` (checked by ``cap_fields``: raising needs ``allow_raise``; ``unit``
+        and ``neighbours``, both or neither, pin the dataset's relation)."""
         return self._write(
-            lambda records: cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours),
+            lambda records: cap_fields(records, self.name, dataset, cap, allow_raise, unit, neighbours),
             "setting the cap",
         )
 

@@ -28,7 +28,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from dpcli.core.files import atomic_write, fsync_directory
 from dpcli.errors import LedgerError, UsageError
@@ -99,6 +99,10 @@ class JsonlLedger(Ledger):
 
     # -- the lock ----------------------------------------------------------------------------------------------
 
+    @overload
+    def _open(self, write: Literal[True]) -> int: ...
+    @overload
+    def _open(self, write: bool) -> int | None: ...
     def _open(self, write: bool) -> int | None:
         """An fd of the ledger file (created empty for a writer); None for a reader when there is no file."""
         flags = _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK  # O_NONBLOCK: a FIFO put in its place must not hang the open
@@ -144,6 +148,10 @@ class JsonlLedger(Ledger):
             time.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: timing only
             pause = min(pause * 2, 0.05)
 
+    @overload
+    def _lock(self, write: Literal[True]) -> int: ...
+    @overload
+    def _lock(self, write: bool) -> int | None: ...
     def _lock(self, write: bool) -> int | None:
         """The ledger file, open and locked; None for a reader when there is no file. Close the fd to unlock."""
         deadline = time.monotonic() + self.lock_timeout
@@ -386,7 +394,6 @@ class JsonlLedger(Ledger):
 
     def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
         fd = self._lock(write=True)
-        assert fd is not None
         try:
             records = self._read(fd)
             return self._append(fd, records, build(records))
@@ -400,7 +407,6 @@ class JsonlLedger(Ledger):
         if self.key is None:
             raise UsageError(f"ledger {self.name}: sealing its head needs the ledger key")
         fd = self._lock(write=True)
-        assert fd is not None
         try:
             chunks, offset = [], 0
             while chunk := os.pread(fd, 1 << 20, offset):
