@@ -378,7 +378,7 @@ def test_a_line_reads_the_same_whichever_way_it_goes(first: str, data: st.DataOb
     from dpcli.engine.polars_engine import line_reader
 
     header = [first] + [c for c in ["s", "i", "f", "t", "j"] if c != first]
-    reader = line_reader(FIVE, header, header, eol)
+    reader = line_reader(FIVE.columns, header, header, eol)
     line = data.draw(lines(eol))
     view = np.frombuffer(line + eol, dtype=np.uint8)
     quoted_lines, bad = classify(view, np.array([len(line)]), eol[0])

@@ -31,7 +31,7 @@ into several groupings (evaluated together by ``collect_all``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -77,10 +77,11 @@ class ExactStatistic:
         return {"count": self.counts, "sum": self.sums, "squares": self.squares}[role]
 
 
-def column_types(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
+def column_types(columns: Mapping[str, Column], used: list[str]) -> dict[str, pl.DataType]:
+    """How each used column of ``columns`` (a spec's, by name) is read."""
     schema: dict[str, pl.DataType] = {}
     for name in used:
-        column = spec.columns[name]
+        column = columns[name]
         if column.type == "int":
             schema[name] = pl.Int64()
         elif column.type == "float":

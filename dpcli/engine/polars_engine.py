@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -48,7 +48,7 @@ from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.plan.model import Plan
-from dpcli.spec.model import Spec
+from dpcli.spec.model import Column, Spec
 
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
 T = TypeVar("T")
@@ -88,10 +88,12 @@ class LineReader:
 
 
 def line_reader(
-    spec: Spec, header: list[str], used: list[str], eol: bytes, delimiter: str = ",", id_field: str | None = None
+    columns: Mapping[str, Column], header: list[str], used: list[str], eol: bytes, delimiter: str = ",",
+    id_field: str | None = None,
 ) -> LineReader:
-    """``id_field``: a person-level release's id field, read as text under the name ``persons.ID_COLUMN``."""
-    typed = column_types(spec, used)
+    """A reader of lines as ``used`` columns of ``columns`` (a spec's, by name). ``id_field``: a person-level
+    release's id field, read as text under the name ``persons.ID_COLUMN``."""
+    typed = column_types(columns, used)
     fields = [(name, name, typed[name]) for name in used]  # (field in the file, name in the frame, type)
     if id_field is not None:
         fields.append((id_field, ID_COLUMN, pl.String()))
@@ -138,7 +140,7 @@ class LineAggregator:
         self.eol = layout.eol
         position = {name: i for i, name in enumerate(layout.names)}
         id_field = spec.id_column
-        self.reader = line_reader(spec, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
+        self.reader = line_reader(spec.columns, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
         fields = [*self.used, *([] if id_field is None else [id_field])]
         self.repair = LineRepair({position[name] for name in fields}, layout.eol, layout.delimiter)
         self.biggest = largest_term(plan)
@@ -366,7 +368,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     layout = source.header
     spec = plan.spec
     used = used_columns(spec)
-    reader = line_reader(spec, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
+    reader = line_reader(spec.columns, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
     queries = Queries(plan, pl.Int128())
     skip = 1 if spec.csv.header else 0
     frame = _project(

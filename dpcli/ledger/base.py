@@ -434,6 +434,16 @@ class Purchase:
     statistics: tuple[str, ...]
     command: str | None = None
 
+    @classmethod
+    def of(
+        cls, dataset: str, spec_sha256: str, release_id: str, unit: str, neighbours: str, statistics: tuple[str, ...],
+        command: str | None = None,
+    ) -> Purchase:
+        """The purchase of a run of a spec under a release id: its release key computed here, the one place every
+        command that spends gets it from (so two commands can never name one release two ways)."""
+        key = release_key(dataset, spec_sha256, release_id)
+        return cls(release_id, key, spec_sha256, unit, neighbours, statistics, command)
+
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {} if self.command is None else {"command": self.command}
         out.update(
