@@ -38,6 +38,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
+from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan, rounded_square, square_step
 from dpcli.spec.kinds import KINDS
 from dpcli.spec.model import (
@@ -96,7 +97,8 @@ def numeric_value(column: Column) -> pl.Expr:
     c = pl.col(column.name)
     lo, hi = column.grid_bounds
     p = column.precision
-    assert p is not None and column.bounds is not None
+    if p is None or column.bounds is None:  # the spec's loader gives every numeric column both
+        raise InternalError(f"column {column.name!r} is read as a number without its precision and bounds")
     if column.type == "int":
         value = c.clip(lo, hi)
     else:
@@ -152,7 +154,8 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     bins = histogram_bins(stat)
     column = spec.columns[stat.column]
     p = column.precision
-    assert p is not None
+    if p is None:  # the spec's loader gives a histogram's numeric column its precision
+        raise InternalError(f"column {column.name!r} is binned without its precision")
     n = bins.count
     if isinstance(bins, GridBins):
         # v = k*p is in bin i = floor((v - start) / step) = floor((k*sd - sn) * wd / (sd * wn)), with

@@ -429,7 +429,8 @@ def _quoted_frame(chunk: QuotedChunk, reader: LineReader, repair: LineRepair, eo
         return pl.concat(read, how="vertical")
     # a line polars cannot read even repaired: one record, its used cells missing
     empty = _read_lines(b"", 0, reader)
-    assert empty is not None
+    if empty is None:  # no bytes: nothing polars could fail to read
+        raise InternalError("the line reader failed on no input")
     return pl.concat([row if row is not None else empty.clear(1) for row in rows], how="vertical")
 
 
