@@ -35,6 +35,7 @@ from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, column_types
 from dpcli.engine.columnar import (
     check_streaming,
     collect_columnar,
+    is_columnar,
     parse_number,
     person_rows,
     person_rows_columnar,
@@ -282,10 +283,10 @@ def aggregate(
     persons = None
     if spec.privacy.person is not None:
         persons = PersonRows(plan, secrets.token_bytes(SECRET_BYTES) if secret is None else secret)
-    if fmt in ("parquet", "arrow"):
+    if is_columnar(fmt):
         if persons is not None:
             with reading:
-                person_rows_columnar(path, fmt, spec, persons, max_input_bytes)  # type: ignore[arg-type]
+                person_rows_columnar(path, fmt, spec, persons, max_input_bytes)
             if on_bytes is not None:
                 size = path.stat().st_size
                 on_bytes(size, size)
@@ -295,7 +296,7 @@ def aggregate(
         queries = Queries(plan, pl.Int128())
         with reading:
             grouped = collect_columnar(
-                path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes  # type: ignore[arg-type]
+                path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes
             )
         if on_bytes is not None:
             size = path.stat().st_size
@@ -328,8 +329,8 @@ def check_input(spec: Spec, path: Path, input_format: str | None = None) -> list
     declared, and names every declared column (and a person-level release's id field). Returns the fields' names."""
     path = Path(path)
     fmt = input_format_of(path, input_format, spec.input_format)
-    if fmt in ("parquet", "arrow"):
-        names = scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()  # type: ignore[arg-type]
+    if is_columnar(fmt):
+        names = scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()
         check_id_field(path, names, spec, "schema")
         return names
     with CsvSource(path, spec, fmt) as source:
