@@ -95,10 +95,10 @@ def column_types(columns: Mapping[str, Column], used: list[str]) -> dict[str, pl
 def numeric_value(column: Column) -> pl.Expr:
     """A numeric column on its integer grid (grid units), clamped to the bounds; null when missing."""
     c = pl.col(column.name)
-    lo, hi = column.grid_bounds
     p = column.precision
     if p is None or column.bounds is None:  # the spec's loader gives every numeric column both
         raise InternalError(f"column {column.name!r} is read as a number without its precision and bounds")
+    lo, hi = column.grid_bounds
     if column.type == "int":
         value = c.clip(lo, hi)
     else:
