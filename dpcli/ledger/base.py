@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from dpcli.core.accounting import (
     Budget,
@@ -57,6 +57,64 @@ def charge(x: Fraction) -> Fraction:
 def within_limits(x: Fraction) -> bool:
     """Numerator and denominator have at most MAX_DIGITS digits (compared as integers: str() of a huge int raises)."""
     return abs(x.numerator) < _LIMIT and x.denominator < _LIMIT
+
+
+# The fields a command hands the ledger for a new record (before its seq, link, time and MAC): one shape per record
+# type, as written since dpcli 0.2. A record read back is a dict[str, Any] until _check_shape has checked its types.
+CapFields = TypedDict(  # functional form: ``raise`` is a keyword
+    "CapFields",
+    {
+        "type": Literal["cap"], "dataset": str, "epsilon": str, "delta": str, "raise": NotRequired[bool],
+        "unit": NotRequired[str], "neighbours": NotRequired[str],
+    },
+)
+
+
+class PurchaseFields(TypedDict):
+    """What a spend record names of its purchase (``Purchase.fields``)."""
+
+    command: NotRequired[str]
+    release_id: str
+    release_key: str
+    spec_sha256: str
+    unit: str
+    neighbours: str
+    statistics: list[str]
+
+
+class SpendFields(TypedDict):
+    type: Literal["spend"]
+    dataset: str
+    epsilon: str
+    rho: NotRequired[str]
+    delta: NotRequired[str]
+
+
+class PaidSpendFields(SpendFields, PurchaseFields):
+    """A spend that names what it paid for (every command's; a bare spend is the library's and the tests')."""
+
+
+class RandomizedFields(TypedDict):
+    column: str
+    epsilon: str
+    keys_sha256: str
+
+
+class DeliveryFields(TypedDict):
+    """What a ``released`` record names of its delivery (``Delivery.fields``)."""
+
+    release_id: str
+    table_sha256: str
+    output_sha256: NotRequired[str]
+    randomized: NotRequired[list[RandomizedFields]]
+
+
+class ReleasedFields(DeliveryFields):
+    type: Literal["released"]
+    release_key: str
+
+
+NewFields = CapFields | SpendFields | PaidSpendFields | ReleasedFields
 
 
 @dataclass(frozen=True)
@@ -159,9 +217,10 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def new_record(records: list[Record], fields: dict[str, Any], key: bytes | None) -> Record:
+def new_record(records: list[Record], fields: NewFields, key: bytes | None) -> Record:
     """The record that follows the verified ``records``: ``fields`` with its seq, link, time and (keyed) MAC."""
-    full = {"seq": len(records), "prev": records[-1].hash if records else GENESIS, "time": now(), **fields}
+    link = records[-1].hash if records else GENESIS
+    full: dict[str, Any] = {"seq": len(records), "prev": link, "time": now(), **fields}
     if key is not None:
         full["mac"] = "hmac-sha256"
     return Record(full, record_hash(full, key))
@@ -385,7 +444,7 @@ def _unit_text(unit: str | None) -> str:
 def cap_fields(
     records: list[Record], ledger_name: str, dataset: str, cap: Cap, allow_raise: bool,
     unit: str | None = None, neighbours: str | None = None,
-) -> dict[str, Any]:
+) -> CapFields:
     """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``;
     ``unit`` and ``neighbours`` (both or neither) pin the dataset's relation, or must match its pin."""
     epsilon, delta = cap.epsilon, cap.delta
@@ -403,7 +462,7 @@ def cap_fields(
             "is recorded as a raise and must be asked for",
             hint="that needs --raise",
         )
-    fields: dict[str, Any] = {
+    fields: CapFields = {
         "type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)
     }
     if raising:
@@ -411,7 +470,7 @@ def cap_fields(
     if neighbours is not None:
         unit = unit or "row"
         check_pin(status, dataset, unit, neighbours, ledger_name)
-        fields.update(unit=unit, neighbours=neighbours)
+        fields["unit"], fields["neighbours"] = unit, neighbours
     return fields
 
 
@@ -444,12 +503,13 @@ class Purchase:
         key = release_key(dataset, spec_sha256, release_id)
         return cls(release_id, key, spec_sha256, unit, neighbours, statistics, command)
 
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {} if self.command is None else {"command": self.command}
-        out.update(
-            release_id=self.release_id, release_key=self.release_key, spec_sha256=self.spec_sha256, unit=self.unit,
-            neighbours=self.neighbours, statistics=list(self.statistics),
-        )
+    def fields(self) -> PurchaseFields:
+        out: PurchaseFields = {
+            "release_id": self.release_id, "release_key": self.release_key, "spec_sha256": self.spec_sha256,
+            "unit": self.unit, "neighbours": self.neighbours, "statistics": list(self.statistics),
+        }
+        if self.command is not None:
+            out["command"] = self.command  # (records are written with sorted keys: the order is not stored)
         return out
 
 
@@ -472,8 +532,8 @@ class Delivery:
     output_sha256: str | None = None
     randomized: tuple[RandomizedColumn, ...] = ()
 
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"release_id": self.release_id, "table_sha256": self.table_sha256}
+    def fields(self) -> DeliveryFields:
+        out: DeliveryFields = {"release_id": self.release_id, "table_sha256": self.table_sha256}
         if self.output_sha256 is not None:
             out["output_sha256"] = self.output_sha256
         if self.randomized:
@@ -494,7 +554,7 @@ def paid_spend(records: list[Record], key: str) -> Record | None:
 
 def spend_fields(
     records: list[Record], ledger_name: str, dataset: str, cost: Budget, purchase: Purchase | None = None,
-) -> dict[str, Any]:
+) -> SpendFields | PaidSpendFields:
     """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
     paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
     epsilon, rho, delta = cost.epsilon, cost.rho, cost.selection_delta
@@ -515,13 +575,15 @@ def spend_fields(
         # never write what could not be read back
         raise UsageError(f"a spend may have at most {MAX_DIGITS} digits in its charged numerator and denominator")
     # the record holds what is charged (on the grid): the exact request is in the spec, named by its hash
-    details = {} if purchase is None else purchase.fields()
-    fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
+    fields: SpendFields = {"type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
     if charged_rho:
         fields["rho"] = format_exact(charged_rho)
     if delta:
         fields["delta"] = format_exact(delta)  # partition selections' delta, spent outright
-    return fields
+    if purchase is None:
+        return fields
+    paid: PaidSpendFields = {**purchase.fields(), **fields}
+    return paid
 
 
 _AGAINST = {"argument": "published head", "option": "--against"}
@@ -563,7 +625,7 @@ class Ledger(ABC):
     # -- writing: the checks and the record's fields are shared; each backend appends under its own lock ----------
 
     @abstractmethod
-    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
+    def _write(self, build: Callable[[list[Record]], NewFields], doing: str) -> Record:
         """Under the writers' lock: read and verify the chain, call ``build(records)`` for the new record's fields
         (it raises to refuse; nothing is written then), and append that record durably (``new_record``)."""
 
@@ -589,7 +651,7 @@ class Ledger(ABC):
         runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
         spent (the paid-run protocol raises there a signal that came during the lock wait)."""
 
-        def build(records: list[Record]) -> dict[str, Any]:
+        def build(records: list[Record]) -> NewFields:
             if before_append is not None:
                 before_append()
             fields = spend_fields(records, self.name, dataset, cost, purchase)

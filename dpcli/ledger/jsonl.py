@@ -37,6 +37,7 @@ from dpcli.ledger.base import (
     GENESIS,
     HEX_HEAD,
     Ledger,
+    NewFields,
     Record,
     check_lock_timeout,
     head_mac,
@@ -336,7 +337,7 @@ class JsonlLedger(Ledger):
         # errors ignored: if a rename is lost in a crash, the older head stays, and an older head is consistent
         fsync_directory(self._directory)
 
-    def _append(self, fd: int, records: list[Record], fields: dict[str, Any]) -> Record:
+    def _append(self, fd: int, records: list[Record], fields: NewFields) -> Record:
         """Append one record, durably, or leave the ledger exactly as it was and raise LedgerError.
 
         Order: the next head is staged (written and fsynced beside the ledger), the record is written and fsynced,
@@ -392,7 +393,7 @@ class JsonlLedger(Ledger):
             # the record (whole or torn) stays; whole, it is only an older head's extra spend (the safe direction)
             pass
 
-    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
+    def _write(self, build: Callable[[list[Record]], NewFields], doing: str) -> Record:
         fd = self._lock(write=True)
         try:
             records = self._read(fd)
