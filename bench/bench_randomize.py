@@ -31,7 +31,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dpcli.ledger import open_ledger  # noqa: E402 - after the path: run from a checkout
+from dpcli.core.accounting import Cap  # noqa: E402 - after the path: run from a checkout
+from dpcli.ledger import open_ledger  # noqa: E402
 from dpcli.mechanisms.randomized_response import randomize_keys  # noqa: E402
 from dpcli.run.randomize import randomize  # noqa: E402
 
@@ -69,7 +70,7 @@ def main() -> None:
 
         def dpcli_run() -> None:
             ledger = tmp / f"ledger{next(runs)}.jsonl"
-            open_ledger(ledger).set_cap("adult_local", Fraction(10), Fraction(0), False)
+            open_ledger(ledger).set_cap("adult_local", Cap(Fraction(10), Fraction(0)), False)
             randomize(spec, input=data, output=tmp / "rr.csv", ledger=ledger)
 
         race = pl.read_csv(data, columns=["race"], infer_schema=False)["race"]

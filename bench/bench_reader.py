@@ -132,7 +132,7 @@ def baseline(plan, path: Path) -> list[pl.DataFrame]:
         path,
         has_header=True,
         infer_schema=False,
-        schema_overrides=column_types(spec, used),
+        schema_overrides=column_types(spec.columns, used),
         ignore_errors=True,
         raise_if_empty=False,
         truncate_ragged_lines=True,

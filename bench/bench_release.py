@@ -159,6 +159,7 @@ def time_library(csv: Path, repeat: int) -> tuple[float, float]:
     The release includes what polars does not do: the ledger's verify/spend/fsync, noise, the atomic write and the
     sidecar. The scan is `dpcli.engine.aggregate`.
     """
+    from dpcli.core.accounting import Cap
     from dpcli.engine import aggregate
     from dpcli.ledger import open_ledger
     from dpcli.plan.model import make_plan
@@ -169,7 +170,7 @@ def time_library(csv: Path, repeat: int) -> tuple[float, float]:
     plan = make_plan(spec)
     with tempfile.TemporaryDirectory(prefix="dpcli-bench-lib-") as tmp:
         ledger = Path(tmp) / "ledger.jsonl"
-        open_ledger(ledger).set_cap("people", Fraction(1000), Fraction(0), allow_raise=False)
+        open_ledger(ledger).set_cap("people", Cap(Fraction(1000), Fraction(0)), allow_raise=False)
         lib = scan = float("inf")
         for i in range(repeat):
             t = time.perf_counter()

@@ -44,28 +44,48 @@ def parse_exact(text: str) -> Fraction:
     return Fraction(s)
 
 
+def _check_exact(value: object, what: str) -> None:
+    # a float here is a bug (budgets are exact); an int is taken as the Fraction it is
+    if isinstance(value, bool) or not isinstance(value, int | Fraction) or value < 0:
+        raise TypeError(f"{what} is a non-negative Fraction, not {value!r}")
+
+
 @dataclass(frozen=True)
 class Budget:
-    """A privacy cost or allowance, as one typed value (what the ledger's interface takes, never loose numbers).
+    """A privacy cost, as one typed value (what the ledger's spend takes, never loose numbers).
 
-    ``epsilon`` is pure ε-DP, ``rho`` zCDP ρ (converted against a cap's δ only when budgets are compared),
-    ``selection_delta`` the δ that partition selections spend outright (the spend record's ``delta``). ``delta`` is a
-    cap's own δ (the one zCDP is converted at); a spend has none. Room to grow: per-period caps of a series
-    (issue 26) and the exponential mechanism's selection charge (issue 27) become fields here, and every backend
-    and check sees them through this one value.
+    ``epsilon`` is pure ε-DP, ``rho`` zCDP ρ (converted against the cap's δ only when budgets are compared),
+    ``selection_delta`` the δ that partition selections spend outright (the spend record's ``delta``). A spend has no
+    δ of its own: the δ zCDP is converted at is the cap's (``Cap``). Room to grow: the exponential mechanism's
+    selection charge (issue 27) becomes a field here, and every backend and check sees it through this one value.
     """
 
     epsilon: Fraction = Fraction(0)
     rho: Fraction = Fraction(0)
     selection_delta: Fraction = Fraction(0)
+
+    def __post_init__(self) -> None:
+        for name in ("epsilon", "rho", "selection_delta"):
+            value = getattr(self, name)
+            _check_exact(value, f"a budget's {name}")
+            object.__setattr__(self, name, Fraction(value))
+
+
+@dataclass(frozen=True)
+class Cap:
+    """A dataset's allowance in the ledger, as one typed value (what ``Ledger.set_cap`` takes): ``epsilon`` bounds
+    what its releases spend together (as the ledger composes them), ``delta`` is the cap's δ (zCDP spends are
+    converted at what partition selections leave of it). Room to grow: a series' per-period caps (issue 26) become
+    fields here, so every backend and check sees them through this one value; the cap record's fields stay as they
+    are for a cap that has none."""
+
+    epsilon: Fraction
     delta: Fraction = Fraction(0)
 
     def __post_init__(self) -> None:
-        for name in ("epsilon", "rho", "selection_delta", "delta"):
+        for name in ("epsilon", "delta"):
             value = getattr(self, name)
-            # a float here is a bug (budgets are exact); an int is taken as the Fraction it is
-            if isinstance(value, bool) or not isinstance(value, int | Fraction) or value < 0:
-                raise TypeError(f"a budget's {name} is a non-negative Fraction, not {value!r}")
+            _check_exact(value, f"a cap's {name}")
             object.__setattr__(self, name, Fraction(value))
 
 

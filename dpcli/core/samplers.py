@@ -334,7 +334,7 @@ def _below_scalar(src: RandomSource, bound: int, n: int) -> np.ndarray:
     q_lim = np.uint64(_TWO64 // bound)
     w = src.uint64(n)
     q = w // m
-    out = w - q * m
+    out: np.ndarray = w - q * m
     redo = np.flatnonzero(q >= q_lim)
     while redo.size:
         w = src.uint64(redo.size)
@@ -348,7 +348,7 @@ def _below_scalar(src: RandomSource, bound: int, n: int) -> np.ndarray:
 def _below_array(src: RandomSource, bound: np.ndarray) -> np.ndarray:
     """One exactly uniform uint64 in ``[0, bound[i])`` per lane; uint64 bounds, each ``>= 1``."""
     w = src.uint64(bound.size)
-    out = w % bound
+    out: np.ndarray = w % bound
     # Keep w iff its block start w - u satisfies (w - u) + bound <= 2**64, i.e. w - u <= ~bound + 1.
     redo = np.flatnonzero((w - out) > (~bound + _U64_ONE))
     while redo.size:
@@ -576,7 +576,7 @@ def _geometric(src: RandomSource, t: int, s: int, n: int) -> np.ndarray:
     v = _geometric_e1(src, n)
     if n and int(v.max()) > (_I64_MAX - (t - 1)) // t:  # probability below exp(-2**11)
         raise OverflowError("a geometric draw does not fit in int64")
-    x = u + v * t
+    x: np.ndarray = u + v * t
     return x // s if s != 1 else x
 
 
@@ -817,7 +817,8 @@ def _permute_and_flip(src: RandomSource, gaps: np.ndarray, num: int, den: int) -
     flips = _flips(src, num, den, rows * m).reshape(rows, m)
     keys = _order_keys(src, rows, m)
     # the candidate with the least gap is always accepted (G >= 0), so every row has an accepted lane
-    return np.argmin(np.where(flips >= gaps, keys, _KEY_LIMIT), axis=1).astype(np.int64)
+    chosen: np.ndarray = np.argmin(np.where(flips >= gaps, keys, _KEY_LIMIT), axis=1)
+    return chosen.astype(np.int64)
 
 
 def saturated_gaps(scores: npt.ArrayLike) -> np.ndarray:
@@ -832,7 +833,8 @@ def saturated_gaps(scores: npt.ArrayLike) -> np.ndarray:
             diff = values.max() - values
         else:
             diff = values.max().astype(np.int64).view(np.uint64) - values.astype(np.int64).view(np.uint64)
-        return np.minimum(diff, np.uint64(GAP_CAP)).astype(np.int64)
+        saturated: np.ndarray = np.minimum(diff, np.uint64(GAP_CAP))
+        return saturated.astype(np.int64)
     ints = [int(v) for v in np.asarray(scores, dtype=object).reshape(-1)]
     top = max(ints)
     return np.array([min(top - v, GAP_CAP) for v in ints], dtype=np.int64)

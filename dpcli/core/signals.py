@@ -22,12 +22,15 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec, PathFinder
 from types import FrameType, ModuleType, TracebackType
 
 from dpcli.errors import Interrupted
+
+# What signal.signal takes and returns: a function, SIG_DFL or SIG_IGN (ints), or None (a handler not set from Python)
+Handler = Callable[[int, FrameType | None], object] | int | None
 
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -140,7 +143,7 @@ class Held:
     handlers in the main thread. So this holds only where handlers can be set, the main thread."""
 
     def __init__(self) -> None:
-        self._old: dict[int, object] = {}
+        self._old: dict[int, Handler] = {}
         self._pending: list[int] = []
         self._holding = False
 
@@ -167,7 +170,7 @@ class Held:
         """Put the handlers back; a signal that came meanwhile is handled now (its handler raises here)."""
         old, self._old = self._old, {}
         for signum, handler in old.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            signal.signal(signum, handler)
         if self._pending:
             signum = self._pending[0]
             self._pending = []

@@ -31,13 +31,14 @@ into several groupings (evaluated together by ``collect_all``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import polars as pl
 
+from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.squares import rounded_square, square_step
 from dpcli.spec.grid import candidate_grid, quantile_bins
@@ -69,10 +70,11 @@ class ExactStatistic:
         return {"count": self.counts, "sum": self.sums, "squares": self.squares}[role]
 
 
-def column_types(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
+def column_types(columns: Mapping[str, Column], used: list[str]) -> dict[str, pl.DataType]:
+    """How each used column of ``columns`` (a spec's, by name) is read."""
     schema: dict[str, pl.DataType] = {}
     for name in used:
-        column = spec.columns[name]
+        column = columns[name]
         if column.type == "int":
             schema[name] = pl.Int64()
         elif column.type == "float":
@@ -85,9 +87,10 @@ def column_types(spec: Spec, used: list[str]) -> dict[str, pl.DataType]:
 def numeric_value(column: Column) -> pl.Expr:
     """A numeric column on its integer grid (grid units), clamped to the bounds; null when missing."""
     c = pl.col(column.name)
-    lo, hi = column.grid_bounds
     p = column.precision
-    assert p is not None and column.bounds is not None
+    if p is None or column.bounds is None:  # the spec's loader gives every numeric column both
+        raise InternalError(f"column {column.name!r} is read as a number without its precision and bounds")
+    lo, hi = column.grid_bounds
     if column.type == "int":
         value = c.clip(lo, hi)
     else:
@@ -143,7 +146,8 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     bins = histogram_bins(stat)
     column = spec.columns[stat.column]
     p = column.precision
-    assert p is not None
+    if p is None:  # the spec's loader gives a histogram's numeric column its precision
+        raise InternalError(f"column {column.name!r} is binned without its precision")
     n = bins.count
     if isinstance(bins, GridBins):
         # v = k*p is in bin i = floor((v - start) / step) = floor((k*sd - sn) * wd / (sd * wn)), with

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import polars as pl
 
@@ -39,6 +39,11 @@ from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]
 _FORMAT_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC"}
+
+
+def is_columnar(fmt: str) -> TypeGuard[ColumnarFormat]:
+    """Whether an input format is read by this module (Parquet, Arrow IPC) rather than as lines."""
+    return fmt in _FORMAT_NAMES
 
 
 # -- the file: structure from its footer only ------------------------------------------------------------------------

@@ -239,7 +239,7 @@ class PersonRows:
         self.seeds = Seeds.of(secret)
         # an empty text cell reads as a null one (no key is empty): both are hashed as null, so that a CSV (where an
         # empty field is null, a quoted one empty) and a typed file keep the same rows
-        typed = column_types(plan.spec, self.used)
+        typed = column_types(plan.spec.columns, self.used)
         self.normal = [pl.when(pl.col(c) != "").then(pl.col(c)).alias(c) for c in self.used if typed[c] == pl.String()]
         # what the statistics read of a row (cell codes, open keys, values), computed once per chunk: the rows are
         # held as these, not as their text

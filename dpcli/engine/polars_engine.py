@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -35,6 +35,7 @@ from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, column_types
 from dpcli.engine.columnar import (
     check_streaming,
     collect_columnar,
+    is_columnar,
     parse_number,
     person_rows,
     person_rows_columnar,
@@ -48,7 +49,7 @@ from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.plan.model import Plan
-from dpcli.spec.model import Spec
+from dpcli.spec.model import Column, Spec
 
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
 T = TypeVar("T")
@@ -88,10 +89,12 @@ class LineReader:
 
 
 def line_reader(
-    spec: Spec, header: list[str], used: list[str], eol: bytes, delimiter: str = ",", id_field: str | None = None
+    columns: Mapping[str, Column], header: list[str], used: list[str], eol: bytes, delimiter: str = ",",
+    id_field: str | None = None,
 ) -> LineReader:
-    """``id_field``: a person-level release's id field, read as text under the name ``persons.ID_COLUMN``."""
-    typed = column_types(spec, used)
+    """A reader of lines as ``used`` columns of ``columns`` (a spec's, by name). ``id_field``: a person-level
+    release's id field, read as text under the name ``persons.ID_COLUMN``."""
+    typed = column_types(columns, used)
     fields = [(name, name, typed[name]) for name in used]  # (field in the file, name in the frame, type)
     if id_field is not None:
         fields.append((id_field, ID_COLUMN, pl.String()))
@@ -138,7 +141,7 @@ class LineAggregator:
         self.eol = layout.eol
         position = {name: i for i, name in enumerate(layout.names)}
         id_field = spec.id_column
-        self.reader = line_reader(spec, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
+        self.reader = line_reader(spec.columns, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
         fields = [*self.used, *([] if id_field is None else [id_field])]
         self.repair = LineRepair({position[name] for name in fields}, layout.eol, layout.delimiter)
         self.biggest = largest_term(plan)
@@ -280,10 +283,10 @@ def aggregate(
     persons = None
     if spec.privacy.person is not None:
         persons = PersonRows(plan, secrets.token_bytes(SECRET_BYTES) if secret is None else secret)
-    if fmt in ("parquet", "arrow"):
+    if is_columnar(fmt):
         if persons is not None:
             with reading:
-                person_rows_columnar(path, fmt, spec, persons, max_input_bytes)  # type: ignore[arg-type]
+                person_rows_columnar(path, fmt, spec, persons, max_input_bytes)
             if on_bytes is not None:
                 size = path.stat().st_size
                 on_bytes(size, size)
@@ -293,7 +296,7 @@ def aggregate(
         queries = Queries(plan, pl.Int128())
         with reading:
             grouped = collect_columnar(
-                path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes  # type: ignore[arg-type]
+                path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes
             )
         if on_bytes is not None:
             size = path.stat().st_size
@@ -326,8 +329,8 @@ def check_input(spec: Spec, path: Path, input_format: str | None = None) -> list
     declared, and names every declared column (and a person-level release's id field). Returns the fields' names."""
     path = Path(path)
     fmt = input_format_of(path, input_format, spec.input_format)
-    if fmt in ("parquet", "arrow"):
-        names = scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()  # type: ignore[arg-type]
+    if is_columnar(fmt):
+        names = scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()
         check_id_field(path, names, spec, "schema")
         return names
     with CsvSource(path, spec, fmt) as source:
@@ -366,7 +369,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     layout = source.header
     spec = plan.spec
     used = used_columns(spec)
-    reader = line_reader(spec, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
+    reader = line_reader(spec.columns, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
     queries = Queries(plan, pl.Int128())
     skip = 1 if spec.csv.header else 0
     frame = _project(
@@ -427,7 +430,8 @@ def _quoted_frame(chunk: QuotedChunk, reader: LineReader, repair: LineRepair, eo
         return pl.concat(read, how="vertical")
     # a line polars cannot read even repaired: one record, its used cells missing
     empty = _read_lines(b"", 0, reader)
-    assert empty is not None
+    if empty is None:  # no bytes: nothing polars could fail to read
+        raise InternalError("the line reader failed on no input")
     return pl.concat([row if row is not None else empty.clear(1) for row in rows], how="vertical")
 
 

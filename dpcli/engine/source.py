@@ -36,8 +36,8 @@ import numpy as np
 
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, head_layout, read_head
 from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
-from dpcli.errors import InputError
-from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Spec
+from dpcli.errors import InputError, InternalError
+from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, CsvDialect
 
 # measured on 10M rows, two chunks in flight: 16 and 32 MB take the same time (1.20 s), 16 MB peaks lower (272 MB)
 CHUNK_BYTES = 16 << 20
@@ -240,13 +240,26 @@ def drop_long_records(data: bytes, term: bytes, max_record: int) -> bytes:
     return b"".join(pieces)
 
 
+class CsvSpec(Protocol):
+    """What a CSV input's reader needs of a spec: a release's ``Spec`` and a ``RandomizeSpec`` both have it."""
+
+    @property
+    def csv(self) -> CsvDialect: ...
+
+    @property
+    def quoted_line_breaks(self) -> bool: ...
+
+    @property
+    def field_names(self) -> tuple[str, ...] | None: ...
+
+
 class CsvSource:
     """``with CsvSource(path, spec, fmt) as src: src.layout; for chunk in src.chunks(): ...``"""
 
     def __init__(
         self,
         path: Path,
-        spec: Spec,
+        spec: CsvSpec,
         fmt: str = "csv",
         on_bytes: OnBytes | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
@@ -316,8 +329,8 @@ class CsvSource:
             if dialect.encoding in UTF16:
                 self._stream = stream
                 self._head = self._read_decoded(2 * _HEAD_BYTES)
-                self._utf16 = utf16_codec(dialect.encoding, self._head)
-                self.header = self._utf16_header()
+                self._utf16 = codec = utf16_codec(dialect.encoding, self._head)
+                self.header = self._utf16_header(codec)
                 return
             if dialect.encoding != "utf-8":
                 stream = _Transcoded(stream, dialect.encoding)
@@ -332,12 +345,10 @@ class CsvSource:
             line_end=dialect.line_end,
         )
 
-    def _utf16_header(self) -> HeaderLayout:
+    def _utf16_header(self, codec: str) -> HeaderLayout:
         """The layout of a UTF-16 file, from its raw first bytes: the header is the first record (it ends at the
         first LF or CR code unit found at any offset, as every record does), decoded on its own; ``data_start`` is a
         raw offset."""
-        codec = self._utf16
-        assert codec is not None
         head = self._head
         dialect = self.spec.csv
         bom = 2 if head.startswith(_UTF16_BOMS) else 0
@@ -356,7 +367,8 @@ class CsvSource:
 
     def _read_decoded(self, n: int) -> bytes:
         """Up to ``n`` bytes of the decoded stream (fewer only at its end)."""
-        assert self._stream is not None
+        if self._stream is None:
+            raise InternalError("a compressed or transcoded input is read once it is open")
         parts: list[bytes] = []
         got = 0
         while got < n:
@@ -382,6 +394,8 @@ class CsvSource:
         start = self.header.data_start
         limit = self.max_record_bytes
         if self.plain:
+            if self._fh is None:
+                raise InternalError("an input's chunks are read once it is open")
             yield from _mapped_chunks(self._fh, start, self.total, eol, chunk_bytes, self.on_bytes, limit)
             return
         codec = self._utf16
@@ -431,7 +445,7 @@ class CsvSource:
 
 
 def _mapped_chunks(
-    fh: IO[bytes] | None,
+    fh: IO[bytes],
     start: int,
     size: int,
     eol: bytes,
@@ -442,7 +456,6 @@ def _mapped_chunks(
     """Whole lines of a regular file from ``start``, one mapped window at a time (each window unmapped before the
     next is mapped, so resident memory stays at about two chunks); a line longer than ``max_record`` bytes is an
     empty line, found and passed over a window at a time, never copied."""
-    assert fh is not None
     pos = start
     granularity = mmap.ALLOCATIONGRANULARITY
     while pos < size:

@@ -520,7 +520,16 @@ def partition_rows(plan: Plan, layout: CsvLayout, schema: Any) -> Any:
 
 
 def _arrow_rows(frame: pl.DataFrame, schema: Any) -> list[Any]:
-    return frame.to_arrow().cast(schema).to_batches()
+    batches: list[Any] = frame.to_arrow().cast(schema).to_batches()  # pyarrow RecordBatches (pyarrow is untyped)
+    return batches
+
+
+def _frame(arrow: Any) -> pl.DataFrame:
+    """An Arrow record batch or table as a polars frame (``from_arrow`` makes a Series only of a single array)."""
+    frame = pl.from_arrow(arrow)
+    if not isinstance(frame, pl.DataFrame):
+        raise InternalError("an Arrow record batch or table read as a polars Series")
+    return frame
 
 
 def _rows_schema(empty: pl.DataFrame) -> tuple[Any, Any]:
@@ -566,7 +575,7 @@ def partition_persons(plan: Plan, secret: bytes, expected: tuple[str, tuple[int,
         people = PersonRows(plan, secret)
         for batch in batches:
             if batch.num_rows:
-                people.add(polars.from_arrow(batch).drop(_SPREAD))  # type: ignore[union-attr]
+                people.add(_frame(batch).drop(_SPREAD))
         yield from cell_table(people.cell_frames()).to_batches()
 
     return run
@@ -743,7 +752,7 @@ def exact_statistics(plan: Plan, table: Any) -> list[ExactStatistic]:
     """Every statistic's exact aggregates from the summed cell table (``persons.exact_from_frames``: per-cell arrays
     for declared cells, the observed entries of an open-key statistic)."""
     limb = pl.lit(_LIMB, dtype=pl.Int128())
-    cells = pl.from_arrow(table).with_columns(  # type: ignore[union-attr]
+    cells = _frame(table).with_columns(
         (pl.col("hi").cast(pl.Int128()) * limb + pl.col("lo").cast(pl.Int128())).alias("s")
     )
     frames = []
@@ -772,7 +781,7 @@ def partition_frames(plan: Plan) -> Any:
         aggregator = FrameAggregator(plan)
         for batch in batches:
             if batch.num_rows:
-                aggregator.add(pl.from_arrow(batch))  # type: ignore[arg-type]
+                aggregator.add(_frame(batch))
         yield from cell_rows(aggregator.finish())
 
     return run
@@ -787,7 +796,7 @@ def partition_typed_rows(plan: Plan, schema: Any) -> Any:
         used = used_columns(spec)
         for batch in batches:
             if batch.num_rows:
-                frame = pl.from_arrow(batch).lazy()  # type: ignore[union-attr]
+                frame = _frame(batch).lazy()
                 yield from _arrow_rows(typed_frame(frame, spec, used, spec.id_column).collect(), schema)
 
     return run
@@ -808,7 +817,7 @@ def _parquet(spark: Any, plan: Plan, path: str | Path, secret: bytes | None) -> 
         picked = frame.select(*(used or frame.columns[:1]))
         return picked.mapInArrow(partition_frames(plan), _cell_schema())
     picked = frame.select(*dict.fromkeys([plan.spec.id_column, *used]))
-    empty = pl.from_arrow(picked.limit(0).toArrow()).lazy()  # type: ignore[union-attr]
+    empty = _frame(picked.limit(0).toArrow()).lazy()
     arrow_schema, spark_schema = _rows_schema(typed_frame(empty, plan.spec, used, plan.spec.id_column).collect())
     rows = picked.mapInArrow(partition_typed_rows(plan, arrow_schema), spark_schema)
     return by_person(rows, spark_schema.names).mapInArrow(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from dpcli.core.accounting import Cap
 from dpcli.errors import LedgerError
 from dpcli.ledger import open_ledger
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Record, VerifyReport, published_head
@@ -31,7 +32,7 @@ def set_budget(
     when given (the ledger's cap rules: dpcli.ledger.base.cap_fields)."""
     book = open_ledger(location, lock_timeout=lock_timeout)
     new_here = book.status(dataset) is None
-    record = book.set_cap(dataset, epsilon, delta, allow_raise, unit, neighbours)
+    record = book.set_cap(dataset, Cap(epsilon, delta), allow_raise, unit, neighbours)
     return CapSet(record, book.status(dataset), new_here)
 
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from dpcli.core.accounting import (
     Budget,
+    Cap,
     format_decimal,
     format_exact,
     parse_exact,
@@ -24,7 +25,7 @@ from dpcli.core.accounting import (
     round_up_to,
     zcdp_to_epsilon,
 )
-from dpcli.errors import BudgetRefused, InternalError, LedgerError, ReleaseIdPaid, UsageError
+from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
 
 GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
@@ -41,7 +42,7 @@ CHARGE_GRID = 10**18
 # A cap and its delta stay exact, with at most this many digits in numerator and denominator (1/3, 0.1 and 1e-99
 # are fine; 1e-100 is not): every number the ledger holds then parses, prints and converts to float quickly.
 MAX_DIGITS = 100
-_LIMIT = 10**MAX_DIGITS
+_LIMIT: int = 10**MAX_DIGITS  # typed: int ** int is Any to mypy (a negative power is a float)
 # Longest number text read from a ledger record: more than any value within MAX_DIGITS needs, and short enough that
 # a hostile record (an epsilon of 5,000 digits) is refused before anything parses it.
 MAX_NUMBER_TEXT = 256
@@ -56,6 +57,64 @@ def charge(x: Fraction) -> Fraction:
 def within_limits(x: Fraction) -> bool:
     """Numerator and denominator have at most MAX_DIGITS digits (compared as integers: str() of a huge int raises)."""
     return abs(x.numerator) < _LIMIT and x.denominator < _LIMIT
+
+
+# The fields a command hands the ledger for a new record (before its seq, link, time and MAC): one shape per record
+# type, as written since dpcli 0.2. A record read back is a dict[str, Any] until _check_shape has checked its types.
+CapFields = TypedDict(  # functional form: ``raise`` is a keyword
+    "CapFields",
+    {
+        "type": Literal["cap"], "dataset": str, "epsilon": str, "delta": str, "raise": NotRequired[bool],
+        "unit": NotRequired[str], "neighbours": NotRequired[str],
+    },
+)
+
+
+class PurchaseFields(TypedDict):
+    """What a spend record names of its purchase (``Purchase.fields``)."""
+
+    command: NotRequired[str]
+    release_id: str
+    release_key: str
+    spec_sha256: str
+    unit: str
+    neighbours: str
+    statistics: list[str]
+
+
+class SpendFields(TypedDict):
+    type: Literal["spend"]
+    dataset: str
+    epsilon: str
+    rho: NotRequired[str]
+    delta: NotRequired[str]
+
+
+class PaidSpendFields(SpendFields, PurchaseFields):
+    """A spend that names what it paid for (every command's; a bare spend is the library's and the tests')."""
+
+
+class RandomizedFields(TypedDict):
+    column: str
+    epsilon: str
+    keys_sha256: str
+
+
+class DeliveryFields(TypedDict):
+    """What a ``released`` record names of its delivery (``Delivery.fields``)."""
+
+    release_id: str
+    table_sha256: str
+    output_sha256: NotRequired[str]
+    randomized: NotRequired[list[RandomizedFields]]
+
+
+class ReleasedFields(DeliveryFields):
+    type: Literal["released"]
+    release_key: str
+
+
+NewFields = CapFields | SpendFields | PaidSpendFields | ReleasedFields
 
 
 @dataclass(frozen=True)
@@ -158,9 +217,10 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def new_record(records: list[Record], fields: dict[str, Any], key: bytes | None) -> Record:
+def new_record(records: list[Record], fields: NewFields, key: bytes | None) -> Record:
     """The record that follows the verified ``records``: ``fields`` with its seq, link, time and (keyed) MAC."""
-    full = {"seq": len(records), "prev": records[-1].hash if records else GENESIS, "time": now(), **fields}
+    link = records[-1].hash if records else GENESIS
+    full: dict[str, Any] = {"seq": len(records), "prev": link, "time": now(), **fields}
     if key is not None:
         full["mac"] = "hmac-sha256"
     return Record(full, record_hash(full, key))
@@ -340,7 +400,6 @@ def check_spend(
             hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
         )
     before, after = status.spent, status.after(epsilon, rho, delta).spent
-    assert status.cap is not None
     if after > status.cap:
         requested = after - before
         remaining = max(status.cap - before, Fraction(0))
@@ -383,11 +442,12 @@ def _unit_text(unit: str | None) -> str:
 
 
 def cap_fields(
-    records: list[Record], ledger_name: str, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
+    records: list[Record], ledger_name: str, dataset: str, cap: Cap, allow_raise: bool,
     unit: str | None = None, neighbours: str | None = None,
-) -> dict[str, Any]:
+) -> CapFields:
     """The fields of a new cap record, checked against the verified ``records``: raising needs ``allow_raise``;
     ``unit`` and ``neighbours`` (both or neither) pin the dataset's relation, or must match its pin."""
+    epsilon, delta = cap.epsilon, cap.delta
     for name, value in (("epsilon", epsilon), ("delta", delta)):
         if not within_limits(value):
             raise UsageError(
@@ -402,7 +462,7 @@ def cap_fields(
             "is recorded as a raise and must be asked for",
             hint="that needs --raise",
         )
-    fields: dict[str, Any] = {
+    fields: CapFields = {
         "type": "cap", "dataset": dataset, "epsilon": format_exact(epsilon), "delta": format_exact(delta)
     }
     if raising:
@@ -410,7 +470,7 @@ def cap_fields(
     if neighbours is not None:
         unit = unit or "row"
         check_pin(status, dataset, unit, neighbours, ledger_name)
-        fields.update(unit=unit, neighbours=neighbours)
+        fields["unit"], fields["neighbours"] = unit, neighbours
     return fields
 
 
@@ -433,12 +493,23 @@ class Purchase:
     statistics: tuple[str, ...]
     command: str | None = None
 
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {} if self.command is None else {"command": self.command}
-        out.update(
-            release_id=self.release_id, release_key=self.release_key, spec_sha256=self.spec_sha256, unit=self.unit,
-            neighbours=self.neighbours, statistics=list(self.statistics),
-        )
+    @classmethod
+    def of(
+        cls, dataset: str, spec_sha256: str, release_id: str, unit: str, neighbours: str, statistics: tuple[str, ...],
+        command: str | None = None,
+    ) -> Purchase:
+        """The purchase of a run of a spec under a release id: its release key computed here, the one place every
+        command that spends gets it from (so two commands can never name one release two ways)."""
+        key = release_key(dataset, spec_sha256, release_id)
+        return cls(release_id, key, spec_sha256, unit, neighbours, statistics, command)
+
+    def fields(self) -> PurchaseFields:
+        out: PurchaseFields = {
+            "release_id": self.release_id, "release_key": self.release_key, "spec_sha256": self.spec_sha256,
+            "unit": self.unit, "neighbours": self.neighbours, "statistics": list(self.statistics),
+        }
+        if self.command is not None:
+            out["command"] = self.command  # (records are written with sorted keys: the order is not stored)
         return out
 
 
@@ -461,8 +532,8 @@ class Delivery:
     output_sha256: str | None = None
     randomized: tuple[RandomizedColumn, ...] = ()
 
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"release_id": self.release_id, "table_sha256": self.table_sha256}
+    def fields(self) -> DeliveryFields:
+        out: DeliveryFields = {"release_id": self.release_id, "table_sha256": self.table_sha256}
         if self.output_sha256 is not None:
             out["output_sha256"] = self.output_sha256
         if self.randomized:
@@ -483,11 +554,9 @@ def paid_spend(records: list[Record], key: str) -> Record | None:
 
 def spend_fields(
     records: list[Record], ledger_name: str, dataset: str, cost: Budget, purchase: Purchase | None = None,
-) -> dict[str, Any]:
+) -> SpendFields | PaidSpendFields:
     """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
     paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
-    if cost.delta:
-        raise InternalError("a spend has no δ of its own: its partition selections' δ is selection_delta")
     epsilon, rho, delta = cost.epsilon, cost.rho, cost.selection_delta
     if purchase is not None:
         earlier = paid_spend(records, purchase.release_key)
@@ -506,13 +575,15 @@ def spend_fields(
         # never write what could not be read back
         raise UsageError(f"a spend may have at most {MAX_DIGITS} digits in its charged numerator and denominator")
     # the record holds what is charged (on the grid): the exact request is in the spec, named by its hash
-    details = {} if purchase is None else purchase.fields()
-    fields = {**details, "type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
+    fields: SpendFields = {"type": "spend", "dataset": dataset, "epsilon": format_exact(charged_eps)}
     if charged_rho:
         fields["rho"] = format_exact(charged_rho)
     if delta:
         fields["delta"] = format_exact(delta)  # partition selections' delta, spent outright
-    return fields
+    if purchase is None:
+        return fields
+    paid: PaidSpendFields = {**purchase.fields(), **fields}
+    return paid
 
 
 _AGAINST = {"argument": "published head", "option": "--against"}
@@ -554,16 +625,17 @@ class Ledger(ABC):
     # -- writing: the checks and the record's fields are shared; each backend appends under its own lock ----------
 
     @abstractmethod
-    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
+    def _write(self, build: Callable[[list[Record]], NewFields], doing: str) -> Record:
         """Under the writers' lock: read and verify the chain, call ``build(records)`` for the new record's fields
         (it raises to refuse; nothing is written then), and append that record durably (``new_record``)."""
 
     def set_cap(
-        self, dataset: str, epsilon: Fraction, delta: Fraction, allow_raise: bool,
-        unit: str | None = None, neighbours: str | None = None,
+        self, dataset: str, cap: Cap, allow_raise: bool, unit: str | None = None, neighbours: str | None = None,
     ) -> Record:
+        """Append a cap record for ``dataset`` (checked by ``cap_fields``: raising needs ``allow_raise``; ``unit``
+        and ``neighbours``, both or neither, pin the dataset's relation)."""
         return self._write(
-            lambda records: cap_fields(records, self.name, dataset, epsilon, delta, allow_raise, unit, neighbours),
+            lambda records: cap_fields(records, self.name, dataset, cap, allow_raise, unit, neighbours),
             "setting the cap",
         )
 
@@ -579,7 +651,7 @@ class Ledger(ABC):
         runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
         spent (the paid-run protocol raises there a signal that came during the lock wait)."""
 
-        def build(records: list[Record]) -> dict[str, Any]:
+        def build(records: list[Record]) -> NewFields:
             if before_append is not None:
                 before_append()
             fields = spend_fields(records, self.name, dataset, cost, purchase)

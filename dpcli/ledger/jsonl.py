@@ -28,7 +28,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from dpcli.core.files import atomic_write, fsync_directory
 from dpcli.errors import LedgerError, UsageError
@@ -37,6 +37,7 @@ from dpcli.ledger.base import (
     GENESIS,
     HEX_HEAD,
     Ledger,
+    NewFields,
     Record,
     check_lock_timeout,
     head_mac,
@@ -99,6 +100,10 @@ class JsonlLedger(Ledger):
 
     # -- the lock ----------------------------------------------------------------------------------------------
 
+    @overload
+    def _open(self, write: Literal[True]) -> int: ...
+    @overload
+    def _open(self, write: bool) -> int | None: ...
     def _open(self, write: bool) -> int | None:
         """An fd of the ledger file (created empty for a writer); None for a reader when there is no file."""
         flags = _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK  # O_NONBLOCK: a FIFO put in its place must not hang the open
@@ -144,6 +149,10 @@ class JsonlLedger(Ledger):
             time.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: timing only
             pause = min(pause * 2, 0.05)
 
+    @overload
+    def _lock(self, write: Literal[True]) -> int: ...
+    @overload
+    def _lock(self, write: bool) -> int | None: ...
     def _lock(self, write: bool) -> int | None:
         """The ledger file, open and locked; None for a reader when there is no file. Close the fd to unlock."""
         deadline = time.monotonic() + self.lock_timeout
@@ -328,7 +337,7 @@ class JsonlLedger(Ledger):
         # errors ignored: if a rename is lost in a crash, the older head stays, and an older head is consistent
         fsync_directory(self._directory)
 
-    def _append(self, fd: int, records: list[Record], fields: dict[str, Any]) -> Record:
+    def _append(self, fd: int, records: list[Record], fields: NewFields) -> Record:
         """Append one record, durably, or leave the ledger exactly as it was and raise LedgerError.
 
         Order: the next head is staged (written and fsynced beside the ledger), the record is written and fsynced,
@@ -384,9 +393,8 @@ class JsonlLedger(Ledger):
             # the record (whole or torn) stays; whole, it is only an older head's extra spend (the safe direction)
             pass
 
-    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
+    def _write(self, build: Callable[[list[Record]], NewFields], doing: str) -> Record:
         fd = self._lock(write=True)
-        assert fd is not None
         try:
             records = self._read(fd)
             return self._append(fd, records, build(records))
@@ -400,7 +408,6 @@ class JsonlLedger(Ledger):
         if self.key is None:
             raise UsageError(f"ledger {self.name}: sealing its head needs the ledger key")
         fd = self._lock(write=True)
-        assert fd is not None
         try:
             chunks, offset = [], 0
             while chunk := os.pread(fd, 1 << 20, offset):

@@ -38,6 +38,7 @@ from dpcli.errors import DpcliError, LedgerError, UsageError
 from dpcli.ledger.base import (
     DEFAULT_LOCK_TIMEOUT,
     Ledger,
+    NewFields,
     Record,
     canonical,
     check_lock_timeout,
@@ -349,7 +350,7 @@ class PostgresLedger(Ledger):
 
     # -- writing -----------------------------------------------------------------------------------------------
 
-    def _append(self, cur: Any, records: list[Record], fields: dict[str, Any]) -> Record:
+    def _append(self, cur: Any, records: list[Record], fields: NewFields) -> Record:
         record = new_record(records, fields, self.key)
         full, h = record.fields, record.hash
         text = canonical(full).decode("utf-8")
@@ -361,7 +362,7 @@ class PostgresLedger(Ledger):
         )
         return record
 
-    def _write(self, build: Callable[[list[Record]], dict[str, Any]], doing: str) -> Record:
+    def _write(self, build: Callable[[list[Record]], NewFields], doing: str) -> Record:
         def body(cur: Any) -> Record:
             records = self._read(cur)
             return self._append(cur, records, build(records))  # what build raises rolls the transaction back

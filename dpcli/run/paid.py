@@ -45,10 +45,11 @@ import hashlib
 import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from dpcli.core import signals
 from dpcli.core.accounting import Budget
@@ -57,8 +58,8 @@ from dpcli.ledger import Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import check_pin, paid_spend
 
 __all__ = [
-    "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "leaves_nothing", "spent_then_failed",
-    "what_failed",
+    "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "leaves_nothing", "run_release_id",
+    "spent_then_failed", "what_failed",
 ]
 
 # A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
@@ -76,6 +77,14 @@ def check_release_id(release_id: str) -> str:
             "starting with a letter or digit"
         )
     return release_id
+
+
+def run_release_id(given: str | None) -> tuple[str, bool]:
+    """A run's release id and whether it was named: ``given``, checked (UsageError), else a fresh random one (its
+    key, dpcli.ledger.Purchase.of, then names a release no other run asks for)."""
+    if given is None:
+        return uuid.uuid4().hex, False
+    return check_release_id(given), True
 
 
 @dataclass
@@ -154,8 +163,9 @@ class Work(Protocol[R_co]):
 
 
 @dataclass
-class PaidRun(Generic[R]):
-    """One run of a command that spends, for one release id (drawn when not given) of one spec."""
+class PaidRun:
+    """One run of a command that spends, for one release id (drawn when not given) of one spec. What it returns is
+    its ``Work``'s (``pay`` and ``reissue`` are generic in it), so one type serves every command."""
 
     book: Ledger
     dataset: str

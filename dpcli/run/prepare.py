@@ -14,7 +14,6 @@ refusal, its exit code and its message are the same ones. Nothing here reads the
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -27,7 +26,7 @@ from dpcli.engine import input_format as format_of
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, check_input_timeout, input_path
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_ledger, resolve_ledger
-from dpcli.ledger.base import charge, check_spend, release_key
+from dpcli.ledger.base import charge, check_spend
 from dpcli.plan.cost import ReleaseCost, check_cost
 from dpcli.plan.model import Plan, make_plan
 from dpcli.publish.labels import check_labels
@@ -37,7 +36,7 @@ from dpcli.publish.sidecar import sidecar_path
 from dpcli.publish.store import decode_table
 from dpcli.publish.table import Table
 from dpcli.publish.writers import output_format
-from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id
+from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id, run_release_id
 from dpcli.spec.load import load_spec
 from dpcli.spec.model import Spec
 from dpcli.spec.v1 import ENGINES, INPUT_FORMATS
@@ -83,7 +82,6 @@ class Prepared:
     cost: ReleaseCost
     release_id: str
     named: bool  # the release id was given (else drawn for this run)
-    key: str  # the release's name in the ledger's store (release_key)
     input_timeout: float | None
     remote: str | None  # an input URL (only the Spark engine reads one)
     source: Path | None  # the input file (None: standard input, or a URL)
@@ -149,9 +147,7 @@ def prepare(
         + (", plus open keys chosen by partition selection" if any(sp.selection for sp in plan.statistics) else "")
         + f", {plan.cost_text()}"
     )
-    named = release_id is not None
-    release_id = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
-    key = release_key(spec.dataset, spec.sha256, release_id)
+    release_id, named = run_release_id(release_id)
     input_timeout = check_input_timeout(input_timeout)
 
     location_given = input if input is not None else spec.input
@@ -195,8 +191,8 @@ def prepare(
     elif book is not None:
         run = PaidRun(
             book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
-            Purchase(release_id, key, spec.sha256, spec.privacy.pinned_unit, spec.privacy.neighbours,
-                     tuple(s.statistic.name for s in plan.statistics)),
+            Purchase.of(spec.dataset, spec.sha256, release_id, spec.privacy.pinned_unit, spec.privacy.neighbours,
+                        tuple(s.statistic.name for s in plan.statistics)),
             named, lock_timeout, say,
         )
         paid = run.earlier_spend(records)
@@ -205,7 +201,7 @@ def prepare(
             run.check_budget(records)
             say("budget available")
     return Prepared(
-        spec, plan, checked.cost, release_id, named, key, input_timeout, remote, source, input_fmt, engine,
+        spec, plan, checked.cost, release_id, named, input_timeout, remote, source, input_fmt, engine,
         output_path, fmt, meta_path, report_path, summary_path, book, records, paid, run,
     )
 
@@ -295,11 +291,11 @@ class LedgerOutlook:
         return None if self.cap is None or self.after is None else self.cap - self.after
 
 
-def ledger_outlook(plan: Plan, location: object, lock_timeout: float | None = None) -> LedgerOutlook:
+def ledger_outlook(plan: Plan, location: str | Path, lock_timeout: float | None = None) -> LedgerOutlook:
     """Reads (and verifies) the ledger, waiting at most ``lock_timeout`` seconds for it (default: the ledger's);
     writes nothing, reserves nothing."""
     wait = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
-    ledger = open_ledger(location, lock_timeout=wait)  # type: ignore[arg-type]
+    ledger = open_ledger(location, lock_timeout=wait)
     status = ledger.verify().datasets.get(plan.spec.dataset)
     name = ledger.name  # a PostgreSQL URL without its password
     refused = None

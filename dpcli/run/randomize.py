@@ -18,12 +18,10 @@ import csv
 import hashlib
 import json
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -54,11 +52,10 @@ from dpcli.ledger import (
     open_ledger,
     resolve_ledger,
 )
-from dpcli.ledger.base import release_key
 from dpcli.mechanisms.randomized_response import randomize_keys
 from dpcli.publish.paths import check_release_paths
 from dpcli.publish.paths import output_path as checked_output
-from dpcli.run.paid import Paid, PaidRun, Unpaid, check_release_id, leaves_nothing
+from dpcli.run.paid import Paid, PaidRun, Unpaid, leaves_nothing, run_release_id
 from dpcli.spec.model import Column
 from dpcli.spec.randomize import RANDOMIZE_FORMATS, RandomizeSpec, load_randomize_spec
 
@@ -110,9 +107,7 @@ def randomize(
     say = progress or (lambda _msg: None)
     if not isinstance(spec, RandomizeSpec):
         spec = load_randomize_spec(spec)
-    named = release_id is not None
-    release_id = check_release_id(release_id) if release_id is not None else uuid.uuid4().hex
-    key = release_key(spec.dataset, spec.sha256, release_id)
+    release_id, named = run_release_id(release_id)
     input_timeout = check_input_timeout(input_timeout)
     source = input_path(input, spec.input)
     fmt = format_of(source, None, spec.input_format)
@@ -131,10 +126,10 @@ def randomize(
 
     records = book.records()
     say("ledger chain verified")
-    run: PaidRun[Randomized] = PaidRun(
+    run = PaidRun(
         book, spec.dataset, Budget(spec.epsilon),
-        Purchase(release_id, key, spec.sha256, spec.unit, spec.neighbours, tuple(c.name for c in spec.columns),
-                 RANDOMIZE_COMMAND),
+        Purchase.of(spec.dataset, spec.sha256, release_id, spec.unit, spec.neighbours,
+                    tuple(c.name for c in spec.columns), RANDOMIZE_COMMAND),
         named, lock_timeout, say,
     )
     work = _RandomizeWork(spec, book, release_id, output_path, say)
@@ -219,14 +214,13 @@ def read_keys(
     lost), so each chunk is put together here in order: the engine's quote-blind polars read, with the quoted lines
     (found by a byte search) split again in place. Splitting every line in Python instead made the whole call 3.4x
     slower (bench/bench_randomize.py at 299,000 rows: 7.9 s against 2.3 s, same loaded machine)."""
-    # CsvSource reads .csv, .quoted_line_breaks and .field_names, which a RandomizeSpec has as a Spec does
-    with reading, CsvSource(path, spec, fmt, max_input_bytes=max_input_bytes) as source:  # type: ignore[arg-type]
+    with reading, CsvSource(path, spec, fmt, max_input_bytes=max_input_bytes) as source:
         layout = source.layout
         names = list(layout.names)
         positions = _positions(spec, path, names)
-        # the engine's quote-blind line reader (one row per line, in order); its typing asks for spec.columns by name
-        typed = SimpleNamespace(columns={c.name: c for c in spec.columns})
-        reader = line_reader(typed, names, [c.name for c in spec.columns], layout.eol, layout.delimiter)  # type: ignore[arg-type]
+        # the engine's quote-blind line reader (one row per line, in order)
+        by_name = {c.name: c for c in spec.columns}
+        reader = line_reader(by_name, names, list(by_name), layout.eol, layout.delimiter)
         parts = [_chunk_texts(chunk, reader, layout.eol, positions) for chunk in source.chunks()]
     frame = pl.concat(parts) if parts else pl.DataFrame({c.name: pl.Series([], dtype=pl.String) for c in spec.columns})
     return [frame.select(key_index(c, pl.col(c.name)).fill_null(-1)).to_series().to_numpy() for c in spec.columns]
@@ -284,7 +278,7 @@ def check_randomize(spec_path: str | Path, input: str | None = None) -> str:  # 
     source = input_path(input, spec.input)
     checked = ""
     if source is not None:
-        with CsvSource(source, spec, format_of(source, None, spec.input_format)) as csv_source:  # type: ignore[arg-type]
+        with CsvSource(source, spec, format_of(source, None, spec.input_format)) as csv_source:
             _positions(spec, source, list(csv_source.layout.names))
         checked = f"; {source} has every chosen column"
     return (f"dpcli: {spec_path} is valid: randomize {len(spec.columns)} column(s) at ε={format_exact(spec.epsilon)} "

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from dpcli.core.accounting import parse_exact
 from dpcli.engine import ExactStatistic, aggregate, check_input
@@ -34,10 +34,10 @@ from dpcli.publish.sidecar import release_metadata, sidecar_path, write_sidecar
 from dpcli.publish.store import encode_table
 from dpcli.publish.table import CONTRACT, Table, build_table
 from dpcli.publish.writers import write_table
-from dpcli.run.paid import RELEASE_ID, Paid, PaidRun, Unpaid, check_release_id, leaves_nothing, what_failed
+from dpcli.run.paid import RELEASE_ID, Paid, Unpaid, check_release_id, leaves_nothing, what_failed
 from dpcli.run.prepare import UNSTORED_TABLE, load_stored_table, prepare
 from dpcli.run.randomize import find_randomized
-from dpcli.spec.model import Spec
+from dpcli.spec.model import Frequency, Spec
 
 __all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.run.paid
 
@@ -54,7 +54,7 @@ class Release:
     output_sha256: str
     ledger: str
     release_id: str
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)  # the sidecar's JSON object
     reused: bool = False  # True: the stored table of an earlier run under the same release id; nothing spent
 
     @property
@@ -134,7 +134,7 @@ def release(
         done = _release_frequencies(plan, book, ready.records, source, input_fmt, engine, spark_master, output_path,
                                     fmt, input_timeout, max_input_bytes, on_input_bytes, say, release_id)
         return pages.write(done, _FREQUENCY.text())
-    run: PaidRun[Release] = ready.run
+    run = ready.run
     work = _TableWork(plan, book, release_id, output_path, fmt, meta_path, pages, say)
     if ready.paid is not None:
         say(f"release id '{release_id}' of this spec is paid for: returning its stored table, reading no input")
@@ -273,7 +273,8 @@ class _Pages:
 
 
 def _write_outputs(
-    table: Table, output_path: Path | None, fmt: str, meta: dict, paid: Paid | Unpaid, meta_path: Path | None = None,
+    table: Table, output_path: Path | None, fmt: str, meta: dict[str, Any], paid: Paid | Unpaid,
+    meta_path: Path | None = None,
 ) -> str:
     """Write the table (and its sidecar: at ``meta_path``, else beside a file); returns the table's sha256.
 
@@ -331,12 +332,15 @@ def _release_frequencies(
     to ``engine/cells.py``) and their unbiased estimates. Nothing is spent and no ledger record is written: the
     estimates are post-processing of a published file, and the same file always gives the same numbers."""
     spec = plan.spec
+    frequencies = [sp.statistic for sp in plan.statistics if isinstance(sp.statistic, Frequency)]
+    if len(frequencies) != len(plan.statistics):  # Plan.frequency_only, by the kinds' family, says they all are
+        raise InternalError("a frequency release has only frequency statistics")
     with InputFile(source, input_timeout, max_input_bytes, on_input_bytes) as src:
         digest = _file_sha256(src.path)
         vouchers = [
-            find_randomized(records, book.name, digest, spec.dataset, spec.columns[sp.statistic.column],  # type: ignore[index]
-                            sp.statistic.randomized_epsilon)  # type: ignore[union-attr]
-            for sp in plan.statistics
+            find_randomized(records, book.name, digest, spec.dataset, spec.columns[stat.column],
+                            stat.randomized_epsilon)
+            for stat in frequencies
         ]
         say(f"input is the randomize output recorded by ledger record {vouchers[0].seq}")
         if engine == "spark":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.core.accounting import Cap
 from dpcli.ledger import JsonlLedger
 from tests.cli.test_refusals import CSV, PERSON, REFUSED, spec
 from tests.helpers import run_in_process
@@ -35,12 +36,12 @@ class Case:
 
 def _cap(epsilon: str = "10", unit: str | None = None, neighbours: str | None = None) -> Callable[[Path], None]:
     def make(path: Path) -> None:
-        JsonlLedger(path).set_cap("people", Fraction(epsilon), Fraction(0), False, unit, neighbours)
+        JsonlLedger(path).set_cap("people", Cap(Fraction(epsilon), Fraction(0)), False, unit, neighbours)
     return make
 
 
 def _no_cap(path: Path) -> None:
-    JsonlLedger(path).set_cap("other", Fraction(1), Fraction(0), False)
+    JsonlLedger(path).set_cap("other", Cap(Fraction(1), Fraction(0)), False)
 
 
 def _paid(*, keep_table: bool) -> Callable[[Path], None]:

@@ -11,6 +11,7 @@ import pytest
 
 from dpcli.core.accounting import (
     Budget,
+    Cap,
     epsilon_delta_to_rho,
     format_exact,
     pure_to_rho,
@@ -173,7 +174,7 @@ def test_budget_form_errors(privacy: str, stats: str, message: str) -> None:
 def test_mixed_pure_and_zcdp_spends_against_an_epsilon_delta_cap(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
     delta = F(1, 10**6)
-    book.set_cap("d", F(3), delta, allow_raise=False)
+    book.set_cap("d", Cap(F(3), delta), allow_raise=False)
     book.spend("d", Budget(F(1, 2)))
     book.spend("d", Budget(F(0), rho=F(1, 100)))
     status = book.status("d")
@@ -191,7 +192,7 @@ def test_mixed_pure_and_zcdp_spends_against_an_epsilon_delta_cap(tmp_path: Path)
 
 def test_zcdp_spend_against_a_delta_zero_cap_is_refused(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
-    book.set_cap("d", F(10), F(0), allow_raise=False)
+    book.set_cap("d", Cap(F(10), F(0)), allow_raise=False)
     with pytest.raises(BudgetRefused) as exc:
         book.spend("d", Budget(F(0), rho=F(1, 1000)))
     assert "cap has δ=0" in str(exc.value)

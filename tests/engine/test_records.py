@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dpcli.core.accounting import Cap
 from dpcli.engine import aggregate
 from dpcli.errors import InputError
 from dpcli.ledger import open_ledger
@@ -134,7 +135,7 @@ def test_finding_3_an_unescaped_quote_in_unused_free_text_leaves_every_other_rec
 def test_finding_3_through_the_command_exits_0_and_prints_nothing(tmp_path: Path) -> None:
     csv_file(tmp_path / "hostile.csv", finding_3_rows())
     (tmp_path / "spec.yaml").write_text(SPEC)
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("toy", Fraction(100), Fraction(0), False)
+    open_ledger(tmp_path / "ledger.jsonl").set_cap("toy", Cap(Fraction(100), Fraction(0)), False)
     r = run_dpcli("release", tmp_path / "spec.yaml", "-i", tmp_path / "hostile.csv", "-o", tmp_path / "out.csv",
                   "--ledger", tmp_path / "ledger.jsonl", "--quiet")
     assert r.returncode == 0, r.stderr
@@ -185,7 +186,7 @@ def test_finding_5_through_the_command_exits_0_and_prints_nothing(tmp_path: Path
     rows = with_cell(base_rows(), POSITIONS[where], CELLS["sex"], b"M\xe9")
     csv_file(tmp_path / "hostile.csv", rows, final_eol=where != "last")
     (tmp_path / "spec.yaml").write_text(SPEC)
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("toy", Fraction(100), Fraction(0), False)
+    open_ledger(tmp_path / "ledger.jsonl").set_cap("toy", Cap(Fraction(100), Fraction(0)), False)
     r = run_dpcli("release", tmp_path / "spec.yaml", "-i", tmp_path / "hostile.csv", "-o", tmp_path / "out.csv",
                   "--ledger", tmp_path / "ledger.jsonl", "--quiet")
     assert (r.returncode, r.stderr, r.stdout) == (0, b"", b"")
@@ -379,7 +380,7 @@ def test_a_line_reads_the_same_whichever_way_it_goes(first: str, data: st.DataOb
     from dpcli.engine.polars_engine import line_reader
 
     header = [first] + [c for c in ["s", "i", "f", "t", "j"] if c != first]
-    reader = line_reader(FIVE, header, header, eol)
+    reader = line_reader(FIVE.columns, header, header, eol)
     line = data.draw(lines(eol))
     view = np.frombuffer(line + eol, dtype=np.uint8)
     quoted_lines, bad = classify(view, np.array([len(line)]), eol[0])

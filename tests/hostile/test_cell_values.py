@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpcli.core.accounting import Cap
 from dpcli.ledger import open_ledger
 from dpcli.plan.model import make_plan
 from dpcli.spec.load import parse_spec
@@ -179,7 +180,7 @@ def test_ten_million_distinct_values_in_an_unused_column_do_not_blow_up_memory(t
         "  - {name: h, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 10}}\n"
         "  - {name: m, kind: mean, column: age}\n"
     )
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("mem", Fraction(100), Fraction(0), False)
+    open_ledger(tmp_path / "ledger.jsonl").set_cap("mem", Cap(Fraction(100), Fraction(0)), False)
 
     def peak_kib(data: str) -> int:
         probe = (

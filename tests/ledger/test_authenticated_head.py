@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.core.accounting import Cap
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger import JsonlLedger
 from tests.helpers import clean_env, run_dpcli
@@ -64,7 +65,7 @@ def test_a_keyed_ledger_head_from_dpcli_0_2_is_sealed_by_the_operator(work: Path
 
 def test_a_new_keyed_ledger_has_an_authenticated_head_from_its_first_record(tmp_path: Path) -> None:
     led = tmp_path / "L.jsonl"
-    JsonlLedger(led, key=b"k").set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+    JsonlLedger(led, key=b"k").set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     head = json.loads((tmp_path / "L.jsonl.head").read_text())
     assert head["seq"] == 0
     assert len(head["mac"]) == 64

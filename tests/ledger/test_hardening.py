@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.core.accounting import Budget
+from dpcli.core.accounting import Budget, Cap
 from dpcli.errors import BudgetRefused, LedgerError
 from dpcli.ledger import JsonlLedger, Purchase
 from dpcli.ledger.base import budgets, canonical
@@ -106,7 +106,7 @@ def test_a_hard_link_cannot_overspend_and_is_refused(work: Path) -> None:
     """Two processes spend through two hard links of one ledger, room for 100 spends, 150 attempts each. With a lock
     named after the path they locked separately: spends past the cap, or a torn chain. Now both are refused."""
     led, other = work / "L.jsonl", work / "H.jsonl"
-    JsonlLedger(led).set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+    JsonlLedger(led).set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     os.link(led, other)
     results = spenders([str(led), str(other)], 150, work)
     recorded_by_processes = sum(r["ok"] for r in results)
@@ -148,7 +148,7 @@ def test_two_processes_spending_through_two_hard_links_never_both_pass_a_cap_for
     through each name at the same moment. With the lock named after the path both passed the cap in some round."""
     rounds = 40
     for r in range(rounds):
-        JsonlLedger(work / f"L{r}.jsonl").set_cap("d", Fraction(1, 100), Fraction(0), allow_raise=False)
+        JsonlLedger(work / f"L{r}.jsonl").set_cap("d", Cap(Fraction(1, 100), Fraction(0)), allow_raise=False)
         os.link(work / f"L{r}.jsonl", work / f"H{r}.jsonl")
     start = time.time() + 2  # after both interpreters have started
     procs = [child(ROUND_SPENDER, work, name, rounds, start) for name in ("L", "H")]
@@ -198,7 +198,7 @@ def test_every_other_name_shares_the_lock(work: Path) -> None:
 
 def test_concurrent_spends_through_mixed_names_never_overspend_and_share_one_head(work: Path) -> None:
     led, names = names_of(work)
-    JsonlLedger(led).set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+    JsonlLedger(led).set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     results = spenders(names * 2, 20, work)  # 8 processes, 160 attempts, room for 100
     assert sum(r["ok"] for r in results) == 100, results
     assert sum(r["failed"] for r in results) == 0, results
@@ -228,7 +228,7 @@ def long_share(base: int, power: int) -> Fraction:
 def test_two_long_exact_shares_no_longer_brick_the_ledger(work: Path) -> None:
     led = work / "L.jsonl"
     book = JsonlLedger(led)
-    book.set_cap("toy", Fraction(1), Fraction(0), allow_raise=False)
+    book.set_cap("toy", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     a, b = long_share(3, 4600), long_share(7, 2600)  # coprime denominators: their exact sum has ~4,400 digits
     assert len(str(a.denominator)) > 2000
     assert len(str(b.denominator)) > 2000
@@ -257,7 +257,7 @@ def test_two_long_exact_shares_no_longer_brick_the_ledger(work: Path) -> None:
 def test_charges_round_up_so_three_thirds_do_not_fit_a_cap_of_one(tmp_path: Path) -> None:
     """The documented price of the grid: 1/3 is charged 0.333333333333333334."""
     book = JsonlLedger(tmp_path / "L.jsonl")
-    book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+    book.set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     assert book.spend("d", Budget(Fraction(1, 3))).get("epsilon") == "0.333333333333333334"
     book.spend("d", Budget(Fraction(1, 3)))
     with pytest.raises(BudgetRefused):
@@ -364,7 +364,7 @@ FAULTY_WRITE = textwrap.dedent(
 @pytest.mark.parametrize("mode", ["short", "enospc"])
 def test_a_failed_append_is_truncated_back(tmp_path: Path, mode: str) -> None:
     led = tmp_path / "L.jsonl"
-    JsonlLedger(led).set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+    JsonlLedger(led).set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     JsonlLedger(led).spend("d", Budget(Fraction(1, 10)))
     before, head = led.read_bytes(), (tmp_path / "L.jsonl.head").read_bytes()
     p = child(FAULTY_WRITE, mode, led)
@@ -430,7 +430,7 @@ def test_a_full_disk_during_the_append_leaves_the_ledger_as_it_was(work: Path) -
     with mounted_tmpfs(work / "small", "size=256k") as small:
         led = small / "L.jsonl"
         book = JsonlLedger(led)
-        book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+        book.set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
         spare = small / "spare"
         spare.write_bytes(b"\0" * 4096)
         filler = fill(small)

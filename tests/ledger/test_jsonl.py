@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.core.accounting import Budget
-from dpcli.errors import BudgetRefused, InternalError, LedgerError, UsageError
+from dpcli.core.accounting import Budget, Cap
+from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import Delivery, JsonlLedger, Purchase, RandomizedColumn
 from dpcli.ledger.base import canonical
 from tests.helpers import clean_env, run_dpcli
@@ -489,7 +489,7 @@ def test_symlinked_ledger_and_ledger_as_output_or_input_are_refused(work: Path) 
 
 def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
-    book.set_cap("d", Fraction(3, 10), Fraction(0), allow_raise=False)
+    book.set_cap("d", Cap(Fraction(3, 10), Fraction(0)), allow_raise=False)
     book.spend("d", Budget(Fraction(1, 10)))
     book.spend("d", Budget(Fraction(2, 10)))
     status = book.status("d")
@@ -499,7 +499,7 @@ def test_library_ledger_api_exact_arithmetic(tmp_path: Path) -> None:
         book.spend("d", Budget(Fraction(1, 10**9)))
     assert exc.value.exit_code == 4
     with pytest.raises(UsageError):
-        book.set_cap("d", Fraction(1), Fraction(0), allow_raise=False)
+        book.set_cap("d", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     (tmp_path / "l.jsonl").write_text("not json\n")
     with pytest.raises(LedgerError):
         JsonlLedger(tmp_path / "l.jsonl").records()
@@ -538,7 +538,7 @@ def test_readers_never_see_a_half_moved_head(tmp_path: Path) -> None:
     """A writer process and two reader processes: every read is a consistent chain (no false rollback from a head
     file moved between reading the records and reading the head, no torn line)."""
     led = tmp_path / "l.jsonl"
-    JsonlLedger(led).set_cap("d", Fraction(1000), Fraction(0), allow_raise=False)
+    JsonlLedger(led).set_cap("d", Cap(Fraction(1000), Fraction(0)), allow_raise=False)
     run = [sys.executable, "-c"]
     writer = subprocess.Popen([*run, WRITER, str(led), "300"], env=env())
     readers = [subprocess.Popen([*run, READER, str(led), "1500"], stdout=subprocess.PIPE, env=env()) for _ in range(2)]
@@ -556,9 +556,9 @@ def test_the_ledger_takes_exact_typed_budgets_and_writes_the_records_it_always_w
     with pytest.raises(TypeError):
         Budget(Fraction(-1, 10))
     book = JsonlLedger(tmp_path / "L.jsonl")
-    book.set_cap("d", Fraction(100), Fraction(1, 10**6), allow_raise=False)
-    with pytest.raises(InternalError):  # a spend's δ is its selections'; a cap's δ is not something a spend has
-        book.spend("d", Budget(Fraction(1, 10), delta=Fraction(1, 10**6)))
+    book.set_cap("d", Cap(Fraction(100), Fraction(1, 10**6)), allow_raise=False)
+    with pytest.raises(TypeError):  # a spend's δ is its selections'; a cap's δ is the Cap's, not a spend's
+        Budget(Fraction(1, 10), delta=Fraction(1, 10**6))  # type: ignore[call-arg]
     spend = book.spend("d", Budget(Fraction(1, 10), rho=Fraction(1, 3), selection_delta=Fraction(1, 10**7)),
                        Purchase("r1", "k1", "s1", "row", "replace", ("a", "b"), "randomize"))
     done = book.mark_released("k1", Delivery("r1", "t1", "o1", (RandomizedColumn("a", Fraction(1, 2), "h1"),)))

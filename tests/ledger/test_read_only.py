@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.core.accounting import Budget
+from dpcli.core.accounting import Budget, Cap
 from dpcli.ledger import JsonlLedger, Purchase
 from tests.helpers import clean_env, mounted_tmpfs, run_dpcli, run_in_process
 from tests.ledger.test_hardening import flocked, lines, one_line_error
@@ -42,7 +42,7 @@ def read_only_commands(led: Path, cmd_prefix: list[str] | None = None) -> None:
 def ledger_copy(work: Path, target: Path) -> Path:
     """A ledger of two records and its head, copied into ``target`` as an auditor would receive them."""
     (work / "src").mkdir()
-    JsonlLedger(work / "src" / "L.jsonl").set_cap("toy", Fraction(1), Fraction(0), allow_raise=False)
+    JsonlLedger(work / "src" / "L.jsonl").set_cap("toy", Cap(Fraction(1), Fraction(0)), allow_raise=False)
     JsonlLedger(work / "src" / "L.jsonl").spend(
         "toy", Budget(Fraction(1, 4)), Purchase("r", "k", "s", "row", "add_remove", ("n",))
     )

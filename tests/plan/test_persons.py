@@ -12,7 +12,7 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from dpcli.core.accounting import Budget, selection_delta, selection_threshold, zcdp_to_epsilon
+from dpcli.core.accounting import Budget, Cap, selection_delta, selection_threshold, zcdp_to_epsilon
 from dpcli.errors import BudgetRefused, SpecError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import check_pin
@@ -287,7 +287,7 @@ def test_a_zcdp_release_converts_at_what_the_selections_leave() -> None:
 
 def test_selection_deltas_add_up_against_the_caps_delta(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
-    book.set_cap("d", F(10), F(3, 10**6), allow_raise=False)
+    book.set_cap("d", Cap(F(10), F(3, 10**6)), allow_raise=False)
     book.spend("d", Budget(F(1), selection_delta=F(2, 10**6)))
     status = book.status("d")
     assert status is not None
@@ -315,14 +315,14 @@ def test_selection_deltas_add_up_against_the_caps_delta(tmp_path: Path) -> None:
 
 def test_a_selection_against_a_cap_without_delta_is_refused(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
-    book.set_cap("d", F(10), F(0), allow_raise=False)
+    book.set_cap("d", Cap(F(10), F(0)), allow_raise=False)
     with pytest.raises(BudgetRefused, match="has δ=0 left"):
         book.spend("d", Budget(F(1), selection_delta=F(1, 10**9)))
 
 
 def test_the_person_unit_is_pinned_with_its_id_field(tmp_path: Path) -> None:
     book = JsonlLedger(tmp_path / "l.jsonl")
-    book.set_cap("d", F(10), F(0), allow_raise=False, unit="person:pid", neighbours="add_remove")
+    book.set_cap("d", Cap(F(10), F(0)), allow_raise=False, unit="person:pid", neighbours="add_remove")
     status = book.status("d")
     check_pin(status, "d", "person:pid", "add_remove", book.name)
     with pytest.raises(UsageError, match="accounted under unit 'person:pid'"):

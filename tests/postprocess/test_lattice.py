@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.core.accounting import Cap
 from dpcli.ledger import open_ledger
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.run.release import release
@@ -116,7 +117,7 @@ INTEGER = re.compile(r"-?\d+")
 def test_released_numbers_lie_on_a_data_independent_grid(tmp_path, text):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(text)
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("lattice", Fraction(1000), Fraction(1, 1000), False)
+    open_ledger(tmp_path / "ledger.jsonl").set_cap("lattice", Cap(Fraction(1000), Fraction(1, 1000)), False)
     first, second = tmp_path / "a.csv", tmp_path / "b.csv"
     write_people(first, 700, seed=1)
     write_people(second, 2500, seed=2)

@@ -21,7 +21,7 @@ import pytest
 
 import dpcli.publish.store as store
 import dpcli.publish.writers as writers
-from dpcli.core.accounting import format_exact
+from dpcli.core.accounting import Cap, format_exact
 from dpcli.errors import SpecError
 from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, check_cost, release_cost
@@ -118,7 +118,7 @@ def test_labels_are_built_before_the_spend(tmp_path: Path, monkeypatch) -> None:
     )
     (tmp_path / "data.csv").write_text("x,big,age,sex,emp\n0.5,1,30,F,true\n")
     led = tmp_path / "L.jsonl"
-    JsonlLedger(led).set_cap("toy", Fraction(10), Fraction(0), False)
+    JsonlLedger(led).set_cap("toy", Cap(Fraction(10), Fraction(0)), False)
 
     def broken(self, first, n):
         raise MemoryError
@@ -318,7 +318,7 @@ def test_a_reissue_writes_the_first_runs_bytes(tmp_path: Path, monkeypatch, firs
     (tmp_path / "spec.yaml").write_text(SMALL_GRID)
     (tmp_path / "data.csv").write_text("x,big,age,sex,emp\n" + "0.5,1,30,F,true\n-0.25,2,-3,é ü,false\n" * 20)
     led = tmp_path / "L.jsonl"
-    JsonlLedger(led).set_cap("toy", Fraction(10), Fraction(0), False)
+    JsonlLedger(led).set_cap("toy", Cap(Fraction(10), Fraction(0)), False)
     with monkeypatch.context() as m:
         if first_store == "0.2":
             m.setattr(dpcli.run.release, "encode_table", _to_json_02)

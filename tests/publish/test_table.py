@@ -24,7 +24,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from dpcli.core.accounting import Budget
+from dpcli.core.accounting import Budget, Cap
 from dpcli.engine import aggregate
 from dpcli.ledger import Delivery, Purchase, open_ledger
 from dpcli.ledger.base import release_key
@@ -171,7 +171,7 @@ def test_a_table_stored_by_dpcli_02_is_reissued_as_it_was_first_written(tmp_path
 def test_a_release_reissuing_a_02_table_writes_its_bytes_and_a_02_sidecar(tmp_path: Path) -> None:
     ledger = tmp_path / "L.jsonl"
     book = open_ledger(ledger)
-    book.set_cap("adult", Fraction(10), Fraction(0), False)
+    book.set_cap("adult", Cap(Fraction(10), Fraction(0)), False)
     spec = parse_spec((STORE_02 / "spec.yaml").read_text())
     # a release paid and stored by dpcli 0.2 (its spend, its stored table, its `released` record)
     key = release_key(spec.dataset, spec.sha256, "r1")
@@ -217,7 +217,7 @@ def test_every_sidecar_validates_and_its_time_is_the_spends(tmp_path: Path, name
     if privacy is not None:
         text = text.replace("{unit: row, neighbours: add_remove, epsilon: 1, delta: 1e-6}", privacy)
     ledger = tmp_path / "L.jsonl"
-    open_ledger(ledger).set_cap("adult", Fraction(10), Fraction(1, 1000), False)
+    open_ledger(ledger).set_cap("adult", Cap(Fraction(10), Fraction(1, 1000)), False)
     spec = parse_spec(text)
     r = release(spec, input=ADULT, output=tmp_path / "out.json", ledger=ledger, release_id="2026-11-24")
     meta = json.loads((tmp_path / "out.json.meta.json").read_text())
@@ -241,7 +241,7 @@ def test_every_sidecar_validates_and_its_time_is_the_spends(tmp_path: Path, name
 
 def test_the_schema_refuses_a_sidecar_missing_a_public_parameter(tmp_path: Path) -> None:
     ledger = tmp_path / "L.jsonl"
-    open_ledger(ledger).set_cap("adult", Fraction(10), Fraction(0), False)
+    open_ledger(ledger).set_cap("adult", Cap(Fraction(10), Fraction(0)), False)
     r = release(parse_spec(spec_text(EVERY_KIND, PURE)),
                 input=ADULT, output=tmp_path / "o.csv", ledger=ledger)
     meta = json.loads((tmp_path / "o.csv.meta.json").read_text())
