@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from dpcli.core.version import __version__
 
 if TYPE_CHECKING:
-    from dpcli.core.accounting import Budget
+    from dpcli.core.accounting import Budget, Cap
     from dpcli.errors import (
         AuditFailed,
         BudgetRefused,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 # name -> the module that defines it
 _PUBLIC = {
     "Budget": "dpcli.core.accounting",
+    "Cap": "dpcli.core.accounting",
     "AuditFailed": "dpcli.errors",
     "BudgetRefused": "dpcli.errors",
     "DpcliError": "dpcli.errors",
@@ -74,6 +75,7 @@ __all__ = [
     "AuditFailed",
     "Budget",
     "BudgetRefused",
+    "Cap",
     "CheckedSpec",
     "DpcliError",
     "InputError",

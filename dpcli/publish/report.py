@@ -219,7 +219,7 @@ _SIDECAR_VALIDATOR: Any = None
 def _sidecar_validator() -> Any:
     global _SIDECAR_VALIDATOR  # built once per process, on first use
     if _SIDECAR_VALIDATOR is None:
-        import jsonschema  # type: ignore[import-untyped]  # (no stubs shipped)
+        import jsonschema
 
         from dpcli.publish.sidecar import SIDECAR_SCHEMA
 
