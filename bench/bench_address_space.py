@@ -101,7 +101,7 @@ def main() -> int:
     from dpcli.core.resources import address_space_needed_mb
     from dpcli.plan.cost import release_cost
     from dpcli.plan.model import make_plan
-    from dpcli.spec.load import load_spec
+    from dpcli.specs.load import load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

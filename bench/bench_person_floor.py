@@ -50,7 +50,7 @@ from dpcli.engine.persons import _KEY, _PID, ID_COLUMN, PersonRows
 from dpcli.engine.polars_engine import LineAggregator, pipelined
 from dpcli.engine.source import CsvSource
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 SECRET = bytes(32)
 

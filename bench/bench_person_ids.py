@@ -37,7 +37,7 @@ CHILD = """
 import importlib.util, sys, time
 from dpcli.engine import aggregate, polars_engine
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 if {module!r}:
     spec = importlib.util.spec_from_file_location("persons_before", {module!r})
     before = sys.modules["persons_before"] = importlib.util.module_from_spec(spec)

@@ -79,7 +79,7 @@ CHILD = """
 import sys, time
 from dpcli.engine import aggregate
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 plan = make_plan(parse_spec(open({spec!r}).read()))
 t0 = time.perf_counter()
 exact = aggregate(plan, {csv!r}, secret=bytes(32))

@@ -28,7 +28,7 @@ from dpcli.cli import render_plan
 from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
-from dpcli.spec.load import MAX_SPEC_BYTES, load_spec
+from dpcli.specs.load import MAX_SPEC_BYTES, load_spec
 
 
 def spec_text(n: int, zcdp: bool) -> str:

@@ -32,8 +32,8 @@ from dpcli.engine import aggregate
 from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.noise import add_discrete_laplace
 from dpcli.plan.model import make_plan
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.load import parse_spec
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.load import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 ADULT = ROOT / "tests" / "data" / "adult.csv"

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from dpcli.engine import aggregate  # noqa: E402
 from dpcli.engine.cells import Queries, column_types, used_columns  # noqa: E402
 from dpcli.plan.model import make_plan  # noqa: E402
-from dpcli.spec.load import parse_spec  # noqa: E402
+from dpcli.specs.load import parse_spec  # noqa: E402
 
 GENERATOR = ROOT / "scripts" / "generate_people.py"
 DATA_DIR = ROOT / "bench" / "data"

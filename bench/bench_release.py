@@ -164,7 +164,7 @@ def time_library(csv: Path, repeat: int) -> tuple[float, float]:
     from dpcli.ledger import open_ledger
     from dpcli.plan.model import make_plan
     from dpcli.run.release import release
-    from dpcli.spec.load import parse_spec
+    from dpcli.specs.load import parse_spec
 
     spec = parse_spec(SPEC_YAML)
     plan = make_plan(spec)

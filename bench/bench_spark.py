@@ -57,7 +57,7 @@ def big_file(path: Path) -> Path:
 def child(engine: str, path: str, master: str, out: str) -> None:
     """In the child process: one aggregate, its time and result written to ``out`` as JSON."""
     from dpcli.plan.model import make_plan
-    from dpcli.spec.load import parse_spec
+    from dpcli.specs.load import parse_spec
 
     plan = make_plan(parse_spec(SPEC_YAML))
     if engine == "spark":

@@ -94,7 +94,7 @@ def panel(rows: int, persons: int) -> Path:
 
 def child(engine: str, unit: str, path: str, master: str, out: str) -> None:
     from dpcli.plan.model import make_plan
-    from dpcli.spec.load import parse_spec
+    from dpcli.specs.load import parse_spec
 
     plan = make_plan(parse_spec(spec_text(unit)))
     if engine == "spark":

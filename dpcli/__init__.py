@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from dpcli.run.prepare import CheckedSpec, prepare_spec
     from dpcli.run.randomize import randomize
     from dpcli.run.release import Release, release
-    from dpcli.spec.load import load_spec, parse_spec
-    from dpcli.spec.model import Spec
+    from dpcli.specs.load import load_spec, parse_spec
+    from dpcli.specs.model import Spec
 
 # name -> the module that defines it
 _PUBLIC = {
@@ -66,9 +66,9 @@ _PUBLIC = {
     "randomize": "dpcli.run.randomize",
     "Release": "dpcli.run.release",
     "release": "dpcli.run.release",
-    "Spec": "dpcli.spec.model",
-    "load_spec": "dpcli.spec.load",
-    "parse_spec": "dpcli.spec.load",
+    "Spec": "dpcli.specs.model",
+    "load_spec": "dpcli.specs.load",
+    "parse_spec": "dpcli.specs.load",
 }
 
 __all__ = [

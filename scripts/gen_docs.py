@@ -1,6 +1,6 @@
 """The parts of the docs that the code already says, generated from it: the CLI reference (docs/cli.md, from Typer's
 own command tree), spec v1's field tables and the limits (docs/spec-fields.md, docs/spec.md "Limits", from
-dpcli/spec/v1.py and the modules that hold the limits) and the exit codes (docs/exit-codes.md, from
+dpcli/specs/v1.py and the modules that hold the limits) and the exit codes (docs/exit-codes.md, from
 dpcli/errors.py and the CLI's --json error kinds).
 
 Each generated part sits between two marker lines in its document; the text around it is written by hand.
@@ -64,8 +64,8 @@ def cli_reference() -> str:
 
 def describe(kind: Any) -> str:
     """What a field accepts, in a table cell."""
-    from dpcli.spec import fields as f
-    from dpcli.spec import v1
+    from dpcli.specs import fields as f
+    from dpcli.specs import v1
 
     def exact(x: Fraction | None) -> str:
         return f.format_exact(x) if x is not None else ""
@@ -161,7 +161,7 @@ SECTION_TITLES: dict[int, str] = {}
 
 
 def spec_fields() -> str:
-    from dpcli.spec import v1
+    from dpcli.specs import v1
 
     sections = [
         ("Top level", v1.TOP), ("csv", v1.CSV), ("privacy", v1.PRIVACY),
@@ -171,7 +171,7 @@ def spec_fields() -> str:
     ]
     SECTION_TITLES.update({id(section): title for title, section in sections})
     out = [
-        "Every field of a spec, what it accepts and where it is allowed, as `dpcli/spec/v1.py` declares them "
+        "Every field of a spec, what it accepts and where it is allowed, as `dpcli/specs/v1.py` declares them "
         "(the loader and `dpcli schema` read the same declaration). The cross-field rules (declared columns, bounds "
         "and bin order, budget sums, ...) and what each field means are in [spec.md](spec.md). Unknown fields are "
         "errors everywhere.",
@@ -193,20 +193,20 @@ def spec_fields() -> str:
 
 # (module, constant, what it limits): each value is read from the code; a moved constant fails here, loudly
 LIMITS = [
-    ("dpcli.spec.load", "MAX_SPEC_BYTES", "bytes of a spec file"),
-    ("dpcli.spec.fields", "MAX_NUMBER_DIGITS", "significant digits of a spec number (and digits of p and q)"),
-    ("dpcli.spec.fields", "MAX_NUMBER_TEXT", "characters of a spec number's text"),
-    ("dpcli.spec.fields", "MAX_TOTAL_DIGITS", "digits of a sum of weights or named shares"),
-    ("dpcli.spec.fields", "MAX_ABS_BOUND", "\\|bound\\| of a numeric column"),
-    ("dpcli.spec.rules", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
-    ("dpcli.spec.v1", "MAX_CELLS", "cells of one statistic"),
-    ("dpcli.spec.v1", "MAX_CANDIDATES", "candidates of a quantile's grid"),
-    ("dpcli.spec.v1", "MAX_TOP_K", "`k` of a top_k"),
-    ("dpcli.spec.v1", "MAX_CONTRIBUTIONS", "K, G and R of a person unit"),
-    ("dpcli.spec.v1", "DEFAULT_KEY_LENGTH", "an open key's `max_length` by default"),
-    ("dpcli.spec.v1", "MAX_KEY_LENGTH", "an open key's `max_length`"),
-    ("dpcli.spec.model", "DEFAULT_MAX_RECORD_BYTES", "`csv.max_record_bytes` by default"),
-    ("dpcli.spec.v1", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
+    ("dpcli.specs.load", "MAX_SPEC_BYTES", "bytes of a spec file"),
+    ("dpcli.specs.fields", "MAX_NUMBER_DIGITS", "significant digits of a spec number (and digits of p and q)"),
+    ("dpcli.specs.fields", "MAX_NUMBER_TEXT", "characters of a spec number's text"),
+    ("dpcli.specs.fields", "MAX_TOTAL_DIGITS", "digits of a sum of weights or named shares"),
+    ("dpcli.specs.fields", "MAX_ABS_BOUND", "\\|bound\\| of a numeric column"),
+    ("dpcli.specs.rules", "MAX_GRID_UNITS", "grid steps across a float column's bounds"),
+    ("dpcli.specs.v1", "MAX_CELLS", "cells of one statistic"),
+    ("dpcli.specs.v1", "MAX_CANDIDATES", "candidates of a quantile's grid"),
+    ("dpcli.specs.v1", "MAX_TOP_K", "`k` of a top_k"),
+    ("dpcli.specs.v1", "MAX_CONTRIBUTIONS", "K, G and R of a person unit"),
+    ("dpcli.specs.v1", "DEFAULT_KEY_LENGTH", "an open key's `max_length` by default"),
+    ("dpcli.specs.v1", "MAX_KEY_LENGTH", "an open key's `max_length`"),
+    ("dpcli.specs.model", "DEFAULT_MAX_RECORD_BYTES", "`csv.max_record_bytes` by default"),
+    ("dpcli.specs.v1", "MAX_RECORD_BYTES", "`csv.max_record_bytes`"),
     ("dpcli.plan.scales", "MAX_SCALE", "a noise scale, in grid steps"),
     ("dpcli.plan.scales", "MAX_VARIANCE", "a Gaussian noise variance, in grid steps²"),
     ("dpcli.plan.cost", "MAX_RELEASE_CELLS", "cells of a release"),
@@ -248,7 +248,7 @@ def limits_table() -> list[str]:
 
 def release_size() -> str:
     from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
-    from dpcli.spec.kinds import KINDS
+    from dpcli.specs.kinds import KINDS
 
     by_cost: dict[int, list[str]] = {}
     for kind, entry in KINDS.items():

@@ -14,7 +14,7 @@ from math import ceil, floor
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 
 def _examples(n: int) -> int:

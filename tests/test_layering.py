@@ -231,9 +231,9 @@ def test_no_private_name_is_imported_across_modules() -> None:
 
 def test_a_private_import_is_found() -> None:
     randomize = (PACKAGE / "run" / "randomize.py").read_text(encoding="utf-8")
-    hostile = randomize + "\n\ndef _leak():\n    from dpcli.spec.model import _secret\n"
+    hostile = randomize + "\n\ndef _leak():\n    from dpcli.specs.model import _secret\n"
     found = private_imports({"dpcli.run.randomize": hostile})
-    assert found == ["dpcli.run.randomize takes _secret from dpcli.spec.model"]
+    assert found == ["dpcli.run.randomize takes _secret from dpcli.specs.model"]
 
 
 def borrowed_names(sources: dict[str, str] | None = None) -> list[str]:

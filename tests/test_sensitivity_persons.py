@@ -20,7 +20,7 @@ from tests.sensitivity_cases import (
     row_lines,
     specs,
 )
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 from tests.test_sensitivity_property import (
     _most_cases_are_checked,  # noqa: F401 - fixtures of tests/test_sensitivity_property.py
     check_sensitivity,

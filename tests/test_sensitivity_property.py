@@ -37,7 +37,7 @@ from dpcli.engine.cells import ExactStatistic
 from dpcli.errors import SpecError
 from dpcli.plan.model import Plan, StatisticPlan, make_plan
 from dpcli.plan.sensitivity import NoiseComponent
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.sensitivity_cases import (
     _HEALTH,
     _XC,
@@ -85,7 +85,7 @@ def _exact(plan: Plan, path: Path) -> list | BaseException:
 
 def _cell_bins(plan: Plan, sp: StatisticPlan, exact: ExactStatistic) -> list[list[int]]:
     """A quantile's engine bins, one list per declared cell."""
-    from dpcli.spec.grid import quantile_bins
+    from dpcli.specs.grid import quantile_bins
 
     width = quantile_bins(sp.statistic, plan.spec.columns[sp.statistic.column])  # type: ignore[arg-type,index]
     counts = exact.counts.tolist()
@@ -98,7 +98,7 @@ def _interval_change(
     """How far one neighbour moves an interval draw's rank-distance utility, written out plainly on the rows rounded
     down to the candidates, -max(0, a n - b through(c), b lt(c) - a n), at levels the noisy count could give (the
     draw's level is data-dependent: any a/b): summed over the cells, over b; the plan claims ``comp.sensitivity``."""
-    from dpcli.spec.grid import candidate_grid
+    from dpcli.specs.grid import candidate_grid
 
     stat = sp.statistic
     _, spacing, _ = candidate_grid(plan.spec.columns[stat.column], stat.step)  # type: ignore[index,union-attr]
@@ -240,7 +240,7 @@ def _utility_change(
 ) -> tuple[str | None, int]:
     """How far one neighbour moves a quantile level's utilities: per declared cell the largest change over the
     candidates, summed over the cells (the privacy loss adds up over the cells a row leaves and joins)."""
-    from dpcli.spec.grid import candidate_grid, quantile_bins
+    from dpcli.specs.grid import candidate_grid, quantile_bins
 
     stat = sp.statistic
     q = stat.levels[sp.components.index(comp)]  # type: ignore[union-attr]

@@ -26,8 +26,8 @@ from dpcli.mechanisms import quantiles, topk
 from dpcli.plan.bins import bin_label
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.quantiles import INTERVAL_COUNT
-from dpcli.spec.grid import candidate_grid, quantile_bins
-from dpcli.spec.model import Column, EdgeBins, GridBins, Histogram, Quantile, Spec, histogram_bins
+from dpcli.specs.grid import candidate_grid, quantile_bins
+from dpcli.specs.model import Column, EdgeBins, GridBins, Histogram, Quantile, Spec, histogram_bins
 
 BASE_ROWS = 3
 # Past this many combinations of a statistic's own columns, each column keeps two values in the combinations (two

@@ -29,7 +29,7 @@ from dpcli.audit.release_audit import DEFAULT_CONFIDENCE, DEFAULT_TRIALS, MAX_TR
 from dpcli.core.samplers import RandomSource
 from dpcli.errors import UsageError
 from dpcli.mechanisms.randomized_response import randomize_keys
-from dpcli.spec.randomize import RandomizeSpec, load_randomize_spec
+from dpcli.specs.randomize import RandomizeSpec, load_randomize_spec
 
 Sampler = Callable[[np.ndarray, int, Fraction, RandomSource | None], np.ndarray]
 

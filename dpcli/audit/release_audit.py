@@ -87,8 +87,8 @@ from dpcli.audit.targets import ASSUMED_DELTA, without_interval_draws
 from dpcli.core.accounting import format_exact
 from dpcli.errors import UsageError
 from dpcli.plan.model import Plan, make_plan
-from dpcli.spec.load import load_spec
-from dpcli.spec.model import Quantile, Spec
+from dpcli.specs.load import load_spec
+from dpcli.specs.model import Quantile, Spec
 
 DEFAULT_TRIALS = 200_000
 MIN_TRIALS = 1_000

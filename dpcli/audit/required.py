@@ -10,7 +10,7 @@ from fractions import Fraction
 from dpcli.errors import InternalError
 from dpcli.plan.model import StatisticPlan
 from dpcli.plan.sensitivity import NoiseComponent
-from dpcli.spec.model import Column, Quantile
+from dpcli.specs.model import Column, Quantile
 
 
 def scale(comp: NoiseComponent) -> Fraction:

@@ -32,12 +32,12 @@ from dpcli.errors import (
     UsageError,
 )
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT, check_lock_timeout
-from dpcli.spec.v1 import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
+from dpcli.specs.v1 import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 
 if TYPE_CHECKING:
     from dpcli.ledger.named import OtherLedger
     from dpcli.plan.model import Plan
-    from dpcli.spec.model import Spec
+    from dpcli.specs.model import Spec
 
 
 def _example(command: str) -> str:
@@ -118,7 +118,7 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
-# the spec's choices (dpcli.spec.v1, the one declaration), offered by the options that override them
+# the spec's choices (dpcli.specs.v1, the one declaration), offered by the options that override them
 InputFormat = StrEnum("InputFormat", {name.upper().replace(".", "_"): name for name in INPUT_FORMATS})  # type: ignore[misc]
 Engine = StrEnum("Engine", {name.upper(): name for name in ENGINES})  # type: ignore[misc]
 
@@ -369,7 +369,7 @@ def schema(
 
         sys.stdout.write(sidecar_schema_text())
         return
-    from dpcli.spec.schema import schema_json
+    from dpcli.specs.schema import schema_json
 
     sys.stdout.write(schema_json())
 
@@ -394,10 +394,10 @@ def plan(
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.run.prepare import prepare_spec
-    from dpcli.spec.randomize import is_randomize_spec
+    from dpcli.specs.randomize import is_randomize_spec
 
     if is_randomize_spec(spec):
-        from dpcli.spec.randomize import load_randomize_spec
+        from dpcli.specs.randomize import load_randomize_spec
 
         randomize_plan = render_plan.randomize_plan(load_randomize_spec(spec))
         text = render_plan.randomize_plan_text(randomize_plan)
@@ -459,7 +459,7 @@ def audit_command(
     """Empirically audit each statistic's privacy claim on synthetic neighbouring datasets. Reads no data, spends
     nothing. Exit 6 when a statistic's ε lower bound exceeds its claim (a bug)."""
     from dpcli.audit.release_audit import audit as run
-    from dpcli.spec.randomize import is_randomize_spec
+    from dpcli.specs.randomize import is_randomize_spec
 
     if is_randomize_spec(spec):
         from dpcli.audit.randomize_audit import audit_randomize
@@ -516,8 +516,8 @@ def check(
     each (exit 2)."""
     from dpcli.engine import check_input
     from dpcli.run.prepare import prepare, stored_table
-    from dpcli.spec.load import spec_errors
-    from dpcli.spec.randomize import is_randomize_spec
+    from dpcli.specs.load import spec_errors
+    from dpcli.specs.randomize import is_randomize_spec
 
     if is_randomize_spec(spec):
         if output is not None or ledger is not None or release_id is not None:
@@ -577,7 +577,7 @@ def init(
     from dpcli.core.files import atomic_write
     from dpcli.engine import read_header
     from dpcli.publish.paths import check_init_target, output_path
-    from dpcli.spec.skeleton import spec_skeleton
+    from dpcli.specs.skeleton import spec_skeleton
 
     target = output_path(output)  # `-o -`: standard output
     if target is not None:
@@ -622,7 +622,7 @@ def budget_set(
     from dpcli.ledger import resolve_ledger
     from dpcli.ledger.admin import set_budget
     from dpcli.ledger.named import other_ledger
-    from dpcli.spec.fields import DATASET_NAME
+    from dpcli.specs.fields import DATASET_NAME
 
     if not DATASET_NAME.fullmatch(dataset):
         raise UsageError(f"'{dataset[:60]}' is not a valid dataset name (letters, digits, _ . -)")

@@ -14,13 +14,13 @@ from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, release_co
 from dpcli.plan.model import Plan
 from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.plan.what_if import EPSILON_GRID, ErrorRow, TargetAnswer, expected_error, expected_rows
-from dpcli.spec.kinds import KINDS, Interval, Value
-from dpcli.spec.model import Frequency, Mean
-from dpcli.spec.v1 import MAX_RELEASE_EPSILON
+from dpcli.specs.kinds import KINDS, Interval, Value
+from dpcli.specs.model import Frequency, Mean
+from dpcli.specs.v1 import MAX_RELEASE_EPSILON
 
 if TYPE_CHECKING:
     from dpcli.run.prepare import LedgerOutlook  # the commands' layer, loaded by plan --ledger alone
-    from dpcli.spec.randomize import RandomizeSpec
+    from dpcli.specs.randomize import RandomizeSpec
 
 # -- the plan --------------------------------------------------------------------------------------------------------
 
@@ -314,7 +314,7 @@ def print_plan(plan: Plan, stream: TextIO) -> None:
 
 
 def _interval(row: dict[str, Any]) -> Interval:
-    """What a plan row's ±error is, by its statistic's kind (dpcli/spec/kinds.py)."""
+    """What a plan row's ±error is, by its statistic's kind (dpcli/specs/kinds.py)."""
     return KINDS[row["kind"]].interval
 
 

@@ -41,9 +41,9 @@ import polars as pl
 from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.squares import rounded_square, square_step
-from dpcli.spec.grid import candidate_grid, quantile_bins
-from dpcli.spec.kinds import KINDS
-from dpcli.spec.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins, summed_column
+from dpcli.specs.grid import candidate_grid, quantile_bins
+from dpcli.specs.kinds import KINDS
+from dpcli.specs.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins, summed_column
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.

@@ -35,7 +35,7 @@ from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.plan.model import Plan
-from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, Spec
+from dpcli.specs.model import DEFAULT_MAX_RECORD_BYTES, Column, Spec
 
 ColumnarFormat = Literal["parquet", "arrow"]
 _FORMAT_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC"}

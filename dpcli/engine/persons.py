@@ -81,7 +81,7 @@ from dpcli.engine.cells import (
 )
 from dpcli.errors import InputError
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.spec.model import Count, Mean, PersonUnit, Spec, Sum
+from dpcli.specs.model import Count, Mean, PersonUnit, Spec, Sum
 
 ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column's name cannot start with #)
 SECRET_BYTES = 32
@@ -418,7 +418,7 @@ class _StatisticRule:
             self.columns.append(pl.col(_named(cells, key)).alias("key"))
         self.cell = ["code"] + ([] if key is None else ["key"])
         self.value = None
-        if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.spec.rules)
+        if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.specs.rules)
             column = spec.columns[stat.column]
             self.value = pl.col(_named(cells, numeric_value(column))).alias("#v")
             self.offset = sp.component("sum").offset

@@ -49,7 +49,7 @@ from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.plan.model import Plan
-from dpcli.spec.model import Column, Spec
+from dpcli.specs.model import Column, Spec
 
 PIPELINE = 2  # chunks polars works on at once (see LineAggregator.add_all)
 T = TypeVar("T")

@@ -37,7 +37,7 @@ import numpy as np
 from dpcli.engine.csv_header import MAX_HEADER_BYTES, HeaderLayout, head_layout, read_head
 from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.errors import InputError, InternalError
-from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, CsvDialect
+from dpcli.specs.model import DEFAULT_MAX_RECORD_BYTES, CsvDialect
 
 # measured on 10M rows, two chunks in flight: 16 and 32 MB take the same time (1.20 s), 16 MB peaks lower (272 MB)
 CHUNK_BYTES = 16 << 20

@@ -62,8 +62,8 @@ from dpcli.engine.polars_engine import LineAggregator
 from dpcli.engine.source import CsvLayout
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
 from dpcli.plan.model import Plan
-from dpcli.spec.kinds import KINDS
-from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Spec
+from dpcli.specs.kinds import KINDS
+from dpcli.specs.model import DEFAULT_MAX_RECORD_BYTES, Spec
 
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'dpcli[spark]'"

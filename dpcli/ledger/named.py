@@ -13,7 +13,7 @@ from dpcli.core.locations import is_ledger_url
 from dpcli.errors import DpcliError
 from dpcli.ledger import open_ledger, resolve_ledger
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
-from dpcli.spec.load import load_spec
+from dpcli.specs.load import load_spec
 
 
 class LedgerSource(StrEnum):

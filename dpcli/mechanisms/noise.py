@@ -6,7 +6,7 @@ arrays of Python ints (fixed-point sums, which may exceed 64 bits).
 
 ``draw_noise`` applies a plan's noise components to a release's exact aggregates (a new mechanism plugs in at
 ``add_noise``, which picks the sampler by the component's mechanism name). How a statistic's numbers are drawn is
-its kind's family (dpcli/spec/kinds.py): ``DRAWS`` holds one function per family, so a new kind of an existing family
+its kind's family (dpcli/specs/kinds.py): ``DRAWS`` holds one function per family, so a new kind of an existing family
 changes nothing here.
 
 Open-key statistics (``StatisticPlan.selection`` set) get noise on each observed entry's count and go through private
@@ -30,9 +30,9 @@ from dpcli.mechanisms.topk import choose, rank_entries, ranked
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.quantiles import INTERVAL_COUNT, INTERVAL_PART_CONFIDENCE
 from dpcli.plan.sensitivity import NoiseComponent
-from dpcli.spec.grid import candidate_grid, quantile_bins
-from dpcli.spec.kinds import KINDS, Family
-from dpcli.spec.model import Column, Quantile, TopK
+from dpcli.specs.grid import candidate_grid, quantile_bins
+from dpcli.specs.kinds import KINDS, Family
+from dpcli.specs.model import Column, Quantile, TopK
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic
@@ -142,7 +142,7 @@ def draw_randomized(plan: Plan, sp: StatisticPlan, ex: ExactStatistic) -> Noisy:
     raise ValueError(f"statistic {sp.statistic.name!r}: a frequency draws no noise (dpcli.run.randomize releases it)")
 
 
-# How each family of kinds (dpcli/spec/kinds.py) draws a statistic's noisy numbers from its exact aggregates
+# How each family of kinds (dpcli/specs/kinds.py) draws a statistic's noisy numbers from its exact aggregates
 DRAWS: dict[Family, Callable[[Plan, StatisticPlan, ExactStatistic], Noisy]] = {
     Family.ADDITIVE: draw_additive,
     Family.QUANTILE: draw_quantile,

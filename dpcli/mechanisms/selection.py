@@ -16,7 +16,7 @@ import numpy as np
 
 from dpcli.mechanisms.noisy import Entry, Noisy
 from dpcli.plan.model import StatisticPlan
-from dpcli.spec.model import histogram_bins
+from dpcli.specs.model import histogram_bins
 
 if TYPE_CHECKING:  # the engine's result type only: importing the engine would load polars
     from dpcli.engine import ExactStatistic

@@ -25,7 +25,7 @@ from dpcli.core.samplers import RandomSource, exponential_choice, exponential_sa
 from dpcli.errors import InternalError
 from dpcli.mechanisms.noisy import Noisy
 from dpcli.plan.model import StatisticPlan
-from dpcli.spec.model import TopK
+from dpcli.specs.model import TopK
 
 
 def choose(sp: StatisticPlan, counts: np.ndarray, source: RandomSource | None = None) -> np.ndarray:

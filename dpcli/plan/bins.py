@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dpcli.core.accounting import format_exact
 from dpcli.errors import InternalError, SpecError
-from dpcli.spec.model import EdgeBins, GridBins, Histogram, Spec
+from dpcli.specs.model import EdgeBins, GridBins, Histogram, Spec
 
 
 def bin_count(spec: Spec, stat: Histogram) -> int:

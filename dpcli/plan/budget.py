@@ -7,10 +7,10 @@ from fractions import Fraction
 
 from dpcli.core.accounting import epsilon_delta_to_rho, format_decimal, zcdp_to_epsilon
 from dpcli.errors import SpecError
-from dpcli.spec.fields import short
-from dpcli.spec.kinds import KINDS, Family
-from dpcli.spec.model import Spec, Statistic
-from dpcli.spec.v1 import MAX_RELEASE_EPSILON, MAX_RHO
+from dpcli.specs.fields import short
+from dpcli.specs.kinds import KINDS, Family
+from dpcli.specs.model import Spec, Statistic
+from dpcli.specs.v1 import MAX_RELEASE_EPSILON, MAX_RHO
 
 NOTHING_SPENT = "nothing (estimates from a randomized file)"
 
@@ -42,7 +42,7 @@ class Budget:
 
 def split_budget(spec: Spec) -> Budget:
     """Split the spec's budget over its statistics (the loader has checked how they share it:
-    dpcli.spec.model._privacy).
+    dpcli.specs.model._privacy).
 
     A zCDP release's rho is ``privacy.rho``, or ``privacy.epsilon`` with ``delta`` converted to the largest rho whose
     (epsilon, delta) conversion fits (closed form, rounded down), or, with neither, the sum of the named rhos. Named

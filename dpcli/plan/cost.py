@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 from dpcli.errors import SpecError
 from dpcli.plan.model import Plan
-from dpcli.spec.kinds import KINDS
+from dpcli.specs.kinds import KINDS
 
 # Public limits on one release, functions of the spec alone (never of the data): a release over either is refused
 # with exit 2 before the input is read, so a spend is never followed by a release too large to finish.
 MAX_RELEASE_CELLS = 10_000_000
 MAX_RELEASE_MEMORY_MB = 1024
 # The estimate: a fixed part (interpreter, polars, numpy, the ledger; the scan of a small input) plus bytes per cell
-# by kind (its ``memory_per_cell``, measured with /usr/bin/time: dpcli/spec/kinds.py). The scan of a large input needs
+# by kind (its ``memory_per_cell``, measured with /usr/bin/time: dpcli/specs/kinds.py). The scan of a large input needs
 # more on its own.
 MEMORY_BASE_MB = 200
 

@@ -31,9 +31,9 @@ from dpcli.plan.sensitivity import (
     components,
     quantile_components,
 )
-from dpcli.spec.grid import quantile_bins
-from dpcli.spec.kinds import KINDS, Family
-from dpcli.spec.model import (
+from dpcli.specs.grid import quantile_bins
+from dpcli.specs.kinds import KINDS, Family
+from dpcli.specs.model import (
     Frequency,
     Histogram,
     Quantile,
@@ -195,7 +195,7 @@ def make_plan(spec: Spec) -> Plan:
     except SpecError as exc:
         if spec.source == "<string>":
             raise
-        from dpcli.spec.load import printable
+        from dpcli.specs.load import printable
 
         raise exc.in_file(printable(spec.source)) from None
 

@@ -40,8 +40,8 @@ from dpcli.plan.scales import (
     laplace_halfwidth,
 )
 from dpcli.plan.squares import rounded_square, square_step
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.model import (
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.model import (
     Column,
     Count,
     Frequency,

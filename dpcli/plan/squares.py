@@ -3,7 +3,7 @@ engine's rounding rule)."""
 
 from __future__ import annotations
 
-from dpcli.spec.model import Column
+from dpcli.specs.model import Column
 
 # The squares' grid has at most this many steps between 0 and the largest centred square, like a float column's
 # default grid (10^6-10^7 steps across its bounds). On the column's grid squared, a float column's default precision

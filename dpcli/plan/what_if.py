@@ -20,9 +20,9 @@ from fractions import Fraction
 from dpcli.core.accounting import epsilon_delta_to_rho
 from dpcli.errors import SpecError, UsageError
 from dpcli.plan.model import Plan, StatisticPlan, make_plan
-from dpcli.spec.kinds import KINDS
-from dpcli.spec.model import Mean, Target
-from dpcli.spec.v1 import MAX_RELEASE_EPSILON
+from dpcli.specs.kinds import KINDS
+from dpcli.specs.model import Mean, Target
+from dpcli.specs.v1 import MAX_RELEASE_EPSILON
 
 # plan --target rounds the smallest epsilon up to this grid (and searches at most MAX_RELEASE_EPSILON)
 EPSILON_GRID = Fraction(1, 1000)

@@ -38,8 +38,8 @@ import numpy as np
 from dpcli.core.accounting import format_exact
 from dpcli.errors import InternalError, SpecError
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.spec.kinds import KINDS
-from dpcli.spec.model import Column, EdgeBins, GridBins, PostProcess, histogram_bins
+from dpcli.specs.kinds import KINDS
+from dpcli.specs.model import Column, EdgeBins, GridBins, PostProcess, histogram_bins
 
 if TYPE_CHECKING:
     from scipy import sparse  # untyped (no scipy-stubs installed): its names are Any to mypy

@@ -17,7 +17,7 @@ import numpy as np
 
 from dpcli.plan.model import StatisticPlan
 from dpcli.plan.scales import CONFIDENCE
-from dpcli.spec.model import Frequency
+from dpcli.specs.model import Frequency
 
 # A mean is released on a grid 1000 times finer than its column's precision: finer digits would only be noise.
 MEAN_DIGITS_BELOW_PRECISION = 3

@@ -28,7 +28,7 @@ from dpcli.errors import InternalError
 from dpcli.plan.model import StatisticPlan
 from dpcli.plan.scales import CONFIDENCE
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
-from dpcli.spec.model import Std
+from dpcli.specs.model import Std
 
 
 def part_confidence(confidence: float = CONFIDENCE) -> float:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from dpcli.core.accounting import format_exact
-from dpcli.spec.model import GridBins
+from dpcli.specs.model import GridBins
 
 # polars is imported inside the functions that format a column (when a table is written or stored): `dpcli budget
 # show` never pays for it

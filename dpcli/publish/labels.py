@@ -13,9 +13,9 @@ from dpcli.errors import InternalError
 from dpcli.plan.bins import bin_label
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.publish.columns import GridLabels, KeyLabels, LazyColumn, Texts
-from dpcli.spec.kinds import KINDS, Value
-from dpcli.spec.model import EdgeBins, GridBins, Quantile, histogram_bins
-from dpcli.spec.v1 import QUANTILE_COLUMN
+from dpcli.specs.kinds import KINDS, Value
+from dpcli.specs.model import EdgeBins, GridBins, Quantile, histogram_bins
+from dpcli.specs.v1 import QUANTILE_COLUMN
 
 
 def bin_labels(bins: EdgeBins | GridBins) -> list[str]:

@@ -13,8 +13,8 @@ from dpcli.core.accounting import format_exact, parse_exact
 from dpcli.errors import InternalError
 from dpcli.postprocess.consistency import flag_column, small_cells
 from dpcli.publish.columns import Ints, LazyColumn, Masked, Texts
-from dpcli.spec.kinds import Kind
-from dpcli.spec.model import PostProcess
+from dpcli.specs.kinds import Kind
+from dpcli.specs.model import PostProcess
 
 
 def _exact(column: LazyColumn) -> list[Fraction]:
@@ -50,7 +50,7 @@ def apply(
 ) -> tuple[LazyColumn, LazyColumn, LazyColumn, LazyColumn | None]:
     """(value, ci_low, ci_high, flag) after the statistic's policy. Integer columns stay integer columns; other
     columns (huge sums written as text) go through exact Fractions. Non-negativity and digits apply to the kinds
-    whose traits say so (dpcli/spec/kinds.py: a mean is clipped to its bounds already; counts are integers)."""
+    whose traits say so (dpcli/specs/kinds.py: a mean is clipped to its bounds already; counts are integers)."""
     columns = (value, low, high)
     nonnegative = policy.nonnegative and kind.nonnegative
     digits = policy.digits if kind.rounded else None

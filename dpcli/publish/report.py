@@ -34,8 +34,8 @@ from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
 from dpcli.ledger.base import BudgetStatus
 from dpcli.plan.budget import NOTHING_SPENT, cost_text
-from dpcli.spec.kinds import KINDS, Kind, Value
-from dpcli.spec.v1 import OUTPUT_COLUMNS
+from dpcli.specs.kinds import KINDS, Kind, Value
+from dpcli.specs.v1 import OUTPUT_COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -87,7 +87,7 @@ class StatisticView:
 
     @property
     def traits(self) -> Kind | None:
-        """The traits of the kind the table names (dpcli/spec/kinds.py); None for a kind it does not know or states
+        """The traits of the kind the table names (dpcli/specs/kinds.py); None for a kind it does not know or states
         not."""
         return KINDS.get(self.kind)
 

@@ -16,7 +16,7 @@ from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.scales import CONFIDENCE
 from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.publish.table import CONTRACT
-from dpcli.spec.model import Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK
+from dpcli.specs.model import Column, Count, EdgeBins, GridBins, Mean, Quantile, Sum, TopK
 
 if TYPE_CHECKING:
     from dpcli.ledger import Record

@@ -19,7 +19,7 @@ import numpy as np
 from dpcli.core.accounting import format_exact, parse_exact
 from dpcli.publish.columns import Blank, GridLabels, Ints, KeyLabels, LazyColumn, Masked, Texts
 from dpcli.publish.table import CONTRACT, LEGACY_CONTRACT, Block, Table
-from dpcli.spec.model import GridBins
+from dpcli.specs.model import GridBins
 
 # Cells per compressed piece of a packed column in the release store (a reader decodes piece by piece).
 PACK_CHUNK = 1 << 20

@@ -28,12 +28,12 @@ from dpcli.postprocess import values as postprocess
 from dpcli.postprocess import variance
 from dpcli.publish.columns import Blank, GridLabels, Ints, KeyLabels, LazyColumn, Texts, as_column
 from dpcli.publish.labels import entry_labels, statistic_labels
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.kinds import KINDS, Value
-from dpcli.spec.model import Column, EdgeBins, GridBins, Quantile, TopK
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.kinds import KINDS, Value
+from dpcli.specs.model import Column, EdgeBins, GridBins, Quantile, TopK
 
 # the table's own columns: one declaration, which the spec's loader also reads (no dimension may take these names)
-from dpcli.spec.v1 import (
+from dpcli.specs.v1 import (
     BIN_COLUMNS,
     DESCRIBING_COLUMNS,
     FIXED_COLUMNS_AFTER,

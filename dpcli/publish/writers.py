@@ -19,7 +19,7 @@ from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
 from dpcli.publish.columns import CHUNK_ROWS, LazyColumn, csv_field
 from dpcli.publish.table import Table
-from dpcli.spec.v1 import BIN_COLUMNS, FIXED_COLUMNS_AFTER
+from dpcli.specs.v1 import BIN_COLUMNS, FIXED_COLUMNS_AFTER
 
 # Columns the JSON writer prints as bare text (numbers), by name, as dpcli 0.2 did.
 NUMERIC_COLUMNS = frozenset({*FIXED_COLUMNS_AFTER, "rho", *BIN_COLUMNS})

@@ -37,9 +37,9 @@ from dpcli.publish.store import decode_table
 from dpcli.publish.table import Table
 from dpcli.publish.writers import output_format
 from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id, run_release_id
-from dpcli.spec.load import load_spec
-from dpcli.spec.model import Spec
-from dpcli.spec.v1 import ENGINES, INPUT_FORMATS
+from dpcli.specs.load import load_spec
+from dpcli.specs.model import Spec
+from dpcli.specs.v1 import ENGINES, INPUT_FORMATS
 
 __all__ = [
     "RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "load_stored_table", "prepare", "prepare_spec",

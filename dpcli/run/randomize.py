@@ -56,8 +56,8 @@ from dpcli.mechanisms.randomized_response import randomize_keys
 from dpcli.publish.paths import check_release_paths
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.run.paid import Paid, PaidRun, Unpaid, leaves_nothing, run_release_id
-from dpcli.spec.model import Column
-from dpcli.spec.randomize import RANDOMIZE_FORMATS, RandomizeSpec, load_randomize_spec
+from dpcli.specs.model import Column
+from dpcli.specs.randomize import RANDOMIZE_FORMATS, RandomizeSpec, load_randomize_spec
 
 __all__ = ["RANDOMIZE_COMMAND", "Randomized", "find_randomized", "keys_sha256", "randomize"]
 

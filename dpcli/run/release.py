@@ -37,7 +37,7 @@ from dpcli.publish.writers import write_table
 from dpcli.run.paid import RELEASE_ID, Paid, Unpaid, check_release_id, leaves_nothing, what_failed
 from dpcli.run.prepare import UNSTORED_TABLE, load_stored_table, prepare
 from dpcli.run.randomize import find_randomized
-from dpcli.spec.model import Frequency, Spec
+from dpcli.specs.model import Frequency, Spec
 
 __all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.run.paid
 

@@ -18,7 +18,7 @@ import pytest
 
 from dpcli.audit.neighbours import find_neighbours
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 SPEC = """\
 version: 1

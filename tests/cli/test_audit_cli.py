@@ -179,7 +179,7 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     import dpcli.audit.release_audit
     from dpcli.cli.app import main
     from dpcli.plan.model import make_plan
-    from dpcli.spec.load import load_spec
+    from dpcli.specs.load import load_spec
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(

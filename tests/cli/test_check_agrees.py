@@ -20,7 +20,7 @@ from dpcli.core.accounting import Cap
 from dpcli.ledger import JsonlLedger
 from tests.cli.test_refusals import CSV, PERSON, REFUSED, spec
 from tests.helpers import run_in_process
-from tests.spec.test_limits import PLAN_REFUSED
+from tests.specs.test_limits import PLAN_REFUSED
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import clean_env, run_dpcli, run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 CANARY = "987654321"  # a cell value that must never appear in any message
 ROOT = Path(__file__).resolve().parents[2]

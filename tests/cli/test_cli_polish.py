@@ -15,7 +15,7 @@ import pytest
 import dpcli
 from dpcli.core.accounting import parse_exact
 from tests.helpers import TOY_SPEC, run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 dpcli_run = run_in_process
 ROOT = Path(__file__).resolve().parents[2]
@@ -292,7 +292,7 @@ def fill(skeleton: str) -> str:
 
 @pytest.mark.parametrize("where", ["beside", "elsewhere"])
 def test_init_round_trips_awkward_names_and_paths(tmp_path: Path, where: str) -> None:
-    from dpcli.spec.load import load_spec
+    from dpcli.specs.load import load_spec
 
     data_dir = tmp_path / "raw data: #1 'q'"
     data_dir.mkdir()
@@ -423,7 +423,7 @@ def test_plan_table_fits_the_terminal_without_breaking_words(tmp_path: Path, mon
                                                               spec: str, width: int) -> None:
     from dpcli.cli import render_plan
     from dpcli.plan.model import make_plan
-    from dpcli.spec.load import load_spec
+    from dpcli.specs.load import load_spec
 
     if spec == "example":
         path = ROOT / "configs" / "example.yaml"

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import clean_env, run_dpcli, run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 COLUMNS, LINES = 250, 40  # wide enough that no message line wraps
 DEADLINE = 300  # seconds: a run still going then is a hang, reported as a failure, never a timing assertion

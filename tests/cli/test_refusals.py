@@ -11,7 +11,7 @@ import pytest
 
 from dpcli.publish.report import KNOWN_COLUMNS
 from dpcli.publish.table import Table
-from dpcli.spec.v1 import OUTPUT_COLUMNS
+from dpcli.specs.v1 import OUTPUT_COLUMNS
 from tests.helpers import run_in_process
 
 CSV = "pid,other,age,sex,flag,quantile,a,b\np1,a,30,F,true,x,a1,b1\n,b,41,M,false,y,a2,b2\np2,,50,F,,,,\n"

@@ -21,9 +21,9 @@ from dpcli.core.accounting import (
 from dpcli.errors import BudgetRefused, SpecError
 from dpcli.ledger import JsonlLedger
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_dpcli
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 CASES = [(F(1, 2), F(1, 10**6)), (F(1, 100), F(1, 10**9)), (F(5), F(1, 10**5)), (F(1, 10**6), F(1, 10**6)),
          (F(17468904769, 10**12), F(1, 10**6))]

@@ -12,7 +12,7 @@ import pytest
 
 from dpcli.engine import aggregate
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests import specs
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)

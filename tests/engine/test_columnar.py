@@ -30,9 +30,9 @@ from dpcli.engine.columnar import check_streaming, float_text, scan_columnar, ty
 from dpcli.engine.source import input_format
 from dpcli.errors import InputError, InternalError
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 # keys that canonical texts of the sources below hit (and their near misses: ` 7`, `TRUE`)
 KEYS = [

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate
 from dpcli.plan.model import make_plan
 from dpcli.plan.scales import laplace_halfwidth
-from dpcli.spec.load import parse_spec
-from tests import specs
+from dpcli.specs.load import parse_spec
+from tests import spec_builder
 from tests.engine.test_aggregate import (
     ADULT,
     ADULT_COLUMNS,
@@ -133,7 +133,7 @@ def test_table_from_exact_values(adult):
 # -- issue 12: open keys at row level, and the typed rows of a chunk (dpcli.engine.persons reads them) ---------------
 
 
-OPEN_SPEC = specs.spec_text(
+OPEN_SPEC = spec_builder.spec_text(
     {"sex": "{type: category, categories: [F, M]}", "country": "{type: category, categories: open, max_length: 3}",
      "amount": "{type: int, bounds: [0, 10]}"},
     ["{name: by_country, kind: count, by: [country]}", "{name: by_sex_country, kind: count, by: [sex, country]}",

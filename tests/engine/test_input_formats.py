@@ -27,9 +27,9 @@ from dpcli.engine.polars_engine import LineAggregator
 from dpcli.engine.source import CsvSource, _mapped_chunks
 from dpcli.errors import InputError
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_dpcli, run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 ADULT = Path(__file__).parents[1] / "data" / "adult.csv"
 
@@ -296,7 +296,7 @@ def test_files_without_a_header_line(tmp_path: Path, plain: tuple[Path, list[Exa
 
 
 def test_a_header_list_must_name_every_declared_column() -> None:
-    from dpcli.spec.load import parse_errors
+    from dpcli.specs.load import parse_errors
 
     errors = parse_errors(SPEC + "csv: {header: [age, sex]}\n")
     assert [str(e) for e in errors] == [

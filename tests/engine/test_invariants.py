@@ -10,7 +10,7 @@ import pytest
 
 from dpcli.engine.cells import numeric_value
 from dpcli.errors import InternalError
-from dpcli.spec.model import Column
+from dpcli.specs.model import Column
 
 
 def test_a_numeric_column_without_its_grid_is_an_internal_error() -> None:
@@ -21,7 +21,7 @@ def test_a_numeric_column_without_its_grid_is_an_internal_error() -> None:
 def test_the_check_holds_under_python_o() -> None:
     code = (
         "from dpcli.engine.cells import numeric_value\nfrom dpcli.errors import InternalError\n"
-        "from dpcli.spec.model import Column\n"
+        "from dpcli.specs.model import Column\n"
         "try:\n    numeric_value(Column('x', 'float'))\nexcept InternalError:\n    print('internal')\n"
     )
     out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=False)

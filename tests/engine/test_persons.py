@@ -25,8 +25,8 @@ from dpcli.engine.cells import used_columns
 from dpcli.engine.persons import ID_COLUMN, PersonRows, Seeds, exact_from_frames
 from dpcli.errors import InputError
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
-from tests import specs
+from dpcli.specs.load import parse_spec
+from tests import spec_builder
 
 SECRET = bytes(range(32))
 SEXES = ["F", "M"]
@@ -461,7 +461,7 @@ def test_persons_under_a_shared_key_prefix_are_numbered_apart_from_the_others() 
     assert numbered[persons._RANK].to_list() == [0, 0, 0, 0]
 
 
-COUNTS_ONLY = specs.spec_text(
+COUNTS_ONLY = spec_builder.spec_text(
     {"amount": "{type: int, bounds: [0, 10]}"},
     ["{name: rows, kind: count}", "{name: persons, kind: count, of: persons}"],
     privacy="epsilon: 1, unit: {id: pid, max_rows: 2, missing_id: person}", dataset="people",

@@ -29,9 +29,9 @@ from dpcli.ledger import open_ledger
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_dpcli
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 SPEC = """\
 version: 1

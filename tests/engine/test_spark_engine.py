@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from dpcli.engine import aggregate, spark_engine
 from dpcli.errors import InputError, InternalError, UsageError
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 pytestmark = pytest.mark.spark
 

@@ -15,7 +15,7 @@ import pytest
 from dpcli.engine import aggregate, spark_engine
 from dpcli.errors import InputError, UsageError
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.engine.test_spark_engine import (
     PANEL_HEADER,
     PANEL_STATISTICS,
@@ -25,7 +25,7 @@ from tests.engine.test_spark_engine import (
     panel_spec,
     splits,
 )
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 pytestmark = pytest.mark.spark
 

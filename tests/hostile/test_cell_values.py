@@ -16,7 +16,7 @@ import pytest
 from dpcli.core.accounting import Cap
 from dpcli.ledger import open_ledger
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.hostile.battery import (
     CANARY,
     SPEC,

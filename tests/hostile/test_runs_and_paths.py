@@ -19,7 +19,7 @@ import pytest
 
 from dpcli.engine import aggregate
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import mounted_tmpfs
 from tests.hostile.battery import (
     CANARY,

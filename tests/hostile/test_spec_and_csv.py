@@ -26,7 +26,7 @@ import pytest
 from dpcli.engine import aggregate
 from dpcli.ledger import open_ledger
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.hostile.battery import (
     CANARY,
     DATA,

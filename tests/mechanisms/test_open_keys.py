@@ -29,7 +29,7 @@ from dpcli.publish.columns import csv_field, csv_texts, json_texts
 from dpcli.publish.sidecar import release_metadata
 from dpcli.publish.table import build_table
 from dpcli.publish.writers import write_csv, write_json
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 HEAD = """\
 version: 1

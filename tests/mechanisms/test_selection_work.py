@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from dpcli.core.samplers import RandomSource
 from dpcli.mechanisms import quantiles, topk
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
-from tests.specs import spec_text
+from dpcli.specs.load import parse_spec
+from tests.spec_builder import spec_text
 
 KEYS = 12  # keystreams tried per pair
 

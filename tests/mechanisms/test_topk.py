@@ -21,7 +21,7 @@ from dpcli.mechanisms.noise import draw_noise, exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.plan.scales import choice_gap
 from dpcli.publish.table import build_table
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_dpcli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.sensitivity import NoiseComponent
 from dpcli.postprocess.consistency import check_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 SPEC = """version: 1
 dataset: d

@@ -14,8 +14,8 @@ from dpcli.errors import SpecError
 from dpcli.plan.bins import bin_label
 from dpcli.plan.model import make_plan
 from dpcli.plan.scales import MAX_SCALE, SCALE_LIMIT, conservative_scale, laplace_halfwidth
-from dpcli.spec.load import parse_spec
-from tests.specs import spec_text
+from dpcli.specs.load import parse_spec
+from tests.spec_builder import spec_text
 
 COLUMNS = """\
   age: {type: int, bounds: [17, 90]}

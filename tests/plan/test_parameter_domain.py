@@ -17,8 +17,8 @@ from dpcli.core.samplers import MAX_PARAM
 from dpcli.mechanisms.quantiles import intervals
 from dpcli.plan import quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.load import parse_spec
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.load import parse_spec
 
 SPEC = """\
 version: 1

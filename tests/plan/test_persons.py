@@ -17,9 +17,9 @@ from dpcli.errors import BudgetRefused, SpecError, UsageError
 from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import check_pin
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 
 def spec(privacy: str, columns: str, statistics: str) -> str:

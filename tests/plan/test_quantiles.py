@@ -19,7 +19,7 @@ from dpcli.errors import SpecError
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_dpcli
 
 HEAD = """version: 1

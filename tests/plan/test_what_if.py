@@ -16,8 +16,8 @@ from dpcli.plan.model import make_plan
 from dpcli.plan.scales import laplace_halfwidth
 from dpcli.plan.what_if import EPSILON_GRID, expected_error, find_epsilon, plan_at, targets_of
 from dpcli.run.prepare import ledger_outlook
-from dpcli.spec.load import parse_spec
-from dpcli.spec.model import Target
+from dpcli.specs.load import parse_spec
+from dpcli.specs.model import Target
 from tests.helpers import run_in_process
 
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
@@ -257,7 +257,7 @@ def test_plan_target_prints_the_smallest_epsilon(tmp_path):
 
 
 def test_a_frequency_only_release_has_no_epsilon_to_compare():
-    from dpcli.spec.load import load_spec
+    from dpcli.specs.load import load_spec
 
     plan = make_plan(load_spec(Path(__file__).resolve().parents[2] / "configs" / "frequency.yaml"))
     with pytest.raises(UsageError, match="spends nothing"):

@@ -24,7 +24,7 @@ from dpcli.core.accounting import Cap
 from dpcli.ledger import open_ledger
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.run.release import release
-from dpcli.spec.load import load_spec
+from dpcli.specs.load import load_spec
 
 COLUMNS = """\
 columns:

@@ -19,7 +19,7 @@ from dpcli.postprocess.consistency import consistency_groups, plan_notes, sideca
 from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Table, build_table
 from dpcli.publish.writers import HashingWriter, write_csv, write_json
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.helpers import run_in_process
 
 COLUMNS = """

@@ -21,8 +21,8 @@ from dpcli.plan.squares import MAX_SQUARE_STEPS, rounded_square, square_step
 from dpcli.postprocess.values import Released
 from dpcli.postprocess.variance import _box, part_confidence, variance_grids
 from dpcli.publish.table import build_table
-from dpcli.spec.load import parse_spec
-from tests.specs import spec_text
+from dpcli.specs.load import parse_spec
+from tests.spec_builder import spec_text
 
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
 

@@ -14,7 +14,7 @@ import pytest
 from dpcli.errors import InternalError
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import number_columns
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 SPEC = """\
 version: 1

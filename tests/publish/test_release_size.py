@@ -32,8 +32,8 @@ from dpcli.publish.labels import label_columns
 from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Table, build_table
 from dpcli.publish.writers import HashingWriter, write_csv, write_json
-from dpcli.spec.load import parse_spec
-from dpcli.spec.model import GridBins
+from dpcli.specs.load import parse_spec
+from dpcli.specs.model import GridBins
 from tests.helpers import measured, run_dpcli
 
 HEADER = """\

@@ -15,7 +15,7 @@ import pytest
 
 from dpcli.publish import report
 from tests.helpers import run_in_process
-from tests.specs import spec_text
+from tests.spec_builder import spec_text
 
 SPEC = spec_text(
     {"age": "{type: int, bounds: [0, 100]}", "sex": "{type: category, categories: [F, M]}",

@@ -36,9 +36,9 @@ from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Table, bin_edge_columns, build_table
 from dpcli.publish.writers import write_table
 from dpcli.run.release import release
-from dpcli.spec.load import parse_spec
-from dpcli.spec.model import EdgeBins
-from tests import specs
+from dpcli.specs.load import parse_spec
+from dpcli.specs.model import EdgeBins
+from tests import spec_builder
 from tests.helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ OPEN_KEYS = """\
 
 
 def spec_text(statistics: str, privacy: str = "{unit: row, neighbours: add_remove, epsilon: 1, delta: 1e-6}") -> str:
-    return specs.spec_text(COLUMNS, statistics, privacy=privacy, dataset="adult")
+    return spec_builder.spec_text(COLUMNS, statistics, privacy=privacy, dataset="adult")
 
 
 def exact_table(text: str) -> Table:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from dpcli.errors import InputError, SpecError
 from dpcli.mechanisms.randomized_response import estimate_counts, randomize_keys
-from dpcli.spec.randomize import parse_randomize_spec
+from dpcli.specs.randomize import parse_randomize_spec
 from tests.helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -279,7 +279,7 @@ def test_frequency_refuses_an_input_the_ledger_did_not_record(tmp_path: Path, ta
     ],
 )
 def test_frequency_spec_rules(change: tuple[str, str], path: str, message: str) -> None:
-    from dpcli.spec.load import parse_spec
+    from dpcli.specs.load import parse_spec
 
     text = FREQUENCY.format(input="rr.csv", epsilon="1")
     assert change[0] in text
@@ -434,7 +434,7 @@ def test_replacing_one_record_changes_one_position_of_each_column(lines: list, l
 def _engine_histograms(path: Path) -> list[list[int]]:
     from dpcli.engine import aggregate
     from dpcli.plan.model import make_plan
-    from dpcli.spec.load import parse_spec
+    from dpcli.specs.load import parse_spec
 
     spec = parse_spec(
         "version: 1\ndataset: survey\nprivacy: {epsilon: 1}\ncolumns:\n"

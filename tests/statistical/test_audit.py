@@ -51,7 +51,7 @@ from dpcli.audit.neighbours import Neighbours, find_neighbours
 from dpcli.audit.release_audit import AuditReport, StatisticAudit, audit
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.scales import conservative_variance
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 
 ALPHA = 1e-8
 CONFIDENCE = 1 - ALPHA

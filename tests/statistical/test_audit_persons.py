@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.plan.model import Plan, make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.statistical.test_audit import (
     assert_within,
     by_name,

@@ -20,7 +20,7 @@ import pytest
 from dpcli.audit.neighbours import find_neighbours
 from dpcli.audit.release_audit import audit
 from dpcli.plan.model import Plan, make_plan
-from dpcli.spec.load import parse_spec
+from dpcli.specs.load import parse_spec
 from tests.pf_law import permute_and_flip_law
 from tests.statistical.test_audit import ALPHA, TRIALS, guaranteed
 

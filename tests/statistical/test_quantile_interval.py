@@ -21,8 +21,8 @@ from dpcli.engine import aggregate
 from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.noise import draw_quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.load import parse_spec
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.load import parse_spec
 
 RUNS = 2000
 CHECKS = 12  # binomial checks in this file: each at ALPHA / CHECKS

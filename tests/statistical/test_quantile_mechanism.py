@@ -23,8 +23,8 @@ from scipy import stats
 from dpcli.engine import aggregate
 from dpcli.mechanisms import quantiles
 from dpcli.plan.model import make_plan
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.load import parse_spec
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.load import parse_spec
 from tests.statistical.test_exponential_mechanism import weights
 
 ALPHA = 1e-8

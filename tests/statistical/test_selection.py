@@ -27,8 +27,8 @@ from scipy import stats
 from dpcli.engine import ExactStatistic
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.plan.model import Plan, make_plan
-from dpcli.spec.load import parse_spec
-from tests.specs import spec_text
+from dpcli.specs.load import parse_spec
+from tests.spec_builder import spec_text
 
 N = 10_000_000
 CHUNK = 1_000_000

@@ -20,8 +20,8 @@ import pytest
 
 from dpcli.mechanisms.topk import choose
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import parse_spec
-from tests.specs import spec_text
+from dpcli.specs.load import parse_spec
+from tests.spec_builder import spec_text
 from tests.statistical.test_exponential_mechanism import chi2_fit, peeling_probs
 
 SPEC = spec_text(

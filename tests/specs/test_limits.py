@@ -17,8 +17,8 @@ import pytest
 from dpcli.errors import SpecError
 from dpcli.plan.budget import split_budget
 from dpcli.plan.model import make_plan
-from dpcli.spec.fields import number_within_limits
-from dpcli.spec.load import MAX_SPEC_BYTES, load_spec, parse_spec
+from dpcli.specs.fields import number_within_limits
+from dpcli.specs.load import MAX_SPEC_BYTES, load_spec, parse_spec
 from tests.helpers import clean_env, run_dpcli
 
 ROOT = Path(__file__).resolve().parents[2]

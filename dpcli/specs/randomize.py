@@ -17,11 +17,11 @@ from typing import Any
 
 from dpcli.core.locations import is_ledger_url
 from dpcli.errors import SpecError
-from dpcli.spec.fields import Columns, Loaded, RuleError, Section
-from dpcli.spec.load import MAX_SPEC_BYTES, load_yaml, no_surrogates, printable, read_spec_text
-from dpcli.spec.model import DEFAULT_MAX_RECORD_BYTES, Column, CsvDialect
-from dpcli.spec.rules import ErrorCollector, build_column
-from dpcli.spec.v1 import CSV, PRIVACY, TOP
+from dpcli.specs.fields import Columns, Loaded, RuleError, Section
+from dpcli.specs.load import MAX_SPEC_BYTES, load_yaml, no_surrogates, printable, read_spec_text
+from dpcli.specs.model import DEFAULT_MAX_RECORD_BYTES, Column, CsvDialect
+from dpcli.specs.rules import ErrorCollector, build_column
+from dpcli.specs.v1 import CSV, PRIVACY, TOP
 
 # the input formats randomize reads (records in file order: a CSV, plain or compressed, by the release's line rules)
 RANDOMIZE_FORMATS = ("csv", "csv.gz", "csv.zst")
@@ -54,7 +54,7 @@ class RandomizeSpec:
     ledger: Path | str | None = None
     source: str = "<string>"
     sha256: str = ""
-    csv: CsvDialect = CsvDialect()  # noqa: RUF009 - frozen, so one shared default is safe (as in dpcli.spec.model)
+    csv: CsvDialect = CsvDialect()  # noqa: RUF009 - frozen, so one shared default is safe (as in dpcli.specs.model)
     input_format: str | None = None
     neighbours: str = "replace"
     unit: str = "row"

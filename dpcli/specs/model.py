@@ -1,8 +1,8 @@
 """The typed release spec: frozen objects (``Column``, bins, each kind's statistic, ``Privacy``, ``Spec`` ...) and the
 questions asked of them (a statistic's bins, its open dimensions, whether it counts persons).
 
-They are built only by the loader (``dpcli.spec.load``, through the builders and cross-field rules of
-``dpcli.spec.rules``), so every instance is valid. Nothing here reads data: a spec is public, person-written
+They are built only by the loader (``dpcli.specs.load``, through the builders and cross-field rules of
+``dpcli.specs.rules``), so every instance is valid. Nothing here reads data: a spec is public, person-written
 knowledge (bounds, bins, categories, budget split).
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from dpcli.errors import InternalError
-from dpcli.spec.kinds import KINDS
-from dpcli.spec.v1 import QUANTILE_COLUMN
+from dpcli.specs.kinds import KINDS
+from dpcli.specs.v1 import QUANTILE_COLUMN
 
 # ---------------------------------------------------------------------------------------------------------------
 # The typed spec
@@ -57,7 +57,7 @@ class Column:
     def grid_bounds(self) -> tuple[int, int]:
         """Bounds in grid units: the largest grid interval inside the declared bounds (so clamping is exact)."""
         step = self.grid_step
-        if self.bounds is None:  # a numeric column has both bounds and a step (dpcli.spec.rules.build_column)
+        if self.bounds is None:  # a numeric column has both bounds and a step (dpcli.specs.rules.build_column)
             raise InternalError(f"column {self.name!r} is not numeric: it has no grid")
         lo, hi = self.bounds
         return math.ceil(lo / step), math.floor(hi / step)  # exact on a Fraction
@@ -233,7 +233,7 @@ ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
 
 def histogram_bins(stat: Statistic) -> Bins:
     """The bins of a histogram of a numeric column: the cells of its one dimension without declared keys."""
-    if stat.bins is None:  # only a ``has_bins`` kind (dpcli/spec/kinds.py) of a numeric column has them
+    if stat.bins is None:  # only a ``has_bins`` kind (dpcli/specs/kinds.py) of a numeric column has them
         raise ValueError(f"statistic {stat.name!r} has no bins: every dimension of it has declared keys")
     return stat.bins
 
@@ -249,7 +249,7 @@ def clamps_persons(stat: Statistic) -> bool:
 
 
 def summed_column(stat: Statistic) -> str | None:
-    """The column whose values a statistic sums (its kind's ``sums_column``: dpcli/spec/kinds.py), None if it sums
+    """The column whose values a statistic sums (its kind's ``sums_column``: dpcli/specs/kinds.py), None if it sums
     none."""
     return stat.column if KINDS[stat.kind].sums_column else None
 

@@ -6,8 +6,8 @@
 - documents generated *from the schema* (a small interpreter of the keywords the schema uses; hypothesis-jsonschema
   0.23 does not run on this project's hypothesis 6.17x: `'many' object has no attribute 'more'`) either load or
   fail only on rules JSON Schema cannot express: every error the loader reports for them is a RuleError (the
-  cross-field rules listed in dpcli/spec/schema.py's docstring, or the range of a number the document wrote as text).
-  The schema and the loader both derive from one declaration (dpcli/spec/fields.py), so this generator does too;
+  cross-field rules listed in dpcli/specs/schema.py's docstring, or the range of a number the document wrote as text).
+  The schema and the loader both derive from one declaration (dpcli/specs/fields.py), so this generator does too;
 - no input at all (text, bytes, mutated valid specs) gets anything but SpecError out of the loader and the planner.
 """
 
@@ -31,9 +31,9 @@ from jsonschema import Draft202012Validator
 
 from dpcli.errors import SpecError
 from dpcli.plan.model import make_plan
-from dpcli.spec.fields import NUMBER_PATTERN, Number, RuleError, number_within_limits
-from dpcli.spec.load import load_spec, parse_errors, parse_spec, spec_errors
-from dpcli.spec.schema import schema_json, spec_schema
+from dpcli.specs.fields import NUMBER_PATTERN, Number, RuleError, number_within_limits
+from dpcli.specs.load import load_spec, parse_errors, parse_spec, spec_errors
+from dpcli.specs.schema import schema_json, spec_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = spec_schema()

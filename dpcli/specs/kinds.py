@@ -2,8 +2,8 @@
 
 A module that treats kinds differently asks the kind's traits (``KINDS[stat.kind].rounded``) or the statistic's
 type (``isinstance(stat, Quantile)``, which also narrows its fields), never a tuple of kind names. So a new kind is
-its entry here, its class in dpcli/spec/model.py, its builder in dpcli/spec/rules.py and its own functions (plan,
-engine, post-processing): docs/architecture.md, "A new statistic kind". tests/spec/test_kinds.py fails when a kind the
+its entry here, its class in dpcli/specs/model.py, its builder in dpcli/specs/rules.py and its own functions (plan,
+engine, post-processing): docs/architecture.md, "A new statistic kind". tests/specs/test_kinds.py fails when a kind the
 spec accepts has no entry, or an entry lacks a trait.
 
 Nothing here reads data or imports the rest of dpcli: it sits under the spec (layer 1), which reads it.
@@ -60,7 +60,7 @@ class Interval(enum.Enum):
 @dataclass(frozen=True)
 class Kind:
     """One statistic kind's traits. Every field is required (no defaults): an entry without a trait is an error
-    on import, and tests/spec/test_kinds.py keeps it so."""
+    on import, and tests/specs/test_kinds.py keeps it so."""
 
     name: str  # the spec's word (``kind: histogram``), also written in the table's kind column and the sidecar
     family: Family

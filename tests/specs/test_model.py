@@ -1,4 +1,4 @@
-"""Every validation rule of dpcli/spec/rules.py: a good case and a bad case, with the full one-line message."""
+"""Every validation rule of dpcli/specs/rules.py: a good case and a bad case, with the full one-line message."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from dpcli.errors import SpecError, UsageError
 from dpcli.plan.budget import split_budget
 from dpcli.plan.model import make_plan
-from dpcli.spec.load import MAX_SPEC_BYTES, load_spec, parse_spec
+from dpcli.specs.load import MAX_SPEC_BYTES, load_spec, parse_spec
 
 COLUMNS = """\
   age: {type: int, bounds: [17, 90]}

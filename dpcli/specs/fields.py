@@ -1,8 +1,8 @@
 """A small schema library for the spec: field types (``Number``, ``Whole``, ``Choice``, ``Name``, ``Keys`` ...),
 mappings of fields (``Section``) and tagged unions of them (``Union``, ``Variant``). Each field both checks a raw YAML
 value (text, list or mapping) and describes itself as JSON Schema, so the loader and ``dpcli schema`` cannot drift.
-Spec v1's declaration is written with them in ``dpcli.spec.v1``. The rules JSON Schema cannot express raise
-``RuleError``: the cross-field rules (``dpcli.spec.rules``) and the range of a number written as text.
+Spec v1's declaration is written with them in ``dpcli.specs.v1``. The rules JSON Schema cannot express raise
+``RuleError``: the cross-field rules (``dpcli.specs.rules``) and the range of a number written as text.
 
 Why plain Python and not pydantic v2 models (pydantic 2.14 is installed, as typer's dependency): defining the tagged
 unions and an exact-number type as pydantic models added ~90 ms to every `dpcli` start (median of 10 runs with
@@ -64,7 +64,7 @@ NUMBER_TEXT = {"$ref": "#/$defs/number_text"}
 # A JSON Schema fragment, as `dpcli schema` prints it (its values are of every JSON type)
 Schema = dict[str, Any]
 # A section's loaded fields by key, each value as its field type loaded it (a Fraction, a text, a tuple, a nested
-# section's fields): the builders (dpcli.spec.rules) read each key as its field declares it
+# section's fields): the builders (dpcli.specs.rules) read each key as its field declares it
 Loaded = dict[str, Any]
 
 

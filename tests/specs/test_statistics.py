@@ -1,4 +1,4 @@
-"""The spec's statistics and the epsilon split (dpcli/spec/model.py, dpcli.plan.model.split_budget): a good case and a
+"""The spec's statistics and the epsilon split (dpcli/specs/model.py, dpcli.plan.model.split_budget): a good case and a
 bad case of each rule, with the full one-line message."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from fractions import Fraction
 import pytest
 
 from dpcli.plan.budget import split_budget
-from dpcli.spec.load import parse_spec
-from dpcli.spec.model import EdgeBins, GridBins
-from tests.spec.test_model import NOT_A_NUMBER, error, stat, text
+from dpcli.specs.load import parse_spec
+from dpcli.specs.model import EdgeBins, GridBins
+from tests.specs.test_model import NOT_A_NUMBER, error, stat, text
 
 # ---------------------------------------------------------------------------------------------------------------
 # Statistics

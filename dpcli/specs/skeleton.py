@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml  # only init writes YAML: this module is imported by it alone, so no other command pays for yaml
 
-from dpcli.spec.fields import NAME_PATTERN
+from dpcli.specs.fields import NAME_PATTERN
 
 SKELETON_HEAD = """\
 # A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.

@@ -1,6 +1,6 @@
 """A quantile's candidate grid on its column's fixed-point grid: where the candidates are and how many bins the
 engine keeps per cell. The spec's own checks need it (the candidate and cell limits are refused when the spec is
-loaded, dpcli.spec.rules), so it sits in the spec's layer; planning, the engines, the mechanisms, the table and the
+loaded, dpcli.specs.rules), so it sits in the spec's layer; planning, the engines, the mechanisms, the table and the
 audit read it from here.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpcli.spec.model import Column, Quantile
+from dpcli.specs.model import Column, Quantile
 
 
 def candidate_grid(column: Column, step: Fraction | None) -> tuple[int, int, int]:

@@ -1,9 +1,9 @@
 """The one declaration of spec v1's fields: every section's keys, which are required or forbidden (per column type and
 per statistic kind), every field's type, range and message, and the names and limits they use (the output table's
-columns, the accepted ranges). Written with the field library (``dpcli.spec.fields``); ``dpcli.spec.load`` loads a
-document through it, ``dpcli.spec.schema`` prints it as JSON Schema and scripts/gen_docs.py as docs/spec-fields.md;
-tests/spec/test_schema.py generates documents from that schema. The rules JSON Schema cannot express (declared columns,
-bounds and bin order, budget sums, ...) are written once, in ``dpcli.spec.rules``, and raise ``RuleError``.
+columns, the accepted ranges). Written with the field library (``dpcli.specs.fields``); ``dpcli.specs.load`` loads a
+document through it, ``dpcli.specs.schema`` prints it as JSON Schema and scripts/gen_docs.py as docs/spec-fields.md;
+tests/specs/test_schema.py generates documents from that schema. The rules JSON Schema cannot express (declared columns,
+bounds and bin order, budget sums, ...) are written once, in ``dpcli.specs.rules``, and raise ``RuleError``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpcli.errors import SpecError
-from dpcli.spec.fields import (
+from dpcli.specs.fields import (
     NAME_PATTERN,
     Bounds,
     Choice,
@@ -35,7 +35,7 @@ from dpcli.spec.fields import (
     list_value,
     text_value,
 )
-from dpcli.spec.kinds import KINDS
+from dpcli.specs.kinds import KINDS
 
 SPEC_VERSION = "1"
 
@@ -48,7 +48,7 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = tuple(KINDS)  # each kind's traits: dpcli/spec/kinds.py
+STATISTIC_KINDS = tuple(KINDS)  # each kind's traits: dpcli/specs/kinds.py
 MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
@@ -140,7 +140,7 @@ def _article(tag: str) -> str:
 
 @dataclass(eq=False, repr=False)
 class ColumnMap:
-    """``columns:``, a mapping of COLUMN by name (loaded by dpcli.spec.model, which builds the typed columns)."""
+    """``columns:``, a mapping of COLUMN by name (loaded by dpcli.specs.model, which builds the typed columns)."""
 
     def schema(self) -> Schema:
         return {
@@ -151,7 +151,7 @@ class ColumnMap:
 
 @dataclass(eq=False, repr=False)
 class StatisticList:
-    """``statistics:``, a list of STATISTIC (loaded by dpcli.spec.model)."""
+    """``statistics:``, a list of STATISTIC (loaded by dpcli.specs.model)."""
 
     def schema(self) -> Schema:
         return {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/statistic"}}
@@ -319,7 +319,7 @@ STATISTIC = Union(
                 overrides=_KEY_COLUMN),
         # variance/std: a noisy count, centred sum and sum of squares (dpcli.postprocess.variance); no clamp: under a
         # person unit
-        # they are refused by a cross-field rule (dpcli.spec.model), so clamp is not one of their fields
+        # they are refused by a cross-field rule (dpcli.specs.model), so clamp is not one of their fields
         Variant("variance", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         Variant("std", ("name", "kind", "column", "by", *_BUDGET_FIELDS), {"column": "required for a {tag}"}),
         # estimated from a randomized file (dpcli randomize): no budget of its own, no by:

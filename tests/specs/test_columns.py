@@ -1,4 +1,4 @@
-"""The spec's columns (dpcli/spec/model.py): types, names, bounds, precision, categories and impute; a good case and a
+"""The spec's columns (dpcli/specs/model.py): types, names, bounds, precision, categories and impute; a good case and a
 bad case of each rule, with the full one-line message."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from dpcli.spec.load import parse_spec
-from dpcli.spec.rules import default_precision
-from tests.spec.test_model import NOT_A_NUMBER, col, error, text
+from dpcli.specs.load import parse_spec
+from dpcli.specs.rules import default_precision
+from tests.specs.test_model import NOT_A_NUMBER, col, error, text
 
 # ---------------------------------------------------------------------------------------------------------------
 # Columns: type, name, bounds, precision

@@ -1,4 +1,4 @@
-"""The table of statistic kinds (dpcli/spec/kinds.py) is complete: every kind the spec accepts has one entry, every
+"""The table of statistic kinds (dpcli/specs/kinds.py) is complete: every kind the spec accepts has one entry, every
 entry
 sets every trait, and the modules that dispatch on a trait's values handle each value."""
 
@@ -9,12 +9,12 @@ import typing
 
 import pytest
 
-from dpcli.spec.kinds import KINDS, Family, Kind
-from dpcli.spec.load import parse_spec
-from dpcli.spec.model import Statistic
-from dpcli.spec.rules import STATISTIC_BUILDERS
-from dpcli.spec.v1 import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
-from tests.specs import spec_text
+from dpcli.specs.kinds import KINDS, Family, Kind
+from dpcli.specs.load import parse_spec
+from dpcli.specs.model import Statistic
+from dpcli.specs.rules import STATISTIC_BUILDERS
+from dpcli.specs.v1 import POSTPROCESS_KINDS, STATISTIC, STATISTIC_KINDS
+from tests.spec_builder import spec_text
 
 # one statistic of each kind, as a spec writes it (a frequency reads a randomized file: no budget of its own)
 EXAMPLES = {

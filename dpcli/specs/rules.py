@@ -1,6 +1,6 @@
 """The spec's builders and cross-field rules: a strict-YAML document -> the typed ``Spec`` (``build_spec``).
 
-The field rules come from the declaration (``dpcli.spec.v1``); the rules JSON Schema cannot express (declared
+The field rules come from the declaration (``dpcli.specs.v1``); the rules JSON Schema cannot express (declared
 columns, bounds and bin order, budget sums, ...) are here, each raising ``RuleError``. Every kind's typed statistic
 comes from its builder in ``STATISTIC_BUILDERS``.
 """
@@ -17,10 +17,10 @@ from typing import Any
 from dpcli.core.accounting import format_exact
 from dpcli.core.locations import is_ledger_url, is_url
 from dpcli.errors import SpecError
-from dpcli.spec.fields import MAX_TOTAL_DIGITS, OPEN, Loaded, Name, RuleError, list_value
-from dpcli.spec.grid import candidate_grid, quantile_bins
-from dpcli.spec.kinds import KINDS, ColumnNeed
-from dpcli.spec.model import (
+from dpcli.specs.fields import MAX_TOTAL_DIGITS, OPEN, Loaded, Name, RuleError, list_value
+from dpcli.specs.grid import candidate_grid, quantile_bins
+from dpcli.specs.kinds import KINDS, ColumnNeed
+from dpcli.specs.model import (
     DEFAULT_MAX_RECORD_BYTES,
     Bins,
     Column,
@@ -47,7 +47,7 @@ from dpcli.spec.model import (
     counts_persons,
     open_dimensions,
 )
-from dpcli.spec.v1 import (
+from dpcli.specs.v1 import (
     ALWAYS_COLUMNS,
     BOOL_KEYS,
     COLUMN,
@@ -71,7 +71,7 @@ MAX_GRID_UNITS = 2**53
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Loading: the field rules come from the declaration (dpcli.spec.v1); the cross-field rules, which JSON Schema
+# Loading: the field rules come from the declaration (dpcli.specs.v1); the cross-field rules, which JSON Schema
 # cannot express, are below and raise RuleError
 
 
@@ -307,7 +307,7 @@ def _std(d: _Declared) -> Statistic:
     return Std(column=d.named.name, by=d.by, **d.common)
 
 
-# Each kind's typed statistic from its declared fields (its traits: dpcli/spec/kinds.py; tests/spec/test_kinds.py
+# Each kind's typed statistic from its declared fields (its traits: dpcli/specs/kinds.py; tests/specs/test_kinds.py
 # checks that
 # every kind has its builder)
 STATISTIC_BUILDERS: Mapping[str, Callable[[_Declared], Statistic]] = MappingProxyType({
@@ -666,7 +666,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         statistics=tuple(stats),
         input=input_field(),
         output=path_field("output"),
-        # a PostgreSQL URL stays text (Ledger in dpcli.spec.fields refuses one with a password)
+        # a PostgreSQL URL stays text (Ledger in dpcli.specs.fields refuses one with a password)
         ledger=ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),
         source=source,
         sha256=sha256,

@@ -1,16 +1,16 @@
 """JSON Schema (draft 2020-12) of release spec version 1, printed by ``dpcli schema``: generated from the same
-declaration the loader reads its fields through (``dpcli.spec.v1``), so the two cannot drift.
+declaration the loader reads its fields through (``dpcli.specs.v1``), so the two cannot drift.
 
 Editors (e.g. VS Code's YAML extension: ``# yaml-language-server: $schema=spec-v1.schema.json``) and CI validators
 check a YAML spec against it. It describes the document *as YAML tools see it* under YAML 1.2's core schema:
 ``epsilon: 0.5`` is a number there, while dpcli's own loader reads every plain scalar as text and parses numbers
-exactly (``dpcli.spec.load``). So wherever the loader takes a number, the schema accepts a JSON number (with the
+exactly (``dpcli.specs.load``). So wherever the loader takes a number, the schema accepts a JSON number (with the
 loader's range) *or* a numeric string in the loader's grammar (``"0.5"``, ``1e-3`` under YAML 1.1, ``1/3``).
 
-The loader and this schema agree in one direction, checked by ``tests/spec/test_schema.py``: a spec the loader accepts
+The loader and this schema agree in one direction, checked by ``tests/specs/test_schema.py``: a spec the loader accepts
 validates (bar the rare forms listed under "stricter" below), and a document the schema accepts is accepted by the
 loader *provided* it also meets the loader's cross-field rules, which JSON Schema cannot express (each raises
-``dpcli.spec.fields.RuleError``, which tests/spec/test_schema.py checks):
+``dpcli.specs.fields.RuleError``, which tests/specs/test_schema.py checks):
 
 - ``statistics[].column`` and ``by:`` name declared columns, of a type that suits the statistic (sum/mean of a
   numeric column; ``by:`` over category/bool columns; ``bins:`` exactly for histograms of numeric columns), and a
@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import json
 
-from dpcli.spec.fields import NUMBER_PATTERN, Schema
-from dpcli.spec.v1 import COLUMN, STATISTIC, TOP
+from dpcli.specs.fields import NUMBER_PATTERN, Schema
+from dpcli.specs.v1 import COLUMN, STATISTIC, TOP
 
 SCHEMA_ID = "https://dpcli.invalid/schema/spec-v1.json"
 

@@ -10,9 +10,9 @@ from fractions import Fraction
 import pytest
 
 from dpcli.errors import InternalError
-from dpcli.spec.grid import candidate_grid
-from dpcli.spec.model import Column
-from dpcli.spec.rules import STATISTIC_BUILDERS
+from dpcli.specs.grid import candidate_grid
+from dpcli.specs.model import Column
+from dpcli.specs.rules import STATISTIC_BUILDERS
 
 OPEN = Column("city", "category", open=True, max_length=64)
 CATEGORY = Column("sex", "category", categories=("f", "m"))
@@ -32,7 +32,7 @@ def test_a_category_column_has_no_grid() -> None:
 
 def test_a_quantile_of_a_column_without_a_grid_is_an_internal_error() -> None:
     # the builders are reached only after the kind's column need is checked (rules._statistic); called directly
-    from dpcli.spec.rules import _Declared
+    from dpcli.specs.rules import _Declared
 
     declared = _Declared("statistics[0]", "median", {}, CATEGORY, (), {"name": "m"})
     with pytest.raises(InternalError, match="'sex' is not numeric: it has no grid"):
@@ -43,7 +43,7 @@ def test_the_checks_stay_under_python_dash_o() -> None:
     # `python -O` strips asserts: the same question must still fail as an InternalError, not with a TypeError
     code = (
         "from dpcli.errors import InternalError\n"
-        "from dpcli.spec.model import Column\n"
+        "from dpcli.specs.model import Column\n"
         "try:\n"
         "    Column('sex', 'category', categories=('f', 'm')).grid_bounds\n"
         "except InternalError as exc:\n"

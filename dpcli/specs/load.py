@@ -1,5 +1,5 @@
 """Reading a release spec: YAML text or a spec file -> frozen, typed, validated ``Spec`` (built by
-``dpcli.spec.rules``).
+``dpcli.specs.rules``).
 
 The loader is deliberately strict:
 - every plain YAML scalar is read as *text* (no implicit booleans, octals, sexagesimals or floats: YAML 1.1's
@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 from dpcli.errors import SpecError
-from dpcli.spec.fields import RuleError
-from dpcli.spec.model import Spec
-from dpcli.spec.rules import ErrorCollector, build_spec
+from dpcli.specs.fields import RuleError
+from dpcli.specs.model import Spec
+from dpcli.specs.rules import ErrorCollector, build_spec
 
 # A spec file holds at most this many bytes: a 10^7-bin grid is one line, and 1 MiB holds ~100,000 category keys
 # (ICD-10-CM, among the longest public code lists, has ~74,000 codes of up to 8 characters).
