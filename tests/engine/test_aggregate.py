@@ -13,7 +13,7 @@ import pytest
 from dpcli.engine import aggregate
 from dpcli.plan.model import make_plan
 from dpcli.specs.load import parse_spec
-from tests import specs
+from tests import spec_builder
 
 # the census extract, kept in the repository with its licence note (tests/data/README.md)
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult.csv"
@@ -57,7 +57,7 @@ ADULT_STATISTICS = """\
 
 
 def spec_text(columns: str, statistics: str) -> str:
-    return specs.spec_text(columns, statistics, privacy="epsilon: 1", dataset="t")
+    return spec_builder.spec_text(columns, statistics, privacy="epsilon: 1", dataset="t")
 
 
 def plan_for(columns: str, statistics: str):
