@@ -98,7 +98,7 @@ def test_every_published_number_shows_its_uncertainty(released: Path) -> None:
     rank = {s["name"]: s["noise"][0]["rank_error95"] for s in meta["statistics"] if s["kind"] == "median"}
     for name, section in _sections(page).items():
         for cells in _rows(section):
-            label, value, uncertainty = cells[:3]
+            _label, value, uncertainty = cells[:3]
             assert value, (name, cells)
             assert uncertainty, (name, cells)
             if name == "med":
