@@ -57,6 +57,7 @@ MAX_TABLE_BYTES = 1 << 30
 MAX_JSON_TABLE_BYTES = 256 << 20
 MAX_SIDECAR_BYTES = 64 << 20
 MAX_NUMBER = 1e300  # a cell's number beyond this is refused (exit 2): plotting it could overflow
+_MAX_DECIMAL = Decimal(MAX_NUMBER)
 _MAX_INT_DIGITS = 40  # an integer of the sidecar (a record number, a count of cells) has far fewer digits
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # a FIFO in a file's place: not waited on
@@ -323,11 +324,17 @@ def _small_cells(meta: dict[str, Any] | None) -> bool:
 
 
 def _decimal(text: str) -> Decimal | None:
+    """A cell's number, exactly, for every row (``_number`` reads the rows the page shows): None for an empty or
+    non-numeric cell, exit 2 for one beyond ±MAX_NUMBER, as there."""
     try:
         value = Decimal(text) if text else None
     except InvalidOperation:
         return None
-    return value if value is not None and value.is_finite() else None
+    if value is None or not value.is_finite():
+        return None
+    if value.copy_abs() > _MAX_DECIMAL:
+        raise UsageError(f"the table holds a number beyond ±{MAX_NUMBER:g}: not a dpcli table")
+    return value
 
 
 def _extend(view: StatisticView, value_text: str, low_text: str, high_text: str) -> None:
@@ -501,7 +508,7 @@ def _draw_bins(view: StatisticView, rows: Sequence[Row], edges: list[tuple[float
     """A histogram as bars spanning their bins on the column's numeric axis, one panel per `by:` group, each bin's
     interval drawn at its middle."""
     groups = _groups(view, rows)
-    fig = figure(figsize=(7.5, 0.6 + 1.9 * len(groups)))
+    fig = figure(figsize=(7.5, 0.6 + (1.9 if len(groups) <= 4 else 1.0) * len(groups)))
     axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
     few = sorted({e for pair in edges for e in pair}) if len(edges) <= 16 else None
     for ax, (group, members) in zip(axes, groups, strict=True):
@@ -887,7 +894,7 @@ def _summary_cells(view: StatisticView) -> tuple[str, str]:
         return "", ""
     value = f"{view.lowest[1]} to {view.highest[1]}"
     if view.widest is not None:
-        return value, f"±{view.widest} at most"
+        return value, f"±{view.widest:f} at most"
     bounds = [_exact(rank_bound(view, r) or "") for r in view.rows if r.quantile]
     known = [b for b in bounds if b is not None]
     return value, (f"rank ±{format_exact(max(known))} rows at most (95%)" if known else "")

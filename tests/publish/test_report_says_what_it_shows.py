@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dpcli.errors import UsageError
 from dpcli.publish import report
 from tests.helpers import run_in_process
 from tests.spec_builder import spec_text
@@ -188,3 +189,14 @@ def test_the_summary_is_written_once_per_release(released: Path) -> None:
     text = (released / "summary.md").read_text()
     assert text.count("### dpcli release") == 1
     assert text.count(heading) == 1
+
+
+def test_the_summary_s_range_reads_every_row_and_refuses_a_number_no_float_holds(tmp_path: Path) -> None:
+    """The range and the widest interval read every row, past the rows the page keeps: a number beyond ±1e300 there
+    is exit 2 as in the rows shown (never a decimal overflow, exit 1)."""
+    table = tmp_path / "t.csv"
+    table.write_text("statistic,value,ci_low,ci_high\n" + "n,1,0,2\n" * 300 + "n,7,1,9\n")
+    assert report.render_markdown(report.load(table)).count("| n |  | 301 | 1 to 7 | ±6 at most |") == 1
+    table.write_text("statistic,value,ci_low,ci_high\n" + "n,1,0,2\n" * 300 + "n,1e999999999,0,2\n")
+    with pytest.raises(UsageError, match="beyond"):
+        report.load(table)
