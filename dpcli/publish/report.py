@@ -562,10 +562,13 @@ def _draw(view: StatisticView, figure: type[Figure]) -> str:
             ax.annotate("suppressed", (0, yy), xycoords=("axes fraction", "data"), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8, color="#6b7280", style="italic",
                         parse_math=False, usetex=False)
+        elif r.value is not None and r.quantile and r.ci_low is None and (bound := rank_bound(view, r)):
+            ax.annotate(f"rank ±{bound} rows (95%)", (r.value, yy), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=8, color="#374151", parse_math=False, usetex=False)
     ax.set_yticks(y, labels, parse_math=False, usetex=False)
     intervals = any(r.ci_low is not None and r.ci_high is not None for r in rows)
     said = ("value and its interval" if intervals else
-            "value (no value interval was paid for: the table gives its rank bound)" if any(r.quantile for r in rows)
+            "value and its rank bound (no value interval was paid for)" if any(r.quantile for r in rows)
             else "value")
     ax.set_xlabel(_short(f"{view.name} ({view.kind or 'value'}{', ' + view.column if view.column else ''})")
                   + f": {said}", parse_math=False, usetex=False)
