@@ -201,6 +201,26 @@ def append(target: Path, what: str, handle: BinaryIO | None, data: bytes) -> Non
         handle.flush()
 
 
+def holds_line(target: Path, handle: BinaryIO | None, line: str) -> bool:
+    """Whether the file at ``target`` (the one ``handle`` has open, when given) holds ``line`` as a whole line: read
+    as a regular file, not through a link, never blocking. A file that cannot be read (no such file, no read
+    permission, another file put in its place) holds nothing."""
+    want = line.encode("utf-8")
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        if handle is not None:
+            opened = os.fstat(handle.fileno())
+            if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+                return False
+        return any(found.rstrip(b"\r\n") == want for found in fh)
+
+
 def _regular(fd: int, target: Path, what: str) -> BinaryIO:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

@@ -25,6 +25,7 @@ import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -56,6 +57,7 @@ MAX_TABLE_BYTES = 1 << 30
 MAX_JSON_TABLE_BYTES = 256 << 20
 MAX_SIDECAR_BYTES = 64 << 20
 MAX_NUMBER = 1e300  # a cell's number beyond this is refused (exit 2): plotting it could overflow
+_MAX_DECIMAL = Decimal(MAX_NUMBER)
 _MAX_INT_DIGITS = 40  # an integer of the sidecar (a record number, a count of cells) has far fewer digits
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # a FIFO in a file's place: not waited on
@@ -73,6 +75,7 @@ class Row:
     quantile: str = ""
     bin_low: str = ""
     bin_high: str = ""
+    named: tuple[tuple[str, str], ...] = ()  # (dimension, label) of the labels above
 
 
 @dataclass
@@ -84,6 +87,10 @@ class StatisticView:
     meta: dict[str, Any] | None = None  # the sidecar's entry for this statistic, when there is a sidecar
     total: int = 0  # the statistic's rows in the table
     flags: int = 0  # of which flagged or suppressed
+    flag_column: bool = False  # a small-cell policy applies (the sidecar says so; without one: the table has `flag`)
+    lowest: tuple[Decimal, str] | None = None  # the smallest released value of all its rows, and its text
+    highest: tuple[Decimal, str] | None = None
+    widest: Decimal | None = None  # the largest distance from a value to an end of its interval, over all rows
 
     @property
     def traits(self) -> Kind | None:
@@ -284,12 +291,14 @@ def views(columns: Sequence[str], rows: Iterable[dict[str, str]], meta: dict[str
             kind = r.get("kind") or (sm or {}).get("kind") or ""
             column = r.get("column") or (sm or {}).get("column") or ""
             view = out[name] = StatisticView(name, str(kind), str(column or ""), meta=sm)
+            view.flag_column = _small_cells(sm) if meta else "flag" in columns
         view.total += 1
         flag = r.get("flag", "")
         view.flags += bool(flag)
+        lo, hi = r.get("ci_low", ""), r.get("ci_high", "")
+        _extend(view, r.get("value", ""), lo, hi)
         if len(view.rows) > MAX_TABLE_ROWS:
             continue
-        lo, hi = r.get("ci_low", ""), r.get("ci_high", "")
         view.rows.append(
             Row(
                 labels=tuple(r[d] for d in dims if r.get(d)),
@@ -302,9 +311,46 @@ def views(columns: Sequence[str], rows: Iterable[dict[str, str]], meta: dict[str
                 quantile=r.get("quantile", ""),
                 bin_low=r.get("bin_low", ""),
                 bin_high=r.get("bin_high", ""),
+                named=tuple((d, r[d]) for d in dims if r.get(d)),
             )
         )
     return list(out.values())
+
+
+def _small_cells(meta: dict[str, Any] | None) -> bool:
+    """Whether a statistic's sidecar entry declares a small-cell policy (its `flag` column means something)."""
+    post = (meta or {}).get("postprocess")
+    return isinstance(post, dict) and post.get("small_cells") is not None
+
+
+def _decimal(text: str) -> Decimal | None:
+    """A cell's number, exactly, for every row (``_number`` reads the rows the page shows): None for an empty or
+    non-numeric cell, exit 2 for one beyond ±MAX_NUMBER, as there."""
+    try:
+        value = Decimal(text) if text else None
+    except InvalidOperation:
+        return None
+    if value is None or not value.is_finite():
+        return None
+    if value.copy_abs() > _MAX_DECIMAL:
+        raise UsageError(f"the table holds a number beyond ±{MAX_NUMBER:g}: not a dpcli table")
+    return value
+
+
+def _extend(view: StatisticView, value_text: str, low_text: str, high_text: str) -> None:
+    """The statistic's range of released values and its widest interval, over every row (the Markdown summary's
+    line for a statistic of several cells): arithmetic on the released numbers only."""
+    value = _decimal(value_text)
+    if value is None:
+        return
+    if view.lowest is None or value < view.lowest[0]:
+        view.lowest = (value, value_text)
+    if view.highest is None or value > view.highest[0]:
+        view.highest = (value, value_text)
+    low, high = _decimal(low_text), _decimal(high_text)
+    if low is not None and high is not None:
+        width = max(value - low, high - value)
+        view.widest = width if view.widest is None else max(view.widest, width)
 
 
 def load(
@@ -340,10 +386,36 @@ def from_rows(
 
 
 def _label(row: Row) -> str:
-    if row.bin_low or row.bin_high:
-        return f"[{row.bin_low}..{row.bin_high})" + ("".join(f" · {x}" for x in row.labels[1:]) if row.labels else "")
-    text = " × ".join(row.labels) or "all rows"
+    text = " × ".join(row.labels) or "all rows"  # a histogram's bin is its column's label, '[lo..hi)'
     return f"{text} · q={row.quantile}" if row.quantile else text
+
+
+def rank_bound(view: StatisticView, row: Row) -> str | None:
+    """A quantile level's rank bound at 95% from the plan (the sidecar's `noise[].rank_error95` of the part
+    `q=LEVEL`), in rows; None when the sidecar does not give one."""
+    level = _exact(row.quantile)
+    if level is None:
+        return None
+    for part in (view.meta or {}).get("noise") or []:
+        name = str(part.get("part", "")) if isinstance(part, dict) else ""
+        if name.startswith("q=") and _exact(name[2:]) == level and part.get("rank_error95") is not None:
+            return str(part["rank_error95"])
+    return None
+
+
+def uncertainty(view: StatisticView, row: Row) -> str:
+    """What the page and the summary say of a released number's uncertainty: its interval; for a quantile without
+    a paid interval, its rank bound; for a rank (top_k), that it has none."""
+    if row.flag == "suppressed":
+        return ""
+    if row.ci_text:
+        return row.ci_text
+    if view.traits is not None and view.traits.value is Value.RANK:
+        return "none: a rank of noisy counts"
+    bound = rank_bound(view, row) if row.quantile else None
+    if bound is not None:
+        return f"rank ±{bound} rows (95%); no value interval was paid for"
+    return "not stated in the table"
 
 
 _SVG_ID = re.compile(r'(\bid="|href="#|url\(#)')
@@ -382,8 +454,95 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_PLOT_LABEL else text[: MAX_PLOT_LABEL - 1] + "…"
 
 
+def bin_edges(view: StatisticView, rows: Sequence[Row]) -> list[tuple[float, float]] | None:
+    """Each row's bin as numbers (low, high): the table's `bin_low`/`bin_high` (contract 0.3), else the sidecar's
+    bins (edges, or a grid) by the row's place, where that bin's label is the row's label in the histogram's column
+    (a table of contract 0.2). None when some row's bin is not known: a histogram over categories, or unknown bins."""
+    out: list[tuple[float, float]] = []
+    for r in rows:
+        low, high = _number(r.bin_low), _number(r.bin_high)
+        if low is None or high is None:
+            break
+        out.append((low, high))
+    else:
+        return out if out else None
+    edges = _sidecar_edges((view.meta or {}).get("bins"))
+    if edges is None:
+        return None
+    count, edge = edges
+    out = []
+    for i, r in enumerate(rows):
+        lo, hi = edge(i % count), edge(i % count + 1)
+        label = dict(r.named).get(view.column)
+        if label != f"[{format_exact(lo)}..{format_exact(hi)})":  # the label the table writes (dpcli.plan.bins)
+            return None
+        out.append((float(lo), float(hi)))
+    return out
+
+
+def _sidecar_edges(bins: object) -> tuple[int, Any] | None:
+    """A sidecar's `bins` as (how many, bin i's low edge), or None."""
+    if isinstance(bins, list) and len(bins) > 1:
+        edges = [_exact(b) for b in bins]
+        if any(e is None for e in edges):
+            return None
+        return len(edges) - 1, lambda i: edges[i]
+    if isinstance(bins, dict):
+        start, stop, step = (_exact(bins.get(k)) for k in ("start", "stop", "step"))
+        if start is None or stop is None or step is None or step <= 0 or stop <= start:
+            return None
+        return int((stop - start) / step), lambda i: start + i * step
+    return None
+
+
+def _groups(view: StatisticView, rows: Sequence[Row]) -> list[tuple[str, list[int]]]:
+    """A histogram's rows by the labels of its other dimensions (a `by:`), in the table's order."""
+    out: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        key = " × ".join(x for d, x in r.named if d != view.column) or "count"
+        out.setdefault(key, []).append(i)
+    return list(out.items())
+
+
+def _draw_bins(view: StatisticView, rows: Sequence[Row], edges: list[tuple[float, float]], figure: type[Figure]) -> Any:
+    """A histogram as bars spanning their bins on the column's numeric axis, one panel per `by:` group, each bin's
+    interval drawn at its middle."""
+    groups = _groups(view, rows)
+    fig = figure(figsize=(7.5, 0.6 + (1.9 if len(groups) <= 4 else 1.0) * len(groups)))
+    axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
+    few = sorted({e for pair in edges for e in pair}) if len(edges) <= 16 else None
+    for ax, (group, members) in zip(axes, groups, strict=True):
+        for i in members:
+            r, (lo, hi) = rows[i], edges[i]
+            colour = "#b45309" if r.flag == "flagged" else "#2563eb"
+            mid = (lo + hi) / 2
+            if r.value is None:
+                if r.flag == "suppressed":
+                    ax.annotate("suppressed", (mid, 0), xytext=(0, 4), textcoords="offset points", ha="center",
+                                rotation=90, fontsize=7, color="#6b7280", style="italic", parse_math=False,
+                                usetex=False)
+                continue
+            ax.bar(lo, r.value, width=hi - lo, align="edge", color=colour, alpha=0.55, edgecolor="white", lw=0.8)
+            if r.ci_low is not None and r.ci_high is not None:
+                ax.errorbar([mid], [r.value], yerr=[[r.value - r.ci_low], [r.ci_high - r.value]], fmt="none",
+                            ecolor="#111827", capsize=3, lw=1)
+        ax.set_ylabel(_short(group), parse_math=False, usetex=False)
+        ax.grid(axis="y", color="#e5e7eb")
+        ax.set_axisbelow(True)
+        ax.axhline(0, color="#6b7280", lw=0.6)
+        if few is not None:
+            ax.set_xticks(few, [f"{e:g}" for e in few], parse_math=False, usetex=False)
+    axes[0].set_title("the released count of each bin, with its interval", fontsize=9, parse_math=False,
+                      usetex=False)
+    axes[-1].set_xlabel(_short(view.column or view.name), parse_math=False, usetex=False)
+    return fig
+
+
 def _draw(view: StatisticView, figure: type[Figure]) -> str:
     rows = view.rows[:MAX_PLOT_POINTS]
+    edges = bin_edges(view, rows) if view.traits is not None and view.traits.has_bins else None
+    if edges is not None:
+        return _svg_text(_draw_bins(view, rows, edges, figure))
     labels = [_short(_label(r)) for r in rows]
     shown = [r.value if r.value is not None else math.nan for r in rows]
     lows = [r.value - r.ci_low if r.value is not None and r.ci_low is not None else 0.0 for r in rows]
@@ -403,12 +562,23 @@ def _draw(view: StatisticView, figure: type[Figure]) -> str:
             ax.annotate("suppressed", (0, yy), xycoords=("axes fraction", "data"), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8, color="#6b7280", style="italic",
                         parse_math=False, usetex=False)
+        elif r.value is not None and r.quantile and r.ci_low is None and (bound := rank_bound(view, r)):
+            ax.annotate(f"rank ±{bound} rows (95%)", (r.value, yy), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=8, color="#374151", parse_math=False, usetex=False)
     ax.set_yticks(y, labels, parse_math=False, usetex=False)
+    intervals = any(r.ci_low is not None and r.ci_high is not None for r in rows)
+    said = ("value and its interval" if intervals else
+            "value and its rank bound (no value interval was paid for)" if any(r.quantile for r in rows)
+            else "value")
     ax.set_xlabel(_short(f"{view.name} ({view.kind or 'value'}{', ' + view.column if view.column else ''})")
-                  + ": value and its interval", parse_math=False, usetex=False)
+                  + f": {said}", parse_math=False, usetex=False)
     ax.grid(axis="x", color="#e5e7eb")
     ax.margins(y=0.5 / max(1, len(rows)))
     ax.set_axisbelow(True)
+    return _svg_text(fig)
+
+
+def _svg_text(fig: Figure) -> str:
     fig.tight_layout()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
@@ -535,9 +705,12 @@ almost nothing about {who}: whether that {'person' if unit == 'person' else 'row
 table this release could have produced is about as likely ({_bound_html(guarantee(data))}). This holds whatever else
 the reader knows.</p>
 <p><b>What it does not mean.</b> It does not hide facts about groups: a published average is meant to be learned.
-It does not make the numbers exact: each comes with an interval that holds the true value with probability
-{_e(pct)}, and about one interval in {round(1 / max(1 - float(conf), 1e-6))} misses. And the protection adds up over
-releases of the same data: the ledger's cap limits the total, which is why the budget left is shown above.</p></div>"""
+It does not make the numbers exact: each comes with its uncertainty, an interval that holds the number computed
+without noise from this same data with probability {_e(pct)} (about one interval in
+{round(1 / max(1 - float(conf), 1e-6))} misses), or for a quantile without a paid interval a bound on its rank. The
+intervals cover the privacy noise only, <b>not sampling error</b>: they say nothing of how far this data is from a
+population it was drawn from, nor of errors in the data. And the protection adds up over releases of the same data:
+the ledger's cap limits the total, which is why the budget left is shown below.</p></div>"""
 
 
 def _params_html(data: ReportData) -> str:
@@ -586,20 +759,36 @@ def _stat_params(view: StatisticView) -> str:
         for c in sm.get("noise") or [] if isinstance(c, dict)
     ]
     if sm.get("bins"):
-        bits.append("bins " + _e(", ".join(str(b) for b in sm["bins"])))
+        bits.append(_e(bins_text(sm["bins"])))
     if sm.get("by"):
         bits.append("by " + _e(", ".join(str(b) for b in sm["by"])))
     return "<p class='params'>" + "; ".join(bits) + "</p>"
 
 
+def bins_text(bins: object) -> str:
+    """A sidecar's `bins` in words: an even grid by its values, a list of edges as the edges."""
+    if isinstance(bins, dict):
+        start, stop, step = (_exact(bins.get(k)) for k in ("start", "stop", "step"))
+        if start is not None and stop is not None and step is not None and step > 0:
+            count = int((stop - start) / step)
+            return (f"{count} bins of width {format_exact(step)} from {format_exact(start)} to "
+                    f"{format_exact(start + count * step)}")
+        return "bins " + ", ".join(f"{k} {v}" for k, v in bins.items())
+    if isinstance(bins, list):
+        return "bin edges " + ", ".join(str(b) for b in bins)
+    return f"bins {bins}"
+
+
 def _rows_html(view: StatisticView) -> str:
     if view.total > MAX_TABLE_ROWS:
         return f"<p>{view.total} rows: see the table file.</p>"
-    out = ["<table><tr><th>cell</th><th class='num'>value</th><th>interval</th><th>flag</th></tr>"]
+    flag_head = "<th>flag</th>" if view.flag_column else ""
+    out = [f"<table><tr><th>cell</th><th class='num'>value</th><th>uncertainty</th>{flag_head}</tr>"]
     for r in view.rows:
         value = "suppressed" if r.flag == "suppressed" else r.value_text
+        flag = f"<td>{_e(r.flag)}</td>" if view.flag_column else ""
         out.append(f"<tr class='{_e(r.flag)}'><td>{_e(_label(r))}</td><td class='num'>{_e(value)}</td>"
-                   f"<td>{_e(r.ci_text)}</td><td>{_e(r.flag)}</td></tr>")
+                   f"<td>{_e(uncertainty(view, r))}</td>{flag}</tr>")
     out.append("</table>")
     return "\n".join(out)
 
@@ -647,9 +836,9 @@ def render_html(data: ReportData) -> str:
 <body>
 <h1>{_e(title)}</h1>
 <p>{len(data.statistics)} statistic(s) from <code>{_e(data.source)}</code>. Intervals are the table's
-<code>ci_low</code> to <code>ci_high</code>.</p>
+<code>ci_low</code> to <code>ci_high</code>: they cover the privacy noise only, not sampling error.</p>
 {_guarantee_html(data)}
-<h2>Budget</h2>
+<h2 id="budget">Budget</h2>
 {_budget_html(data)}
 <h2>Public parameters</h2>
 {_params_html(data)}
@@ -676,12 +865,48 @@ def _md(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", _MD_SPACE.sub(" ", str(text)))
 
 
+def summary_heading(data: ReportData) -> str:
+    """The summary's first line: the dataset, and the release id and ledger record that paid for it when the sidecar
+    gives them (the line that makes a summary written once per release: ``write_summary``)."""
+    meta = data.meta or {}
+    rid = (meta.get("ledger") or {}).get("release_id") or meta.get("release_id")
+    record = (meta.get("ledger") or {}).get("record")
+    paid = f", ledger record {_md(record)}" if rid and isinstance(record, int) else ""
+    return f"### dpcli release: {_md(meta.get('dataset', data.source))}" + (f" ({_md(rid)}{paid})" if rid else "")
+
+
+def _once_key(data: ReportData) -> str | None:
+    """The heading that identifies the release (its release id and ledger record), or None when the sidecar does
+    not give both (the summary is then appended on every run: nothing tells two runs apart)."""
+    ledger = (data.meta or {}).get("ledger") or {}
+    return summary_heading(data) if ledger.get("release_id") and isinstance(ledger.get("record"), int) else None
+
+
+def _summary_cells(view: StatisticView) -> tuple[str, str]:
+    """(value, uncertainty) of a statistic's summary line: its number and interval (or rank bound) when it is one
+    number; for several cells, the range of the released values and the widest interval's half-width (or the
+    widest rank bound), or a ranked statistic's first keys. Released numbers and declared labels only."""
+    if view.total == 1 and view.rows:
+        r = view.rows[0]
+        return ("suppressed" if r.flag == "suppressed" else r.value_text), uncertainty(view, r)
+    if view.traits is not None and view.traits.value is Value.RANK:
+        ordered = sorted(view.rows, key=lambda r: r.value if r.value is not None else math.inf)[:5]
+        keys = ", ".join(f"{r.value_text}. {' × '.join(r.labels)}" for r in ordered)
+        return keys + (", …" if view.total > len(ordered) else ""), "none: ranks of noisy counts"
+    if view.lowest is None or view.highest is None:
+        return "", ""
+    value = f"{view.lowest[1]} to {view.highest[1]}"
+    if view.widest is not None:
+        return value, f"±{view.widest:f} at most"
+    bounds = [_exact(rank_bound(view, r) or "") for r in view.rows if r.quantile]
+    known = [b for b in bounds if b is not None]
+    return value, (f"rank ±{format_exact(max(known))} rows at most (95%)" if known else "")
+
+
 def render_markdown(data: ReportData) -> str:
     """A short summary for a CI log ($GITHUB_STEP_SUMMARY): what was released, what it cost, what is left."""
     meta = data.meta or {}
-    rid = (meta.get("ledger") or {}).get("release_id") or meta.get("release_id")
-    head = f"### dpcli release: {_md(meta.get('dataset', data.source))}" + (f" ({_md(rid)})" if rid else "")
-    lines = [head, ""]
+    lines = [summary_heading(data), ""]
     spent_by = guarantee(data)
     spent = spent_by.text if spent_by is not None else "not known (no sidecar)"
     if meta.get("reissued"):
@@ -694,13 +919,12 @@ def render_markdown(data: ReportData) -> str:
     lines += [f"- spent: {_md(spent)}", f"- left: {_md(left)}", "", "| statistic | kind | cells | value | interval |",
               "|---|---|---:|---:|---|"]
     for view in data.statistics:
-        if view.total == 1:
-            r = view.rows[0]
-            value = "suppressed" if r.flag == "suppressed" else r.value_text
-            lines.append(f"| {_md(view.name)} | {_md(view.kind)} | 1 | {_md(value)} | {_md(r.ci_text)} |")
-        else:
-            note = f"{view.flags} flagged/suppressed" if view.flags else ""
-            lines.append(f"| {_md(view.name)} | {_md(view.kind)} | {view.total} | {note} | |")
+        value, spread = _summary_cells(view)
+        if view.flags:
+            spread += f" ({view.flags} flagged/suppressed)"
+        lines.append(f"| {_md(view.name)} | {_md(view.kind)} | {view.total} | {_md(value)} | {_md(spread.strip())} |")
+    lines += ["", "Several cells: the range of the released values, and the largest distance from a value to its "
+              "interval's end. Intervals cover the privacy noise only, not sampling error."]
     return "\n".join(lines) + "\n\n"
 
 
@@ -719,6 +943,21 @@ def append_summary(path: Path, text: str, handle: BinaryIO | None = None) -> Non
     from dpcli.publish.paths import append
 
     append(path, "summary", handle, text.encode("utf-8"))
+
+
+def write_summary(path: Path, data: ReportData, handle: BinaryIO | None = None) -> bool:
+    """The release's Markdown summary appended to ``path``, once per release: when the file already holds this
+    release's heading (its release id and ledger record: a re-run, a re-issue or `dpcli report` again), nothing is
+    appended. False when nothing was. The file is public output; deciding on it reads nothing of the input."""
+    from dpcli.publish.paths import holds_line
+
+    key = _once_key(data)
+    if key is not None and holds_line(path, handle, key):
+        if handle is not None:
+            handle.close()
+        return False
+    append_summary(path, render_markdown(data), handle)
+    return True
 
 
 def make_report(
@@ -759,7 +998,7 @@ def make_report(
         raise UsageError(f"cannot write {output}: {_why(exc)}") from None
     if summary_md is not None:
         try:
-            append_summary(summary_md, render_markdown(data), handle)
+            write_summary(summary_md, data, handle)
         except OSError as exc:
             raise UsageError(f"cannot append to {summary_md}: {_why(exc)}") from None
     return data

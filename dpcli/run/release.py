@@ -259,7 +259,7 @@ class _Pages:
             if self.report is not None:
                 page.write_report(self.report, page.render_html(data))
             if self.summary is not None:
-                page.append_summary(self.summary, page.render_markdown(data), self.handle)
+                page.write_summary(self.summary, data, self.handle)
         except BaseException as exc:  # noqa: BLE001 - the table is out: every failure must say so, and what paid
             raise OutputError(
                 f"the report could not be written ({what_failed(exc)}); {paid}; the table was written",

@@ -169,7 +169,7 @@ def test_report_states_budget_parameters_and_guarantee(released: Path) -> None:
 
 def test_summary_is_appended(released: Path) -> None:
     text = (released / "summary.md").read_text()
-    assert text.startswith("earlier step\n### dpcli release: toy (r1)\n")
+    assert text.startswith("earlier step\n### dpcli release: toy (r1, ledger record 1)\n")
     assert "- spent: ε=1\n- left: ε 9 of 10\n" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert [line.split(" | ")[0][2:] for line in table[1:]] == NAMES
@@ -183,7 +183,7 @@ def test_report_command_from_table_and_sidecar(released: Path) -> None:
     page = out.read_text()
     assert list(_plots(page)) == NAMES
     assert "ε = 9 is left" in page
-    assert (released / "again.md").read_text().count("### dpcli release: toy (r1)") == 1
+    assert (released / "again.md").read_text().count("### dpcli release: toy (r1, ledger record 1)") == 1
 
 
 def test_report_without_ledger_or_sidecar_says_so(released: Path, tmp_path: Path) -> None:
@@ -222,7 +222,7 @@ def test_table_of_contract_03_columns_flags_and_bins(tmp_path: Path) -> None:
     assert "2 cell(s) flagged or suppressed" in page
     assert list(_plots(page)) == ["h", "m"]
     md = report.render_markdown(data)
-    assert "| h | histogram | 3 | 2 flagged/suppressed | |" in md
+    assert "| h | histogram | 3 | 3 to 40 | ±20 at most (2 flagged/suppressed) |" in md
 
 
 def test_markdown_escapes_pipes(tmp_path: Path) -> None:
