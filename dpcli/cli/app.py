@@ -240,13 +240,14 @@ def release(
         summary = render_run.release_summary(result, warning, report_path, with_report)
         sys.stderr.write(json.dumps(summary) + "\n")
         return
+    pages = None if quiet else render_run.pages_text(report_path, summary_md)
     if result.reused:
         # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
         messages.info(render_run.release_reissued(result))
-        return
-    if quiet:
-        return
-    messages.info(render_run.release_text(result))
+    elif not quiet:
+        messages.info(render_run.release_text(result))
+    if pages is not None:
+        messages.info(pages)
 
 
 @app.command(
@@ -346,6 +347,7 @@ def report_command(
     ),
     summary_md: str | None = SummaryMdOpt,
     lock_timeout: float = LockOpt,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Say nothing on success (errors are still printed)."),
 ) -> None:
     """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
     from dpcli.publish.paths import named_path
@@ -355,6 +357,9 @@ def report_command(
         table, named_path(output, "report"), meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
         summary_md=None if summary_md is None else named_path(summary_md, "summary"), lock_timeout=lock_timeout,
     )
+    pages = render_run.pages_text(output, summary_md)
+    if pages is not None and not quiet:
+        messages.info(pages)
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))

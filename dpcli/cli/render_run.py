@@ -58,6 +58,14 @@ def release_text(result: Release) -> str:
     )
 
 
+def pages_text(report: str | None, summary_md: str | None) -> str | None:
+    """The one line saying what --report and --summary-md wrote (None: neither asked for)."""
+    done = ([] if report is None else [f"wrote the report to {report}"]) + (
+        [] if summary_md is None else [f"appended the summary to {summary_md}"]
+    )
+    return "dpcli: " + "; ".join(done) if done else None
+
+
 def randomize_summary(result: Randomized) -> dict[str, Any]:
     status = result.status
     return {
