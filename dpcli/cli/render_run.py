@@ -17,9 +17,13 @@ def release_summary(result: Release, warning: str | None, report: str | None, wi
     """``--json``'s summary; ``report`` is the --report path, its key present ``with_report`` (--report or
     --summary-md given)."""
     status = result.status
+    kinds = {sp.statistic.name: sp.statistic.kind for sp in result.plan.statistics}
     summary: dict[str, Any] = {
         "dataset": result.plan.spec.dataset,
-        "statistics": len(result.plan.statistics),
+        "statistics": len(result.plan.statistics),  # a count, kept for 0.3's scripts; the list is statistic_list
+        "statistic_list": [
+            {"statistic": b.statistic, "kind": kinds.get(b.statistic), "rows": len(b)} for b in result.table.blocks
+        ],
         "rows": len(result.table),
         "epsilon_spent": format_exact(result.epsilon_spent),
         "rho_spent": format_exact(result.rho_spent),
