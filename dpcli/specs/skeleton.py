@@ -46,12 +46,11 @@ def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
         "dataset": dataset,
         "input": os.path.relpath(csv.absolute(), spec_dir),
         "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": 1.0},  # a number, as a person writes it
-        "columns": "COLUMNS",
-        "statistics": [{"name": "rows", "kind": "count"}],
     }
-    body = _dump(doc)
-    columns = "".join(_column_lines(name) for name in usable)
-    return SKELETON_HEAD + unusable + body.replace("columns: COLUMNS\n", "columns:\n" + columns, 1)
+    # the columns are written by hand between the emitter's two parts: each is followed by comment lines
+    columns = "columns:\n" + "".join(_column_lines(name) for name in usable) if usable else "columns: {}\n"
+    statistics = _dump({"statistics": [{"name": "rows", "kind": "count"}]})
+    return SKELETON_HEAD + unusable + _dump(doc) + columns + statistics
 
 
 def _dump(doc: object) -> str:
