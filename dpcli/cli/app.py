@@ -240,13 +240,14 @@ def release(
         summary = render_run.release_summary(result, warning, report_path, with_report)
         sys.stderr.write(json.dumps(summary) + "\n")
         return
+    pages = None if quiet else render_run.pages_text(report_path, summary_md)
     if result.reused:
         # said even with --quiet: a re-run that did not draw new noise must never pass unnoticed
         messages.info(render_run.release_reissued(result))
-        return
-    if quiet:
-        return
-    messages.info(render_run.release_text(result))
+    elif not quiet:
+        messages.info(render_run.release_text(result))
+    if pages is not None:
+        messages.info(pages)
 
 
 @app.command(
@@ -346,6 +347,7 @@ def report_command(
     ),
     summary_md: str | None = SummaryMdOpt,
     lock_timeout: float = LockOpt,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Say nothing on success (errors are still printed)."),
 ) -> None:
     """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
     from dpcli.publish.paths import named_path
@@ -355,6 +357,9 @@ def report_command(
         table, named_path(output, "report"), meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
         summary_md=None if summary_md is None else named_path(summary_md, "summary"), lock_timeout=lock_timeout,
     )
+    pages = render_run.pages_text(output, summary_md)
+    if pages is not None and not quiet:
+        messages.info(pages)
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))
@@ -391,6 +396,11 @@ def plan(
         help="Show what the release would leave of the dataset's cap (reads only).",
     ),
     lock_timeout: float = LockOpt,
+    rows: list[str] = typer.Option(
+        [], "--expected-rows", metavar="N|NAME=N",
+        help="Rows with a value per cell, for a mean's error in its units and its --target: N for every mean, "
+        "NAME=N for one (repeatable; over the spec's expected_rows).",
+    ),
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.run.prepare import prepare_spec
@@ -404,12 +414,31 @@ def plan(
         sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
         return
     the_plan = prepare_spec(spec).plan  # every check of the spec alone that a release makes (exit 2)
+    if rows:
+        from dpcli.plan.what_if import with_expected_rows
+
+        the_plan = with_expected_rows(the_plan, *_expected_rows(rows))
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
     if as_json:
         sys.stdout.write(render_plan.plan_json(the_plan, planning))
     else:
         render_plan.print_plan(the_plan, sys.stdout)
         render_plan.print_planning(the_plan, planning, sys.stdout)
+
+
+def _expected_rows(given: list[str]) -> tuple[int | None, dict[str, int]]:
+    """plan --expected-rows: N (every mean) and NAME=N (one), as given; their range is checked with the spec."""
+    every: int | None = None
+    own: dict[str, int] = {}
+    for text in given:
+        name, eq, number = text.rpartition("=")
+        if not number.strip().isdigit() or (eq and not name):
+            raise UsageError(f"--expected-rows: '{text[:60]}' is not N or NAME=N (N a whole number of rows)")
+        if eq:
+            own[name] = int(number)
+        else:
+            every = int(number)
+    return every, own
 
 
 def _planning(

@@ -212,6 +212,8 @@ def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
         "size": _size(plan),
         "statistics": [{k: v for k, v in r.items() if not k.startswith("_")} for r in plan_rows(plan)],
     }
+    if any(isinstance(sp.statistic, Mean) for sp in plan.statistics):
+        doc["mean_errors"] = mean_errors(plan)
     if any(isinstance(sp.statistic, Frequency) for sp in plan.statistics):
         doc["frequencies"] = frequency_rows(plan)
     if plan.spec.postprocess:
@@ -332,13 +334,28 @@ def percent(confidence: Fraction) -> str:
 def mean_error_text(plan: Plan) -> list[str]:
     """Each mean's error bound in its units, for the expected rows the spec declares (dpcli.plan.what_if)."""
     out = []
+    for mean in mean_errors(plan):
+        name, rows, error = mean["statistic"], mean["expected_rows"], mean["error"]
+        if rows is None:
+            out.append(f"{name}: its error in {mean['column']}'s units needs the rows with a value per cell: give "
+                       "`dpcli plan --expected-rows N` (or NAME=N), or expected_rows: in the spec")
+            continue
+        bound = "more noise than rows: no bound" if error is None else f"±{format_decimal(Fraction(error), 6)}"
+        out.append(f"{name}: {bound} in {mean['column']}'s units at {percent(plan.confidence)} for {rows} rows with "
+                   "a value per cell (a bound: both parts at their interval's confidence)")
+    return out
+
+
+def mean_errors(plan: Plan) -> list[dict[str, Any]]:
+    """Each mean's error bound in its column's units (exact text; None without expected rows, or with more count
+    noise than rows), for --json's ``mean_errors`` and the printed plan."""
+    out = []
     for sp in plan.statistics:
-        rows = expected_rows(plan, sp) if isinstance(sp.statistic, Mean) else None
-        if rows is not None:
-            error = expected_error(plan, sp, plan.confidence)
-            bound = "more noise than rows: no bound" if error is None else f"±{format_decimal(error, 6)}"
-            out.append(f"{sp.statistic.name}: {bound} at {percent(plan.confidence)} for {rows} rows with a value "
-                       "per cell (a bound: both parts at their interval's confidence)")
+        if isinstance(sp.statistic, Mean):
+            rows = expected_rows(plan, sp)
+            error = None if rows is None else expected_error(plan, sp, plan.confidence)
+            out.append({"statistic": sp.statistic.name, "column": sp.statistic.column, "expected_rows": rows,
+                        "error": None if error is None else format_exact(error)})
     return out
 
 

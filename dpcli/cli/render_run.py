@@ -17,9 +17,13 @@ def release_summary(result: Release, warning: str | None, report: str | None, wi
     """``--json``'s summary; ``report`` is the --report path, its key present ``with_report`` (--report or
     --summary-md given)."""
     status = result.status
+    kinds = {sp.statistic.name: sp.statistic.kind for sp in result.plan.statistics}
     summary: dict[str, Any] = {
         "dataset": result.plan.spec.dataset,
-        "statistics": len(result.plan.statistics),
+        "statistics": len(result.plan.statistics),  # a count, kept for 0.3's scripts; the list is statistic_list
+        "statistic_list": [
+            {"statistic": b.statistic, "kind": kinds.get(b.statistic), "rows": len(b)} for b in result.table.blocks
+        ],
         "rows": len(result.table),
         "epsilon_spent": format_exact(result.epsilon_spent),
         "rho_spent": format_exact(result.rho_spent),
@@ -56,6 +60,14 @@ def release_text(result: Release) -> str:
         f"of {eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
     )
+
+
+def pages_text(report: str | None, summary_md: str | None) -> str | None:
+    """The one line saying what --report and --summary-md wrote (None: neither asked for)."""
+    done = ([] if report is None else [f"wrote the report to {report}"]) + (
+        [] if summary_md is None else [f"appended the summary to {summary_md}"]
+    )
+    return "dpcli: " + "; ".join(done) if done else None
 
 
 def randomize_summary(result: Randomized) -> dict[str, Any]:

@@ -6,6 +6,7 @@ and what-if budgets"). Nothing here reads data or spends budget.
   as the loader does (the partition selections' delta set aside).
 - ``expected_error``: a statistic's error in its own units at a confidence: a count's, histogram's or sum's noise
   half-width; a mean's bound from its two parts given the rows with a value per cell (``expected_rows``).
+- ``with_expected_rows``: the plan with ``plan --expected-rows`` (every mean's, or one's by name).
 - ``find_epsilon``: the smallest total epsilon on the grid EPSILON_GRID meeting every target (errors only fall as
   epsilon grows: every scale is sensitivity / share rounded up, and a half-width grows with its scale).
 """
@@ -22,7 +23,7 @@ from dpcli.errors import SpecError, UsageError
 from dpcli.plan.model import Plan, StatisticPlan, make_plan
 from dpcli.specs.kinds import KINDS
 from dpcli.specs.model import Mean, Target
-from dpcli.specs.v1 import MAX_RELEASE_EPSILON
+from dpcli.specs.v1 import MAX_EXPECTED_ROWS, MAX_RELEASE_EPSILON
 
 # plan --target rounds the smallest epsilon up to this grid (and searches at most MAX_RELEASE_EPSILON)
 EPSILON_GRID = Fraction(1, 1000)
@@ -68,6 +69,29 @@ def total_epsilon(plan: Plan) -> Fraction:
     if plan.epsilon_at_delta is None:
         raise UsageError("a zCDP spec without privacy.delta states rho only: add privacy.delta to compare epsilons")
     return plan.epsilon_at_delta
+
+
+def with_expected_rows(plan: Plan, every: int | None, own: dict[str, int]) -> Plan:
+    """The plan with ``dpcli plan --expected-rows``: ``every`` for every mean, ``own`` for the means it names (over
+    ``every``); both over the spec's ``expected_rows``. Planning only: nothing spent depends on it."""
+    means = {sp.statistic.name for sp in plan.statistics if isinstance(sp.statistic, Mean)}
+    for name in own:
+        if name not in means:
+            what = "a mean" if name in {sp.statistic.name for sp in plan.statistics} else "a statistic"
+            raise UsageError(f"--expected-rows: '{name[:60]}' is not {what} of the spec (expected rows are a mean's)")
+    if every is None and not own:
+        return plan
+    if not means:
+        raise UsageError("--expected-rows: the spec has no mean (expected rows give a mean's error in its units)")
+    for rows in (every, *own.values()):
+        if rows is not None and not 1 <= rows <= MAX_EXPECTED_ROWS:
+            raise UsageError(f"--expected-rows: give a whole number of rows from 1 to {MAX_EXPECTED_ROWS}")
+    stats = tuple(
+        dataclasses.replace(s, expected_rows=own.get(s.name, s.expected_rows if every is None else every))
+        if isinstance(s, Mean) else s
+        for s in plan.spec.statistics
+    )
+    return make_plan(dataclasses.replace(plan.spec, statistics=stats))
 
 
 def expected_rows(plan: Plan, sp: StatisticPlan) -> int | None:
@@ -116,7 +140,8 @@ def targets_of(plan: Plan, extra: dict[str, Fraction]) -> dict[str, Target]:
         if not KINDS[sp.statistic.kind].target:
             raise UsageError(f"--target: '{name}' is a {sp.statistic.kind}: targets are for {', '.join(TARGET_KINDS)}")
         if isinstance(sp.statistic, Mean) and expected_rows(plan, sp) is None:
-            raise SpecError(f"statistics '{name}'", "a mean's target needs expected_rows (on it or at the top level)")
+            raise SpecError(f"statistics '{name}'", "a mean's target needs expected_rows (on it or at the top level; "
+                            "or dpcli plan --expected-rows N, or NAME=N)")
     return out
 
 

@@ -312,7 +312,8 @@ def _policy(plan: Plan, sp: StatisticPlan) -> PostProcess:
 def check_plan(plan: Plan) -> None:
     """Refusals before the spend: a finest table over ``MAX_FINEST_CELLS``, and any statistic asking for
     consistency over more cells than that, whether or not another statistic shares its rows (so the rule reads off
-    the spec: a statistic that would be left alone today is not refused later because another is added)."""
+    the spec: a statistic that would be left alone today is not refused later because another is added); and
+    counts asking for consistency that cannot have it for want of ``impute:`` (``check_rows_counted``)."""
     for group in consistency_groups(plan)[0]:
         check_finest_size(
             plan.statistics[group.finest].cells, [plan.statistics[i].statistic.name for i in group.members]
@@ -323,6 +324,42 @@ def check_plan(plan: Plan) -> None:
             check_finest_size(sp.cells, [sp.statistic.name])
         if policy.small_cells is not None:
             small_cell_width(policy)  # here, before the spend, rather than in the sidecar after it
+    check_rows_counted(plan)
+
+
+def check_rows_counted(plan: Plan) -> None:
+    """A SpecError (exit 2, before the spend) for a statistic with ``consistent: true`` left out of every group
+    while another one with ``consistent: true`` has the same breakdown but for columns that do not count every row
+    (no ``impute:``, or bins short of the bounds): released as asked it would be inconsistent, with a note in the
+    plan only (issue 25). Left alone for another reason (no statistic nested with it, a person unit, open keys),
+    a statistic keeps its note."""
+    groups, _ = consistency_groups(plan)
+    grouped = {i for g in groups for i in g.members}
+    eligible = [i for i, sp in enumerate(plan.statistics)
+                if _policy(plan, sp).consistent and _skip_reason(plan, sp) is None]
+    signatures = {i: _dimension_signature(plan.statistics[i]) for i in eligible}
+    columns = plan.spec.columns
+    for i in eligible:
+        if i in grouped:
+            continue
+        for j in eligible:
+            a, b = signatures[i], signatures[j]
+            coarse, fine = (i, j) if len(a) <= len(b) else (j, i)
+            small, large = signatures[coarse], signatures[fine]
+            if j == i or not set(small) <= set(large) or any(small[d] != large[d] for d in small):
+                continue
+            finer = plan.statistics[fine].statistic
+            short = sorted(d for d in set(large) - set(small) if not _counts_every_row(columns[d], finer.bins))
+            if not short:
+                continue
+            names = ", ".join(short)
+            raise SpecError(
+                "postprocess.consistent",
+                f"'{plan.statistics[coarse].statistic.name}' and '{finer.name}' ask for consistent: true but do not "
+                f"count the same rows: a row with no declared key (or bin) of {names} is counted by the first and "
+                f"left out of the second; give {names} an impute: (a histogram's bins covering the bounds), or "
+                "set consistent: false on one of them",
+            )
 
 
 def small_cell_width(policy: PostProcess) -> Fraction:

@@ -42,6 +42,8 @@ def encode_table(table: Table) -> bytes:
     }
     if table.with_flag:
         doc["with_flag"] = True
+    if table.levels_as_numbers:  # absent from tables stored before issue 25: their levels stay JSON strings
+        doc["levels_as_numbers"] = True
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -69,7 +71,7 @@ def decode_table(data: bytes) -> Table:
     contract = CONTRACT if doc.get("format") == STORE_FORMAT else LEGACY_CONTRACT
     return Table(
         tuple(doc["dimensions"]), blocks, bool(doc.get("with_rho")), bool(doc.get("with_bins")), contract,
-        bool(doc.get("with_flag")),
+        bool(doc.get("with_flag")), bool(doc.get("levels_as_numbers")),
     )
 
 

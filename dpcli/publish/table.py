@@ -99,6 +99,9 @@ class Table:
     with_bins: bool = False  # some statistic has bins: the table has bin_low and bin_high (contract 0.3)
     contract: str = CONTRACT  # the layout written: "0.3", or "0.2" for a table stored by dpcli 0.2
     with_flag: bool = False  # some statistic declares a small-cell policy: a last `flag` column
+    # the `quantile` column holds quantile levels, written as JSON numbers (issue 25); False: no quantile, or a table
+    # stored before, whose levels a re-issue writes as the JSON strings first published
+    levels_as_numbers: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -186,7 +189,9 @@ def build_table(plan: Plan, noisy: list[Noisy]) -> Table:
         )
     with_bins = any(sp.statistic.bins is not None for sp in plan.statistics)
     with_flag = any(p.small_cells is not None for p in spec.postprocess.values())
-    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0, with_bins=with_bins, with_flag=with_flag)
+    levels = any(isinstance(sp.statistic, Quantile) for sp in plan.statistics)
+    return Table(plan.dimensions, tuple(blocks), with_rho=plan.rho > 0, with_bins=with_bins, with_flag=with_flag,
+                 levels_as_numbers=levels)
 
 
 def bin_edge_columns(bins: EdgeBins | GridBins, labels: LazyColumn | None) -> tuple[LazyColumn, LazyColumn]:

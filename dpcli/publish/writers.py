@@ -19,7 +19,7 @@ from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
 from dpcli.publish.columns import CHUNK_ROWS, LazyColumn, csv_field
 from dpcli.publish.table import Table
-from dpcli.specs.v1 import BIN_COLUMNS, FIXED_COLUMNS_AFTER
+from dpcli.specs.v1 import BIN_COLUMNS, FIXED_COLUMNS_AFTER, QUANTILE_COLUMN
 
 # Columns the JSON writer prints as bare text (numbers), by name, as dpcli 0.2 did.
 NUMERIC_COLUMNS = frozenset({*FIXED_COLUMNS_AFTER, "rho", *BIN_COLUMNS})
@@ -100,7 +100,8 @@ def write_csv(table: Table, sink: HashingWriter) -> None:
 
 def write_json(table: Table, sink: HashingWriter) -> None:
     """A JSON list of objects, as dpcli 0.2 wrote it row by row: numbers as their exact decimal text (valid JSON
-    numbers), a column that does not apply as null, one object per line. Built by polars a chunk at a time."""
+    numbers; quantile levels too, since issue 25), a column that does not apply as null, one object per line. Built
+    by polars a chunk at a time."""
     import polars as pl  # when a table is written: `dpcli budget show` never pays for it
 
     cols = table.columns
@@ -114,7 +115,9 @@ def write_json(table: Table, sink: HashingWriter) -> None:
             literal = "{"
             for n, (key, name, cell) in enumerate(zip(keys, cols, cells, strict=True)):
                 literal += ("" if n == 0 else ", ") + key + ": "
-                numeric = name in NUMERIC_COLUMNS and name not in table.dimensions
+                numeric = (name in NUMERIC_COLUMNS and name not in table.dimensions) or (
+                    name == QUANTILE_COLUMN and table.levels_as_numbers  # a level, exact decimal text (issue 25)
+                )
                 if cell is None:
                     literal += "null"
                 elif not isinstance(cell, LazyColumn):

@@ -14,10 +14,19 @@ from dpcli.specs.fields import NAME_PATTERN
 
 SKELETON_HEAD = """\
 # A dpcli spec skeleton: fill in every TODO, then `dpcli check` it.
-# For each column you use: type (int, float, category, bool) and its a-priori bounds or categories, from
-# documentation or domain knowledge -- never from the data. Delete the columns you do not use.
+# For each column you use, replace its `type: TODO` line by the commented line of its type (int, float, category,
+# bool) with its a-priori bounds or categories filled in, from documentation or domain knowledge -- never from the
+# data. Delete the columns you do not use.
 # privacy.neighbours: add_remove (one person's row added or removed) or replace (one row changed).
 """
+
+# A column's choices, written under its TODO line as comments: dpcli never guesses a type (not even from the name)
+CHOICES = (
+    "{type: int, bounds: [LOW, HIGH]}",
+    "{type: float, bounds: [LOW, HIGH], precision: 0.01}",
+    "{type: category, categories: [A, B, C]}",
+    "{type: bool}",
+)
 
 
 def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
@@ -36,17 +45,28 @@ def spec_skeleton(csv: Path, header: list[str], spec_dir: Path) -> str:
         "version": 1,
         "dataset": dataset,
         "input": os.path.relpath(csv.absolute(), spec_dir),
-        "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": "1.0"},
-        "columns": {name: _Flow(type="TODO", bounds=["TODO", "TODO"]) for name in usable},
-        "statistics": [{"name": "rows", "kind": "count"}],
+        "privacy": {"unit": "row", "neighbours": "add_remove", "epsilon": 1.0},  # a number, as a person writes it
     }
-    body = yaml.dump(doc, Dumper=_SkeletonDumper, sort_keys=False, allow_unicode=True, default_flow_style=None,
+    # the columns are written by hand between the emitter's two parts: each is followed by comment lines
+    columns = "columns:\n" + "".join(_column_lines(name) for name in usable) if usable else "columns: {}\n"
+    statistics = _dump({"statistics": [{"name": "rows", "kind": "count"}]})
+    return SKELETON_HEAD + unusable + _dump(doc) + columns + statistics
+
+
+def _dump(doc: object) -> str:
+    return yaml.dump(doc, Dumper=_SkeletonDumper, sort_keys=False, allow_unicode=True, default_flow_style=None,
                      width=1_000_000)
-    return SKELETON_HEAD + unusable + body
+
+
+def _column_lines(name: str) -> str:
+    """A column's TODO line, then one commented line per type to choose from (its name quoted as YAML needs)."""
+    key = yaml.dump({name: 0}, Dumper=_SkeletonDumper, allow_unicode=True, default_flow_style=False,
+                    width=1_000_000)[: -len(": 0\n")]
+    return f"  {key}: {{type: TODO}}\n" + "".join(f"  # {key}: {choice}\n" for choice in CHOICES)
 
 
 class _Flow(dict[str, object]):
-    """A mapping written on one line, ``age: {type: TODO, bounds: [TODO, TODO]}``: one column per line."""
+    """A mapping written on one line, ``privacy: {unit: row, ...}``."""
 
 
 class _SkeletonDumper(yaml.SafeDumper):

@@ -287,7 +287,7 @@ AWKWARD = DECLARABLE[:6] + UNDECLARABLE + DECLARABLE[6:]
 
 
 def fill(skeleton: str) -> str:
-    return skeleton.replace("{type: TODO, bounds: [TODO, TODO]}", "{type: int, bounds: [0, 9]}")
+    return skeleton.replace("{type: TODO}", "{type: int, bounds: [0, 9]}")
 
 
 @pytest.mark.parametrize("where", ["beside", "elsewhere"])
