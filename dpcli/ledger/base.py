@@ -595,17 +595,19 @@ def paid_for(records: list[Record], dataset: str, purchase: Purchase) -> Record 
 
 def same_meaning(spend: Record, purchase: Purchase) -> bool:
     """Whether ``spend`` (``paid_for``'s) paid for what ``purchase`` asks: a spec of the same meaning, or for a 0.3
-    record (no meaning), the same spec bytes."""
+    record (no meaning), the same spec bytes (its byte key; a purchase made as 0.3 made one has it as its key)."""
     if spend.get("meaning") is not None:
         return purchase.meaning is not None and bool(spend.get("meaning") == purchase.meaning)
-    return bool(spend.get("release_key") == purchase.byte_key)
+    byte_key = purchase.byte_key if purchase.meaning is not None else purchase.release_key
+    return bool(spend.get("release_key") == byte_key)
 
 
 def release_id_taken(ledger_name: str, dataset: str, spend: Record, purchase: Purchase) -> ReleaseIdTaken:
     """The refusal of a run whose release id ``spend`` paid for with a spec of another meaning (nothing spent)."""
     spec = f"spec '{purchase.name}' on " if purchase.name is not None else ""
     paid = str(spend.get("spec_sha256", ""))[:16]
-    by = f" by a `dpcli {spend.get('command')}` run" if spend.get("command") not in (None, purchase.command) else ""
+    command = spend.get("command") or "release"
+    by = f" (a `dpcli {command}` run)" if command != (purchase.command or "release") else ""
     if spend.get("meaning") is None:
         what = (f"with a spec whose text differs (sha256 {paid}...: a record of dpcli 0.3 or older, which knew a spec "
                 "by its bytes, so only that text is given its table)")
@@ -614,8 +616,8 @@ def release_id_taken(ledger_name: str, dataset: str, spend: Record, purchase: Pu
     remedy = "another `name:` in the spec" if purchase.name is not None else (
         "a `name:` in the spec (several specs on one dataset sharing release ids)")
     return ReleaseIdTaken(
-        f"ledger {ledger_name}: release id '{purchase.release_id}' of {spec}dataset '{dataset}' was paid for{by} "
-        f"by record {spend.seq} {what}; a release id is paid for once: nothing was spent",
+        f"ledger {ledger_name}: release id '{purchase.release_id}' of {spec}dataset '{dataset}' was paid for by "
+        f"record {spend.seq}{by} {what}; a release id is paid for once: nothing was spent",
         spend.seq,
         hint=f"give {remedy} or use a new --release-id",
     )

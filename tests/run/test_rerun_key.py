@@ -194,3 +194,44 @@ def test_the_ledger_never_spends_one_key_twice_under_its_lock(tmp_path: Path) ->
     assert [r.type for r in book.records()] == ["cap", "spend"]
     assert paid.get("meaning") == release_meaning(spec)
     assert "spec_name" not in paid.fields
+
+
+RANDOMIZE = """\
+version: 1
+dataset: survey
+privacy: {unit: row, neighbours: replace, epsilon: 2}
+columns:
+  colour: {type: category, categories: [red, green, blue]}
+  age: {type: int, bounds: [0, 120]}
+randomize: {columns: [colour]}
+"""
+
+
+def test_randomize_gets_the_same_treatment(tmp_path: Path) -> None:
+    (tmp_path / "people.csv").write_text("age,colour\n30,red\n41,green\n25,blue\n")
+    assert dpcli("budget", "set", "survey", "--epsilon", "10", "--ledger", tmp_path / "L.jsonl").returncode == 0
+
+    def run(text: str, out: str):  # type: ignore[no-untyped-def]
+        (tmp_path / "rr.yaml").write_text(text)
+        return dpcli("randomize", tmp_path / "rr.yaml", "-i", tmp_path / "people.csv", "-o", tmp_path / out,
+                     "--ledger", tmp_path / "L.jsonl", "--release-id", "day1")
+
+    assert run(RANDOMIZE, "a.csv").returncode == 0
+    # a comment, another number spelling, another key order, an unused column's bounds: the same randomization
+    same = "# retried\n" + RANDOMIZE.replace("epsilon: 2", "epsilon: 2.0").replace("[0, 120]", "[0, 99]").replace(
+        "{type: category, categories: [red, green, blue]}", "{categories: [red, green, blue], type: category}")
+    again = run(same, "b.csv")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "b.csv").read_bytes() == (tmp_path / "a.csv").read_bytes()
+    refused = run(RANDOMIZE.replace("epsilon: 2", "epsilon: 3"), "c.csv")
+    assert refused.returncode == 2, refused.stderr
+    assert "release id 'day1' of dataset 'survey' was paid for by record 1" in refused.stderr.decode()
+    # a release spec under the same key: another command's meaning, refused naming the randomize run
+    release_spec = spec_text({"colour": "{type: category, categories: [red, green, blue]}"}, dataset="survey",
+                             privacy="unit: row, neighbours: replace, epsilon: 1")
+    (tmp_path / "spec.yaml").write_text(release_spec)
+    other = dpcli("release", tmp_path / "spec.yaml", "-i", tmp_path / "people.csv", "-o", tmp_path / "d.csv",
+                  "--ledger", tmp_path / "L.jsonl", "--release-id", "day1")
+    assert other.returncode == 2, other.stderr
+    assert "was paid for by record 1 (a `dpcli randomize` run) with a spec of another meaning" in other.stderr.decode()
+    assert len(spends(tmp_path / "L.jsonl")) == 1
