@@ -71,8 +71,8 @@ CapFields = TypedDict(  # functional form: ``raise`` is a keyword
 
 
 class PurchaseFields(TypedDict):
-    """What a spend record names of its purchase (``Purchase.fields``). ``meaning`` and ``spec_name`` since dpcli
-    0.4 (a record without ``meaning`` is older: its ``release_key`` is the spec's byte key)."""
+    """What a spend record names of its purchase (``Purchase.fields``). ``meaning`` and ``spec_name`` since issue 25
+    (a record of a release id without ``meaning`` is older: its ``release_key`` is 0.3's byte key)."""
 
     command: NotRequired[str]
     release_id: str
