@@ -24,33 +24,30 @@ from dpcli.specs.randomize import RandomizeSpec
 
 __all__ = ["meaning_sha256", "randomize_meaning", "release_meaning"]
 
+# The typed spec's fields that are no meaning: where things are, how the input is read, the spec's own text and its
+# name (which is in the re-run key). Every other field is meaning, a field added later included: a re-run with a
+# spec that differs in it is refused, never given a table paid for another question.
+_NOT_MEANING = frozenset({
+    "input", "output", "ledger", "source", "sha256", "csv", "quoted_line_breaks", "input_format", "engine", "name",
+    "expected_rows",  # planning only (dpcli.plan.what_if)
+})
 # A statistic's fields that only planning reads (dpcli.plan.what_if): they change no mechanism and no output
 _PLANNING_ONLY = ("target", "expected_rows")
 
 
 def release_meaning(spec: Spec) -> str:
     """The sha256 of a release spec's canonical meaning (hex)."""
-    return meaning_sha256({
-        "command": "release",
-        "version": spec.version,
-        "dataset": spec.dataset,
-        "privacy": canonical(spec.privacy),
-        "columns": canonical(spec.columns),
-        "statistics": [_statistic(s) for s in spec.statistics],
-        "postprocess": canonical(spec.postprocess),
-        "confidence": canonical(spec.confidence),
-    })
+    return meaning_sha256({"command": "release", **_meaning_fields(spec),
+                           "statistics": [_statistic(s) for s in spec.statistics]})
 
 
 def randomize_meaning(spec: RandomizeSpec) -> str:
-    """The sha256 of a randomize spec's canonical meaning (hex): the chosen columns in output order."""
-    return meaning_sha256({
-        "command": "randomize",
-        "version": spec.version,
-        "dataset": spec.dataset,
-        "privacy": {"epsilon": canonical(spec.epsilon), "neighbours": spec.neighbours, "unit": spec.unit},
-        "columns": [canonical(c) for c in spec.columns],
-    })
+    """The sha256 of a randomize spec's canonical meaning (hex): its privacy and the chosen columns in output order."""
+    return meaning_sha256({"command": "randomize", **_meaning_fields(spec)})
+
+
+def _meaning_fields(spec: Spec | RandomizeSpec) -> dict[str, Any]:
+    return {f.name: canonical(getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.name not in _NOT_MEANING}
 
 
 def meaning_sha256(meaning: dict[str, Any]) -> str:
