@@ -117,7 +117,7 @@ class Interrupted(BaseException):
 
 
 class ReleaseIdPaid(LedgerError):
-    """A spend under a release id that an earlier spend record already paid for (same dataset and spec bytes).
+    """A spend under a release id that an earlier spend record already paid for, with a spec of the same meaning.
 
     Raised by the ledger under its lock instead of spending twice; ``release`` catches it and returns that earlier
     release's stored table. Exit 5 if it ever escapes: a paid release id is never drawn again.
@@ -126,3 +126,15 @@ class ReleaseIdPaid(LedgerError):
     def __init__(self, message: str, record_seq: int):
         self.record_seq = record_seq
         super().__init__(message)
+
+
+class ReleaseIdTaken(UsageError):
+    """A release id that an earlier spend paid for (the same dataset and spec name) with a spec of another meaning.
+
+    A release id is paid for once, whatever happens to the spec: the run is refused before anything is read, nothing
+    spent, and the message names the record that paid (``record_seq``). Another ``name:`` or release id is the way.
+    """
+
+    def __init__(self, message: str, record_seq: int, *, hint: str | None = None):
+        self.record_seq = record_seq
+        super().__init__(message, hint=hint)

@@ -25,7 +25,7 @@ from dpcli.core.accounting import (
     round_up_to,
     zcdp_to_epsilon,
 )
-from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, UsageError
+from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, ReleaseIdTaken, UsageError
 
 GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
@@ -71,12 +71,15 @@ CapFields = TypedDict(  # functional form: ``raise`` is a keyword
 
 
 class PurchaseFields(TypedDict):
-    """What a spend record names of its purchase (``Purchase.fields``)."""
+    """What a spend record names of its purchase (``Purchase.fields``). ``meaning`` and ``spec_name`` since issue 25
+    (a record of a release id without ``meaning`` is older: its ``release_key`` is 0.3's byte key)."""
 
     command: NotRequired[str]
     release_id: str
     release_key: str
     spec_sha256: str
+    meaning: NotRequired[str]
+    spec_name: NotRequired[str]
     unit: str
     neighbours: str
     statistics: list[str]
@@ -280,6 +283,7 @@ _REQUIRED = {"cap": ("dataset", "epsilon"), "spend": ("dataset", "epsilon"), "re
 _TYPES: dict[str, type] = {
     "prev": str, "time": str, "dataset": str, "epsilon": str, "delta": str, "rho": str, "raise": bool, "unit": str,
     "neighbours": str, "release_id": str, "release_key": str, "spec_sha256": str, "table_sha256": str, "mac": str,
+    "meaning": str, "spec_name": str,
 }
 
 
@@ -474,16 +478,25 @@ def cap_fields(
     return fields
 
 
+def rerun_key(dataset: str, name: str | None, release_id: str) -> str:
+    """The name of a release in the ledger and its store: a hash of the dataset, the spec's ``name:`` (none: empty)
+    and the release id, public facts only, never the input nor the spec's text. A release id is paid for once per
+    dataset and name: a re-run finds the spend by it, whatever was edited in the spec since."""
+    return hashlib.sha256(f"rerun\0{dataset}\0{name or ''}\0{release_id}".encode()).hexdigest()[:40]
+
+
 def release_key(dataset: str, spec_sha256: str, release_id: str) -> str:
-    """The name of a release in the store: a hash of public facts only (dataset, the spec's bytes, the release id),
-    never of the input. Two runs asking the same question under the same id find each other by it."""
+    """dpcli 0.3's name of a release (its byte key): a hash of the dataset, the spec's bytes and the release id.
+    Spend records written by 0.3 and older hold it and no ``meaning``; a re-run looks it up too (``paid_for``), so
+    the first retry after an upgrade is given the paid table."""
     return hashlib.sha256(f"{dataset}\0{spec_sha256}\0{release_id}".encode()).hexdigest()[:40]
 
 
 @dataclass(frozen=True)
 class Purchase:
-    """What a spend pays for, as its record names it: public facts only (the release id and key, the spec's hash,
-    the pinned unit and relation, the statistics' names, and the command when it is not ``release``)."""
+    """What a spend pays for, as its record names it: public facts only (the release id and key, the spec's hash and
+    the hash of its meaning, its name, the pinned unit and relation, the statistics' names, and the command when it
+    is not ``release``). ``byte_key`` (not recorded): 0.3's key of the same run, looked up for older records."""
 
     release_id: str
     release_key: str
@@ -492,16 +505,22 @@ class Purchase:
     neighbours: str
     statistics: tuple[str, ...]
     command: str | None = None
+    meaning: str | None = None  # dpcli.specs.meaning: the sha256 of the spec's canonical meaning (None: a 0.3 record)
+    name: str | None = None  # the spec's `name:`
+    byte_key: str | None = None
 
     @classmethod
     def of(
         cls, dataset: str, spec_sha256: str, release_id: str, unit: str, neighbours: str, statistics: tuple[str, ...],
-        command: str | None = None,
+        command: str | None = None, *, meaning: str, name: str | None = None,
     ) -> Purchase:
         """The purchase of a run of a spec under a release id: its release key computed here, the one place every
-        command that spends gets it from (so two commands can never name one release two ways)."""
-        key = release_key(dataset, spec_sha256, release_id)
-        return cls(release_id, key, spec_sha256, unit, neighbours, statistics, command)
+        command that spends gets it from (so two commands can never name one release two ways). ``meaning`` is the
+        spec's (dpcli.specs.meaning), ``name`` its ``name:``."""
+        return cls(
+            release_id, rerun_key(dataset, name, release_id), spec_sha256, unit, neighbours, statistics, command,
+            meaning, name, release_key(dataset, spec_sha256, release_id),
+        )
 
     def fields(self) -> PurchaseFields:
         out: PurchaseFields = {
@@ -510,6 +529,10 @@ class Purchase:
         }
         if self.command is not None:
             out["command"] = self.command  # (records are written with sorted keys: the order is not stored)
+        if self.meaning is not None:
+            out["meaning"] = self.meaning
+        if self.name is not None:
+            out["spec_name"] = self.name
         return out
 
 
@@ -545,21 +568,72 @@ class Delivery:
 
 
 def paid_spend(records: list[Record], key: str) -> Record | None:
-    """The spend record that paid for the release named ``key`` (see release_key), if any."""
+    """The spend record that paid for the release named ``key`` (see rerun_key and release_key), if any."""
     for rec in records:
         if rec.type == "spend" and rec.get("release_key") == key:
             return rec
     return None
 
 
+def paid_for(records: list[Record], dataset: str, purchase: Purchase) -> Record | None:
+    """The spend that paid for ``purchase``'s release id, whatever spec it paid for (``same_meaning`` tells): the one
+    recorded under its key (dataset, name, release id); else, for a spec without a name, one that dpcli 0.3 or older
+    recorded for the dataset and release id (it holds no meaning: its key was the spec's bytes), the one under this
+    spec's byte key first. A function of the ledger's records and the spec only."""
+    older: list[Record] = []
+    for rec in records:
+        if rec.type != "spend" or rec.get("release_key") is None:
+            continue  # a bare spend (the library's) names no release
+        if rec.get("release_key") == purchase.release_key:
+            return rec
+        if (purchase.name is None and rec.get("meaning") is None and rec.get("dataset") == dataset
+                and rec.get("release_id") == purchase.release_id):
+            older.append(rec)
+    same_bytes = [rec for rec in older if rec.get("release_key") == purchase.byte_key]
+    return next(iter(same_bytes or older), None)
+
+
+def same_meaning(spend: Record, purchase: Purchase) -> bool:
+    """Whether ``spend`` (``paid_for``'s) paid for what ``purchase`` asks: a spec of the same meaning, or for a 0.3
+    record (no meaning), the same spec bytes (its byte key; a purchase made as 0.3 made one has it as its key)."""
+    if spend.get("meaning") is not None:
+        return purchase.meaning is not None and bool(spend.get("meaning") == purchase.meaning)
+    byte_key = purchase.byte_key if purchase.meaning is not None else purchase.release_key
+    return bool(spend.get("release_key") == byte_key)
+
+
+def release_id_taken(ledger_name: str, dataset: str, spend: Record, purchase: Purchase) -> ReleaseIdTaken:
+    """The refusal of a run whose release id ``spend`` paid for with a spec of another meaning (nothing spent)."""
+    spec = f"spec '{purchase.name}' on " if purchase.name is not None else ""
+    paid = str(spend.get("spec_sha256", ""))[:16]
+    command = spend.get("command") or "release"
+    by = f" (a `dpcli {command}` run)" if command != (purchase.command or "release") else ""
+    if spend.get("meaning") is None:
+        what = (f"with a spec whose text differs (sha256 {paid}...: a record of dpcli 0.3 or older, which knew a spec "
+                "by its bytes, so only that text is given its table)")
+    else:
+        what = f"with a spec of another meaning (sha256 {paid}...)"
+    remedy = "another `name:` in the spec" if purchase.name is not None else (
+        "a `name:` in the spec (several specs on one dataset sharing release ids)")
+    return ReleaseIdTaken(
+        f"ledger {ledger_name}: release id '{purchase.release_id}' of {spec}dataset '{dataset}' was paid for by "
+        f"record {spend.seq}{by} {what}; a release id is paid for once: nothing was spent",
+        spend.seq,
+        hint=f"give {remedy} or use a new --release-id",
+    )
+
+
 def spend_fields(
     records: list[Record], ledger_name: str, dataset: str, cost: Budget, purchase: Purchase | None = None,
 ) -> SpendFields | PaidSpendFields:
-    """The fields of a new spend record, after the checks against the verified ``records``: the release key is not
-    paid yet (else ReleaseIdPaid), the unit and relation match the dataset's pin, and the spend fits the cap."""
+    """The fields of a new spend record, after the checks against the verified ``records``: the release id is not
+    paid yet (else ReleaseIdPaid, or ReleaseIdTaken for a spec of another meaning), the unit and relation match the
+    dataset's pin, and the spend fits the cap."""
     epsilon, rho, delta = cost.epsilon, cost.rho, cost.selection_delta
     if purchase is not None:
-        earlier = paid_spend(records, purchase.release_key)
+        earlier = paid_for(records, dataset, purchase)
+        if earlier is not None and not same_meaning(earlier, purchase):
+            raise release_id_taken(ledger_name, dataset, earlier, purchase)
         if earlier is not None:
             raise ReleaseIdPaid(
                 f"ledger {ledger_name}: release id '{purchase.release_id}' of this spec was paid for by "
@@ -647,7 +721,8 @@ class Ledger(ABC):
 
         ``cost.epsilon`` is the pure-DP part, ``cost.rho`` the zCDP part (stored as ``rho`` when non-zero),
         ``cost.selection_delta`` what partition selections spend outright (stored as ``delta`` when non-zero);
-        ``purchase`` what it pays for (a release key already paid for is ReleaseIdPaid). ``before_append``
+        ``purchase`` what it pays for (a release id already paid for is ReleaseIdPaid, or ReleaseIdTaken when it
+        was paid for with a spec of another meaning). ``before_append``
         runs once the lock is held, before anything is written: whatever it raises ends the spend with nothing
         spent (the paid-run protocol raises there a signal that came during the lock wait)."""
 

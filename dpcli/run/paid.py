@@ -55,7 +55,7 @@ from dpcli.core import signals
 from dpcli.core.accounting import Budget
 from dpcli.errors import DpcliError, Interrupted, LedgerError, ReleaseIdPaid, SpentThenFailed, UsageError
 from dpcli.ledger import Delivery, Ledger, Purchase, Record
-from dpcli.ledger.base import check_pin, paid_spend
+from dpcli.ledger.base import check_pin, paid_for, release_id_taken, same_meaning
 
 __all__ = [
     "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "leaves_nothing", "run_release_id",
@@ -186,9 +186,18 @@ class PaidRun:
     # -- before the input is read -------------------------------------------------------------------------------
 
     def earlier_spend(self, records: list[Record]) -> Record | None:
-        """The spend that already paid for this named release id of this spec (then its stored state is the
-        release), else None: a function of the spec, the id and the ledger's records only, never of the input."""
-        return paid_spend(records, self.key) if self.named else None
+        """The spend that already paid for this named release id (then its stored state is the release), else None;
+        ReleaseIdTaken when it paid for a spec of another meaning. A function of the spec, the id and the ledger's
+        records only, never of the input."""
+        return self.paid_spend(records) if self.named else None
+
+    def paid_spend(self, records: list[Record]) -> Record | None:
+        """The spend that paid for this release id, if any (dpcli.ledger.base.paid_for: under its key, or 0.3's byte
+        key); ReleaseIdTaken when it paid for a spec of another meaning."""
+        spend = paid_for(records, self.dataset, self.purchase)
+        if spend is not None and not same_meaning(spend, self.purchase):
+            raise release_id_taken(self.book.name, self.dataset, spend, self.purchase)
+        return spend
 
     def paid_earlier(self, records: list[Record]) -> bool:
         return self.earlier_spend(records) is not None
@@ -260,7 +269,11 @@ class PaidRun:
         stored its state yet is waited for, up to the run's ``wait`` seconds. Reads only."""
         deadline = time.monotonic() + self.wait
         while True:
-            spend, done, stored = self.book.find_release(self.key)
+            records = self.book.records()
+            paid = self.paid_spend(records)
+            # the key it was paid under: this run's, or 0.3's byte key of the same spec text
+            key = self.key if paid is None else str(paid.get("release_key"))
+            spend, done, stored = self.book.find_release(key, records)
             if done is not None or time.monotonic() >= deadline:
                 return spend, done, stored
             time.sleep(_WAIT_POLL)

@@ -38,6 +38,7 @@ from dpcli.publish.table import Table
 from dpcli.publish.writers import output_format
 from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id, run_release_id
 from dpcli.specs.load import load_spec
+from dpcli.specs.meaning import release_meaning
 from dpcli.specs.model import Spec
 from dpcli.specs.v1 import ENGINES, INPUT_FORMATS
 
@@ -192,7 +193,8 @@ def prepare(
         run = PaidRun(
             book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
             Purchase.of(spec.dataset, spec.sha256, release_id, spec.privacy.pinned_unit, spec.privacy.neighbours,
-                        tuple(s.statistic.name for s in plan.statistics)),
+                        tuple(s.statistic.name for s in plan.statistics), meaning=release_meaning(spec),
+                        name=spec.name),
             named, lock_timeout, say,
         )
         paid = run.earlier_spend(records)

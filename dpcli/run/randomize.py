@@ -56,6 +56,7 @@ from dpcli.mechanisms.randomized_response import randomize_keys
 from dpcli.publish.paths import check_release_paths
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.run.paid import Paid, PaidRun, Unpaid, leaves_nothing, run_release_id
+from dpcli.specs.meaning import randomize_meaning
 from dpcli.specs.model import Column
 from dpcli.specs.randomize import RANDOMIZE_FORMATS, RandomizeSpec, load_randomize_spec
 
@@ -129,7 +130,8 @@ def randomize(
     run = PaidRun(
         book, spec.dataset, Budget(spec.epsilon),
         Purchase.of(spec.dataset, spec.sha256, release_id, spec.unit, spec.neighbours,
-                    tuple(c.name for c in spec.columns), RANDOMIZE_COMMAND),
+                    tuple(c.name for c in spec.columns), RANDOMIZE_COMMAND, meaning=randomize_meaning(spec),
+                    name=spec.name),
         named, lock_timeout, say,
     )
     work = _RandomizeWork(spec, book, release_id, output_path, say)

@@ -340,6 +340,9 @@ class Spec:
     expected_rows: int | None = None  # planning: rows with a value per cell, for a mean's error (dpcli.plan.what_if)
     # statistic name -> its post-processing (`postprocess:`); statistics without any are not in it
     postprocess: Mapping[str, PostProcess] = field(default_factory=dict)
+    # `name:`: this spec among several on one dataset that share release ids (a release id is paid once per dataset
+    # and name: dpcli.ledger.base.rerun_key)
+    name: str | None = None
 
     @property
     def id_column(self) -> str | None:

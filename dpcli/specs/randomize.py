@@ -35,8 +35,8 @@ RANDOMIZE = Section(
 )
 RANDOMIZE_TOP = Section(
     {
-        **{key: TOP.fields[key] for key in ("version", "dataset", "input", "output", "ledger", "input_format", "csv",
-                                            "privacy", "columns")},
+        **{key: TOP.fields[key] for key in ("version", "dataset", "name", "input", "output", "ledger", "input_format",
+                                            "csv", "privacy", "columns")},
         "randomize": RANDOMIZE,
     },
     required=("version", "dataset", "privacy", "columns", "randomize"),
@@ -59,6 +59,7 @@ class RandomizeSpec:
     neighbours: str = "replace"
     unit: str = "row"
     quoted_line_breaks: bool = False  # one physical line is one record (the reader, dpcli.engine.source, asks)
+    name: str | None = None  # `name:`, as a release spec's (a release id is paid once per dataset and name)
 
     @property
     def field_names(self) -> tuple[str, ...] | None:
@@ -81,7 +82,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
     top = RANDOMIZE_TOP.keys("", doc if doc is not None else {})
     fields: Loaded = {
         key: RANDOMIZE_TOP.fields[key].load(key, top[key])
-        for key in ("version", "dataset", "input", "output", "ledger", "input_format")
+        for key in ("version", "dataset", "name", "input", "output", "ledger", "input_format")
         if key in top
     }
     csv = CSV.load("csv", top["csv"]) if "csv" in top else {}
@@ -136,6 +137,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
             max_record_bytes=csv.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
         ),
         input_format=fmt,
+        name=fields.get("name"),
     )
 
 

@@ -561,7 +561,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
     top = TOP.keys("", doc if doc is not None else {}, out.list)
     fields: Loaded = {
         key: out.attempt(TOP.fields[key].load, key, top[key])
-        for key in ("version", "dataset", "input", "output", "ledger", "input_format", "engine", "confidence",
+        for key in ("version", "dataset", "name", "input", "output", "ledger", "input_format", "engine", "confidence",
                     "expected_rows")
         if key in top
     }
@@ -684,6 +684,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         confidence=fields.get("confidence", Fraction(95, 100)),
         expected_rows=fields.get("expected_rows"),
         postprocess=MappingProxyType(postprocess or {}),
+        name=fields.get("name"),
     )
 
 

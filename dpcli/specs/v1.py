@@ -456,6 +456,11 @@ TOP = Section(
     {
         "version": Version(),
         "dataset": Name("dataset name", dataset=True, description="the ledger key whose budget this release spends"),
+        "name": Name(
+            "spec name",
+            description="names this spec among several on one dataset sharing a release id: a release id is paid "
+            "once per dataset and name",
+        ),
         "input": PathText("CSV path relative to this file, or -"),
         "output": PathText("output path relative to this file, or -"),
         "ledger": Ledger("ledger path relative to this file"),

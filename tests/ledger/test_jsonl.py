@@ -372,12 +372,19 @@ def test_rerun_outcome_does_not_depend_on_whether_the_data_changed(work: Path) -
     assert dpcli(*release_args(work, "d.csv")).returncode == 4
 
 
-def test_same_id_with_another_spec_is_another_release(work: Path) -> None:
+def test_same_id_with_an_edited_spec_is_the_same_release_and_a_named_spec_another(work: Path) -> None:
+    """Issue 25: a release id is paid for once per dataset and spec `name:` (tests/run/test_rerun_key.py has the
+    rest): an edit that keeps the spec's meaning is the same release; another name is another release."""
     led = work / "ledger.jsonl"
     assert dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", str(led)).returncode == 0
     assert dpcli(*release_args(work, "a.csv", "--release-id", "v1")).returncode == 0
     (work / "spec.yaml").write_text(SPEC.replace("EPS", "0.25") + "# edited\n")
     r = dpcli(*release_args(work, "b.csv", "--release-id", "v1", "--json"))
+    assert r.returncode == 0
+    assert json.loads(r.stderr)["reused"] is True
+    assert len(spends(led)) == 1
+    (work / "spec.yaml").write_text("name: other\n" + SPEC.replace("EPS", "0.25"))
+    r = dpcli(*release_args(work, "c.csv", "--release-id", "v1", "--json"))
     assert r.returncode == 0
     assert json.loads(r.stderr)["reused"] is False
     assert len(spends(led)) == 2

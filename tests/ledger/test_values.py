@@ -10,7 +10,7 @@ import pytest
 
 from dpcli.core.accounting import Cap
 from dpcli.ledger import JsonlLedger, Purchase
-from dpcli.ledger.base import release_key
+from dpcli.ledger.base import release_key, rerun_key
 
 
 def test_a_cap_is_an_exact_frozen_value_and_its_record_is_unchanged(tmp_path: Path) -> None:
@@ -37,6 +37,12 @@ def test_a_cap_is_an_exact_frozen_value_and_its_record_is_unchanged(tmp_path: Pa
 
 
 def test_a_purchase_names_its_release_by_the_one_release_key() -> None:
-    bought = Purchase.of("people", "ab" * 32, "2026-11", "row", "add_remove", ("n",), "randomize")
-    assert bought.release_key == release_key("people", "ab" * 32, "2026-11")
-    assert bought == Purchase("2026-11", bought.release_key, "ab" * 32, "row", "add_remove", ("n",), "randomize")
+    """Since issue 25 the key is (dataset, the spec's name, release id); 0.3's byte key is kept beside it."""
+    bought = Purchase.of("people", "ab" * 32, "2026-11", "row", "add_remove", ("n",), "randomize", meaning="cd" * 32)
+    assert bought.release_key == rerun_key("people", None, "2026-11")
+    assert bought.byte_key == release_key("people", "ab" * 32, "2026-11")
+    assert bought == Purchase("2026-11", bought.release_key, "ab" * 32, "row", "add_remove", ("n",), "randomize",
+                              "cd" * 32, None, bought.byte_key)
+    named = Purchase.of("people", "ef" * 32, "2026-11", "row", "add_remove", ("n",), meaning="cd" * 32, name="w")
+    assert named.release_key == rerun_key("people", "w", "2026-11") != bought.release_key
+    assert named.fields()["spec_name"] == "w"
