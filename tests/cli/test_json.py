@@ -176,6 +176,17 @@ def test_the_older_json_outputs_keep_their_fields_and_gain_format_and_exit_code(
     assert (plan["dataset"], plan["epsilon"]) == ("toy", "0.25")
     randomize_plan = stdout_doc("plan", dpcli_run("plan", ROOT / "configs" / "randomize.yaml", "--json"))
     assert randomize_plan["command"] == "randomize"
+    (toy / "rr.yaml").write_text(
+        "version: 1\ndataset: rr\nprivacy: {unit: row, neighbours: replace, epsilon: 1}\n"
+        "columns:\n  sex: {type: category, categories: [F, M]}\nrandomize: {columns: [sex]}\n"
+    )
+    (toy / "rr.csv").write_text("sex\nF\nM\n")
+    assert dpcli_run("budget", "set", "rr", "--epsilon", "1", "--ledger", toy / "ledger.jsonl").returncode == 0
+    randomized = dpcli_run("randomize", toy / "rr.yaml", "-i", toy / "rr.csv", "-o", toy / "rr-out.csv",
+                           "--ledger", toy / "ledger.jsonl", "--json")
+    summary = json.loads(randomized.stderr)
+    jsonschema.validate(summary, SCHEMAS["randomize"])
+    assert (summary["format"], summary["exit_code"], summary["rows"]) == ("dpcli.randomize/1", 0, 2)
     for command in ("budget show", "ledger show"):  # arrays since 0.1: unchanged
         r = dpcli_run(*command.split(), "--ledger", toy / "ledger.jsonl", "--json")
         doc = json.loads(r.stdout)
