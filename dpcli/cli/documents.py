@@ -144,7 +144,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "check": _document("check", ["valid", "spec", "problems"], {
         "valid": {"type": "boolean"}, "spec": {"type": "string"},
         "problems": {"type": "array", "items": PROBLEM,
-                     "description": "every problem found: each error of the spec, and of the ledger's chain"},
+                     "description": "every problem found: each error of the spec, the ledger's, the input header's"},
         "randomize": {"type": "boolean"},
         "statistics": {"type": ["integer", "null"]},
         "size": {**TEXT_OR_NULL, "description": "cells and memory estimate, in words"},

@@ -3,8 +3,9 @@ would refuse before reading any data, and what the checks found, as one typed re
 
 A spec with errors gets every one of them (``spec_errors``), and with an explicitly named ledger that ledger's chain
 is verified too, so one run lists both. A valid spec goes through ``prepare``, release's own pre-spend checks, in
-release's order: its first refusal is the check's problem (the later checks depend on it: no budget without a
-readable ledger). Reads the input's header only; spends nothing and writes nothing.
+release's order: a refusal of the plan, the options, the paths or the pin ends the check; one of the ledger itself
+(its chain, cap, store, a paid release id: the first, as each depends on the one before) does not, and the input's
+header is checked too, both listed when both fail. Reads the input's header only; spends nothing and writes nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpcli.errors import DpcliError
+from dpcli.errors import BudgetRefused, DpcliError, LedgerError
 from dpcli.ledger import open_ledger, resolve_ledger
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
 from dpcli.specs.load import spec_errors
@@ -100,20 +101,33 @@ def _check_release(
     from dpcli.engine import check_input
     from dpcli.run.prepare import prepare, stored_table
 
-    # the checks release makes before it reads the data, in its order (dpcli.run.prepare): its refusal, said the
-    # same way
+    # the checks release makes before it reads the data, in its order (dpcli.run.prepare), said the same way
+    problems: list[DpcliError] = []
     try:
         ready = prepare(
-            path, input=input, output=output, ledger=ledger, check_ledger=ledger is not None,
-            release_id=release_id, lock_timeout=lock_timeout, input_format=input_format,
+            path, input=input, output=output, ledger=ledger, check_ledger=ledger is not None, release_id=release_id,
+            lock_timeout=lock_timeout, input_format=input_format,
         )
-        if ready.paid is not None:
-            # release would write the stored table again: it must be there and readable
+        if ready.paid is not None:  # release would write the stored table again: it must be there and readable
             stored_table(ready.run, ready.release_id)
-        if ready.source is not None:  # standard input, or a URL that only Spark reads, is not checked
-            check_input(ready.spec, ready.source, ready.input_format)
-    except DpcliError as exc:
+    except (LedgerError, BudgetRefused) as exc:
+        # the ledger's own refusal (its chain, cap, store, a paid id): the input's header is checked still, so that
+        # one run lists both
+        problems.append(exc)
+        try:
+            ready = prepare(path, input=input, output=output, check_ledger=False, release_id=release_id,
+                            lock_timeout=lock_timeout, input_format=input_format)
+        except DpcliError as other:
+            return CheckResult(path, (exc, other))
+    except DpcliError as exc:  # the plan, the options, the paths, the pin: nothing after them is checked
         return CheckResult(path, (exc,))
+    if ready.source is not None:  # standard input, or a URL that only Spark reads, is not checked
+        try:
+            check_input(ready.spec, ready.source, ready.input_format)
+        except DpcliError as exc:
+            problems.append(exc)
+    if problems:
+        return CheckResult(path, tuple(problems))
     plan = ready.plan
     return CheckResult(
         path, (), statistics=len(plan.statistics), size=ready.cost.text(), cost=plan.cost_text(),

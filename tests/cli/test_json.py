@@ -88,10 +88,13 @@ def test_check_json_of_a_valid_spec_and_a_budget_refusal(toy: Path) -> None:
     assert doc["input_checked"] == str(toy / "data.csv")
     assert ok.stderr == b""
     (toy / "spec.yaml").write_text(SPEC.replace("epsilon: 0.25", "epsilon: 0.5"))
-    refused = dpcli_run("check", toy / "spec.yaml", "--ledger", toy / "ledger.jsonl", "--json")
+    (toy / "other.csv").write_text("height\n170\n")
+    refused = dpcli_run("check", toy / "spec.yaml", "-i", toy / "other.csv", "--ledger", toy / "ledger.jsonl",
+                        "--json")
     doc = stdout_doc("check", refused)
-    assert refused.returncode == 4
-    [problem] = doc["problems"]
+    assert refused.returncode == 4  # the ledger's refusal comes first, as in release
+    problem, header = doc["problems"]  # the input's header is checked too: both problems in one run
+    assert (header["kind"], header["code"]) == ("input", 3)
     assert {k: problem[k] for k in ("kind", "dataset", "requested", "remaining", "cap", "short_by", "record")} == {
         "kind": "budget", "dataset": "toy", "requested": "0.5", "remaining": "0.3", "cap": "0.3",
         "short_by": "0.2", "record": 0,
