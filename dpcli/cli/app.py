@@ -532,7 +532,8 @@ def check(
 
     Valid exactly when `dpcli release` with the same options would pass every check that needs no data (with
     --ledger, the ledger's too). Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line
-    each (exit 2); with --json, one object listing them all."""
+    each (exit 2), and with --ledger the ledger's and the input header's problems both; with --json, one object
+    listing them all."""
     from dpcli.errors import BudgetRefused
     from dpcli.run.check import check_spec
 
