@@ -534,7 +534,6 @@ def check(
     --ledger, the ledger's too). Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line
     each (exit 2), and with --ledger the ledger's and the input header's problems both; with --json, one object
     listing them all."""
-    from dpcli.errors import BudgetRefused
     from dpcli.run.check import check_spec
 
     result = check_spec(

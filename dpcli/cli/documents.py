@@ -183,7 +183,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "ok": {"const": True}, "records": {"type": "integer"},
         "head": {"type": "string"}, "keyed": {"type": "boolean"},
         "against": {"type": "array", "items": {"type": "string"},
-                    "description": "the published heads found in the chain"},
+                    "description": "the --against items given (each head found in the chain: else the error)"},
     }),
     "budget show": _legacy_array("budget show", {
         "type": "object", "required": ["dataset", "cap", "spent", "remaining", "releases"],
