@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import typer
 
 from dpcli.cli.app import app
 from dpcli.cli.documents import COMMANDS, SCHEMAS
-from tests.helpers import run_in_process
+from tests.helpers import clean_env, run_in_process
 from tests.spec_builder import spec_text
 
 dpcli_run = run_in_process
@@ -205,6 +206,19 @@ def test_the_older_json_outputs_keep_their_fields_and_gain_format_and_exit_code(
     doc = json.loads(error.stdout)
     jsonschema.validate(doc, SCHEMAS["budget show"])
     assert (doc["format"], doc["exit_code"], doc["error"]["kind"]) == ("dpcli.budget-show/1", 5, "ledger")
+
+
+@pytest.mark.slow  # a child process with a fault injected (tests/fault_driver.py)
+def test_a_failure_after_the_spend_names_its_record_as_fields(toy: Path) -> None:
+    driver = ROOT / "tests" / "fault_driver.py"
+    args = ["release", toy / "spec.yaml", "-i", toy / "data.csv", "-o", toy / "o.csv", "--ledger",
+            toy / "ledger.jsonl", "--release-id", "r1", "--json"]
+    r = subprocess.run([sys.executable, driver, "rename-before", "oserror", "--", *map(str, args)],
+                       capture_output=True, env=clean_env(), timeout=120)
+    error = stderr_error("release", r)
+    assert {k: error.get(k) for k in ("kind", "record", "release_id", "stored")} == {
+        "kind": "spent_then_failed", "record": 1, "release_id": "r1", "stored": True,
+    }
 
 
 @pytest.mark.slow  # ~1.5 s: the audit's search and draws
