@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from dpcli.plan.model import Plan, make_plan
+    from dpcli.run.check import CheckResult, check_spec
     from dpcli.run.prepare import CheckedSpec, prepare_spec
     from dpcli.run.randomize import randomize
     from dpcli.run.release import Release, release
@@ -63,6 +64,8 @@ _PUBLIC = {
     "UsageError": "dpcli.errors",
     "Plan": "dpcli.plan.model",
     "make_plan": "dpcli.plan.model",
+    "CheckResult": "dpcli.run.check",
+    "check_spec": "dpcli.run.check",
     "CheckedSpec": "dpcli.run.prepare",
     "prepare_spec": "dpcli.run.prepare",
     "randomize": "dpcli.run.randomize",
@@ -78,6 +81,7 @@ __all__ = [
     "Budget",
     "BudgetRefused",
     "Cap",
+    "CheckResult",
     "CheckedSpec",
     "DpcliError",
     "InputError",
@@ -95,6 +99,7 @@ __all__ = [
     "SpentThenFailed",
     "UsageError",
     "__version__",
+    "check_spec",
     "load_spec",
     "make_plan",
     "parse_spec",

@@ -26,6 +26,11 @@ class DpcliError(Exception):
         self.option = option
         super().__init__(f"{argument}: {message}" if argument else message)
 
+    def fields(self) -> dict[str, str | int | bool | None]:
+        """The public facts the message states, as fields for ``--json`` (docs/json.md): a script reads the numbers
+        here rather than parsing the message. Exact quantities are their exact text (``"1/7"``), counts integers."""
+        return {}
+
 
 class InternalError(DpcliError):
     """A bug in dpcli. The CLI says so and never prints a traceback that might carry data."""
@@ -62,6 +67,9 @@ class SpecError(UsageError):
         where = ": ".join(part for part in (file, path) if part)
         super().__init__(f"{where}: {message}" if where else message)
 
+    def fields(self) -> dict[str, str | int | bool | None]:
+        return {"file": self.file, "path": self.path}
+
     def in_file(self, file: str) -> SpecError:
         """The same error naming the spec file it came from (itself if it already names one)."""
         return self if self.file is not None else SpecError(self.path, self.detail, file)
@@ -74,9 +82,31 @@ class InputError(DpcliError):
 
 
 class BudgetRefused(DpcliError):
-    """The ledger refused a spend: the message names requested, remaining and the difference."""
+    """The ledger refused a spend: the message names requested, remaining and the difference.
+
+    The numbers travel as attributes too (exact text, None where the refusal has none): ``dataset``, ``ledger``;
+    ``requested``, ``remaining``, ``cap`` and ``short_by`` in ε; ``requested_delta``, ``remaining_delta`` and
+    ``cap_delta`` for a refusal of δ; ``record``, the seq of the ledger record that set the cap in force."""
 
     exit_code = 4
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, dataset: str | None = None, ledger: str | None = None,
+        requested: str | None = None, remaining: str | None = None, cap: str | None = None,
+        short_by: str | None = None, requested_delta: str | None = None, remaining_delta: str | None = None,
+        cap_delta: str | None = None, record: int | None = None,
+    ):
+        super().__init__(message, hint=hint)
+        self.dataset, self.ledger, self.record = dataset, ledger, record
+        self.requested, self.remaining, self.cap, self.short_by = requested, remaining, cap, short_by
+        self.requested_delta, self.remaining_delta, self.cap_delta = requested_delta, remaining_delta, cap_delta
+
+    def fields(self) -> dict[str, str | int | bool | None]:
+        return {
+            "dataset": self.dataset, "ledger": self.ledger, "requested": self.requested, "remaining": self.remaining,
+            "cap": self.cap, "short_by": self.short_by, "requested_delta": self.requested_delta,
+            "remaining_delta": self.remaining_delta, "cap_delta": self.cap_delta, "record": self.record,
+        }
 
 
 class LedgerError(DpcliError):
@@ -96,9 +126,22 @@ class SpentThenFailed(DpcliError):
     """Anything that went wrong *after* the spend was recorded: a full disk, an I/O error, memory, a bug, or
     SIGINT/SIGTERM/SIGHUP. Exit 5 like a ledger problem: the budget is spent and stays spent (no refund), no output
     file is left behind, and the one-line message names the ledger record that paid (and whether the table was
-    stored, so that ``--release-id`` can write it)."""
+    stored, so that ``--release-id`` can write it).
+
+    ``record`` (the paying record's seq), ``release_id`` and ``stored`` carry the same facts as fields (None when
+    unknown)."""
 
     exit_code = 5
+
+    def __init__(
+        self, message: str = "", *, hint: str | None = None, record: int | None = None,
+        release_id: str | None = None, stored: bool | None = None,
+    ):
+        super().__init__(message, hint=hint)
+        self.record, self.release_id, self.stored = record, release_id, stored
+
+    def fields(self) -> dict[str, str | int | bool | None]:
+        return {"record": self.record, "release_id": self.release_id, "stored": self.stored}
 
 
 class OutputError(SpentThenFailed):
@@ -127,6 +170,9 @@ class ReleaseIdPaid(LedgerError):
         self.record_seq = record_seq
         super().__init__(message)
 
+    def fields(self) -> dict[str, str | int | bool | None]:
+        return {"record": self.record_seq}
+
 
 class ReleaseIdTaken(UsageError):
     """A release id that an earlier spend paid for (the same dataset and spec name) with a spec of another meaning.
@@ -138,3 +184,6 @@ class ReleaseIdTaken(UsageError):
     def __init__(self, message: str, record_seq: int, *, hint: str | None = None):
         self.record_seq = record_seq
         super().__init__(message, hint=hint)
+
+    def fields(self) -> dict[str, str | int | bool | None]:
+        return {"record": self.record_seq}

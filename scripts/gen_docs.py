@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import os
 import re
 import sys
@@ -294,6 +295,21 @@ def exit_codes() -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# The --json documents' schemas
+
+
+def json_documents() -> str:
+    from dpcli.cli.documents import SCHEMAS, STDOUT_COMMANDS
+
+    parts = []
+    for command, schema in SCHEMAS.items():
+        stream = "standard output" if command in STDOUT_COMMANDS else "standard error (stdout may be the table)"
+        parts.append(f"## `dpcli {command} --json`\n\nOn {stream}.\n\n```json\n"
+                     f"{json.dumps(schema, indent=2, ensure_ascii=False)}\n```\n")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def slug(title: str) -> str:
@@ -312,6 +328,7 @@ REGIONS = [
     ("docs/spec-fields.md", "the spec's fields and limits", spec_fields),
     ("docs/spec.md", "the release's size limits", release_size),
     ("docs/exit-codes.md", "the exit codes", exit_codes),
+    ("docs/json.md", "the JSON documents' schemas", json_documents),
 ]
 
 

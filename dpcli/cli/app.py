@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from dpcli.cli import layout, messages, progress, render_audit, render_ledger, render_plan, render_run
-from dpcli.core.accounting import parse_exact
+from dpcli.cli import documents, layout, messages, progress, render_audit, render_ledger, render_plan, render_run
+from dpcli.core.accounting import format_exact, parse_exact
 from dpcli.core.version import __version__
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_TIMEOUT, parse_size
 from dpcli.errors import (
@@ -37,6 +37,7 @@ from dpcli.specs.v1 import ENGINES, INPUT_FORMATS, MAX_RELEASE_EPSILON
 if TYPE_CHECKING:
     from dpcli.ledger.named import OtherLedger
     from dpcli.plan.model import Plan
+    from dpcli.run.check import CheckResult
     from dpcli.specs.model import Spec
 
 
@@ -238,7 +239,7 @@ def release(
     if as_json:
         with_report = report_path is not None or summary_md is not None
         summary = render_run.release_summary(result, warning, report_path, with_report)
-        sys.stderr.write(json.dumps(summary) + "\n")
+        sys.stderr.write(json.dumps(documents.stamped("release", summary)) + "\n")
         return
     pages = None if quiet else render_run.pages_text(report_path, summary_md)
     if result.reused:
@@ -276,7 +277,7 @@ def randomize(
     result = run(spec, input=input, output=output, ledger=ledger, release_id=release_id, lock_timeout=lock_timeout)
     signals.finish()  # the file is written: a late signal changes nothing
     if as_json:
-        sys.stderr.write(json.dumps(render_run.randomize_summary(result)) + "\n")
+        sys.stderr.write(json.dumps(documents.stamped("randomize", render_run.randomize_summary(result))) + "\n")
         return
     if result.reused:
         messages.info(render_run.randomize_reissued(result))
@@ -348,18 +349,26 @@ def report_command(
     summary_md: str | None = SummaryMdOpt,
     lock_timeout: float = LockOpt,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Say nothing on success (errors are still printed)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as one JSON object on stdout."),
 ) -> None:
     """Write one self-contained HTML page about a released table: plots with intervals, parameters, budget."""
     from dpcli.publish.paths import named_path
     from dpcli.publish.report import make_report
 
+    report_path = named_path(output, "report")
+    summary_path = None if summary_md is None else named_path(summary_md, "summary")
     make_report(
-        table, named_path(output, "report"), meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
-        summary_md=None if summary_md is None else named_path(summary_md, "summary"), lock_timeout=lock_timeout,
+        table, report_path, meta=meta, ledger=ledger or os.environ.get("DPCLI_LEDGER") or None,
+        summary_md=summary_path, lock_timeout=lock_timeout,
     )
     pages = render_run.pages_text(output, summary_md)
-    if pages is not None and not quiet:
+    if pages is not None and not quiet and not as_json:
         messages.info(pages)
+    if as_json:
+        messages.document(documents.stamped("report", {
+            "report": str(report_path), "table": str(table),
+            "summary_md": None if summary_path is None else str(summary_path),
+        }))
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli schema > spec-v1.schema.json"))
@@ -410,8 +419,10 @@ def plan(
         from dpcli.specs.randomize import load_randomize_spec
 
         randomize_plan = render_plan.randomize_plan(load_randomize_spec(spec))
-        text = render_plan.randomize_plan_text(randomize_plan)
-        sys.stdout.write(json.dumps(randomize_plan, indent=2) + "\n" if as_json else text)
+        if as_json:
+            messages.document(documents.stamped("plan", randomize_plan), indent=2)
+        else:
+            sys.stdout.write(render_plan.randomize_plan_text(randomize_plan))
         return
     the_plan = prepare_spec(spec).plan  # every check of the spec alone that a release makes (exit 2)
     if rows:
@@ -420,7 +431,7 @@ def plan(
         the_plan = with_expected_rows(the_plan, *_expected_rows(rows))
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
     if as_json:
-        sys.stdout.write(render_plan.plan_json(the_plan, planning))
+        messages.document(documents.stamped("plan", render_plan.plan_doc(the_plan, planning)), indent=2)
     else:
         render_plan.print_plan(the_plan, sys.stdout)
         render_plan.print_planning(the_plan, planning, sys.stdout)
@@ -494,7 +505,11 @@ def audit_command(
         from dpcli.audit.randomize_audit import audit_randomize
 
         rr = audit_randomize(spec, trials=trials)
-        sys.stdout.write(json.dumps(rr.as_dict(), indent=2, ensure_ascii=False) + "\n" if as_json else rr.text())
+        if as_json:
+            doc = documents.stamped("audit", rr.as_dict(), 0 if rr.ok else AuditFailed.exit_code)
+            messages.document(doc, indent=2, ensure_ascii=False)
+        else:
+            sys.stdout.write(rr.text())
         if not rr.ok:
             names = ", ".join(t.name for t in rr.violations)
             raise AuditFailed(f"audit: {names} of the randomized response does not deliver its claim: the "
@@ -502,7 +517,8 @@ def audit_command(
         return
     report = run(spec, trials=trials)
     if as_json:
-        sys.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        doc = documents.stamped("audit", report.as_dict(), 0 if report.ok else AuditFailed.exit_code)
+        messages.document(doc, indent=2, ensure_ascii=False)
     else:
         render_audit.print_audit(report, sys.stdout)
     if not report.ok:
@@ -536,60 +552,66 @@ def check(
         help="Check this release id as release would (with --ledger: whether it is paid for already).",
     ),
     lock_timeout: float = LockOpt,
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the verdict as one JSON object on stdout: every problem found, as fields."
+    ),
 ) -> None:
     """Validate the spec as release would before reading any data, and that the input's header (or schema) has the
     declared columns. Reads the header only; spends nothing and writes nothing.
 
     Valid exactly when `dpcli release` with the same options would pass every check that needs no data (with
     --ledger, the ledger's too). Every error of the spec is reported, one `dpcli: error: FILE: PATH: MESSAGE` line
-    each (exit 2)."""
-    from dpcli.engine import check_input
-    from dpcli.run.prepare import prepare, stored_table
-    from dpcli.specs.load import spec_errors
-    from dpcli.specs.randomize import is_randomize_spec
+    each (exit 2), and with --ledger the ledger's and the input header's problems both; with --json, one object
+    listing them all."""
+    from dpcli.run.check import check_spec
 
-    if is_randomize_spec(spec):
-        if output is not None or ledger is not None or release_id is not None:
-            raise UsageError("--output, --ledger and --release-id check a release spec; `dpcli check` of a "
-                             "randomize spec checks the spec and its input")
-        from dpcli.run.randomize import check_randomize
-
-        messages.info(check_randomize(spec, input))
-        return
-    errors = spec_errors(spec)  # every error, not only the first: one line each, then exit 2
-    if errors:
-        for error in errors[:-1]:
-            _say_error(error)
-        raise errors[-1]
-    # the checks release makes before it reads the data, in its order (dpcli.run.prepare): its refusal, said the same
-    # way
-    try:
-        ready = prepare(
-            spec, input=input, output=output, ledger=ledger, check_ledger=ledger is not None, release_id=release_id,
-            lock_timeout=lock_timeout, input_format=None if input_format is None else input_format.value,
-        )
-    except BudgetRefused:  # as release says it: no cap here may mean the cap is in another ledger named
-        _warn_cap_elsewhere(spec, ledger, quiet=False, lock_timeout=lock_timeout)
-        raise
-    if ready.paid is not None:  # release would write the stored table again: it must be there and readable
-        stored_table(ready.run, ready.release_id)
-    the_plan = ready.plan
-    if ready.source is not None:
-        check_input(ready.spec, ready.source, ready.input_format)
-        checked = f"; {ready.source} has every declared column"
-    else:
-        checked = ""  # standard input, or a URL that only Spark reads
-    if ready.ledger is None or the_plan.frequency_only:
-        budget = ""  # without --ledger; a frequency estimate spends nothing
-    elif ready.paid is not None:
-        budget = (f"; release id '{ready.release_id}' is paid for by ledger {ready.ledger.name} record "
-                  f"{ready.paid.seq}: release writes its stored table again, spending nothing")
-    else:
-        budget = f"; ledger {ready.ledger.name} allows the spend"
-    messages.info(
-        f"dpcli: {spec} is valid: {len(the_plan.statistics)} statistic(s), {ready.cost.text()}, "
-        f"{the_plan.cost_text()}{checked}{budget}"
+    result = check_spec(
+        spec, input=input, input_format=None if input_format is None else input_format.value, output=output,
+        ledger=ledger, release_id=release_id, lock_timeout=lock_timeout,
     )
+    if any(isinstance(p, BudgetRefused) for p in result.problems):
+        # as release says it: no cap here may mean the cap is in another ledger named
+        _warn_cap_elsewhere(spec, ledger, quiet=as_json, lock_timeout=lock_timeout)
+    if as_json:
+        messages.document(documents.stamped("check", _check_doc(result), result.exit_code), indent=2)
+    if result.problems:
+        # with --json the document lists them all: stderr gets the first, which decides the exit code, as its one
+        # error object
+        for problem in result.problems[:1] if as_json else result.problems:
+            _say_error(problem)
+        raise typer.Exit(result.exit_code)
+    if as_json:
+        return
+    if result.verdict is not None:
+        messages.info(result.verdict)
+        return
+    checked = "" if result.input_checked is None else f"; {result.input_checked} has every declared column"
+    if result.ledger is None or result.frequency_only:
+        budget = ""  # without --ledger; a frequency estimate spends nothing
+    elif result.paid_record is not None:
+        budget = (f"; release id '{result.release_id}' is paid for by ledger {result.ledger} record "
+                  f"{result.paid_record}: release writes its stored table again, spending nothing")
+    else:
+        budget = f"; ledger {result.ledger} allows the spend"
+    messages.info(
+        f"dpcli: {spec} is valid: {result.statistics} statistic(s), {result.size}, {result.cost}{checked}{budget}"
+    )
+
+
+def _check_doc(result: CheckResult) -> dict[str, Any]:
+    """``dpcli check --json``'s document (docs/json.md)."""
+    return {
+        "valid": result.valid, "spec": str(result.spec),
+        "problems": [_problem(p) for p in result.problems],
+        "randomize": result.randomize, "statistics": result.statistics, "size": result.size, "cost": result.cost,
+        "input_checked": result.input_checked, "ledger": result.ledger, "release_id": result.release_id,
+        "paid_record": result.paid_record,
+    }
+
+
+def _problem(exc: DpcliError) -> dict[str, Any]:
+    """An error as a --json problem: its code, kind, message (as its one line says it) and fields."""
+    return documents.error_fields(exc.exit_code, _error_kind(exc), _error_text(exc), exc.fields())
 
 
 @app.command(cls=DpcliCommand, epilog=_example("dpcli init people.csv -o spec.yaml"))
@@ -599,6 +621,9 @@ def init(
         None, "--output", "-o", metavar="SPEC", help="Write the skeleton to this file (default: standard output)."
     ),
     force: bool = typer.Option(False, "--force", help="With -o: overwrite an existing file."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object on stdout (without -o, the skeleton is its `spec` field)."
+    ),
 ) -> None:
     """Write a spec skeleton from a CSV header (names only: a person fills in types, bounds and categories).
 
@@ -616,12 +641,18 @@ def init(
     header = read_header(csv)  # before anything is written: an unreadable CSV leaves no file behind
     text = spec_skeleton(csv, header, Path.cwd() if target is None else target.absolute().parent)
     if target is None:
-        sys.stdout.write(text)
+        if as_json:
+            messages.document(documents.stamped("init", {"output": None, "spec": text, "header_columns": len(header)}))
+        else:
+            sys.stdout.write(text)
         return
     try:
         atomic_write(target, lambda fh: fh.write(text.encode("utf-8")))
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
+    if as_json:
+        messages.document(documents.stamped("init", {"output": str(target), "header_columns": len(header)}))
+        return
     messages.info(f"dpcli: wrote {target}: fill in the TODOs, then `dpcli check {target}`")
 
 
@@ -646,6 +677,7 @@ def budget_set(
     ),
     ledger: str | None = LedgerOpt,
     lock_timeout: float = LockOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the cap set as one JSON object on stdout."),
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import resolve_ledger
@@ -675,18 +707,30 @@ def budget_set(
     done = set_budget(location, dataset, eps, dlt, allow_raise=allow_raise,
                       unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout)
     status = done.status
-    messages.info(
-        f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
-        + (" (raised)" if done.record.get("raise") else "")
-        + f"; spent {layout.eps(status.spent if status else Fraction(0))}, "
-        f"remaining {layout.eps(status.remaining if status else eps)}"
-    )
+    spent = status.spent if status else Fraction(0)
+    remaining = status.remaining if status and status.remaining is not None else eps
+    warning = None
     if done.new_here and pair is not None:
-        messages.warning(
+        warning = (
             f"dataset '{dataset}' first appears in ledger {pair.used} (from --ledger), while "
             f"{LEDGER_SOURCES[pair.other_from]} names ledger {pair.other}: releases that use {pair.other} will not "
             "see this cap; use one ledger per dataset"
         )
+    if as_json:
+        messages.document(documents.stamped("budget set", {
+            "dataset": dataset, "cap": format_exact(eps), "cap_delta": format_exact(dlt),
+            "raised": bool(done.record.get("raise")), "spent": format_exact(spent),
+            "remaining": format_exact(remaining), "record": done.record.seq,
+            "warnings": [] if warning is None else [warning],
+        }))
+        return
+    messages.info(
+        f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
+        + (" (raised)" if done.record.get("raise") else "")
+        + f"; spent {layout.eps(spent)}, remaining {layout.eps(remaining)}"
+    )
+    if warning is not None:
+        messages.warning(warning)
 
 
 @budget_app.command("show", cls=DpcliCommand, epilog=_example("dpcli budget show --ledger ledger.jsonl --json"))
@@ -734,12 +778,19 @@ def ledger_verify(
         help="A release's .meta.json (or a head hash): its ledger head must be in the chain.",
     ),
     lock_timeout: float = LockOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object on stdout."),
 ) -> None:
     """Check the hash chain: exit 0 when intact, 5 when edited, reordered, cut, torn or older than a release."""
     from dpcli.ledger import resolve_ledger
     from dpcli.ledger.admin import verify_ledger
 
     report = verify_ledger(resolve_ledger(ledger, None), against, lock_timeout=lock_timeout)
+    if as_json:
+        messages.document(documents.stamped("ledger verify", {
+            "ok": True, "records": report.records, "head": report.head,
+            "keyed": report.keyed, "against": [str(a) for a in against],
+        }))
+        return
     keyed = ", authenticated with the ledger key" if report.keyed else ""
     sys.stdout.write(f"ledger OK: {report.records} record(s), head {report.head}{keyed}\n")
 
@@ -770,7 +821,10 @@ def main(argv: list[str] | None = None) -> None:
     from dpcli.core import signals
 
     code = 0
-    messages.json_errors = _wants_json(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    messages.json_errors = _wants_json(args)
+    messages.json_command = documents.command_of(args)
+    messages.stdout_written = False
     messages.setup_streams()  # no exit 1 for a ε on an ASCII stdout (PYTHONIOENCODING=ascii)
     _quiet_warnings()
     signals.install()
@@ -860,10 +914,15 @@ ERROR_KINDS: tuple[tuple[type[DpcliError], str], ...] = (
 
 
 def _say_error(exc: DpcliError) -> None:
-    """One error line. The library states the fact; the command line names its flag (in place of the keyword
+    """One error line (dpcli/errors.py)."""
+    messages.error(_error_text(exc), _error_kind(exc), exc.exit_code, exc.fields())
+
+
+def _error_text(exc: DpcliError) -> str:
+    """An error's text. The library states the fact; the command line names its flag (in place of the keyword
     argument the fact is about) and appends the hint, which names flags too (dpcli/errors.py)."""
     text = f"{exc.option}: {exc.fact}" if exc.option else str(exc)
-    messages.error(_one_line(f"{text}; {exc.hint}" if exc.hint else text), _error_kind(exc), exc.exit_code)
+    return _one_line(f"{text}; {exc.hint}" if exc.hint else text)
 
 
 def _error_kind(exc: DpcliError) -> str:

@@ -198,6 +198,11 @@ def _size(plan: Plan) -> dict[str, int]:
 
 
 def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
+    return json.dumps(plan_doc(plan, planning), indent=2) + "\n"
+
+
+def plan_doc(plan: Plan, planning: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``dpcli plan --json``'s document (without its format and exit code)."""
     spec = plan.spec
     at = plan.epsilon_at_delta
     doc: dict[str, Any] = {
@@ -229,7 +234,7 @@ def plan_json(plan: Plan, planning: dict[str, Any] | None = None) -> str:
             "max_rows_per_group": person.max_rows_per_group, "missing_id": person.missing_id,
         }
     doc.update(planning or {})  # dpcli plan --epsilon / --target / --ledger (planning_json)
-    return json.dumps(doc, indent=2) + "\n"
+    return doc
 
 
 def postprocess_text(plan: Plan) -> list[str]:

@@ -166,6 +166,7 @@ class BudgetStatus:
     # The delta spent outright by partition selections (open keys): it comes off the cap's delta, and zCDP spends
     # are converted at what is left (the selections are delta-approximate pure DP, which composes with zCDP so)
     delta_spent: Fraction = Fraction(0)
+    cap_record: int | None = None  # the seq of the record that set the cap in force
 
     @property
     def spent(self) -> Fraction:
@@ -182,7 +183,7 @@ class BudgetStatus:
     def after(self, epsilon: Fraction, rho: Fraction, delta: Fraction = Fraction(0)) -> BudgetStatus:
         return BudgetStatus(
             self.dataset, self.cap, self.pure + epsilon, self.rho + rho, self.pure_squares + pure_to_rho(epsilon),
-            self.releases + 1, self.cap_delta, self.unit, self.neighbours, self.delta_spent + delta,
+            self.releases + 1, self.cap_delta, self.unit, self.neighbours, self.delta_spent + delta, self.cap_record,
         )
 
 
@@ -339,6 +340,7 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
     releases: dict[str, int] = {}
     deltas: dict[str, Fraction] = {}
     pins: dict[str, tuple[str, str]] = {}
+    cap_records: dict[str, int] = {}
     for rec in records:
         t = rec.type
         if t not in ("cap", "spend"):
@@ -349,6 +351,7 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
         eps = _exact_field(rec, "epsilon", where, charged=t == "spend")
         if t == "cap":
             caps[ds] = (eps, _exact_field(rec, "delta", where))
+            cap_records[ds] = rec.seq
         else:
             zero = Fraction(0)
             pure[ds] = pure.get(ds, zero) + eps
@@ -363,7 +366,7 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
         unit, neighbours = pins.get(n, (None, None))
         out[n] = BudgetStatus(
             n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta, unit,
-            neighbours, deltas.get(n, zero),
+            neighbours, deltas.get(n, zero), cap_records.get(n),
         )
     return out
 
@@ -385,23 +388,32 @@ def check_spend(
         raise BudgetRefused(
             f"no budget cap for dataset '{dataset}' in ledger {ledger_name}",
             hint=f"set one first with `dpcli budget set {dataset} --epsilon E --ledger {ledger_name}`",
+            dataset=dataset, ledger=ledger_name, requested=None if rho else format_exact(epsilon),
         )
+    facts = BudgetFacts(
+        dataset=dataset, ledger=ledger_name, cap=format_exact(status.cap), cap_delta=format_exact(status.cap_delta),
+        record=status.cap_record,
+    )
+    delta_left = max(status.delta_remaining, Fraction(0))
     if delta > 0 and delta > status.delta_remaining:
         raise BudgetRefused(
             f"budget refused for dataset '{dataset}': its partition selections spend δ={eps_text(delta)}, and the "
-            f"cap's δ={eps_text(status.cap_delta)} has δ={eps_text(max(status.delta_remaining, Fraction(0)))} left",
+            f"cap's δ={eps_text(status.cap_delta)} has δ={eps_text(delta_left)} left",
             hint=f"raise the cap's δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
+            requested_delta=format_exact(delta), remaining_delta=format_exact(delta_left), **facts,
         )
     if (rho > 0 or status.rho > 0) and delta > 0 and status.delta_remaining - delta <= 0:
         raise BudgetRefused(
             f"budget refused for dataset '{dataset}': its partition selections' δ={eps_text(delta)} would leave no δ "
             "of the cap for converting the dataset's zCDP spends",
+            requested_delta=format_exact(delta), remaining_delta=format_exact(delta_left), **facts,
         )
     if rho > 0 and status.cap_delta <= 0:
         raise BudgetRefused(
             f"budget refused for dataset '{dataset}': this release spends zCDP (ρ={eps_text(rho)}) and the dataset's "
             "cap has δ=0",
             hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
+            **facts,
         )
     before, after = status.spent, status.after(epsilon, rho, delta).spent
     if after > status.cap:
@@ -410,8 +422,20 @@ def check_spend(
         zcdp = f" (ρ={eps_text(rho)} at δ={eps_text(status.cap_delta)})" if rho > 0 else ""
         raise BudgetRefused(
             f"budget refused for dataset '{dataset}': requested ε={eps_text(requested)}{zcdp}, "
-            f"remaining ε={eps_text(remaining)}, short by {eps_text(requested - remaining)}"
+            f"remaining ε={eps_text(remaining)}, short by {eps_text(requested - remaining)}",
+            requested=format_exact(requested), remaining=format_exact(remaining),
+            short_by=format_exact(requested - remaining), **facts,
         )
+
+
+class BudgetFacts(TypedDict):
+    """What every refusal against an existing cap names (BudgetRefused's keyword arguments)."""
+
+    dataset: str
+    ledger: str
+    cap: str
+    cap_delta: str
+    record: int | None
 
 
 def check_pin(status: BudgetStatus | None, dataset: str, unit: str, neighbours: str, ledger_name: str) -> None:

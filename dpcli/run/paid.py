@@ -49,7 +49,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 from dpcli.core import signals
 from dpcli.core.accounting import Budget
@@ -104,11 +104,23 @@ class Paid:
             return f"{paid}; its table was not stored, so release id '{self.release_id}' can never be written"
         return f"{paid}; its table is stored under release id '{self.release_id}'"
 
+    def facts(self) -> PaidFacts:
+        """The same facts as the error's fields (``--json``)."""
+        return {"record": self.record, "release_id": self.release_id, "stored": self.stored}
+
     def hint(self) -> str | None:
         if not self.stored:
             return None
         again = f"--release-id {self.release_id}" + ("" if self.named else " (the id this run drew)")
         return f"re-run with {again} to write it"
+
+
+class PaidFacts(TypedDict):
+    """A paid run's facts as SpentThenFailed's keyword arguments."""
+
+    record: int
+    release_id: str
+    stored: bool
 
 
 @dataclass(frozen=True)
@@ -316,10 +328,10 @@ def spent_then_failed(exc: BaseException, paid: Paid, book: Ledger, key: str) ->
     re-run under the release id can publish the stored state."""
     paid.stored = paid.stored or _recorded(book, key)
     if isinstance(exc, SpentThenFailed):  # an OutputError already names the record
-        return SpentThenFailed(exc.fact, hint=exc.hint)
+        return SpentThenFailed(exc.fact, hint=exc.hint, **paid.facts())
     message = f"{what_failed(exc)} after the spend: {paid.text()}"
     hints = (exc.hint if isinstance(exc, DpcliError) else None, paid.hint())
-    return SpentThenFailed(message, hint="; ".join(h for h in hints if h) or None)
+    return SpentThenFailed(message, hint="; ".join(h for h in hints if h) or None, **paid.facts())
 
 
 def _recorded(book: Ledger, key: str) -> bool:

@@ -134,10 +134,11 @@ def json_error(r) -> dict:
     lines = r.stderr.decode().splitlines()
     assert len(lines) == 1, lines
     doc = json.loads(lines[0])
-    assert set(doc) == {"error"}
-    assert set(doc["error"]) == {"code", "kind", "message"}
-    assert doc["error"]["code"] == r.returncode
-    return doc["error"]
+    # since issue 25 the object carries its format and exit code, and an error its facts as fields (docs/json.md)
+    assert set(doc) == {"format", "exit_code", "error"}
+    assert {"code", "kind", "message"} <= set(doc["error"])
+    assert doc["error"]["code"] == doc["exit_code"] == r.returncode
+    return {k: doc["error"][k] for k in ("code", "kind", "message")}
 
 
 def test_json_errors_are_one_object_with_the_same_message(tmp_path: Path, toy: Path) -> None:
@@ -178,11 +179,12 @@ EXACT_FIELDS = {
     "epsilon_spent", "rho_spent", "epsilon_remaining", "epsilon_cap", "cap", "spent", "remaining", "cap_delta",
     "spent_delta",
     "spent_pure_epsilon", "spent_rho", "claimed_epsilon", "pair_loss", "claimed_loss", "exact_d", "exact_d_prime",
+    "requested", "short_by", "requested_delta", "remaining_delta",
 }
 INTEGER_FIELDS = {
     "cells", "memory_mb_estimate", "max_cells", "max_memory_mb", "sensitivity", "l2_sensitivity_squared",
     "statistics", "rows", "ledger_record", "releases", "seq", "trials", "events", "noised_cells", "pairs_searched",
-    "datasets_aggregated",
+    "datasets_aggregated", "exit_code", "code", "record", "paid_record", "header_columns",
 }
 
 
