@@ -128,7 +128,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
         source=source,
         sha256=digest or hashlib.sha256(raw_bytes).hexdigest(),
         csv=CsvDialect(
-            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter", ","),
+            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
             encoding=csv.get("encoding", "utf-8"),
             header=header is True,
             names=header if isinstance(header, tuple) else (None if header is True else tuple(raw_columns)),

@@ -672,7 +672,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         sha256=sha256,
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
         csv=CsvDialect(
-            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter", ","),
+            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
             encoding=csv.get("encoding", "utf-8"),
             header=header is True,
             names=header if isinstance(header, tuple) else None,

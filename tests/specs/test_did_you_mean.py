@@ -27,7 +27,9 @@ def refusal(text: str) -> str:
 
 def test_a_statistics_column_that_is_not_declared_names_the_closest_declared_one():
     text = spec_text(COLUMNS, ["{name: h, kind: mean, column: hours_per_wek}"])
-    assert refusal(text) == "statistics[0].column: 'hours_per_wek' is not a declared column; did you mean 'hours_per_week'?"
+    assert refusal(text) == (
+        "statistics[0].column: 'hours_per_wek' is not a declared column; did you mean 'hours_per_week'?"
+    )
 
 
 def test_a_by_that_is_not_declared_names_the_closest_declared_one():
