@@ -232,10 +232,15 @@ def _missing(path: Path, header: list[str], required: list[str], missing: list[s
             f"{message}: {', '.join(missing)}; split at {spelled} the header holds {them}: "
             f"declare csv: {{delimiter: {spelled}}}"
         )
-    declared = set(required)
-    undeclared = [name for name in header if name not in declared]
-    named = [f"{name} ({hint})" if (hint := did_you_mean(name, undeclared)) else name for name in missing]
-    return InputError(f"{message}: {', '.join(named)}")
+    return InputError(f"{message}: {with_close_names(missing, header, required)}")
+
+
+def with_close_names(missing: list[str], fields: Iterable[str], declared: Iterable[str]) -> str:
+    """The missing declared names, each followed by the fields' undeclared names close to it (a header's or a
+    schema's names, never a cell): ``hours_per_week (did you mean 'hours-per-week'?), sex``."""
+    known = set(declared)
+    undeclared = [name for name in fields if name not in known]
+    return ", ".join(f"{name} ({hint})" if (hint := did_you_mean(name, undeclared)) else name for name in missing)
 
 
 def other_delimiter(header: list[str], required: list[str], delimiter: str) -> tuple[str, int] | None:

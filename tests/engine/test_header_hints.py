@@ -146,3 +146,16 @@ def test_the_cli_releases_a_tsv_input(tmp_path):
     code, stderr, _, written = release(tmp_path, "data.tsv", "c\tq\na\t1\nb\t2\n")
     assert code == 0, stderr
     assert written
+
+
+def test_a_declared_column_a_parquet_schema_lacks_names_its_close_schema_names(tmp_path):
+    import polars as pl
+
+    path = tmp_path / "data.parquet"
+    pl.DataFrame({"C": ["a"], "x-val": [1]}).write_parquet(path)
+    columns = "  c: {type: category, categories: [a, b]}\n  x_val: {type: int, bounds: [0, 100]}\n"
+    with pytest.raises(InputError) as info:
+        aggregate(plan_for(columns, "  - {name: s, kind: sum, column: x_val}\n"), path)
+    assert str(info.value) == (
+        f"input {path}: declared column(s) missing from the schema: c, x_val (did you mean 'x-val'?)"
+    )
