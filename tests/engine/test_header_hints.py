@@ -159,3 +159,11 @@ def test_a_declared_column_a_parquet_schema_lacks_names_its_close_schema_names(t
     assert str(info.value) == (
         f"input {path}: declared column(s) missing from the schema: c, x_val (did you mean 'x-val'?)"
     )
+
+
+def test_init_reads_a_tsv_header_at_tabs(tmp_path):
+    (tmp_path / "data.tsv").write_text(f"age\tsex\n{CANARY}\tF\n")
+    done = run_in_process("init", tmp_path / "data.tsv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("  ") and ": {" in line] == ["  age", "  sex"]
