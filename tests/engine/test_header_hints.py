@@ -13,6 +13,8 @@ import pytest
 
 from dpcli.engine import aggregate, input_format
 from dpcli.errors import InputError
+from dpcli.plan.model import make_plan
+from dpcli.specs.load import parse_spec
 from dpcli.specs.model import CsvDialect
 from tests.engine.test_aggregate import plan_for, write
 from tests.helpers import run_in_process
@@ -167,3 +169,14 @@ def test_init_reads_a_tsv_header_at_tabs(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     lines = done.stdout.decode().splitlines()
     assert [line.split(":")[0] for line in lines if line.startswith("  ") and ": {" in line] == ["  age", "  sex"]
+
+
+def test_a_person_id_field_the_header_lacks_names_its_close_header_names(tmp_path):
+    path = write(tmp_path, f"p_id,c,x\n{CANARY},a,1\n")
+    spec = spec_text({"c": "{type: category, categories: [a, b]}"}, ["{name: n, kind: count}"],
+                     privacy="{unit: {id: pid, max_rows: 1, missing_id: drop}, neighbours: add_remove, epsilon: 1}")
+    with pytest.raises(InputError) as info:
+        aggregate(make_plan(parse_spec(spec)), path)
+    assert str(info.value) == (
+        f"input {path}: the person id field pid (privacy.unit.id) is missing from the header (did you mean 'p_id'?)"
+    )
