@@ -306,7 +306,7 @@ class _Engine:
         reads the spec's input: its delimiter, encoding (UTF-16 with a BOM for ``utf-16``), header line or declared
         field names, and line end."""
         dialect = self.plan.spec.csv
-        self.delimiter = dialect.delimiter
+        self.delimiter = dialect.delimiter or ","  # the candidate files are named *.csv: a comma unless declared
         self.codec = {"utf-16": "utf-16-le"}.get(dialect.encoding, dialect.encoding)
         self.bom = b"\xff\xfe" if dialect.encoding == "utf-16" else b""
         self.eol = "\r" if dialect.line_end == "cr" else "\n"

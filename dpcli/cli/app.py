@@ -629,16 +629,18 @@ def init(
 
     Its input: is relative to the spec's directory (the current one when printed), as the loader reads it."""
     from dpcli.core.files import atomic_write
-    from dpcli.engine import read_header
-    from dpcli.publish.paths import check_init_target, output_path
+    from dpcli.engine.csv_header import read_header
+    from dpcli.engine.source import input_delimiter
+    from dpcli.publish.paths import check_init_target, is_stdout_name, output_path
     from dpcli.specs.skeleton import spec_skeleton
 
     target = output_path(output)  # `-o -`: standard output
     if target is not None:
-        if os.path.lexists(target) and not force:
+        if os.path.lexists(target) and not force and not is_stdout_name(target):  # that one: check_init_target says
             raise UsageError(f"{target} exists: give --force to overwrite it, or another -o")
         check_init_target(target, csv)  # never the CSV it reads, the ledger, a directory, FIFO or link (exit 2)
-    header = read_header(csv)  # before anything is written: an unreadable CSV leaves no file behind
+    header = read_header(csv, delimiter=input_delimiter(csv))  # before anything is written: an unreadable CSV
+    # leaves no file behind; a .tsv's header is read at tabs, as a release with no csv.delimiter would read it
     text = spec_skeleton(csv, header, Path.cwd() if target is None else target.absolute().parent)
     if target is None:
         if as_json:

@@ -29,7 +29,7 @@ import polars as pl
 
 from dpcli.engine import arrow_sizes, parquet_sizes
 from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
-from dpcli.engine.csv_header import check_regular_file
+from dpcli.engine.csv_header import check_regular_file, with_close_names
 from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
@@ -69,9 +69,12 @@ def scan_columnar(path: Path, fmt: ColumnarFormat, declared: Iterable[str]) -> p
     except BaseException as exc:  # noqa: BLE001 - polars' errors and pyo3 panics; the class name alone leaves here
         raise _failure(exc, path, f"input {path} is not a readable {kind} file") from None
     present = set(names)  # unique: polars refuses a file whose schema repeats a name (not readable, above)
+    declared = list(declared)  # iterated twice below
     missing = [n for n in declared if n not in present]
     if missing:
-        raise InputError(f"input {path}: declared column(s) missing from the schema: {', '.join(missing)}")
+        raise InputError(
+            f"input {path}: declared column(s) missing from the schema: {with_close_names(missing, names, declared)}"
+        )
     return frame
 
 

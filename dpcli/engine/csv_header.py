@@ -3,7 +3,9 @@
 Structural problems (unreadable, not UTF-8, empty, duplicate or missing declared columns) are about the file as a
 whole and may fail the run with exit 3. Only the header decides them: no byte of a data line is looked at here (one
 person's bytes must never change the exit code). Messages name columns from the spec and paths, never a cell's
-value; a header name that is not declared is never echoed either (it could be a value in a headerless file).
+value. A header name that is not declared is named only as a did-you-mean for a declared column the header lacks (a
+name the file's schema gives, close to a declared one); the hints that name a ``csv:`` delimiter or encoding are
+derived from the header line's own bytes (docs/spec.md, "CSV dialects").
 
 The header also decides the file's line ends (docs/spec.md, "How lines are read"), from its own first line-break
 byte: LF makes every line end at LF (a CR at the end of a field is dropped, so a CRLF there reads as LF); CR makes
@@ -22,11 +24,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpcli.core.suggest import did_you_mean
 from dpcli.errors import InputError
+from dpcli.specs.v1 import ENCODINGS
 
 MAX_HEADER_BYTES = 1 << 20
 MAX_NAME_CHARS = 128 << 10  # the csv module's default field limit, checked here (the engine lifts that limit)
 _BOM = b"\xef\xbb\xbf"
+# the delimiters a header is tried with when it lacks declared columns, as the spec spells each one in csv: {...}
+_DELIMITER_SPELLINGS = {",": "','", ";": "';'", "\t": "tab", "|": "'|'"}
 
 
 @dataclass(frozen=True)
@@ -127,9 +133,9 @@ def _line_header(path: Path | str, head: bytes, bom: int, delimiter: str) -> Hea
     try:
         text = head[bom:end].decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError(f"input {path} is not UTF-8 text") from None
+        raise not_utf8(path, head) from None
     if "\x00" in text:
-        raise InputError(f"input {path} has NUL bytes in its header: it is not a text CSV")
+        raise _nul_bytes(path, head[bom:end])
     try:
         # strict=False: a quote still open at the end of the line closes there, as for data lines
         row = next(csv.reader([text], strict=False, delimiter=delimiter), [])
@@ -158,11 +164,34 @@ def _record_header(path: Path | str, head: bytes, bom: int, delimiter: str) -> H
     if size > MAX_HEADER_BYTES:  # also when the record runs past what was read
         raise _too_long(path)
     if any("\udc80" <= ch <= "\udcff" for ch in record):
-        raise InputError(f"input {path} is not UTF-8 text")
+        raise not_utf8(path, head)
     if "\x00" in record:
-        raise InputError(f"input {path} has NUL bytes in its header: it is not a text CSV")
+        raise _nul_bytes(path, record.encode("utf-8", "surrogateescape"))
     eol = b"\r" if last.endswith("\r") and not last.endswith("\r\n") else b"\n"
     return HeaderLayout(_names(path, row), eol, bom + size)
+
+
+def not_utf8(path: Path | str, head: bytes) -> InputError:
+    """A header that is not UTF-8, with the spec's remedy: ``csv: {encoding: ...}``; a UTF-16 byte-order mark at
+    the file's start names UTF-16 (the file's first bytes decide, as they decide its byte order when declared)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return InputError(
+            f"input {path} is not UTF-8 text: it starts with a UTF-16 byte-order mark: "
+            "declare csv: {encoding: utf-16}"
+        )
+    return InputError(
+        f"input {path} is not UTF-8 text: declare its encoding, csv: {{encoding: ...}} (one of: {', '.join(ENCODINGS)})"
+    )
+
+
+def _nul_bytes(path: Path | str, line: bytes) -> InputError:
+    """NUL bytes in the header line: UTF-16 without a byte-order mark when every other byte of the line is NUL (an
+    ASCII header in UTF-16), otherwise not a text CSV."""
+    message = f"input {path} has NUL bytes in its header: it is not a text CSV"
+    for offset, codec in ((1, "utf-16-le"), (0, "utf-16-be")):
+        if len(line) >= 2 and not any(line[offset::2]):
+            return InputError(f"{message}, or UTF-16 without a byte-order mark: declare csv: {{encoding: {codec}}}")
+    return InputError(message)
 
 
 def _names(path: Path | str, row: list[str]) -> list[str]:
@@ -173,8 +202,9 @@ def _names(path: Path | str, row: list[str]) -> list[str]:
     return row
 
 
-def check_header(path: Path, header: list[str], required: Iterable[str]) -> None:
-    """Every declared column is present exactly once."""
+def check_header(path: Path, header: list[str], required: Iterable[str], delimiter: str = ",") -> None:
+    """Every declared column is present exactly once. ``delimiter`` is the one the header was read with: when the
+    header holds more declared columns split at another, the message names that one."""
     required = list(required)
     counts: dict[str, int] = {}
     for name in header:
@@ -187,4 +217,43 @@ def check_header(path: Path, header: list[str], required: Iterable[str]) -> None
         raise InputError(f"input {path}: the header has {len(other_dupes)} duplicate column name(s)")
     missing = [n for n in required if n not in counts]
     if missing:
-        raise InputError(f"input {path}: declared column(s) missing from the header: {', '.join(missing)}")
+        raise _missing(path, header, required, missing, delimiter)
+
+
+def _missing(path: Path, header: list[str], required: list[str], missing: list[str], delimiter: str) -> InputError:
+    """Declared columns the header lacks, with a hint: the delimiter that splits the header into more of them, or
+    else, per missing column, the header's undeclared names close to it."""
+    message = f"input {path}: declared column(s) missing from the header"
+    other = other_delimiter(header, required, delimiter)
+    if other is not None:
+        spelled, held = other
+        them = "them" if held == len(required) else f"{held} of the {len(required)} declared columns"
+        return InputError(
+            f"{message}: {', '.join(missing)}; split at {spelled} the header holds {them}: "
+            f"declare csv: {{delimiter: {spelled}}}"
+        )
+    return InputError(f"{message}: {with_close_names(missing, header, required)}")
+
+
+def with_close_names(missing: list[str], fields: Iterable[str], declared: Iterable[str]) -> str:
+    """The missing declared names, each followed by the fields' undeclared names close to it (a header's or a
+    schema's names, never a cell): ``hours_per_week (did you mean 'hours-per-week'?), sex``."""
+    known = set(declared)
+    undeclared = [name for name in fields if name not in known]
+    return ", ".join(f"{name} ({hint})" if (hint := did_you_mean(name, undeclared)) else name for name in missing)
+
+
+def other_delimiter(header: list[str], required: list[str], delimiter: str) -> tuple[str, int] | None:
+    """The delimiter (as csv: spells it) that splits the header line into the most declared columns, and how many,
+    when that is more than ``delimiter`` gives. Only the header's names are read: they are the line, rejoined."""
+    line = delimiter.join(header)
+    held = sum(name in set(header) for name in required)
+    best: tuple[str, int] | None = None
+    for other, spelled in _DELIMITER_SPELLINGS.items():
+        if other == delimiter or other not in line:
+            continue
+        fields = set(next(csv.reader([line], strict=False, delimiter=other), []))
+        count = sum(name in fields for name in required)
+        if count > (held if best is None else best[1]):
+            best = (spelled, count)
+    return best

@@ -138,7 +138,8 @@ class InputFile:
     def _spool(self) -> Path:
         # the private directory first, inside this method's caller's cleanup: nothing is ever written outside it
         self._dir = tempfile.mkdtemp(prefix="dpcli-")
-        target = Path(self._dir) / "input.csv"
+        # a FIFO's copy keeps its name, so that what its name decides (a .tsv's tab) is decided the same for the copy
+        target = Path(self._dir) / (self.source.name if self.source is not None and self.source.name else "input.csv")
         self._spool_name = str(target)
         if self.source is None:
             if sys.stdin is None:

@@ -69,6 +69,7 @@ from pathlib import Path
 
 import polars as pl
 
+from dpcli.core.suggest import did_you_mean
 from dpcli.engine.cells import (
     ExactStatistic,
     Query,
@@ -118,8 +119,11 @@ def check_id_field(path: Path, fields: Iterable[str], spec: Spec, where: str) ->
     """A person-level release's id field is among the input's fields (``where``: header or schema): exit 3 before
     anything is spent otherwise."""
     field = spec.id_column
-    if field is not None and field not in set(fields):
-        raise InputError(f"input {path}: the person id field {field} (privacy.unit.id) is missing from the {where}")
+    names = list(fields)
+    if field is not None and field not in names:
+        hint = did_you_mean(field, [name for name in names if name not in spec.columns])  # the file's schema
+        raise InputError(f"input {path}: the person id field {field} (privacy.unit.id) is missing from the {where}"
+                         + (f" ({hint})" if hint else ""))
 
 
 def hash_probe() -> tuple[int, ...]:

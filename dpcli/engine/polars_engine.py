@@ -307,7 +307,7 @@ def aggregate(
     try:
         with reading, CsvSource(path, spec, fmt, on_bytes, max_input_bytes) as source:
             # no warning, no panic text (polars may name or quote what it read): nothing about the data
-            check_fields(path, source.header.names, spec)
+            check_fields(path, source.header.names, spec, source.delimiter)
             if spec.quoted_line_breaks:
                 return _rfc_file(path, source, plan, persons)
             aggregator = LineAggregator(plan, source.layout)
@@ -334,13 +334,14 @@ def check_input(spec: Spec, path: Path, input_format: str | None = None) -> list
         check_id_field(path, names, spec, "schema")
         return names
     with CsvSource(path, spec, fmt) as source:
-        check_fields(path, source.header.names, spec)
+        check_fields(path, source.header.names, spec, source.delimiter)
         return list(source.header.names)
 
 
-def check_fields(path: Path, header: list[str], spec: Spec) -> None:
-    """The header names every declared column once, and a person-level release's id field (exit 3 otherwise)."""
-    check_header(path, header, spec.columns.keys())
+def check_fields(path: Path, header: list[str], spec: Spec, delimiter: str = ",") -> None:
+    """The header (read with ``delimiter``) names every declared column once, and a person-level release's id field
+    (exit 3 otherwise)."""
+    check_header(path, header, spec.columns.keys(), delimiter)
     check_id_field(path, header, spec, "header")
 
 
@@ -369,7 +370,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     layout = source.header
     spec = plan.spec
     used = used_columns(spec)
-    reader = line_reader(spec.columns, layout.names, used, layout.eol, spec.csv.delimiter, spec.id_column)
+    reader = line_reader(spec.columns, layout.names, used, layout.eol, source.delimiter, spec.id_column)
     queries = Queries(plan, pl.Int128())
     skip = 1 if spec.csv.header else 0
     frame = _project(

@@ -59,6 +59,9 @@ EXTENSIONS = {
     ".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".ipc": "arrow", ".feather": "arrow",
 }
 
+# An input named *.tsv or *.tab (before any .gz or .zst) is tab-separated unless the spec's csv.delimiter says otherwise
+TAB_NAMES = (".tsv", ".tab")
+
 OnBytes = Callable[[int, int | None], None]
 
 
@@ -73,6 +76,19 @@ def input_format(name: str | Path | None, explicit: str | None = None, declared:
         return "csv"
     lower = str(name).lower()
     return next((fmt for ext, fmt in EXTENSIONS.items() if lower.endswith(ext)), "csv")
+
+
+def input_delimiter(name: str | Path | None, declared: str | None = None) -> str:
+    """The input's field separator: the spec's ``csv.delimiter`` (``declared``), else a tab for an input named
+    ``*.tsv`` or ``*.tab`` (``.tsv.gz``, ``.tab.zst``, ...), else a comma (standard input included)."""
+    if declared is not None:
+        return declared
+    if name is None:
+        return ","
+    lower = str(name).lower().rstrip("/")
+    for compressed in (".gz", ".zst", ".bz2"):
+        lower = lower.removesuffix(compressed)
+    return "\t" if lower.endswith(TAB_NAMES) else ","
 
 
 class _Reader(Protocol):
@@ -270,6 +286,7 @@ class CsvSource:
         self.on_bytes = on_bytes
         self.max_input_bytes = max_input_bytes
         self.max_record_bytes = spec.csv.max_record_bytes
+        self.delimiter = input_delimiter(self.path, spec.csv.delimiter)
         self._fh: IO[bytes] | None = None
         self._stream: _Reader | None = None
         self._head = b""
@@ -340,7 +357,7 @@ class CsvSource:
             self.path,
             self._head,
             quoted_line_breaks=self.spec.quoted_line_breaks,
-            delimiter=dialect.delimiter,
+            delimiter=self.delimiter,
             names=self.spec.field_names,
             line_end=dialect.line_end,
         )
@@ -358,12 +375,12 @@ class CsvSource:
         found = [(i, eol) for eol in (b"\n", b"\r") if (i := head.find(eol.decode().encode(codec), bom)) >= 0]
         end, eol = min(found) if found else (len(head), b"")
         text = head[bom:end].decode(codec, "replace").encode("utf-8")
-        layout = head_layout(self.path, text + eol, delimiter=dialect.delimiter, line_end=dialect.line_end)
+        layout = head_layout(self.path, text + eol, delimiter=self.delimiter, line_end=dialect.line_end)
         return HeaderLayout(layout.names, layout.eol, end + 2 if found else len(head))
 
     @property
     def layout(self) -> CsvLayout:
-        return CsvLayout(tuple(self.header.names), self.header.eol, self.spec.csv.delimiter, self.spec.csv.header)
+        return CsvLayout(tuple(self.header.names), self.header.eol, self.delimiter, self.spec.csv.header)
 
     def _read_decoded(self, n: int) -> bytes:
         """Up to ``n`` bytes of the decoded stream (fewer only at its end)."""

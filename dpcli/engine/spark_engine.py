@@ -59,7 +59,7 @@ from dpcli.engine.persons import (
     hash_probe,
 )
 from dpcli.engine.polars_engine import LineAggregator
-from dpcli.engine.source import CsvLayout
+from dpcli.engine.source import CsvLayout, input_delimiter
 from dpcli.errors import DpcliError, InputError, InternalError, Interrupted, UsageError
 from dpcli.plan.model import Plan
 from dpcli.specs.kinds import KINDS
@@ -170,6 +170,7 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> An
 class _Input:
     files: list[str]  # Hadoop URIs of the CSV files, in listing order
     layout: HeaderLayout
+    delimiter: str  # the spec's, else from the input's name (dpcli.engine.source.input_delimiter)
     crlf_ends: int  # how many CR files end with CRLF (each gives Spark a last record that is not a line)
 
 
@@ -297,14 +298,14 @@ def input_format_of(path: str, input_format: str | None) -> str:
     return fmt
 
 
-def _layout(hadoop: _Hadoop, path: Any, shown: str, spec: Spec) -> HeaderLayout:
+def _layout(hadoop: _Hadoop, path: Any, shown: str, spec: Spec, delimiter: str) -> HeaderLayout:
     """The layout the file's first bytes (or, without a header line, the spec) decide, as the polars engine's."""
     head = hadoop.head(path)
     dialect = spec.csv
     if dialect.encoding != "utf-8":
         head = head.decode(dialect.encoding, "replace").encode("utf-8")
     return head_layout(
-        Path(shown), head, delimiter=dialect.delimiter, names=spec.field_names, line_end=dialect.line_end
+        Path(shown), head, delimiter=delimiter, names=spec.field_names, line_end=dialect.line_end
     )
 
 
@@ -328,6 +329,7 @@ def resolve_input(
             "splits across workers); use the polars engine"
         )
     hadoop = _Hadoop(spark)
+    delimiter = input_delimiter(shown, plan.spec.csv.delimiter)
     files = hadoop.files(_uri(path), shown)
     layouts = []
     for f in files:
@@ -337,11 +339,12 @@ def resolve_input(
                 f"input {shown}: {f.getName()} needs Hadoop's native {codec} library, which the Spark engine does "
                 "not use: decompress it, or compress with gzip or bzip2"
             )
-        layouts.append(_layout(hadoop, f, shown if len(files) == 1 else f"{shown}/{f.getName()}", plan.spec))
+        part = shown if len(files) == 1 else f"{shown}/{f.getName()}"
+        layouts.append(_layout(hadoop, f, part, plan.spec, delimiter))
     layout = layouts[0]
     if any(other.names != layout.names or other.eol != layout.eol for other in layouts[1:]):
         raise InputError(f"input {shown}: its parts do not all have the same header line and line end")
-    check_header(Path(shown), layout.names, plan.spec.columns.keys())
+    check_header(Path(shown), layout.names, plan.spec.columns.keys(), delimiter)
     check_id_field(Path(shown), layout.names, plan.spec, "header")
     decompressed = 0
     for f in files:
@@ -354,7 +357,7 @@ def resolve_input(
                     hint="raise --max-input-bytes",
                 )
     crlf_ends = sum(hadoop.ends_with_crlf(f) for f in files) if layout.eol == b"\r" else 0
-    return _Input([f.toString() for f in files], layout, crlf_ends)
+    return _Input([f.toString() for f in files], layout, delimiter, crlf_ends)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -713,7 +716,7 @@ def _csv(
     from pyspark.sql import functions as F
 
     source = resolve_input(spark, plan, path, input_format, max_input_bytes)
-    layout = CsvLayout(tuple(source.layout.names), source.layout.eol, plan.spec.csv.delimiter, plan.spec.csv.header)
+    layout = CsvLayout(tuple(source.layout.names), source.layout.eol, source.delimiter, plan.spec.csv.header)
     lines = (
         spark.read.option("lineSep", layout.eol.decode())
         .text(source.files)

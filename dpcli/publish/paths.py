@@ -5,7 +5,7 @@ points at is replaced. Everything that would be replaced by mistake, or could no
 here with exit 2 before the spend: an empty name, a name ending in a slash, a directory, a device, a FIFO, a
 socket, a symbolic link, the spec, the input, and every file the ledger keeps (its head, the head being staged,
 the release store). The sidecar (``OUTPUT.meta.json``) is checked the same way. Only a missing name or a regular
-file may be an output; ``-`` is standard output.
+file may be an output; ``-`` is standard output (``/dev/stdout`` and its other names are refused, pointing to it).
 
 Every file dpcli writes goes through ``check_target``: a release's table, its sidecar, its report and Markdown
 summary (``--report``, ``--meta``, ``--summary-md``), ``dpcli report``'s page and summary, and ``dpcli init``'s
@@ -32,7 +32,7 @@ from dpcli.publish.sidecar import sidecar_path
 
 __all__ = [
     "Protected", "append", "check_init_target", "check_output_target", "check_release_paths", "check_target",
-    "check_targets", "named_path", "open_append", "output_path",
+    "check_targets", "is_stdout_name", "named_path", "open_append", "output_path",
 ]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -237,7 +237,21 @@ def _open_error(target: Path, what: str, exc: OSError) -> UsageError | InputErro
     return InputError(f"cannot write {what} {target}: {exc.strerror or type(exc).__name__}")
 
 
+def is_stdout_name(target: Path) -> bool:
+    """``target`` names this process's standard output by a device name (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``, ...): a file cannot be renamed over it, and ``-`` says the same."""
+    return os.path.abspath(target) in (
+        "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "/proc/thread-self/fd/1", f"/proc/{os.getpid()}/fd/1",
+    )
+
+
 def _check_one(target: Path, what: str, keep: Protected) -> None:
+    if is_stdout_name(target):
+        raise UsageError(
+            f"{what} {target} is standard output by a device name: dpcli writes a new file and renames it over "
+            "the name, which it cannot do there",
+            hint="use -o - for standard output" if what == "output" else None,
+        )
     try:
         st = os.lstat(target)
     except FileNotFoundError:

@@ -13,7 +13,7 @@ import nothing but the standard library and PyYAML's output, and each one both c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -21,6 +21,7 @@ from typing import Any
 
 from dpcli.core.accounting import decimal_places, format_exact, parse_exact
 from dpcli.core.locations import is_ledger_url
+from dpcli.core.suggest import did_you_mean
 from dpcli.errors import SpecError
 
 # Every number a spec holds is small and exact, so planning, printing and the ledger stay fast (a 4,200-digit
@@ -89,6 +90,17 @@ class RuleError(SpecError):
 
 def join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
+
+
+def suggested(message: str, suggestion: str) -> str:
+    """``message``, then ``; did you mean 'x'?`` when there is a suggestion (dpcli.core.suggest)."""
+    return f"{message}; {suggestion}" if suggestion else message
+
+
+def undeclared(name: str, columns: Iterable[str]) -> str:
+    """The message of a statistic's (or randomize's) column that is not declared, with the declared names closest to
+    it: ``'incme' is not a declared column; did you mean 'income'?``."""
+    return suggested(f"'{name[:60]}' is not a declared column", did_you_mean(name, columns))
 
 
 def short(x: Fraction) -> str:
@@ -507,7 +519,8 @@ class Section:
         if not isinstance(raw, dict):
             raise SpecError(path, "expected a mapping")
         found = [
-            SpecError(join(path, key), f"unknown field (allowed: {', '.join(self.fields)})")
+            SpecError(join(path, key), suggested(f"unknown field (allowed: {', '.join(self.fields)})",
+                                                 did_you_mean(str(key), self.fields)))
             for key in raw
             if key not in self.fields
         ]

@@ -296,7 +296,7 @@ DEFAULT_MAX_RECORD_BYTES = 1 << 20
 class CsvDialect:
     """``csv:`` of the spec: how a CSV input's fields are separated, its text encoded, and its fields named."""
 
-    delimiter: str = ","
+    delimiter: str | None = None  # None: from the input's name, a tab for *.tsv and *.tab, else a comma
     encoding: str = "utf-8"
     header: bool = True  # the first line names the fields
     names: tuple[str, ...] | None = None  # without a header line: the fields' names (None: the declared columns)

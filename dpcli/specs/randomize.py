@@ -17,7 +17,7 @@ from typing import Any
 
 from dpcli.core.locations import is_ledger_url
 from dpcli.errors import SpecError
-from dpcli.specs.fields import Columns, Loaded, RuleError, Section
+from dpcli.specs.fields import Columns, Loaded, RuleError, Section, undeclared
 from dpcli.specs.load import MAX_SPEC_BYTES, load_yaml, no_surrogates, printable, read_spec_text
 from dpcli.specs.model import DEFAULT_MAX_RECORD_BYTES, Column, CsvDialect
 from dpcli.specs.rules import ErrorCollector, build_column
@@ -129,7 +129,7 @@ def parse_randomize_spec(text: str, source: str = "<string>", base_dir: Path | N
         source=source,
         sha256=digest or hashlib.sha256(raw_bytes).hexdigest(),
         csv=CsvDialect(
-            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter", ","),
+            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
             encoding=csv.get("encoding", "utf-8"),
             header=header is True,
             names=header if isinstance(header, tuple) else (None if header is True else tuple(raw_columns)),
@@ -162,7 +162,7 @@ def _chosen(i: int, name: str, declared: dict[str, Column | None], chosen: tuple
     path = f"randomize.columns[{i}]"
     column = declared.get(name)
     if column is None:
-        raise RuleError(path, f"'{name[:60]}' is not a declared column")
+        raise RuleError(path, undeclared(name, declared))
     if column.type not in ("category", "bool") or column.open:
         raise RuleError(path, f"'{name}' is {'open' if column.open else column.type}: randomize publishes category "
                               "or bool columns with declared keys")

@@ -17,7 +17,7 @@ from typing import Any
 from dpcli.core.accounting import format_exact
 from dpcli.core.locations import is_ledger_url, is_url
 from dpcli.errors import SpecError
-from dpcli.specs.fields import MAX_TOTAL_DIGITS, OPEN, Loaded, Name, RuleError, list_value
+from dpcli.specs.fields import MAX_TOTAL_DIGITS, OPEN, Loaded, Name, RuleError, list_value, undeclared
 from dpcli.specs.grid import candidate_grid, quantile_bins
 from dpcli.specs.kinds import KINDS, ColumnNeed
 from dpcli.specs.model import (
@@ -186,12 +186,12 @@ def _statistic(path: str, kind: str, f: Loaded, columns: Mapping[str, Column]) -
     column = None
     if column_name is not None:
         if column_name not in columns:
-            raise RuleError(f"{path}.column", f"'{column_name[:60]}' is not a declared column")
+            raise RuleError(f"{path}.column", undeclared(column_name, columns))
         column = columns[column_name]
     by: list[str] = []
     for j, b in enumerate(f.get("by", ())):
         if b not in columns:
-            raise RuleError(f"{path}.by[{j}]", f"'{b[:60]}' is not a declared column")
+            raise RuleError(f"{path}.by[{j}]", undeclared(b, columns))
         if columns[b].numeric:
             raise RuleError(
                 f"{path}.by[{j}]", f"'{b}' is numeric: group by category or bool columns, or use a histogram with bins"
@@ -672,7 +672,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         sha256=sha256,
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
         csv=CsvDialect(
-            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter", ","),
+            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
             encoding=csv.get("encoding", "utf-8"),
             header=header is True,
             names=header if isinstance(header, tuple) else None,

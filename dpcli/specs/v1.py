@@ -422,7 +422,8 @@ CSV = Section(
     {
         "delimiter": Choice(
             DELIMITERS, "'{value}' is not an accepted delimiter (one of: , ; | tab)",
-            description="the field separator: , (default) ; | or a tab (\"\\t\" or tab)",
+            description="the field separator: , ; | or a tab (\"\\t\" or tab); default: a tab for an input named "
+                        "*.tsv or *.tab, else ,",
         ),
         "encoding": Choice(
             ENCODINGS, "'{value}' is not an accepted encoding (one of: {choices})",

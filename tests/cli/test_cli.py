@@ -206,7 +206,8 @@ def test_invalid_spec_exits_2_with_yaml_path(work: Path) -> None:
     assert r.returncode == 2
     assert (
         r.stderr.decode()
-        == f"dpcli: error: {work / 'bad.yaml'}: statistics[4].column: 'incme' is not a declared column\n"
+        == f"dpcli: error: {work / 'bad.yaml'}: statistics[4].column: 'incme' is not a declared column; "
+        "did you mean 'income'?\n"
     )
     assert not (work / "l.jsonl").exists()
 

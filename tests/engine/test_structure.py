@@ -17,6 +17,10 @@ from tests.engine.test_aggregate import plan_for, run, write
 CANARY = "CANARY7731"
 SPEC_COLUMNS = "  c: {type: category, categories: [a, b]}\n  x: {type: int, bounds: [0, 100]}\n"
 SPEC_STATS = "  - {name: n, kind: count}\n  - {name: s, kind: sum, column: x}\n"
+NOT_UTF8 = (
+    "is not UTF-8 text: declare its encoding, csv: {encoding: ...} "
+    "(one of: utf-8, latin-1, iso-8859-15, cp1252, cp1250, ascii, utf-16, utf-16-le, utf-16-be)"
+)
 
 
 def structural(path: Path) -> str:
@@ -42,7 +46,7 @@ def test_empty_file(tmp_path):
 
 def test_header_not_utf8(tmp_path):
     path = write(tmp_path, f"c,x,{CANARY}\xe9\na,1,z\n".encode("latin-1"))
-    assert structural(path) == f"input {path} is not UTF-8 text"
+    assert structural(path) == f"input {path} {NOT_UTF8}"
 
 
 def test_body_not_utf8_is_a_missing_cell_not_a_failure(tmp_path):
@@ -69,7 +73,7 @@ def test_the_header_is_its_first_line_whatever_follows(tmp_path):
     path = write(tmp_path, b'"c,1",x,"c\n\xff\n', "quoted.csv")
     assert read_header(path) == ["c,1", "x", "c"]  # a quote still open at the end of the header line closes there
     # with csv.quoted_line_breaks the header is a record, which here runs on into the bytes that are not UTF-8
-    assert structural_rfc(path) == f"input {path} is not UTF-8 text"
+    assert structural_rfc(path) == f"input {path} {NOT_UTF8}"
     path = write(tmp_path, b'"c\n1",x\r\n1,2\r\n', "multiline.csv")
     assert read_header(path, quoted_line_breaks=True) == ["c\n1", "x"]
 

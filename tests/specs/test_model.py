@@ -135,7 +135,10 @@ COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, 
             f"statistics[1].seed: unknown field {STAT_ALLOWED}",
         ),
         (stat("{name: n, kind: count, scale: 3}"), f"statistics[0].scale: unknown field {STAT_ALLOWED}"),
-        (stat("{name: n, kind: count, cap: 3}"), f"statistics[0].cap: unknown field {STAT_ALLOWED}"),
+        (
+            stat("{name: n, kind: count, cap: 3}"),
+            f"statistics[0].cap: unknown field {STAT_ALLOWED}; did you mean 'clamp'?",
+        ),
         (
             stat("{name: h, kind: histogram, column: age, bins: {start: 0, stop: 100, step: 1, scale: 2}}"),
             "statistics[0].bins.scale: unknown field (allowed: start, stop, step)",
