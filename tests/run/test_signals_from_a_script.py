@@ -10,6 +10,7 @@ spend is printed exactly when the ledger holds one.
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import shlex
@@ -87,7 +88,7 @@ def test_an_ignored_sigint_never_reaches_a_handler_while_polars_loads(make_work:
     r = subprocess.run([sys.executable, "-c", probe, "--", *RELEASE], cwd=work, env=clean_env(), capture_output=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
-    samples = eval((work / "probe.txt").read_text())  # noqa: S307 - the list of tuples the probe wrote
+    samples = ast.literal_eval((work / "probe.txt").read_text())  # the (module, reachable) pairs it noted
     assert len(samples) > 10  # polars loaded while the probe watched
     assert [name for name, reachable in samples if reachable] == []
 
@@ -121,14 +122,18 @@ def _check_outcome(work: Path, r: subprocess.CompletedProcess, sig: str, before:
     assert spent in (0, 1), (what, err)
     assert (spent == 1) == ("spent ε=1" in err or "record" in err), (what, spent, err)  # a spend printed <=> recorded
     if r.returncode == 0:  # the signal was ignored, or came once the outcome was decided
-        assert spent == 1 and err.startswith("dpcli: released "), (what, err)
+        assert spent == 1, (what, err)
+        assert err.startswith("dpcli: released "), (what, err)
         return "released"
     if r.returncode == 128 + int(signal.Signals[f"SIG{sig}"]):
         assert err == f"dpcli: error: interrupted by SIG{sig}; nothing was spent\n", (what, err)
-        assert spent == 0 and not (work / "out.csv").exists(), what
+        assert spent == 0, (what, err)
+        assert not (work / "out.csv").exists(), what
         return "interrupted"
     assert r.returncode == 5, (what, r.returncode, err)  # after the spend: the one line names the paid record
-    assert err.startswith("dpcli: error: ") and err.count("\n") == 1 and spent == 1, (what, err)
+    assert err.startswith("dpcli: error: "), (what, err)
+    assert err.count("\n") == 1, (what, err)
+    assert spent == 1, (what, err)
     return "failed after the spend"
 
 
