@@ -14,7 +14,9 @@ output written, or the line that ends the run said) ``finish`` ignores the three
 teardown: a late signal can no longer turn a finished release into an exit that reads "nothing was spent".
 polars installs a native SIGINT handler of its own when it is imported (it stops a running query); that handler
 would run during a held stretch and where SIGINT was meant to stay ignored, so each disposition is set again as soon
-as polars is loaded.
+as polars is loaded. polars' handler is in place from its native part's load on, some tenths of a second before the
+package is done, so a signal inherited ignored is also blocked for the whole run (``install``): no handler a library
+installs can receive it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class _Run:
 
     installed = False
     finished = False
+    blocked: frozenset[int] = frozenset()  # the inherited-ignored signals ``install`` blocked
 
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
@@ -55,10 +58,25 @@ def install() -> None:
     for signum in HELD:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _raise_interrupted)
+    _block_ignored()
     if "polars" in sys.modules:
         reassert()
     elif not any(isinstance(finder, _PolarsWatch) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PolarsWatch())
+
+
+def _block_ignored() -> None:
+    """Block, for the rest of the run, each of the three signals the parent set to be ignored. Ignoring is the
+    process's disposition, and a native library may replace it behind Python's back: polars' native part installs
+    its SIGINT handler as it loads, some tenths of a second before ``reassert`` can remove it, and a SIGINT meanwhile
+    reached that handler (issue 25). A blocked signal reaches no handler in any thread: this runs before any thread
+    is started, and every later thread inherits the block. Set again to be ignored, a pending one is dropped."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    ignored = {signum for signum in HELD if signal.getsignal(signum) is signal.SIG_IGN}
+    if ignored:
+        already = signal.pthread_sigmask(signal.SIG_BLOCK, ignored)
+        _Run.blocked |= ignored - already
 
 
 def reassert() -> None:
@@ -121,6 +139,10 @@ def finish(*, last: bool = False) -> None:
             signal.signal(signum, signal.SIG_IGN)
     if last:
         _Run.installed = False
+        if _Run.blocked and threading.current_thread() is threading.main_thread():
+            # the caller's own mask back (a test's process); ignored now, a pending one is dropped
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _Run.blocked)
+            _Run.blocked = frozenset()
 
 
 def signal_name(exc: BaseException) -> str:
