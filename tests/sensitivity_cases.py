@@ -120,11 +120,11 @@ ROW_AND_PERSON_KINDS = (
 ALL_KINDS = (*ROW_AND_PERSON_KINDS, "variance", "variance_by", "std", "std_by")
 
 
-# under a person unit: counts of persons too (and every sum and mean says how it clamps)
-PERSON_KINDS = (*ROW_AND_PERSON_KINDS, "persons", "persons_by")
-
-
 QUANTILE_KINDS = ("quantile", "quantile_by")
+
+
+# under a person unit: counts of persons too (and every sum and mean says how it clamps), and quantiles (issue 25)
+PERSON_KINDS = (*ROW_AND_PERSON_KINDS, "persons", "persons_by", *QUANTILE_KINDS)
 
 
 QUANTILE_LEVELS = ("0.5", "0.25", "0.9", "1/3", "0.01")

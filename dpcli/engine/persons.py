@@ -81,7 +81,8 @@ from dpcli.engine.cells import (
 )
 from dpcli.errors import InputError
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.specs.model import Count, Mean, PersonUnit, Spec, Sum
+from dpcli.specs.grid import quantile_bins
+from dpcli.specs.model import Count, Mean, PersonUnit, Quantile, Spec, Sum
 
 ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column's name cannot start with #)
 SECRET_BYTES = 32
@@ -94,6 +95,7 @@ _PREFIX_MASK = ((1 << 64) - 1) ^ ((1 << _ROW_BITS) - 1)
 _PERSON = "#person"  # the person's number among the rows kept (after the final cut)
 _RANK = "#rank"  # the row's place among its person's kept rows: (h, cells) order
 _G = "#g"  # keyed hash of (person, cell): the cell's place among the person's cells
+_GROUP = "#group"  # a quantile's cell of by: (its code over the candidate bins), what G and R bound
 
 
 @dataclass(frozen=True)
@@ -409,14 +411,22 @@ class _StatisticRule:
         r = recipe(spec, sp, q, pl.Int128())
         code, key = r.cell(q.row_keys.__getitem__)
         has_cells = bool(stat.dimensions)
+        # a quantile's code is (cell of by:) x (candidate bin): held with or without by:, its by: cell (the code over
+        # the bins) is what G and R bound, never the bins (a value is no cell of the person's)
+        binned = isinstance(stat, Quantile)
         # (name in the totals, column held): a statistic without cells has the one cell 0
         # codes held as Int32 where they fit (fewer bytes to move in each sort), Int64 in the totals
         narrow = code.cast(pl.Int32) if sp.cells < 2**31 else code
-        held = pl.col(_named(cells, narrow)).cast(pl.Int64) if has_cells else pl.lit(0, dtype=pl.Int64)
+        held = pl.col(_named(cells, narrow)).cast(pl.Int64) if has_cells or binned else pl.lit(0, dtype=pl.Int64)
         self.columns = [held.alias("code")]
         if key is not None:
             self.columns.append(pl.col(_named(cells, key)).alias("key"))
         self.cell = ["code"] + ([] if key is None else ["key"])
+        self.bounded = self.cell  # the cells G and R bound
+        if binned:
+            bins = quantile_bins(stat, spec.columns[stat.column])
+            self.columns.append((held // bins).alias(_GROUP))
+            self.bounded = [_GROUP]
         self.value = None
         if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.specs.rules)
             column = spec.columns[stat.column]
@@ -437,17 +447,18 @@ class _StatisticRule:
             columns.append(self.value)
             present = present & pl.col("#v").is_not_null()
         rows = kept.select(columns).filter(present)
+        bounded = self.bounded
         if self.groups is not None:
             cells = (
-                rows.select(_PERSON, _PID, *cell)
+                rows.select(_PERSON, _PID, *bounded)
                 .unique()
-                .with_columns(pl.struct(_PID, *cell).hash(self.seed).alias(_G))
-                .sort([_PERSON, _G, *cell])
+                .with_columns(pl.struct(_PID, *bounded).hash(self.seed).alias(_G))
+                .sort([_PERSON, _G, *bounded])
                 .filter(pl.int_range(pl.len()).over(_PERSON) < self.groups)
             )
-            rows = rows.join(cells.select(_PERSON, *cell), on=[_PERSON, *cell], how="semi")
+            rows = rows.join(cells.select(_PERSON, *bounded), on=[_PERSON, *bounded], how="semi")
         if self.rows_per_group is not None:
-            rows = rows.filter(pl.col(_RANK).rank("ordinal").over([_PERSON, *cell]) <= self.rows_per_group)
+            rows = rows.filter(pl.col(_RANK).rank("ordinal").over([_PERSON, *bounded]) <= self.rows_per_group)
         if self.value is None:
             n = pl.col(_PERSON).n_unique() if self.persons else pl.len()
             return rows.group_by(cell).agg(n.cast(pl.Int64).alias("n"))

@@ -29,7 +29,7 @@ from fractions import Fraction
 
 from dpcli.core.accounting import format_decimal, format_exact, rho_to_pure_epsilon
 from dpcli.errors import InternalError, SpecError
-from dpcli.plan.quantiles import rank_bound, utility_sensitivity
+from dpcli.plan.quantiles import person_utility_sensitivity, rank_bound, utility_sensitivity
 from dpcli.plan.scales import (
     MAX_SCALE,
     MAX_VARIANCE,
@@ -344,13 +344,14 @@ def _sum_component(
 
 
 def quantile_components(
-    path: str, spec: Spec, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool
+    path: str, spec: Spec, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, b: Bounding | None = None
 ) -> tuple[NoiseComponent, ...]:
     """One permute-and-flip draw per level, each with an even share of the statistic's budget: epsilon / k in a pure
     release; in a zCDP release rho / k, whose draw is eps0-DP with eps0 = sqrt(2 rho / k) rounded down (an eps0-DP
     mechanism is eps0^2/2-zCDP; permute-and-flip is not claimed bounded-range, so the exponential mechanism's
     eps0^2/8 of Cesar & Rogers 2021 is not used). The temperature t = 2 D / eps0 is rounded up (never down) onto the
-    sampler's domain, numerator and denominator <= 2**48, and at most MAX_SCALE."""
+    sampler's domain, numerator and denominator <= 2**48, and at most MAX_SCALE. Under a person unit (``b``) a level's
+    utility sensitivity is that of b.rows rows (dpcli.plan.quantiles.person_utility_sensitivity)."""
     column = spec.columns[stat.column]
     _, spacing, candidates = candidate_grid(column, stat.step)
     p = grid_step(column)
@@ -364,7 +365,10 @@ def quantile_components(
     grid += f"{format_exact((column.grid_bounds[0] + spacing) * p)}, ... (step {format_exact(spacing * p)})"
     out = []
     for q in stat.levels:
-        sensitivity, why = utility_sensitivity(q, neighbours, bool(stat.by))
+        if b is None:
+            sensitivity, why = utility_sensitivity(q, neighbours, bool(stat.by))
+        else:
+            sensitivity, why = person_utility_sensitivity(q, neighbours, bool(stat.by), b.rows, b.text())
         scale = conservative_scale(2 * sensitivity, eps0)
         if scale > MAX_SCALE:
             raise SpecError(path, f"its exponential mechanism's scale {format_decimal(scale, 6)} is too large: "
@@ -375,36 +379,49 @@ def quantile_components(
             mechanism="exponential", rho=each if zcdp else Fraction(0), candidates=candidates,
         ))
     if stat.interval_share is not None:
-        out.extend(_interval_components(path, stat, neighbours, share * stat.interval_share, zcdp, grid, candidates))
+        out.extend(_interval_components(
+            path, stat, neighbours, share * stat.interval_share, zcdp, grid, candidates, b
+        ))
     return tuple(out)
 
 
 def _interval_components(
-    path: str, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, grid: str, candidates: int
+    path: str, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, grid: str, candidates: int,
+    b: Bounding | None,
 ) -> list[NoiseComponent]:
     """A quantile's value-unit intervals (dpcli.plan.quantiles, "Value-unit intervals"): the interval share split evenly
     over a noisy count of the rows with a value (Laplace; in zCDP its part's rho as epsilon = sqrt(2 rho)) and two
     permute-and-flip draws per level (in zCDP eps0 = sqrt(2 rho) rounded down, as a level's). Their scale (rows) is
     rounded up to a dyadic rational with a 24-bit numerator (dpcli.plan.quantiles.interval_scale), so that the draws'
-    temperature scale * D, D the levels' public grid, is a value the sampler takes whatever the noisy count."""
+    temperature scale * D, D the levels' public grid, is a value the sampler takes whatever the noisy count. Under a
+    person unit the count is a person-level count of rows and the draws' factor is scaled by the person's rows."""
     from dataclasses import replace
 
     from dpcli.plan.quantiles import INTERVAL_COUNT, interval_scale, interval_scale_factor
 
     part = share / (2 * len(stat.levels) + 1)
     budget = Share("laplace", rho_to_pure_epsilon(part) if zcdp else part)
-    count = _count_component(path, stat, neighbours, budget, f"the count of rows with a {stat.column}")
+    what = f"the count of rows with a {stat.column}"
+    if b is None:
+        count = _count_component(path, stat, neighbours, budget, what)
+    else:
+        count = _person_count_component(path, stat, neighbours, budget, what, b, persons=False)
     out = [replace(count, role=INTERVAL_COUNT, rho=part if zcdp else Fraction(0))]
     eps0 = rho_to_pure_epsilon(part) if zcdp else part
-    factor = interval_scale_factor(neighbours, bool(stat.by))
+    rows = 1 if b is None else b.rows
+    factor = interval_scale_factor(neighbours, bool(stat.by), rows)
     if eps0 <= 0 or Fraction(2 * factor) / eps0 > MAX_SCALE:
         raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
     scale = interval_scale(Fraction(2 * factor) / eps0)
     if scale > MAX_SCALE:
         raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
+    who = "neighbour" if b is None else (
+        f"person ({b.text()}: n={rows} rows at most, over the cells"
+        f"{'; n leaving and n arriving' if factor == 2 * rows else ''})"
+    )
     why = (
         f"the rank distance to level a/b, -max(0, a·n - b·through(c), b·lt(c) - a·n) on the rows rounded down to the "
-        f"candidates, changes by at most {'2' if factor == 2 else ''}b per neighbour; {grid}; permute-and-flip, c "
+        f"candidates, changes by at most {factor if factor > 1 else ''}b per {who}; {grid}; permute-and-flip, c "
         f"accepted with probability exp(-(best - v(c))/(b·t)), t = 2×{factor}/ε rows; levels q ∓ (rank bound)/"
         f"(n^ - e_n) from the noisy count, rounded outwards onto a public grid"
     )

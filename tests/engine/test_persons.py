@@ -45,6 +45,7 @@ STATISTICS = """\
   - {name: spend, kind: sum, column: amount, by: [sex], clamp: CLAMP}
   - {name: average, kind: mean, column: amount, clamp: CLAMP}
   - {name: spend_all, kind: sum, column: amount, clamp: CLAMP}
+  - {name: median_by_sex, kind: median, column: amount, by: [sex]}
 """
 
 
@@ -162,6 +163,8 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
         (lambda x: cell(sex(x)), amount, "sum", True),
         (lambda x: (0,), amount, "mean", False),
         (lambda x: (0,), amount, "sum", False),
+        # a quantile: G and R bound the cells of by:, each kept row counted in its (cell, candidate) bin
+        (lambda x: cell(sex(x)), amount, "quantile", True),
     ]
     out = []
     for cell_of, value_of, what, has_cells in statistics:
@@ -184,7 +187,10 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
             for c in chosen:
                 selected = by_cell[c][:r] if (has_cells and r is not None) else by_cell[c]
                 t = totals[c]
-                if what == "rows":
+                if what == "quantile":
+                    for x in selected:  # candidates 0..10: code = cell of by: x 11 + the value's candidate
+                        totals[(c[0] * (BOUNDS[1] - BOUNDS[0] + 1) + amount(x) - BOUNDS[0],)][0] += 1
+                elif what == "rows":
                     t[0] += len(selected)
                 elif what == "persons":
                     t[0] += 1
@@ -364,7 +370,8 @@ def test_another_secret_keeps_other_rows(tmp_path: Path) -> None:
     plan = make_plan(parse_spec(spec_text(person_unit(3, None, None, "drop"), "row")))
     path = tmp_path / "in.csv"
     path.write_text(text)
-    sums = {int(aggregate(plan, path, secret=bytes([i]) * 32)[-1].sums[0]) for i in range(6)}
+    at = [sp.statistic.name for sp in plan.statistics].index("spend_all")
+    sums = {int(aggregate(plan, path, secret=bytes([i]) * 32)[at].sums[0]) for i in range(6)}
     assert len(sums) > 1
 
 
