@@ -452,7 +452,9 @@ def components(
             return (_person_count_component(path, stat, neighbours, budget, what, b, persons),)
         return (_count_component(path, stat, neighbours, budget, what),)
     column = spec.columns[stat.column]
-    if isinstance(stat, Variance):  # a person unit is refused by the loader
+    if isinstance(stat, Variance):
+        if b is not None:
+            return _person_variance_components(path, stat, column, neighbours, budget, b)
         return _variance_components(path, stat, column, neighbours, budget)
     if isinstance(stat, Sum):
         if b is not None:
@@ -549,4 +551,48 @@ def _variance_components(
         _sum_component(path, stat, column, neighbours, third, centred=True),
         squares,
         _count_component(path, stat, neighbours, third, f"the count of rows with a {column.name}"),
+    )
+
+
+def _person_variance_components(
+    path: str, stat: Variance, column: Column, neighbours: str, budget: Share, b: Bounding
+) -> tuple[NoiseComponent, ...]:
+    """A variance's three parts under a person unit, each row clamped (a variance takes no ``clamp:``): the centred
+    sum as a mean's with ``clamp: row``, the count of rows with a value as a count of rows, and the sum of squares,
+    whose rows each add a rounded square in [0, Q]: like a count of rows weighted by at most Q. Add/remove: L1
+    min(K, g r) Q, L2² (the count's squared L2 norm) Q²; replace with cells: the leaving person's squares go and
+    the arriving one's come, non-negative both, so L1 doubles and L2² at most doubles; replace without cells: the
+    person's sum of squares goes from one value in [0, K Q] to another, K Q."""
+    third = Share(budget.mechanism, budget.amount / 3)
+    p = grid_step(column)
+    glo, ghi = column.grid_bounds
+    offset = (glo + ghi) // 2
+    step = square_step(column)
+    q = rounded_square(max(offset - glo, ghi - offset), step)
+    unit = p * p * step
+    grid = f"squares of rows clamped to [{format_exact(glo * p)}, {format_exact(ghi * p)}] centred on "
+    grid += f"{format_exact(offset * p)}, on a grid of {format_exact(unit)}"
+    l1, l2 = b.rows * q, b.squares * q * q
+    reach = f"one person has {_reach_text(b)}, each row's square in [0, Q], Q = {q}"
+    if neighbours == "add_remove":
+        why = f"add/remove one person ({b.text()}): {reach}, so the sums of squares change by L1 {l1} (L2² {l2}); {grid}"
+        squares = _component(path, "squares", l1, why, third, unit, offset, l2_squared=l2)
+    elif stat.dimensions:
+        why = (
+            f"replace one person ({b.text()}): {reach}; their cells lose and another's gain as much: L1 2×{l1} = "
+            f"{2 * l1}, L2² 2×{l2} = {2 * l2} (squares are non-negative); {grid}"
+        )
+        squares = _component(path, "squares", 2 * l1, why, third, unit, offset, l2_squared=2 * l2)
+    else:
+        why = (
+            f"replace one person ({b.text()}): {reach}, so their sum of squares lies in [0, K·Q] before and after "
+            f"and changes by at most K·Q = {l1}; {grid}"
+        )
+        squares = _component(path, "squares", l1, why, third, unit, offset, l2_squared=l1 * l1)
+    return (
+        _person_sum_component(path, stat, column, neighbours, third, True, b),
+        squares,
+        _person_count_component(
+            path, stat, neighbours, third, f"the count of rows with a {column.name}", b, persons=False
+        ),
     )

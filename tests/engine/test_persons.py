@@ -46,6 +46,7 @@ STATISTICS = """\
   - {name: average, kind: mean, column: amount, clamp: CLAMP}
   - {name: spend_all, kind: sum, column: amount, clamp: CLAMP}
   - {name: median_by_sex, kind: median, column: amount, by: [sex]}
+  - {name: spread_by_sex, kind: variance, column: amount, by: [sex]}
 """
 
 
@@ -165,11 +166,13 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
         (lambda x: (0,), amount, "sum", False),
         # a quantile: G and R bound the cells of by:, each kept row counted in its (cell, candidate) bin
         (lambda x: cell(sex(x)), amount, "quantile", True),
+        # a variance: each kept row clamped (no clamp: field), its centred value and square summed per cell
+        (lambda x: cell(sex(x)), amount, "variance", True),
     ]
     out = []
     for cell_of, value_of, what, has_cells in statistics:
-        offset = (BOUNDS[0] + BOUNDS[1]) // 2 if what == "mean" else 0
-        totals: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        offset = (BOUNDS[0] + BOUNDS[1]) // 2 if what in ("mean", "variance") else 0
+        totals: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0] if what == "variance" else [0, 0])
         for ident, own in kept:
             by_cell: dict[tuple, list[dict]] = defaultdict(list)
             for row in own:  # in h order
@@ -190,6 +193,10 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
                 if what == "quantile":
                     for x in selected:  # candidates 0..10: code = cell of by: x 11 + the value's candidate
                         totals[(c[0] * (BOUNDS[1] - BOUNDS[0] + 1) + amount(x) - BOUNDS[0],)][0] += 1
+                elif what == "variance":  # squares on a grid of 1 (int bounds [0, 10]): exact
+                    t[0] += len(selected)
+                    t[1] += sum(value_of(x) - offset for x in selected)
+                    t[2] += sum((value_of(x) - offset) ** 2 for x in selected)
                 elif what == "rows":
                     t[0] += len(selected)
                 elif what == "persons":
@@ -201,7 +208,7 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
                 else:
                     t[0] += len(selected)
                     t[1] += sum(value_of(x) - offset for x in selected)
-        out.append({c: tuple(v) for c, v in totals.items() if v[0] or v[1]})
+        out.append({c: tuple(v) for c, v in totals.items() if any(v)})
     return out
 
 
@@ -216,7 +223,10 @@ def engine_cells(exact) -> list[dict]:
         else:
             for i, n in enumerate(e.counts.tolist()):
                 s = int(e.sums[i]) if e.sums is not None else 0
-                if n or s:
+                if e.squares is not None:
+                    if n or s or e.squares[i]:
+                        cells[(i,)] = (n, s, int(e.squares[i]))
+                elif n or s:
                     cells[(i,)] = (n, s)
         out.append(cells)
     return out
