@@ -418,6 +418,7 @@ class _StatisticRule:
         # a quantile's code is (cell of by:) x (candidate bin): held with or without by:, its by: cell (the code over
         # the bins) is what G and R bound, never the bins (a value is no cell of the person's)
         binned = isinstance(stat, Quantile)
+        bins = quantile_bins(stat, spec.columns[stat.column]) if isinstance(stat, Quantile) else 1
         # (name in the totals, column held): a statistic without cells has the one cell 0
         # codes held as Int32 where they fit (fewer bytes to move in each sort), Int64 in the totals
         narrow = code.cast(pl.Int32) if sp.cells < 2**31 else code
@@ -428,7 +429,6 @@ class _StatisticRule:
         self.cell = ["code"] + ([] if key is None else ["key"])
         self.bounded = self.cell  # the cells G and R bound
         if binned:
-            bins = quantile_bins(stat, spec.columns[stat.column])
             self.columns.append((held // bins).alias(_GROUP))
             self.bounded = [_GROUP]
         self.value = None

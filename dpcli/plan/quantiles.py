@@ -61,7 +61,9 @@ def utility_sensitivity(q: Fraction, neighbours: str, has_cells: bool) -> tuple[
     return b, why
 
 
-def person_utility_sensitivity(q: Fraction, neighbours: str, has_cells: bool, rows: int, bounds: str) -> tuple[int, str]:
+def person_utility_sensitivity(
+    q: Fraction, neighbours: str, has_cells: bool, rows: int, bounds: str
+) -> tuple[int, str]:
     """The utility's sensitivity for level q under a person unit, one person holding at most ``rows`` = n rows of
     the statistic (n = K without cells, min(K, g r) with them; ``bounds``: "K=.., G=.., R=.." for the text).
 

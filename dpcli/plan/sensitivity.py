@@ -575,7 +575,10 @@ def _person_variance_components(
     l1, l2 = b.rows * q, b.squares * q * q
     reach = f"one person has {_reach_text(b)}, each row's square in [0, Q], Q = {q}"
     if neighbours == "add_remove":
-        why = f"add/remove one person ({b.text()}): {reach}, so the sums of squares change by L1 {l1} (L2² {l2}); {grid}"
+        why = (
+            f"add/remove one person ({b.text()}): {reach}, so the sums of squares change by L1 {l1} (L2² {l2}); "
+            f"{grid}"
+        )
         squares = _component(path, "squares", l1, why, third, unit, offset, l2_squared=l2)
     elif stat.dimensions:
         why = (

@@ -172,7 +172,8 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
     out = []
     for cell_of, value_of, what, has_cells in statistics:
         offset = (BOUNDS[0] + BOUNDS[1]) // 2 if what in ("mean", "variance") else 0
-        totals: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0] if what == "variance" else [0, 0])
+        width = 3 if what == "variance" else 2  # (n, s) or (n, s, sum of squares)
+        totals: dict[tuple, list[int]] = defaultdict(lambda: [0] * width)  # noqa: B023 - used within the loop
         for ident, own in kept:
             by_cell: dict[tuple, list[dict]] = defaultdict(list)
             for row in own:  # in h order

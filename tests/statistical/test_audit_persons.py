@@ -50,7 +50,10 @@ PERSON_UNIT = "{id: pid, max_rows: 3, max_groups: 2, max_rows_per_group: 2, miss
 
 
 def person_plan(
-    neighbours: str, statistics: str = PERSON_STATISTICS, unit: str = PERSON_UNIT, budget: str = "epsilon: 7, delta: 1e-6"
+    neighbours: str,
+    statistics: str = PERSON_STATISTICS,
+    unit: str = PERSON_UNIT,
+    budget: str = "epsilon: 7, delta: 1e-6",
 ) -> Plan:
     text = (
         "version: 1\ndataset: audit_test\ninput: /nonexistent/never-read.csv\n"
@@ -215,5 +218,41 @@ def test_halved_person_level_quantile_scales_are_flagged():
     for label in ("median_x", "x_by_sex/q=0.25", "x_by_sex/q=0.9"):
         s = stats_[label]
         assert s.pair_loss == 2 * s.claimed_loss, (label, s.pair_loss, s.claimed_loss)  # found without noise
+        assert not s.within_claim, label
+    assert not report.ok
+
+
+# variance and std under a person unit (issue 25): the count, the centred sum and the sum of squares of a whole
+# person's kept rows (each clamped)
+
+PERSON_VARIANCE = """\
+statistics:
+  - {name: var_x, kind: variance, column: x}
+  - {name: std_by_sex, kind: std, column: x, by: [sex]}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_person_level_variance_within_claim(neighbours):
+    report = run(person_plan(neighbours, PERSON_VARIANCE, budget="epsilon: 3"))
+    assert_within(report)
+    stats_ = by_name(report)
+    for label in ("var_x", "std_by_sex"):
+        s = stats_[label]
+        assert s.pair_loss <= s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+        if neighbours == "add_remove":  # the search reaches K rows at the bound farthest from the centre
+            assert s.pair_loss == s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+
+
+@pytest.mark.slow
+def test_halved_person_level_variance_scales_are_flagged():
+    names = ("var_x", "std_by_sex")
+    plan = person_plan("add_remove", PERSON_VARIANCE, budget="epsilon: 3")
+    report = run(scaled_laplace(only(plan, names), names, Fraction(1, 2)))
+    stats_ = by_name(report)
+    for label in names:
+        s = stats_[label]
+        assert s.pair_loss == 2 * s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
         assert not s.within_claim, label
     assert not report.ok
