@@ -18,6 +18,10 @@ Sensitivities (L1, in grid units of the column's precision p; L', U' are the bou
   value (sensitivity 1, or 2 by cells under replace).
 - variance / std: a mean's two parts and the sum of centred squares on their own grid (``square_step``), a third of
   the share each; squares lie in [0, Q], so Q (2Q by cells under replace, L2² 2Q²) (``_variance_components``).
+- under a person unit (``Bounding``: K, g, r, n = min(K, g r)): counts and sums as docs/spec.md's table
+  (``_person_count_component``, ``_person_sum_component``); a variance's squares as a count of rows weighted by Q
+  (``_person_variance_components``); a quantile level's utility n max(a, b - a) per cell, the cells' draws composing
+  to one (dpcli.plan.quantiles.person_utility_sensitivity).
 """
 
 from __future__ import annotations
