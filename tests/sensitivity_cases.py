@@ -116,15 +116,18 @@ ROW_AND_PERSON_KINDS = (
 )
 
 
-# variance and std: unit row only (the loader refuses them under a person unit)
-ALL_KINDS = (*ROW_AND_PERSON_KINDS, "variance", "variance_by", "std", "std_by")
+VARIANCE_KINDS = ("variance", "variance_by", "std", "std_by")
 
 
-# under a person unit: counts of persons too (and every sum and mean says how it clamps)
-PERSON_KINDS = (*ROW_AND_PERSON_KINDS, "persons", "persons_by")
+ALL_KINDS = (*ROW_AND_PERSON_KINDS, *VARIANCE_KINDS)
 
 
 QUANTILE_KINDS = ("quantile", "quantile_by")
+
+
+# under a person unit: counts of persons too (and every sum and mean says how it clamps), quantiles, variance and
+# std (issue 25)
+PERSON_KINDS = (*ROW_AND_PERSON_KINDS, "persons", "persons_by", *QUANTILE_KINDS, *VARIANCE_KINDS)
 
 
 QUANTILE_LEVELS = ("0.5", "0.25", "0.9", "1/3", "0.01")

@@ -11,6 +11,8 @@ from tests.sensitivity_cases import (
     _HEALTH,
     EVERYTHING,
     PERSON_KINDS,
+    QUANTILE_KINDS,
+    VARIANCE_KINDS,
     Case,
     Col,
     Flags,
@@ -207,4 +209,21 @@ def test_one_person_brings_at_most_g_open_keys(case: Case) -> None:
 @settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=person_cases(Flags(junk=False), forms=("epsilon", "rho"), kinds=("top_k",)))
 def test_one_person_moves_a_top_k_utility_within_its_claims(case: Case) -> None:
+    check_sensitivity(case)
+
+
+# Quantiles under a person unit (issue 25): one person's rows (up to 16, in one cell or spread over G cells) move each
+# level's utilities, summed over the cells, by at most the plan's n·max(a, b - a) (2n·max(a, b - a), or b·K, under
+# replace), and each interval draw's rank distance by at most b times its factor.
+@settings(max_examples=_examples(15), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@given(case=person_cases(Flags(junk=False), forms=("epsilon", "rho"), kinds=QUANTILE_KINDS))
+def test_one_person_moves_quantile_utilities_by_at_most_their_sensitivity(case: Case) -> None:
+    check_sensitivity(case)
+
+
+# Variance and std under a person unit (issue 25): the count, the centred sum and the sum of squares, each within
+# what min(K, g·r) rows of one person (each clamped) can change, Laplace and Gaussian.
+@settings(max_examples=_examples(15), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@given(case=person_cases(Flags(junk=False), forms=("epsilon", "rho", "epsilon_delta"), kinds=VARIANCE_KINDS))
+def test_one_person_changes_a_variance_by_at_most_its_sensitivity(case: Case) -> None:
     check_sensitivity(case)

@@ -78,11 +78,14 @@ from dpcli.engine.cells import (
     compact,
     numeric_value,
     recipe,
+    squared,
     used_columns,
 )
 from dpcli.errors import InputError
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.specs.model import Count, Mean, PersonUnit, Spec, Sum
+from dpcli.plan.squares import square_step
+from dpcli.specs.grid import quantile_bins
+from dpcli.specs.model import Count, Mean, PersonUnit, Quantile, Spec, Sum, Variance
 
 ID_COLUMN = "#id"  # the id field's text among the typed rows (a declared column's name cannot start with #)
 SECRET_BYTES = 32
@@ -95,6 +98,7 @@ _PREFIX_MASK = ((1 << 64) - 1) ^ ((1 << _ROW_BITS) - 1)
 _PERSON = "#person"  # the person's number among the rows kept (after the final cut)
 _RANK = "#rank"  # the row's place among its person's kept rows: (h, cells) order
 _G = "#g"  # keyed hash of (person, cell): the cell's place among the person's cells
+_GROUP = "#group"  # a quantile's cell of by: (its code over the candidate bins), what G and R bound
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,9 @@ class PersonRows:
             m = len(self.statistics)
             totals = [results[n + j * m : n + (j + 1) * m] for j in range(n)]
             for j in range(plus, n):
-                totals[j] = [f.with_columns(pl.col(c) * -1 for c in f.columns if c in ("n", "s")) for f in totals[j]]
+                totals[j] = [
+                    f.with_columns(pl.col(c) * -1 for c in f.columns if c in ("n", "s", "s2")) for f in totals[j]
+                ]
             singles = [compact([t[i] for t in totals]) for i in range(m)]
         # sorted, not cut: a chunk holds ~0.4 rows of each of a million persons, so its own cut removes almost nothing
         # and cost more than it saved (10M rows, 1M persons, K=4: 5.1 s with a cut per chunk, 3.9 s with a sort
@@ -413,21 +419,32 @@ class _StatisticRule:
         r = recipe(spec, sp, q, pl.Int128())
         code, key = r.cell(q.row_keys.__getitem__)
         has_cells = bool(stat.dimensions)
+        # a quantile's code is (cell of by:) x (candidate bin): held with or without by:, its by: cell (the code over
+        # the bins) is what G and R bound, never the bins (a value is no cell of the person's)
+        binned = isinstance(stat, Quantile)
+        bins = quantile_bins(stat, spec.columns[stat.column]) if isinstance(stat, Quantile) else 1
         # (name in the totals, column held): a statistic without cells has the one cell 0
         # codes held as Int32 where they fit (fewer bytes to move in each sort), Int64 in the totals
         narrow = code.cast(pl.Int32) if sp.cells < 2**31 else code
-        held = pl.col(_named(cells, narrow)).cast(pl.Int64) if has_cells else pl.lit(0, dtype=pl.Int64)
+        held = pl.col(_named(cells, narrow)).cast(pl.Int64) if has_cells or binned else pl.lit(0, dtype=pl.Int64)
         self.columns = [held.alias("code")]
         if key is not None:
             self.columns.append(pl.col(_named(cells, key)).alias("key"))
         self.cell = ["code"] + ([] if key is None else ["key"])
+        self.bounded = self.cell  # the cells G and R bound
+        if binned:
+            self.columns.append((held // bins).alias(_GROUP))
+            self.bounded = [_GROUP]
         self.value = None
-        if isinstance(stat, Sum | Mean):  # variance and std are refused under a person unit (dpcli.specs.rules)
+        self.square_step: int | None = None  # variance and std: the centred squares' grid (rows clamped)
+        if isinstance(stat, Sum | Mean | Variance):
             column = spec.columns[stat.column]
             self.value = pl.col(_named(cells, numeric_value(column))).alias("#v")
             self.offset = sp.component("sum").offset
             self.bounds = column.grid_bounds
-            self.per_person = stat.clamp == "person"
+            self.per_person = isinstance(stat, Sum | Mean) and stat.clamp == "person"
+            if isinstance(stat, Variance):
+                self.square_step = square_step(column)
         self.persons = isinstance(stat, Count) and stat.of == "persons"
         self.groups = unit.max_groups if has_cells else None
         self.rows_per_group = unit.max_rows_per_group if has_cells else None
@@ -441,17 +458,18 @@ class _StatisticRule:
             columns.append(self.value)
             present = present & pl.col("#v").is_not_null()
         rows = kept.select(columns).filter(present)
+        bounded = self.bounded
         if self.groups is not None:
             cells = (
-                rows.select(_PERSON, _PID, *cell)
+                rows.select(_PERSON, _PID, *bounded)
                 .unique()
-                .with_columns(pl.struct(_PID, *cell).hash(self.seed).alias(_G))
-                .sort([_PERSON, _G, *cell])
+                .with_columns(pl.struct(_PID, *bounded).hash(self.seed).alias(_G))
+                .sort([_PERSON, _G, *bounded])
                 .filter(pl.int_range(pl.len()).over(_PERSON) < self.groups)
             )
-            rows = rows.join(cells.select(_PERSON, *cell), on=[_PERSON, *cell], how="semi")
+            rows = rows.join(cells.select(_PERSON, *bounded), on=[_PERSON, *bounded], how="semi")
         if self.rows_per_group is not None:
-            rows = rows.filter(pl.col(_RANK).rank("ordinal").over([_PERSON, *cell]) <= self.rows_per_group)
+            rows = rows.filter(pl.col(_RANK).rank("ordinal").over([_PERSON, *bounded]) <= self.rows_per_group)
         if self.value is None:
             n = pl.col(_PERSON).n_unique() if self.persons else pl.len()
             return rows.group_by(cell).agg(n.cast(pl.Int64).alias("n"))
@@ -459,6 +477,7 @@ class _StatisticRule:
         if self.per_person:
             lo, hi = self.bounds
             rows = rows.group_by([_PERSON, *cell]).agg(value.sum().clip(lo, hi).alias("#v"))
-        return rows.group_by(cell).agg(
-            pl.len().cast(pl.Int64).alias("n"), (value - self.offset).sum().cast(pl.Int128).alias("s")
-        )
+        totals = [pl.len().cast(pl.Int64).alias("n"), (value - self.offset).sum().cast(pl.Int128).alias("s")]
+        if self.square_step is not None:  # as engine.cells.squared: each kept row's rounded centred square
+            totals.append(squared(pl.col("#v"), self.offset, self.square_step, pl.Int128()).alias("s2"))
+        return rows.group_by(cell).agg(totals)

@@ -220,12 +220,14 @@ def _make_plan(spec: Spec) -> Plan:
             cells *= bin_count(spec, stat)
             check_bins_on_grid(path, spec, stat)
         if isinstance(stat, Quantile):
+            # a person's bounds reach the cells of by: (cells, so far), never the candidates' bins
+            qb = None if spec.privacy.person is None else bounding(spec.privacy.person, stat, cells)
             cells *= quantile_bins(stat, spec.columns[stat.column])
-            comps = quantile_components(path, spec, stat, neighbours, share, zcdp)
+            comps = quantile_components(path, spec, stat, neighbours, share, zcdp, qb)
             pure = sum((c.epsilon for c in comps), Fraction(0))  # the draws' pure epsilon, also in a zCDP release
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, comps, cells, _dimension_keys(spec, stat),
-                share if zcdp else Fraction(0), pure if zcdp else share,
+                share if zcdp else Fraction(0), pure if zcdp else share, qb,
             ))
             continue
         if isinstance(stat, TopK):

@@ -61,6 +61,50 @@ def utility_sensitivity(q: Fraction, neighbours: str, has_cells: bool) -> tuple[
     return b, why
 
 
+def person_utility_sensitivity(
+    q: Fraction, neighbours: str, has_cells: bool, rows: int, bounds: str
+) -> tuple[int, str]:
+    """The utility's sensitivity for level q under a person unit, one person holding at most ``rows`` = n rows of
+    the statistic (n = K without cells, min(K, g r) with them; ``bounds``: "K=.., G=.., R=.." for the text).
+
+    n_j rows of the person in cell j change that cell's lt(c) and gt(c) by x and y, x + y <= n_j, so its u(c) by at
+    most |(b - a) x - a y| <= max(a, b - a) n_j (add/remove). Every cell's draw is calibrated to D = n max(a, b - a)
+    (n = sum of the n_j at most): cell j's draw is then (eps0 n_j / n)-DP (permute-and-flip at temperature 2D/eps0
+    with a utility that moves by D n_j / n), and the cells' draws together eps0-DP. Replace without cells: n_j = K
+    rows leave (x, y) and K arrive (x', y'): |(b - a)(x' - x) - a (y' - y)| <= (b - a) K + a K = b K. Replace with
+    cells: cell j loses n_j rows and gains n'_j, moving u by at most max(a, b - a)(n_j + n'_j), at most 2n max(a, b - a)
+    over the cells: D = 2n max(a, b - a) (>= b n, the change inside one cell)."""
+    a, b = level_weights(q)
+    one = max(a, b - a)
+    u = f"u(c) = -|{b - a}·lt(c) - {a}·gt(c)|"
+    if neighbours == "add_remove":
+        if not has_cells:
+            why = (
+                f"add/remove one person ({bounds}): their at most K={rows} rows each move into lt(c) or gt(c) (or "
+                f"neither), so {u} changes by at most K·max(a, b - a) = {rows}×{one} = {rows * one}"
+            )
+            return rows * one, why
+        why = (
+            f"add/remove one person ({bounds}): their n_j rows in cell j move that cell's {u} by at most "
+            f"n_j·max(a, b - a), the n_j adding up to at most n = min(K, g·r) = {rows}; each cell is calibrated to "
+            f"n·max(a, b - a) = {rows}×{one} = {rows * one}, so the person's cells' draws together spend one draw's ε"
+        )
+        return rows * one, why
+    if not has_cells:
+        why = (
+            f"replace one person ({bounds}): at most K={rows} rows leave lt(c) or gt(c) and K arrive in the other, "
+            f"so {u} changes by at most (b - a)·K + a·K = b·K = {b}×{rows} = {b * rows}"
+        )
+        return b * rows, why
+    why = (
+        f"replace one person ({bounds}): cell j loses the leaving person's n_j rows and gains the arriving one's "
+        f"n'_j, moving its {u} by at most max(a, b - a)·(n_j + n'_j), at most 2n·max(a, b - a) over the cells "
+        f"(n = min(K, g·r) = {rows}); each cell is calibrated to 2×{rows}×{one} = {2 * rows * one} (>= b·n = "
+        f"{b * rows}, the change inside one cell), so the cells' draws together spend one draw's ε"
+    )
+    return 2 * rows * one, why
+
+
 def rank_bound(scale: Fraction, candidates: int, confidence: float) -> int:
     """Utility units the released candidate may fall below the best one, at ``confidence``: ceil(t ln(m / alpha)),
     rounded up (a public bound, so a float's last bits are covered by the ceiling and a margin of one)."""
@@ -93,9 +137,14 @@ INTERVAL_COUNT = "interval n"  # the role of the interval's noisy count in the p
 INTERVAL_PART_CONFIDENCE = 1 - (1 - INTERVAL_CONFIDENCE) / 3  # the count, the low draw, the high draw
 
 
-def interval_scale_factor(neighbours: str, has_cells: bool) -> int:
-    """c in the interval draws' scale 2 c / eps0 (rows): the rank-distance utility's sensitivity over b."""
-    return 2 if neighbours == "replace" and has_cells else 1
+def interval_scale_factor(neighbours: str, has_cells: bool, rows: int = 1) -> int:
+    """c in the interval draws' scale 2 c / eps0 (rows): the rank-distance utility's sensitivity over b, summed over
+    the cells one neighbour changes. One row: 1, or 2 under replace with by:. A person unit's n = ``rows`` rows (K
+    without cells, min(K, g r) with them) move a cell's v(c) by at most b n_j (n_j of them there; a n - b through(c)
+    and b lt(c) - a n each move by at most max(a, b - a) n_j), n at most over the cells: n, or 2n under replace
+    with by: (the leaving and the arriving person's rows), and n = K under replace without cells (b K at most, as a
+    level's utility)."""
+    return (2 if neighbours == "replace" and has_cells else 1) * rows
 
 
 # The levels q -/+ E / n_lo are computed after the spend from a noisy count, so their denominators are the data's: they

@@ -18,6 +18,10 @@ Sensitivities (L1, in grid units of the column's precision p; L', U' are the bou
   value (sensitivity 1, or 2 by cells under replace).
 - variance / std: a mean's two parts and the sum of centred squares on their own grid (``square_step``), a third of
   the share each; squares lie in [0, Q], so Q (2Q by cells under replace, L2² 2Q²) (``_variance_components``).
+- under a person unit (``Bounding``: K, g, r, n = min(K, g r)): counts and sums as docs/spec.md's table
+  (``_person_count_component``, ``_person_sum_component``); a variance's squares as a count of rows weighted by Q
+  (``_person_variance_components``); a quantile level's utility n max(a, b - a) per cell, the cells' draws composing
+  to one (dpcli.plan.quantiles.person_utility_sensitivity).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from fractions import Fraction
 
 from dpcli.core.accounting import format_decimal, format_exact, rho_to_pure_epsilon
 from dpcli.errors import InternalError, SpecError
-from dpcli.plan.quantiles import rank_bound, utility_sensitivity
+from dpcli.plan.quantiles import person_utility_sensitivity, rank_bound, utility_sensitivity
 from dpcli.plan.scales import (
     MAX_SCALE,
     MAX_VARIANCE,
@@ -344,13 +348,14 @@ def _sum_component(
 
 
 def quantile_components(
-    path: str, spec: Spec, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool
+    path: str, spec: Spec, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, b: Bounding | None = None
 ) -> tuple[NoiseComponent, ...]:
     """One permute-and-flip draw per level, each with an even share of the statistic's budget: epsilon / k in a pure
     release; in a zCDP release rho / k, whose draw is eps0-DP with eps0 = sqrt(2 rho / k) rounded down (an eps0-DP
     mechanism is eps0^2/2-zCDP; permute-and-flip is not claimed bounded-range, so the exponential mechanism's
     eps0^2/8 of Cesar & Rogers 2021 is not used). The temperature t = 2 D / eps0 is rounded up (never down) onto the
-    sampler's domain, numerator and denominator <= 2**48, and at most MAX_SCALE."""
+    sampler's domain, numerator and denominator <= 2**48, and at most MAX_SCALE. Under a person unit (``b``) a level's
+    utility sensitivity is that of b.rows rows (dpcli.plan.quantiles.person_utility_sensitivity)."""
     column = spec.columns[stat.column]
     _, spacing, candidates = candidate_grid(column, stat.step)
     p = grid_step(column)
@@ -364,7 +369,10 @@ def quantile_components(
     grid += f"{format_exact((column.grid_bounds[0] + spacing) * p)}, ... (step {format_exact(spacing * p)})"
     out = []
     for q in stat.levels:
-        sensitivity, why = utility_sensitivity(q, neighbours, bool(stat.by))
+        if b is None:
+            sensitivity, why = utility_sensitivity(q, neighbours, bool(stat.by))
+        else:
+            sensitivity, why = person_utility_sensitivity(q, neighbours, bool(stat.by), b.rows, b.text())
         scale = conservative_scale(2 * sensitivity, eps0)
         if scale > MAX_SCALE:
             raise SpecError(path, f"its exponential mechanism's scale {format_decimal(scale, 6)} is too large: "
@@ -375,36 +383,49 @@ def quantile_components(
             mechanism="exponential", rho=each if zcdp else Fraction(0), candidates=candidates,
         ))
     if stat.interval_share is not None:
-        out.extend(_interval_components(path, stat, neighbours, share * stat.interval_share, zcdp, grid, candidates))
+        out.extend(_interval_components(
+            path, stat, neighbours, share * stat.interval_share, zcdp, grid, candidates, b
+        ))
     return tuple(out)
 
 
 def _interval_components(
-    path: str, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, grid: str, candidates: int
+    path: str, stat: Quantile, neighbours: str, share: Fraction, zcdp: bool, grid: str, candidates: int,
+    b: Bounding | None,
 ) -> list[NoiseComponent]:
     """A quantile's value-unit intervals (dpcli.plan.quantiles, "Value-unit intervals"): the interval share split evenly
     over a noisy count of the rows with a value (Laplace; in zCDP its part's rho as epsilon = sqrt(2 rho)) and two
     permute-and-flip draws per level (in zCDP eps0 = sqrt(2 rho) rounded down, as a level's). Their scale (rows) is
     rounded up to a dyadic rational with a 24-bit numerator (dpcli.plan.quantiles.interval_scale), so that the draws'
-    temperature scale * D, D the levels' public grid, is a value the sampler takes whatever the noisy count."""
+    temperature scale * D, D the levels' public grid, is a value the sampler takes whatever the noisy count. Under a
+    person unit the count is a person-level count of rows and the draws' factor is scaled by the person's rows."""
     from dataclasses import replace
 
     from dpcli.plan.quantiles import INTERVAL_COUNT, interval_scale, interval_scale_factor
 
     part = share / (2 * len(stat.levels) + 1)
     budget = Share("laplace", rho_to_pure_epsilon(part) if zcdp else part)
-    count = _count_component(path, stat, neighbours, budget, f"the count of rows with a {stat.column}")
+    what = f"the count of rows with a {stat.column}"
+    if b is None:
+        count = _count_component(path, stat, neighbours, budget, what)
+    else:
+        count = _person_count_component(path, stat, neighbours, budget, what, b, persons=False)
     out = [replace(count, role=INTERVAL_COUNT, rho=part if zcdp else Fraction(0))]
     eps0 = rho_to_pure_epsilon(part) if zcdp else part
-    factor = interval_scale_factor(neighbours, bool(stat.by))
+    rows = 1 if b is None else b.rows
+    factor = interval_scale_factor(neighbours, bool(stat.by), rows)
     if eps0 <= 0 or Fraction(2 * factor) / eps0 > MAX_SCALE:
         raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
     scale = interval_scale(Fraction(2 * factor) / eps0)
     if scale > MAX_SCALE:
         raise SpecError(path, "its interval share is too small to plan: raise it or its epsilon")
+    who = "neighbour" if b is None else (
+        f"person ({b.text()}: n={rows} rows at most, over the cells"
+        f"{'; n leaving and n arriving' if factor == 2 * rows else ''})"
+    )
     why = (
         f"the rank distance to level a/b, -max(0, a·n - b·through(c), b·lt(c) - a·n) on the rows rounded down to the "
-        f"candidates, changes by at most {'2' if factor == 2 else ''}b per neighbour; {grid}; permute-and-flip, c "
+        f"candidates, changes by at most {factor if factor > 1 else ''}b per {who}; {grid}; permute-and-flip, c "
         f"accepted with probability exp(-(best - v(c))/(b·t)), t = 2×{factor}/ε rows; levels q ∓ (rank bound)/"
         f"(n^ - e_n) from the noisy count, rounded outwards onto a public grid"
     )
@@ -435,7 +456,9 @@ def components(
             return (_person_count_component(path, stat, neighbours, budget, what, b, persons),)
         return (_count_component(path, stat, neighbours, budget, what),)
     column = spec.columns[stat.column]
-    if isinstance(stat, Variance):  # a person unit is refused by the loader
+    if isinstance(stat, Variance):
+        if b is not None:
+            return _person_variance_components(path, stat, column, neighbours, budget, b)
         return _variance_components(path, stat, column, neighbours, budget)
     if isinstance(stat, Sum):
         if b is not None:
@@ -532,4 +555,51 @@ def _variance_components(
         _sum_component(path, stat, column, neighbours, third, centred=True),
         squares,
         _count_component(path, stat, neighbours, third, f"the count of rows with a {column.name}"),
+    )
+
+
+def _person_variance_components(
+    path: str, stat: Variance, column: Column, neighbours: str, budget: Share, b: Bounding
+) -> tuple[NoiseComponent, ...]:
+    """A variance's three parts under a person unit, each row clamped (a variance takes no ``clamp:``): the centred
+    sum as a mean's with ``clamp: row``, the count of rows with a value as a count of rows, and the sum of squares,
+    whose rows each add a rounded square in [0, Q]: like a count of rows weighted by at most Q. Add/remove: L1
+    min(K, g r) Q, L2² (the count's squared L2 norm) Q²; replace with cells: the leaving person's squares go and
+    the arriving one's come, non-negative both, so L1 doubles and L2² at most doubles; replace without cells: the
+    person's sum of squares goes from one value in [0, K Q] to another, K Q."""
+    third = Share(budget.mechanism, budget.amount / 3)
+    p = grid_step(column)
+    glo, ghi = column.grid_bounds
+    offset = (glo + ghi) // 2
+    step = square_step(column)
+    q = rounded_square(max(offset - glo, ghi - offset), step)
+    unit = p * p * step
+    grid = f"squares of rows clamped to [{format_exact(glo * p)}, {format_exact(ghi * p)}] centred on "
+    grid += f"{format_exact(offset * p)}, on a grid of {format_exact(unit)}"
+    l1, l2 = b.rows * q, b.squares * q * q
+    reach = f"one person has {_reach_text(b)}, each row's square in [0, Q], Q = {q}"
+    if neighbours == "add_remove":
+        why = (
+            f"add/remove one person ({b.text()}): {reach}, so the sums of squares change by L1 {l1} (L2² {l2}); "
+            f"{grid}"
+        )
+        squares = _component(path, "squares", l1, why, third, unit, offset, l2_squared=l2)
+    elif stat.dimensions:
+        why = (
+            f"replace one person ({b.text()}): {reach}; their cells lose and another's gain as much: L1 2×{l1} = "
+            f"{2 * l1}, L2² 2×{l2} = {2 * l2} (squares are non-negative); {grid}"
+        )
+        squares = _component(path, "squares", 2 * l1, why, third, unit, offset, l2_squared=2 * l2)
+    else:
+        why = (
+            f"replace one person ({b.text()}): {reach}, so their sum of squares lies in [0, K·Q] before and after "
+            f"and changes by at most K·Q = {l1}; {grid}"
+        )
+        squares = _component(path, "squares", l1, why, third, unit, offset, l2_squared=l1 * l1)
+    return (
+        _person_sum_component(path, stat, column, neighbours, third, True, b),
+        squares,
+        _person_count_component(
+            path, stat, neighbours, third, f"the count of rows with a {column.name}", b, persons=False
+        ),
     )

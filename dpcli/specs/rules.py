@@ -480,18 +480,6 @@ def _person_unit(raw: Loaded, stats: list[Statistic], columns: Mapping[str, Colu
             "privacy.unit.id", f"'{unit.id[:60]}' is a declared column: person ids are not public, leave it undeclared"
         )
     for i, s in enumerate(stats):
-        if isinstance(s, Quantile):
-            raise RuleError(
-                f"statistics[{i}].kind",
-                f"a {s.kind} is not available under a person unit (its utility's sensitivity is derived for one row "
-                "per person): use privacy.unit: row",
-            )
-        if isinstance(s, Variance):  # and Std
-            # the person engine (dpcli.engine.persons) sums no squares yet: refused before anything is read or spent
-            raise RuleError(
-                f"statistics[{i}].kind",
-                f"a {s.kind} is not available under a person unit yet: use a mean, or unit: row",
-            )
         if isinstance(s, Sum | Mean) and s.clamp is None:
             raise RuleError(
                 f"statistics[{i}].clamp",

@@ -45,6 +45,8 @@ STATISTICS = """\
   - {name: spend, kind: sum, column: amount, by: [sex], clamp: CLAMP}
   - {name: average, kind: mean, column: amount, clamp: CLAMP}
   - {name: spend_all, kind: sum, column: amount, clamp: CLAMP}
+  - {name: median_by_sex, kind: median, column: amount, by: [sex]}
+  - {name: spread_by_sex, kind: variance, column: amount, by: [sex]}
 """
 
 
@@ -162,11 +164,16 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
         (lambda x: cell(sex(x)), amount, "sum", True),
         (lambda x: (0,), amount, "mean", False),
         (lambda x: (0,), amount, "sum", False),
+        # a quantile: G and R bound the cells of by:, each kept row counted in its (cell, candidate) bin
+        (lambda x: cell(sex(x)), amount, "quantile", True),
+        # a variance: each kept row clamped (no clamp: field), its centred value and square summed per cell
+        (lambda x: cell(sex(x)), amount, "variance", True),
     ]
     out = []
     for cell_of, value_of, what, has_cells in statistics:
-        offset = (BOUNDS[0] + BOUNDS[1]) // 2 if what == "mean" else 0
-        totals: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        offset = (BOUNDS[0] + BOUNDS[1]) // 2 if what in ("mean", "variance") else 0
+        width = 3 if what == "variance" else 2  # (n, s) or (n, s, sum of squares)
+        totals: dict[tuple, list[int]] = defaultdict(lambda: [0] * width)  # noqa: B023 - used within the loop
         for ident, own in kept:
             by_cell: dict[tuple, list[dict]] = defaultdict(list)
             for row in own:  # in h order
@@ -184,7 +191,14 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
             for c in chosen:
                 selected = by_cell[c][:r] if (has_cells and r is not None) else by_cell[c]
                 t = totals[c]
-                if what == "rows":
+                if what == "quantile":
+                    for x in selected:  # candidates 0..10: code = cell of by: x 11 + the value's candidate
+                        totals[(c[0] * (BOUNDS[1] - BOUNDS[0] + 1) + amount(x) - BOUNDS[0],)][0] += 1
+                elif what == "variance":  # squares on a grid of 1 (int bounds [0, 10]): exact
+                    t[0] += len(selected)
+                    t[1] += sum(value_of(x) - offset for x in selected)
+                    t[2] += sum((value_of(x) - offset) ** 2 for x in selected)
+                elif what == "rows":
                     t[0] += len(selected)
                 elif what == "persons":
                     t[0] += 1
@@ -195,7 +209,7 @@ def reference(text: str, k: int, g: int | None, r: int | None, missing: str, cla
                 else:
                     t[0] += len(selected)
                     t[1] += sum(value_of(x) - offset for x in selected)
-        out.append({c: tuple(v) for c, v in totals.items() if v[0] or v[1]})
+        out.append({c: tuple(v) for c, v in totals.items() if any(v)})
     return out
 
 
@@ -210,7 +224,10 @@ def engine_cells(exact) -> list[dict]:
         else:
             for i, n in enumerate(e.counts.tolist()):
                 s = int(e.sums[i]) if e.sums is not None else 0
-                if n or s:
+                if e.squares is not None:
+                    if n or s or e.squares[i]:
+                        cells[(i,)] = (n, s, int(e.squares[i]))
+                elif n or s:
                     cells[(i,)] = (n, s)
         out.append(cells)
     return out
@@ -364,7 +381,8 @@ def test_another_secret_keeps_other_rows(tmp_path: Path) -> None:
     plan = make_plan(parse_spec(spec_text(person_unit(3, None, None, "drop"), "row")))
     path = tmp_path / "in.csv"
     path.write_text(text)
-    sums = {int(aggregate(plan, path, secret=bytes([i]) * 32)[-1].sums[0]) for i in range(6)}
+    at = [sp.statistic.name for sp in plan.statistics].index("spend_all")
+    sums = {int(aggregate(plan, path, secret=bytes([i]) * 32)[at].sums[0]) for i in range(6)}
     assert len(sums) > 1
 
 

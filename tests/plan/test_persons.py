@@ -180,12 +180,17 @@ def test_sensitivities_cover_every_contribution_one_person_can_make(
         "  - {name: psum, kind: sum, column: x, clamp: person, by: [s]}\n"
         "  - {name: total, kind: count}\n  - {name: tsum, kind: sum, column: x, clamp: row}\n"
         "  - {name: tpsum, kind: sum, column: x, clamp: person}\n"
+        "  - {name: vsq, kind: variance, column: x, by: [s]}\n  - {name: tvsq, kind: std, column: x}\n"
     ).replace("}\n", f", mechanism: {mechanism}}}\n")
     text = spec(
         f"{{{budget}, neighbours: {neighbours}, unit: {{{', '.join(parts)}}}}}",
         f"  s: {{type: category, categories: [a, b, c]}}\n  x: {{type: int, bounds: [{lo}, {hi}]}}\n", statistics
     )
-    plan = {sp.statistic.name: sp.components[0] for sp in make_plan(parse_spec(text)).statistics}
+    # a variance's or std's sum of squares: its second part (each row's rounded centred square in [0, Q])
+    plan = {sp.statistic.name: sp.components[1 if sp.statistic.name in ("vsq", "tvsq") else 0]
+            for sp in make_plan(parse_spec(text)).statistics}
+    centre = (lo + hi) // 2
+    largest_square = max(centre - lo, hi - centre) ** 2
     replace = neighbours == "replace"
     rows, persons = contributions(3, k, g, r, False), contributions(3, k, g, r, True)
     single = [(n,) for n in range(k + 1)]
@@ -197,6 +202,8 @@ def test_sensitivities_cover_every_contribution_one_person_can_make(
         "total": worst(single, replace),
         "tsum": worst([s for v in single for s in sums(v, lo, hi, False)], replace),
         "tpsum": worst([s for v in single for s in sums(v, lo, hi, True)], replace),
+        "vsq": worst([s for v in rows for s in sums(v, 0, largest_square, False)], replace),
+        "tvsq": worst([s for v in single for s in sums(v, 0, largest_square, False)], replace),
     }
     for name, (l1, l2) in found.items():
         comp = plan[name]

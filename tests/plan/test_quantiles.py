@@ -140,12 +140,8 @@ def test_loader_rules(stat: str, extra: dict, message: str | None) -> None:
     assert str(err.value) == message
 
 
-def test_refused_under_a_person_unit_and_beside_a_dimension_named_quantile() -> None:
-    text = spec_text("  - {name: q, kind: median, column: x}\n").replace(
-        "unit: row", "unit: {id: pid, max_rows: 2, missing_id: drop}"
-    )
-    with pytest.raises(SpecError, match=r"statistics\[0\].kind: a median is not available under a person unit"):
-        parse_spec(text)
+def test_refused_beside_a_dimension_named_quantile() -> None:
+    # (a person unit is no longer refused: tests/plan/test_person_quantiles.py)
     clash = spec_text("  - {name: q, kind: median, column: x}\n  - {name: n, kind: count, by: [quantile]}\n").replace(
         "  c: {type", "  quantile: {type: bool}\n  c: {type"
     )

@@ -64,13 +64,20 @@ def test_a_std_takes_no_clamp_and_no_bins():
     )
 
 
-def test_a_variance_under_a_person_unit_is_refused_by_the_loader():
-    text = spec(
-        "  - {name: v, kind: variance, column: age}\n",
-        "unit: {id: pid, max_rows: 3, missing_id: drop}, epsilon: 1",
-    )
-    assert refusal(text) == (
-        "statistics[0].kind: a variance is not available under a person unit yet: use a mean, or unit: row"
+def test_a_variance_under_a_person_unit_is_planned_from_k_g_and_r():
+    # issue 25: no longer refused; each part scales with the person's kept rows (tests/plan/test_persons.py checks
+    # the squares against a brute force, tests/test_sensitivity_persons.py all three parts against the engine)
+    plan = make_plan(parse_spec(spec(
+        "  - {name: v, kind: variance, column: age}\n  - {name: s, kind: std, column: age, by: [sex]}\n",
+        "unit: {id: pid, max_rows: 3, max_groups: 2, max_rows_per_group: 2, missing_id: drop}, epsilon: 1",
+    )))
+    alone, by_sex = ({c.role: c for c in sp.components} for sp in plan.statistics)
+    q = rounded_square(37, square_step(plan.spec.columns["age"]))  # centred on 53: 17..90 is -36..37
+    assert (alone["sum"].sensitivity, alone["squares"].sensitivity, alone["count"].sensitivity) == (111, 3 * q, 3)
+    assert by_sex["squares"].sensitivity == 3 * q  # min(K, g·r) = 3 rows over the cells of by:
+    assert alone["squares"].derivation.startswith(
+        f"add/remove one person (K=3, G=2, R=2): one person has at most K=3 rows, each row's square in [0, Q], "
+        f"Q = {q}, so the sums of squares change by L1 {3 * q}"
     )
 
 

@@ -49,10 +49,15 @@ statistics:
 PERSON_UNIT = "{id: pid, max_rows: 3, max_groups: 2, max_rows_per_group: 2, missing_id: drop}"
 
 
-def person_plan(neighbours: str, statistics: str = PERSON_STATISTICS, unit: str = PERSON_UNIT) -> Plan:
+def person_plan(
+    neighbours: str,
+    statistics: str = PERSON_STATISTICS,
+    unit: str = PERSON_UNIT,
+    budget: str = "epsilon: 7, delta: 1e-6",
+) -> Plan:
     text = (
         "version: 1\ndataset: audit_test\ninput: /nonexistent/never-read.csv\n"
-        f"privacy: {{unit: {unit}, neighbours: {neighbours}, epsilon: 7, delta: 1e-6}}\n"
+        f"privacy: {{unit: {unit}, neighbours: {neighbours}, {budget}}}\n"
         + PERSON_COLUMNS + statistics
     )
     return make_plan(parse_spec(text))
@@ -175,4 +180,79 @@ def test_a_selection_threshold_too_low_is_flagged(unit):
     assert guaranteed(p, 0.0, s) > s.claimed_epsilon
     assert s.epsilon_lower_bound > s.claimed_epsilon, (s.epsilon_lower_bound, s.worst_event)
     assert not s.within_claim
+    assert not report.ok
+
+
+# quantiles under a person unit (issue 25): a whole person's rows move each level's utilities, over the cells of by:,
+# by n·max(a, b - a) at most (n = min(K, g·r)), which the search must reach and the draws must keep within
+
+PERSON_QUANTILES = """\
+statistics:
+  - {name: median_x, kind: median, column: x}
+  - {name: x_by_sex, kind: quantile, column: x, q: [0.25, 0.9], by: [sex]}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_person_level_quantiles_within_claim(neighbours):
+    report = run(person_plan(neighbours, PERSON_QUANTILES, budget="epsilon: 3"))
+    assert_within(report)
+    stats_ = by_name(report)
+    for label in ("median_x", "x_by_sex/q=0.25", "x_by_sex/q=0.9"):
+        s = stats_[label]
+        assert s.mechanism == "exponential", label
+        assert s.events, label
+        assert s.pair_loss <= s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+        if neighbours == "add_remove":  # the search reaches K rows on one side of the median, min(K, g·r) by sex
+            assert s.pair_loss == s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+
+
+@pytest.mark.slow  # ~20 s: the person engine's search over whole persons
+def test_halved_person_level_quantile_scales_are_flagged():
+    names = ("median_x", "x_by_sex")
+    plan = person_plan("add_remove", PERSON_QUANTILES, budget="epsilon: 3")
+    broken = scaled_laplace(only(plan, names), names, Fraction(1, 2))
+    report = run(broken)
+    stats_ = by_name(report)
+    for label in ("median_x", "x_by_sex/q=0.25", "x_by_sex/q=0.9"):
+        s = stats_[label]
+        assert s.pair_loss == 2 * s.claimed_loss, (label, s.pair_loss, s.claimed_loss)  # found without noise
+        assert not s.within_claim, label
+    assert not report.ok
+
+
+# variance and std under a person unit (issue 25): the count, the centred sum and the sum of squares of a whole
+# person's kept rows (each clamped)
+
+PERSON_VARIANCE = """\
+statistics:
+  - {name: var_x, kind: variance, column: x}
+  - {name: std_by_sex, kind: std, column: x, by: [sex]}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_person_level_variance_within_claim(neighbours):
+    report = run(person_plan(neighbours, PERSON_VARIANCE, budget="epsilon: 3"))
+    assert_within(report)
+    stats_ = by_name(report)
+    for label in ("var_x", "std_by_sex"):
+        s = stats_[label]
+        assert s.pair_loss <= s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+        if neighbours == "add_remove":  # the search reaches K rows at the bound farthest from the centre
+            assert s.pair_loss == s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+
+
+@pytest.mark.slow
+def test_halved_person_level_variance_scales_are_flagged():
+    names = ("var_x", "std_by_sex")
+    plan = person_plan("add_remove", PERSON_VARIANCE, budget="epsilon: 3")
+    report = run(scaled_laplace(only(plan, names), names, Fraction(1, 2)))
+    stats_ = by_name(report)
+    for label in names:
+        s = stats_[label]
+        assert s.pair_loss == 2 * s.claimed_loss, (label, s.pair_loss, s.claimed_loss)
+        assert not s.within_claim, label
     assert not report.ok
