@@ -222,7 +222,8 @@ def check_header(path: Path, header: list[str], required: Iterable[str], delimit
 
 def _missing(path: Path, header: list[str], required: list[str], missing: list[str], delimiter: str) -> InputError:
     """Declared columns the header lacks, with a hint: the delimiter that splits the header into more of them, or
-    else, per missing column, the header's undeclared names close to it."""
+    else, per missing column, the header's undeclared names close to it, when the header holds at least one declared
+    name as it is (evidence that the line is a header: a record's fields are never quoted)."""
     message = f"input {path}: declared column(s) missing from the header"
     other = other_delimiter(header, required, delimiter)
     if other is not None:
@@ -232,6 +233,10 @@ def _missing(path: Path, header: list[str], required: list[str], missing: list[s
             f"{message}: {', '.join(missing)}; split at {spelled} the header holds {them}: "
             f"declare csv: {{delimiter: {spelled}}}"
         )
+    if not set(header) & set(required):
+        # not one declared name: the line may be a record of a file without a header line, not a header, and its
+        # fields a person's values: no field of it is quoted back (claim 7)
+        return InputError(f"{message}: {', '.join(missing)}")
     return InputError(f"{message}: {with_close_names(missing, header, required)}")
 
 

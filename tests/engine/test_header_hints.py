@@ -83,6 +83,16 @@ def test_a_declared_column_the_header_lacks_names_its_close_header_names(tmp_pat
     assert refusal(path) == f"input {path}: declared column(s) missing from the header: c, x"
 
 
+def test_a_first_line_without_a_declared_name_is_never_quoted(tmp_path):
+    # a file without a header line that does not say so: its first record is read as the header, and a field of it
+    # close to a declared name (a person's value, here hours-per-week's neighbour) is not offered back
+    columns = "  hours_per_week: {type: int, bounds: [0, 99]}\n  sex: {type: category, categories: [F, M]}\n"
+    path = write(tmp_path, "hours_per_wek,F\n40,M\n", "headless.csv")
+    with pytest.raises(InputError) as info:
+        aggregate(plan_for(columns, "  - {name: h, kind: sum, column: hours_per_week}\n"), path)
+    assert str(info.value) == f"input {path}: declared column(s) missing from the header: hours_per_week, sex"
+
+
 def test_a_header_that_is_not_utf8_names_the_encodings(tmp_path):
     path = write(tmp_path, f"c,x\xe9\na,{CANARY}\n".encode("latin-1"))
     assert refusal(path) == (
