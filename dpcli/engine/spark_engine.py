@@ -66,7 +66,8 @@ from dpcli.specs.kinds import KINDS
 from dpcli.specs.model import DEFAULT_MAX_RECORD_BYTES, Spec
 
 DEFAULT_MASTER = "local[*]"
-INSTALL_HINT = "pip install 'dpcli[spark]'"
+# by its extra, never by name from a package index (where a stranger could own the name: README.md, Install)
+INSTALL_HINT = "install dpcli with its spark extra (from a clone: pip install '.[spark]'; README.md, Install)"
 # Codecs Hadoop reads in pure Java (Spark's text reader picks them by file extension, as here). zstd, lz4 and
 # snappy need Hadoop's native libraries, which pyspark's jars do not ship: refused before anything is spent.
 _JAVA_CODECS = {"GzipCodec", "BZip2Codec"}

@@ -124,7 +124,8 @@ class PostgresLedger(Ledger):
             from psycopg.conninfo import conninfo_to_dict
         except ImportError:
             raise LedgerError(
-                f"ledger {self.name}: a PostgreSQL ledger needs psycopg 3: pip install 'dpcli[postgres]'"
+                f"ledger {self.name}: a PostgreSQL ledger needs psycopg 3: install dpcli with its postgres extra "
+                f"(from a clone: pip install '.[postgres]'; README.md, Install)"
             ) from None
         self._psycopg = psycopg
         try:

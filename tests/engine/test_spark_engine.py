@@ -375,7 +375,10 @@ def test_without_pyspark_or_java_one_clear_error(tmp_path):
     path.write_bytes(HOSTILE_HEADER + b"\n1\n")
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
     r = _engine_in_child(env, "import sys; sys.modules['pyspark'] = None", path)
-    assert r.stdout.strip() == "UsageError 2 the Spark engine needs pyspark: pip install 'dpcli[spark]'"
+    assert r.stdout.strip() == (
+        "UsageError 2 the Spark engine needs pyspark: install dpcli with its spark extra (from a clone: "
+        "pip install '.[spark]'; README.md, Install)"
+    )
     assert r.stderr == ""
     pytest.importorskip("pyspark")
     env["PATH"] = str(Path(sys.executable).parent)  # no java on it
