@@ -77,7 +77,7 @@ def test_the_spark_engine_without_pyspark_says_how_to_install_it(work: Path) -> 
         pytest.skip("pyspark is installed here (make test-spark): tests/engine/test_spark_engine.py covers the engine")
     r = release(work, "--engine", "spark")
     assert r.returncode == 2, r.stderr
-    assert "dpcli[spark]" in r.stderr.decode()
+    assert "pip install '.[spark]'" in r.stderr.decode()
     shown = run_in_process("budget", "show", "--json", "--ledger", work / "L.jsonl")
     assert b'"releases": 0' in shown.stdout
 

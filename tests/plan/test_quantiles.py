@@ -209,7 +209,7 @@ def test_release_writes_levels_without_intervals_and_reuse_gives_the_same_bytes(
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     rows = json.loads((tmp_path / "a.json").read_text())
     assert [(r["statistic"], r["c"], r["quantile"]) for r in rows] == [
-        ("qs", "a", "0.1"), ("qs", "a", "0.9"), ("qs", "b", "0.1"), ("qs", "b", "0.9"), ("n", None, None)
+        ("qs", "a", 0.1), ("qs", "a", 0.9), ("qs", "b", 0.1), ("qs", "b", 0.9), ("n", None, None)
     ]
     for r in rows[:4]:
         assert r["ci_low"] is None

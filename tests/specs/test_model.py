@@ -103,7 +103,7 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 
 
 TOP_ALLOWED = (
-    "(allowed: version, dataset, input, output, ledger, input_format, engine, csv, privacy, columns, statistics, "
+    "(allowed: version, dataset, name, input, output, ledger, input_format, engine, csv, privacy, columns, statistics, "
     "confidence, expected_rows, postprocess)"
 )
 STAT_ALLOWED = (
