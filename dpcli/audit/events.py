@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpcli.audit import required
-from dpcli.audit.neighbours import Neighbours, NoisedCell, choice_z, count_vector
+from dpcli.audit.neighbours import Neighbours, NoisedCell, choice_cells, choice_z
 from dpcli.core.samplers import exponential_sample
 from dpcli.mechanisms import topk
 from dpcli.mechanisms.noise import add_noise
@@ -101,8 +101,8 @@ def count_hits(
         z = np.zeros(m)
         for i, counts_d, counts_d_prime in nb.choices:  # a top_k: its whole draw, by the release's own sampler
             sp = plan.statistics[i]
-            outcomes = topk.peeled_sample(sp, count_vector(counts_d if on_d else counts_d_prime), m)
-            z += choice_z(sp, counts_d, counts_d_prime, outcomes)
+            for a, b in choice_cells(sp, counts_d, counts_d_prime):  # the cells of by: that differ, each drawn
+                z += choice_z(sp, a, b, topk.peeled_sample(sp, a if on_d else b, m))
         for c in nb.noised:
             comp = plan.statistics[c.index].component(c.component)
             if c.component == "choice":

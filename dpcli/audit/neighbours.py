@@ -512,17 +512,31 @@ def count_vector(values: dict[Cell, int]) -> np.ndarray:
     return np.array([values[c] for c in range(len(values))], dtype=np.int64)
 
 
-def choice_z(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int], outcomes: np.ndarray) -> np.ndarray:
-    """Z = log P[o | D'] - log P[o | D] of a top_k's outcomes (rows of ordered keys)."""
-    a, b = count_vector(d), count_vector(d_prime)
+def choice_cells(
+    sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(D's counts, D''s counts) of each cell of by: whose counts differ (the one cell without by:): a top_k draws
+    each cell on its own counts, so the others' draws have one law under both."""
+    a, b = topk.cells_of(sp, count_vector(d)), topk.cells_of(sp, count_vector(d_prime))
+    return [(x, y) for x, y in zip(a, b, strict=True) if bool((x != y).any())]
+
+
+def choice_z(sp: StatisticPlan, a: np.ndarray, b: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
+    """Z = log P[o | D'] - log P[o | D] of one cell's top_k outcomes (rows of ordered keys), its counts ``a`` under D
+    and ``b`` under D'."""
     z: np.ndarray = topk.log_probabilities(sp, b, outcomes) - topk.log_probabilities(sp, a, outcomes)
     return z
 
 
 def choice_loss(sp: StatisticPlan, d: dict[Cell, int], d_prime: dict[Cell, int]) -> float:
-    """A top_k pair's pure-ε loss: the largest |Z| over the outcomes ``topk.outcomes_between`` scores."""
-    outcomes = topk.outcomes_between(sp, count_vector(d), count_vector(d_prime))
-    return float(np.abs(choice_z(sp, d, d_prime, outcomes)).max(initial=0.0))
+    """A top_k pair's pure-ε loss: the largest |Z| over the outcomes ``topk.outcomes_between`` scores in each cell
+    that differs. The cells are drawn independently, so Z is the sum of theirs over any combination of their
+    outcomes: its largest value is the sum of their largest, its smallest the sum of their smallest."""
+    up = down = 0.0
+    for a, b in choice_cells(sp, d, d_prime):
+        z = choice_z(sp, a, b, topk.outcomes_between(sp, a, b))
+        up, down = up + float(z.max(initial=0.0)), down + float((-z).max(initial=0.0))
+    return max(up, down)
 
 def _one_sided(plan: Plan, target: Target, a: Delta, b: Delta) -> tuple[decimal.Decimal, decimal.Decimal, int]:
     """(P[D releases an entry D' lacks], P[D' releases one D lacks], how many such entries), over the target's

@@ -26,7 +26,7 @@ from dpcli.errors import InternalError
 from dpcli.mechanisms import quantiles
 from dpcli.mechanisms.noisy import Noisy
 from dpcli.mechanisms.selection import checked_keys, select_entries
-from dpcli.mechanisms.topk import choose, rank_entries, ranked
+from dpcli.mechanisms.topk import choose, rank_entries, ranked_cells
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.quantiles import INTERVAL_COUNT, INTERVAL_PART_CONFIDENCE
 from dpcli.plan.sensitivity import NoiseComponent
@@ -189,7 +189,7 @@ def exact_noisy(exact: list[ExactStatistic], plan: Plan | None = None) -> list[N
             interval = (best * spacing, best * spacing) if stat.interval_share is not None else None
             out.append(Noisy(None, None, choices=best, interval=interval))
         elif isinstance(stat, TopK):  # the k largest exact counts (ties: the first declared key)
-            out.append(Noisy(None, None, chosen=ranked(e.counts, stat.k)))
+            out.append(Noisy(None, None, chosen=ranked_cells(sp, e.counts, stat.k)))
         else:
             out.append(Noisy(e.counts, e.sums, squares=e.squares))
     return out

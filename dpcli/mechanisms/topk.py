@@ -29,10 +29,25 @@ from dpcli.specs.model import TopK
 
 
 def choose(sp: StatisticPlan, counts: np.ndarray, source: RandomSource | None = None) -> np.ndarray:
-    """The indices of the k keys chosen from their exact counts, in rank order (1 = the largest), drawn exactly."""
+    """The indices of the k keys chosen from their exact counts, in rank order (1 = the largest), drawn exactly; with
+    by:, each cell's k keys in turn (cells in the table's order), drawn on that cell's counts alone."""
     comp = sp.component("choice")
     t = comp.required_scale()  # exp(-(best - u) / t) = exp(-(num/den) (best - u)) with num/den = 1/t
-    return exponential_choice(np.asarray(counts), t.denominator, t.numerator, comp.draws, source)
+    return np.concatenate([
+        exponential_choice(cell, t.denominator, t.numerator, comp.draws, source) for cell in cells_of(sp, counts)
+    ])
+
+
+def cells_of(sp: StatisticPlan, counts: np.ndarray) -> np.ndarray:
+    """The counts as rows of one cell of by: each (one row without by:), the column's keys along a row: the engines
+    count a top_k as a histogram of its dimensions (by: first, the column last)."""
+    keys = sp.component("choice").choices
+    values = np.asarray(counts)
+    if keys < 1 or len(values) != sp.cells or sp.cells % keys:
+        raise InternalError(
+            f"statistic {sp.statistic.name!r}: {len(values)} counts for {sp.cells} cells of {keys} keys"
+        )
+    return values.reshape(sp.cells // keys, keys)
 
 
 def ranked(counts: np.ndarray, k: int) -> np.ndarray:
@@ -40,6 +55,11 @@ def ranked(counts: np.ndarray, k: int) -> np.ndarray:
     counts (open keys), and the no-noise path of the exact-answer tests."""
     order = np.argsort(-np.asarray(counts, dtype=np.int64), kind="stable")
     return order[:k].astype(np.int64)
+
+
+def ranked_cells(sp: StatisticPlan, counts: np.ndarray, k: int) -> np.ndarray:
+    """``ranked`` in each cell of by: in turn (the no-noise path of the exact-answer tests)."""
+    return np.concatenate([ranked(cell, k) for cell in cells_of(sp, counts)])
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -240,7 +240,8 @@ def _make_plan(spec: Spec) -> Plan:
         if isinstance(stat, TopK) and not opened:
             # report-noisy-max: k permute-and-flip draws, pure epsilon-DP on their own (share / k each, or the
             # largest epsilon0 with k epsilon0^2 / 2 <= rho in a zCDP release)
-            comp = choice_component(path, stat, neighbours, cells, share, zcdp, b)
+            keys = len(spec.columns[stat.column].keys)  # each cell of by: ranks the column's keys on its own
+            comp = choice_component(path, stat, neighbours, keys, share, zcdp, b)
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, (comp,), cells, _dimension_keys(spec, stat),
                 share if zcdp else Fraction(0), comp.epsilon * stat.k, b,

@@ -485,14 +485,23 @@ def components(
 def choice_component(
     path: str, stat: TopK, neighbours: str, keys: int, share: Fraction, zcdp: bool, b: Bounding | None
 ) -> NoiseComponent:
-    """Permute-and-flip on the keys' counts, peeled k times. Utility: a key's count; its sensitivity D is what one
-    neighbour changes one count by (1 row, or r = min(K, R) rows of a person). Under add_remove the counts only grow
-    (or only shrink) together, a monotone utility: each draw accepting a key with probability exp(-eps0 (best - u) /
-    D) is eps0-DP (McKenna & Sheldon 2020, Theorem 1, and Remark 1 for a monotone quality score, as OpenDP's proof of
-    its permute-and-flip top-k cites them: d/scale for a monotone metric, 2d/scale otherwise); under replace one count
-    may grow while another shrinks: exp(-eps0 (best - u) / (2 D)). In zCDP a draw is eps0^2 / 2 (pure eps0-DP;
-    permute-and-flip is not claimed bounded-range). The temperature t (the component's scale) is factor D / eps0,
-    rounded up."""
+    """Permute-and-flip on the keys' counts, peeled k times, in each cell of by: on its own (``keys``: the column's
+    keys, the candidates of every draw). Utility: a key's count.
+
+    One cell (no by:): D is what one neighbour changes one count by (1 row, or r = min(K, R) rows of a person).
+    Under add_remove the counts only grow (or only shrink) together, a monotone utility: each draw accepting a key
+    with probability exp(-eps0 (best - u) / D) is eps0-DP (McKenna & Sheldon 2020, Theorem 1, and Remark 1 for a
+    monotone quality score, as OpenDP's proof of its permute-and-flip top-k cites them: d/scale for a monotone
+    metric, 2d/scale otherwise); under replace one count may grow while another shrinks: exp(-eps0 (best - u) /
+    (2 D)). In zCDP a draw is eps0^2 / 2 (pure eps0-DP; permute-and-flip is not claimed bounded-range).
+
+    With by:, a draw at temperature t over a cell whose counts fall by at most d and rise by at most e (each key's
+    own change) loses at most (d + e) / t: pass through the vector with only the falls (monotone, d / t), then add
+    the rises (monotone, e / t). The k-th draws of all cells together lose at most the sum over the cells. Under
+    add/remove one row is in one cell (sum 1: each cell spends the whole eps0 of a draw, in parallel); one person's
+    falls (or rises) over the cells add up to at most their rows n = min(K, g r), so D = n. Under replace the rows
+    that leave and those that arrive add up to 2 D, the factor 2 of one cell. The temperature t (the component's
+    scale) is factor D / eps0, rounded up."""
     k = stat.k
     if zcdp:
         per_draw = rho_to_pure_epsilon(share / k)  # the largest eps0 with k eps0^2 / 2 <= rho, rounded down
@@ -501,6 +510,9 @@ def choice_component(
         per_draw = share / k
         each = format_decimal(per_draw, 6)
         cost = f"k={k} draws of ε0 = ε/k = {each} each" if k > 1 else f"one draw of ε0 = ε = {each}"
+    if stat.by:
+        cost += " in each cell of by:"
+        return _cells_choice_component(path, stat, neighbours, keys, per_draw, cost, b)
     sensitivity = 1 if b is None else b.per_cell
     who = "one row" if b is None else f"one person ({b.text()}): at most r={b.per_cell} rows in a key"
     if neighbours == "add_remove":
@@ -518,6 +530,42 @@ def choice_component(
     comp = _component(path, "choice", factor * sensitivity, f"{why}; {cost}", Share("laplace", per_draw),
                       Fraction(1))
     return dataclasses.replace(comp, sensitivity=sensitivity, mechanism="exponential", choices=keys, draws=k)
+
+
+def _cells_choice_component(
+    path: str, stat: TopK, neighbours: str, keys: int, per_draw: Fraction, cost: str, b: Bounding | None
+) -> NoiseComponent:
+    """A top_k with by: (``choice_component``'s derivation): D = 1 row, or a person's n = min(K, g r) rows, the
+    most one neighbour's counts fall (or rise) summed over the cells of by:; factor 2 under replace."""
+    sensitivity = 1 if b is None else b.rows
+    lemma = (
+        "a draw at temperature t over a cell whose counts fall by at most d and rise by at most e loses at most "
+        "(d + e)/t (the falls, then the rises: each a monotone change); the draws of all cells lose the sum"
+    )
+    if b is None:
+        reach = "one row is in one cell of by: and changes one key's count there by 1"
+    else:
+        reach = (f"one person ({b.text()}) has at most n={b.rows} rows, so the largest change of a count in each "
+                 f"cell of by:, summed over the cells, is at most D=n={b.rows}")
+    if neighbours == "add_remove":
+        factor = 1
+        why = (
+            f"add/remove: {reach}, every count in one direction; {lemma}, at most D/t = ε0 with t = D/ε0 (the "
+            f"cells compose in parallel): a key accepted with probability exp(-ε0·(best - count) / D), "
+            f"D={sensitivity}"
+        )
+    else:
+        factor = 2
+        moved = "a row can leave one cell's key and join another's (one fall, one rise), D=1" if b is None else (
+            f"{reach}; their rows leave and another's arrive (falls and rises each summing to at most D)"
+        )
+        why = (
+            f"replace: {moved}; {lemma}, at most (D + D)/t = ε0 with t = 2D/ε0: a key accepted "
+            f"with probability exp(-ε0·(best - count) / (2D))"
+        )
+    comp = _component(path, "choice", factor * sensitivity, f"{why}; {cost}", Share("laplace", per_draw),
+                      Fraction(1))
+    return dataclasses.replace(comp, sensitivity=sensitivity, mechanism="exponential", choices=keys, draws=stat.k)
 
 
 # Variance and std: a count, a centred sum and a centred sum of squares on the squares' own grid

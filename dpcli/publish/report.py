@@ -794,10 +794,20 @@ def _rows_html(view: StatisticView) -> str:
 
 
 def _ranked_html(view: StatisticView) -> str:
-    ordered = sorted(view.rows[:MAX_TABLE_ROWS], key=lambda r: r.value if r.value is not None else math.inf)
-    items = "".join(f"<li>{_e(' × '.join(r.labels) or r.value_text)}</li>" for r in ordered)
+    """A ranking as a numbered list; with by:, one list per cell of by: (its keys' labels above it)."""
+    rows = view.rows[:MAX_TABLE_ROWS]
     more = f"<p>The first {MAX_TABLE_ROWS} of {view.total} rows.</p>" if view.total > MAX_TABLE_ROWS else ""
-    return f"<ol class='ranked'>{items}</ol>{more}"
+    if not any(d != view.column for r in rows for d, _ in r.named):
+        ordered = sorted(rows, key=lambda r: r.value if r.value is not None else math.inf)
+        items = "".join(f"<li>{_e(' × '.join(r.labels) or r.value_text)}</li>" for r in ordered)
+        return f"<ol class='ranked'>{items}</ol>{more}"
+    lists = []
+    for group, members in _groups(view, rows):
+        ordered = sorted((rows[i] for i in members), key=lambda r: r.value if r.value is not None else math.inf)
+        keys = "".join(f"<li>{_e(next((x for d, x in r.named if d == view.column), r.value_text))}</li>"
+                       for r in ordered)
+        lists.append(f"<p>{_e(group)}</p><ol class='ranked'>{keys}</ol>")
+    return "".join(lists) + more
 
 
 def render_html(data: ReportData) -> str:

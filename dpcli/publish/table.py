@@ -27,7 +27,7 @@ from dpcli.plan.scales import CONFIDENCE
 from dpcli.postprocess import values as postprocess
 from dpcli.postprocess import variance
 from dpcli.publish.columns import Blank, GridLabels, Ints, KeyLabels, LazyColumn, Texts, as_column
-from dpcli.publish.labels import entry_labels, statistic_labels
+from dpcli.publish.labels import entry_labels, label_columns, statistic_labels
 from dpcli.specs.grid import candidate_grid
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.model import Column, EdgeBins, GridBins, Quantile, TopK
@@ -248,9 +248,14 @@ def _ranking_block(plan: Plan, sp: StatisticPlan, stat: TopK, nz: Noisy) -> Bloc
         if keys is None:
             raise InternalError(f"statistic {stat.name}: a ranking over a column without declared keys")
         labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}
+        if stat.by:  # each cell of by: its k ranks in turn: the cells' labels, each repeated k times
+            cells = [keys for keys in sp.dimension_keys[:-1] if keys is not None]  # declared: open ones are refused
+            ranks_inner = [str(rank) for rank in range(stat.k)]
+            by_labels = label_columns([*cells, ranks_inner])[:-1]
+            labels = {**dict(zip(stat.by, by_labels, strict=True)), **labels}
     n = len(nz.chosen)
     rho = sp.rho if plan.rho else None
-    ranks = Ints(np.arange(1, n + 1, dtype=np.int64))
+    ranks = Ints(np.arange(n, dtype=np.int64) % stat.k + 1)
     return Block(stat.name, sp.reported_epsilon, labels, ranks, Blank(n), Blank(n), rho, stat.kind, stat.column)
 
 

@@ -274,7 +274,7 @@ def _top_k(d: _Declared) -> Statistic:
         raise SpecError(f"{path}.column", _reserved(column.name))
     if not column.open and f.get("k", 1) > len(column.keys):
         raise RuleError(f"{path}.k", f"k is {f['k']}, more than the {len(column.keys)} keys of '{column.name}'")
-    return TopK(kind=d.kind, column=column.name, k=f.get("k", 1), **d.common)
+    return TopK(kind=d.kind, column=column.name, by=d.by, k=f.get("k", 1), **d.common)
 
 
 def _frequency(d: _Declared) -> Statistic:
@@ -357,6 +357,10 @@ def _open_keys(path: str, stat: Statistic, columns: Mapping[str, Column]) -> Non
             f"{path}.column" if KINDS[stat.kind].has_bins else f"{path}.by",
             f"open keys ('{opened[0]}') are released only by counts and histograms (a key is released with its "
             "noisy count)",
+        )
+    if isinstance(stat, TopK) and stat.by:
+        raise RuleError(
+            f"{path}.by", f"a {stat.kind} with by: ranks declared keys in declared cells ('{opened[0]}' is open)"
         )
     if len(opened) > 1:
         raise RuleError(f"{path}.by", f"at most one open column per statistic ('{opened[0]}', '{opened[1]}')")

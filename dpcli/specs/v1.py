@@ -201,7 +201,6 @@ _QUANTILE_FORBIDDEN = {
 # top_k / mode: the exponential mechanism (no mechanism: choice); delta only with open keys
 _TOP_K_FIELDS = ("weight", "epsilon", "rho", "delta")
 _TOP_K_FORBIDDEN = {
-    "by": "not allowed for a top_k or mode: one ranking per statistic (write one statistic per group)",
     "mechanism": "a top_k or mode uses the exponential mechanism (report-noisy-max): no mechanism to choose",
 }
 _KEY_COLUMN = {"column": Name("column name", reserved=ALWAYS_COLUMNS, description="a declared category or bool column",
@@ -312,9 +311,9 @@ STATISTIC = Union(
                 {"column": "required for a {tag}"},
                 forbidden={**_QUANTILE_FORBIDDEN, "q": "a median is the quantile q = 0.5 (use kind: quantile)"}),
         # top_k / mode: report-noisy-max over a category or bool column's keys (docs/spec.md, "Top-k and mode")
-        Variant("top_k", ("name", "kind", "column", "k", *_TOP_K_FIELDS), {"column": "required for a {tag}",
+        Variant("top_k", ("name", "kind", "column", "by", "k", *_TOP_K_FIELDS), {"column": "required for a {tag}",
                 "k": "required for a top_k: how many keys to rank"}, forbidden=_TOP_K_FORBIDDEN, overrides=_KEY_COLUMN),
-        Variant("mode", ("name", "kind", "column", *_TOP_K_FIELDS), {"column": "required for a {tag}"},
+        Variant("mode", ("name", "kind", "column", "by", *_TOP_K_FIELDS), {"column": "required for a {tag}"},
                 forbidden={**_TOP_K_FORBIDDEN, "k": "a mode is a top_k with k: 1 (use kind: top_k for more)"},
                 overrides=_KEY_COLUMN),
         # variance/std: a noisy count, centred sum and sum of squares (dpcli.postprocess.variance); no clamp: under a

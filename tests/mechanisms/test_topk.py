@@ -71,9 +71,6 @@ def error(statistics: str, **kwargs: str) -> str:
          "statistics[0].column: a top_k ranks the keys of a category or bool column; 'age' is int"),
         ("{name: t, kind: mode, column: sex, k: 1}",
          "statistics[0].k: a mode is a top_k with k: 1 (use kind: top_k for more)"),
-        ("{name: t, kind: top_k, column: occupation, k: 1, by: [sex]}",
-         "statistics[0].by: not allowed for a top_k or mode: one ranking per statistic (write one statistic per "
-         "group)"),
         ("{name: t, kind: mode, column: sex, mechanism: gaussian}",
          "statistics[0].mechanism: a top_k or mode uses the exponential mechanism (report-noisy-max): no mechanism "
          "to choose"),
