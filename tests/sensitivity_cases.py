@@ -113,9 +113,11 @@ def key_column(draw: st.DrawFn, name: str) -> tuple[Col, str]:
 
 ROW_AND_PERSON_KINDS = (
     "count", "count_by", "hist_edges", "hist_grid", "hist_keys", "sum", "sum_by", "mean", "mean_by", "top_k",
+    "top_k_by",
 )
 
 
+TOP_K_KINDS = ("top_k", "top_k_by")  # without by:, and with a by: of declared columns
 VARIANCE_KINDS = ("variance", "variance_by", "std", "std_by")
 
 
@@ -148,8 +150,8 @@ def statistic(
     ``by:`` or as a Laplace histogram's column, at most one per statistic; ``open_first``: this one uses it."""
     if open_first:
         kinds = ("count_by", "hist_keys", "top_k", *(("persons_by",) if person else ()))
-    if gaussian and kinds != ("top_k",):  # a top_k is the exponential mechanism: no mechanism to choose
-        kinds = tuple(k for k in kinds if k != "top_k")
+    if gaussian and set(kinds) - set(TOP_K_KINDS):  # a top_k is the exponential mechanism: no mechanism to choose
+        kinds = tuple(k for k in kinds if k not in TOP_K_KINDS)
     kind = draw(st.sampled_from(kinds))
     parts = [f"name: s{i}"]
     column: Col | None = None
@@ -163,7 +165,7 @@ def statistic(
     elif kind == "hist_keys":
         column = opened[0] if open_first else draw(st.sampled_from(keyed if may_open else declared))
         parts += ["kind: histogram", f"column: {column.name}"]
-    elif kind == "top_k":
+    elif kind in TOP_K_KINDS:  # top_k_by: declared keys in declared cells of by: (open ones are refused)
         column = opened[0] if open_first else draw(st.sampled_from(keyed if may_open else declared))
         k = draw(st.integers(1, 3 if column.open else len(column.keys)))
         parts += ["kind: top_k", f"column: {column.name}", f"k: {k}"]
@@ -202,7 +204,7 @@ def statistic(
             if open_first and column is None and opened[0].name not in by:
                 by = draw(st.permutations([opened[0].name, *by[:1]]))
             parts.append("by: [" + ", ".join(by) + "]")
-    if gaussian and not kind.startswith("quantile") and kind != "top_k":  # no noise mechanism to choose
+    if gaussian and not kind.startswith("quantile") and kind not in TOP_K_KINDS:  # no noise mechanism to choose
         parts.append("mechanism: gaussian")
     if draw(st.integers(0, 3)) == 0:
         parts.append(f"weight: {draw(st.integers(1, 3))}")

@@ -207,7 +207,7 @@ def test_one_person_brings_at_most_g_open_keys(case: Case) -> None:
 
 
 @settings(max_examples=_examples(30), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
-@given(case=person_cases(Flags(junk=False), forms=("epsilon", "rho"), kinds=("top_k",)))
+@given(case=person_cases(Flags(junk=False), forms=("epsilon", "rho"), kinds=("top_k", "top_k_by")))
 def test_one_person_moves_a_top_k_utility_within_its_claims(case: Case) -> None:
     assert sensitivity_problems(case) == []
 

@@ -141,3 +141,43 @@ def test_under_a_person_unit_the_counts_are_the_histograms_by_the_same_cells(tmp
     top, hist = aggregate(plan, path, secret=b"s" * 32)
     assert top.counts.tolist() == hist.counts.tolist()
     assert 0 < top.counts.sum() <= 23 * 2  # G = 2 cells, R = 1 row in each
+
+
+# The plan's claim on the neighbours that reach it: each cell of by: is drawn on its own counts, and a draw over a cell
+# whose counts fall by at most d and rise by at most e loses at most (d + e)/t; the draws of all cells lose the sum,
+# which the temperature t must pay for with the per-draw ε0: sum <= t·ε0. Exact counts of real files, no noise.
+
+
+def falls_and_rises(plan, path_d: Path, path_d_prime: Path) -> Fraction:
+    sp = plan.statistics[0]
+    keys = sp.component("choice").choices
+    a = aggregate(plan, path_d, secret=b"s" * 32)[0].counts.reshape(-1, keys)
+    b = aggregate(plan, path_d_prime, secret=b"s" * 32)[0].counts.reshape(-1, keys)
+    return Fraction(sum(int(max(0, (b - a)[c].max())) + int(max(0, (a - b)[c].max())) for c in range(len(a))))
+
+
+def test_a_row_changing_its_cell_is_paid_for_under_replace(tmp_path: Path) -> None:
+    d, d_prime = tmp_path / "d.csv", tmp_path / "d2.csv"
+    base = "occupation,sex,age\nSales,Male,30\nSales,Female,31\nTech-support,Male,32\n"
+    d.write_text(base + "Sales,Male,40\n", encoding="utf-8")
+    d_prime.write_text(base + "Tech-support,Female,40\n", encoding="utf-8")  # one cell loses a row, another gains
+    plan = plan_of(TOP_BY_SEX, privacy="{epsilon: 1, neighbours: replace}")
+    comp = plan.statistics[0].component("choice")
+    assert falls_and_rises(plan, d, d_prime) == 2
+    assert 2 <= comp.required_scale() * comp.epsilon
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_a_person_over_several_cells_is_paid_for(tmp_path: Path, neighbours: str) -> None:
+    d, d_prime = tmp_path / "d.csv", tmp_path / "d2.csv"
+    base = "pid,occupation,sex,age\nq,Sales,Male,30\nq2,Sales,Female,31\n"
+    person = "p,Sales,Male,40\np,Sales,Male,41\np,Sales,Female,42\np,Sales,Female,43\n"  # K = 4 rows kept
+    other = "p,Tech-support,Male,40\np,Tech-support,Male,41\np,Tech-support,Female,42\np,Tech-support,Female,43\n"
+    d.write_text(base + person, encoding="utf-8")
+    d_prime.write_text(base + (other if neighbours == "replace" else ""), encoding="utf-8")
+    plan = plan_of(TOP_BY_SEX, privacy=f"{{unit: {{id: pid, max_rows: 4, missing_id: drop}}, neighbours: {neighbours}, "
+                   "epsilon: 1}")
+    comp = plan.statistics[0].component("choice")
+    spread = falls_and_rises(plan, d, d_prime)
+    assert spread == (4 if neighbours == "add_remove" else 8)  # 2 in each cell of by:, for each person
+    assert spread <= comp.required_scale() * comp.epsilon
