@@ -101,6 +101,25 @@ def test_top_k_and_mode_draws_consume_the_same_bytes_on_neighbours() -> None:
                              lambda s, sp=sp, d_prime=d_prime: topk.choose(sp, d_prime, s))
 
 
+SPEC_BY = spec_text(
+    {"c": "{type: category, categories: [a, b, c, d]}", "g": "{type: category, categories: [u, v, w]}"},
+    ["{name: top, kind: top_k, column: c, k: 2, by: [g]}"],
+    privacy="epsilon: 4", dataset="d",
+)
+
+
+def test_top_k_with_by_draws_consume_the_same_bytes_on_neighbours() -> None:
+    (sp,) = make_plan(parse_spec(SPEC_BY)).statistics
+    d = np.array([5, 4, 0, 1, 0, 0, 0, 0, 2, 2, 3, 9])  # cells of by: first, the column's keys last
+    for cell in (0, 3, 5, 10):  # one row added to a (cell of by:, key), or moved there from another cell of by:
+        added, moved = d.copy(), d.copy()
+        added[cell] += 1
+        moved[cell] += 1
+        moved[(cell + 5) % len(d)] -= 1 if d[(cell + 5) % len(d)] else 0
+        for d_prime in (added, moved):
+            assert_same_work(lambda s: topk.choose(sp, d, s), lambda s, d_prime=d_prime: topk.choose(sp, d_prime, s))
+
+
 def test_the_recorded_source_sees_a_different_draw_when_the_data_move() -> None:
     # the test can see a difference: same keystream, far-apart data, different answers for some key
     plan = make_plan(parse_spec(SPEC))
