@@ -249,9 +249,10 @@ def _ranking_block(plan: Plan, sp: StatisticPlan, stat: TopK, nz: Noisy) -> Bloc
             raise InternalError(f"statistic {stat.name}: a ranking over a column without declared keys")
         labels = {stat.column: Texts([keys[i] for i in nz.chosen.tolist()])}
         if stat.by:  # each cell of by: its k ranks in turn: the cells' labels, each repeated k times
-            cells = [keys for keys in sp.dimension_keys[:-1] if keys is not None]  # declared: open ones are refused
-            ranks_inner = [str(rank) for rank in range(stat.k)]
-            by_labels = label_columns([*cells, ranks_inner])[:-1]
+            cells = [keys for keys in sp.dimension_keys[:-1] if keys is not None]
+            if len(cells) != len(stat.by):  # the loader refuses an open column in a top_k's by:
+                raise InternalError(f"statistic {stat.name}: a ranking by a column without declared keys")
+            by_labels = label_columns([*cells, [str(rank) for rank in range(stat.k)]])[:-1]
             labels = {**dict(zip(stat.by, by_labels, strict=True)), **labels}
     n = len(nz.chosen)
     rho = sp.rho if plan.rho else None
