@@ -221,9 +221,9 @@ LIMITS = [
     ("dpcli.engine.parquet_sizes", "MAX_PAGE_BYTES", "bytes of a used Parquet page or Arrow IPC buffer, uncompressed"),
     ("dpcli.audit.release_audit", "DEFAULT_TRIALS", "`dpcli audit --trials` by default"),
     ("dpcli.audit.release_audit", "MAX_TRIALS", "`dpcli audit --trials`"),
-    ("dpcli.publish.report", "MAX_TABLE_BYTES", "bytes of a CSV table `dpcli report` reads"),
-    ("dpcli.publish.report", "MAX_JSON_TABLE_BYTES", "bytes of a JSON table `dpcli report` reads"),
-    ("dpcli.publish.report", "MAX_SIDECAR_BYTES", "bytes of a sidecar `dpcli report` reads"),
+    ("dpcli.publish.report_inputs", "MAX_TABLE_BYTES", "bytes of a CSV table `dpcli report` reads"),
+    ("dpcli.publish.report_inputs", "MAX_JSON_TABLE_BYTES", "bytes of a JSON table `dpcli report` reads"),
+    ("dpcli.publish.report_inputs", "MAX_SIDECAR_BYTES", "bytes of a sidecar `dpcli report` reads"),
 ]
 
 

@@ -250,16 +250,18 @@ class _Pages:
             return done
         if paid is None:
             paid = Unpaid.reissue(done.spend).text()
-        from dpcli.publish import report as page  # matplotlib only for a run that asks for a report
+        from dpcli.publish.report import render_html, write_report  # matplotlib only for a run that asks for a report
+        from dpcli.publish.report_data import from_rows
+        from dpcli.publish.summary import write_summary
 
         try:
             table = done.table
             source = "standard output" if done.output is None else done.output.name
-            data = page.from_rows(table.columns, table.rows(), done.metadata, done.status, done.ledger, source)
+            data = from_rows(table.columns, table.rows(), done.metadata, done.status, done.ledger, source)
             if self.report is not None:
-                page.write_report(self.report, page.render_html(data))
+                write_report(self.report, render_html(data))
             if self.summary is not None:
-                page.write_summary(self.summary, data, self.handle)
+                write_summary(self.summary, data, self.handle)
         except BaseException as exc:  # noqa: BLE001 - the table is out: every failure must say so, and what paid
             raise OutputError(
                 f"the report could not be written ({what_failed(exc)}); {paid}; the table was written",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.publish.report import KNOWN_COLUMNS
+from dpcli.publish.report_data import KNOWN_COLUMNS
 from dpcli.publish.table import Table
 from dpcli.specs.v1 import OUTPUT_COLUMNS
 from tests.helpers import run_in_process

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dpcli.publish import report
+from dpcli.publish import report, report_data, report_inputs, summary
+from dpcli.publish.summary import _md
 from tests.helpers import run_in_process
 from tests.spec_builder import spec_text
 
@@ -211,7 +212,7 @@ def test_table_of_contract_03_columns_flags_and_bins(tmp_path: Path) -> None:
         "h,histogram,age,,[65..101),65,101,,,,0.5,suppressed\n"
         "m,mean,age,F,,,,40.5,30,50,0.5,\n"
     )
-    data = report.load(table)
+    data = report_data.load(table)
     h, m = data.statistics
     assert (h.kind, h.column, m.kind) == ("histogram", "age", "mean")
     assert [r.flag for r in h.rows] == ["", "flagged", "suppressed"]
@@ -221,14 +222,14 @@ def test_table_of_contract_03_columns_flags_and_bins(tmp_path: Path) -> None:
     assert "<tr class='suppressed'><td>[65..101)</td><td class='num'>suppressed</td>" in page
     assert "2 cell(s) flagged or suppressed" in page
     assert list(_plots(page)) == ["h", "m"]
-    md = report.render_markdown(data)
+    md = summary.render_markdown(data)
     assert "| h | histogram | 3 | 3 to 40 | ±20 at most (2 flagged/suppressed) |" in md
 
 
 def test_markdown_escapes_pipes(tmp_path: Path) -> None:
     table = tmp_path / "t.csv"
     table.write_text("statistic,value,ci_low,ci_high,epsilon\na|b,1,0,2,1\n")
-    md = report.render_markdown(report.load(table))
+    md = summary.render_markdown(report_data.load(table))
     assert "| a\\|b |  | 1 | 1 | 0 to 2 |" in md
 
 
@@ -268,8 +269,8 @@ def test_page_is_reproducible_and_leaves_matplotlib_settings_alone(released: Pat
     import matplotlib
 
     before = dict(matplotlib.rcParams)
-    first = report.render_html(report.load(released / "out.csv"))
-    assert report.render_html(report.load(released / "out.csv")) == first  # no date, no random ids
+    first = report.render_html(report_data.load(released / "out.csv"))
+    assert report.render_html(report_data.load(released / "out.csv")) == first  # no date, no random ids
     assert dict(matplotlib.rcParams) == before
     # ids of the figures' clip paths and markers do not collide between the figures of one page
     ids = [part.split('"', 1)[0] for part in first.split(' id="')[1:]]
@@ -316,7 +317,7 @@ def test_report_and_summary_state_what_release_printed(tmp_path: Path, form: str
     page, summary = (tmp_path / "r.html").read_text(), (tmp_path / "s.md").read_text()
     assert f"This release spent <b>{html.escape(printed)}</b>" in page
     assert f"<b class='spent'>{html.escape(printed)}</b>" in page  # the guarantee box says the same
-    assert f"- spent: {report._md(printed)}\n" in summary
+    assert f"- spent: {_md(printed)}\n" in summary
     for zero in ("ε = 0 ", "ε=0 ", "ε=0;", "ε 0\n"):
         assert zero not in page, zero
         assert zero not in summary, zero
@@ -397,7 +398,8 @@ def test_a_hostile_table_or_sidecar_is_exit_2_with_a_message(released: Path, tmp
         assert err.count("\n") == 1, (name, err)
         assert "internal" not in err, (name, err)
         assert not out.exists(), name
-    assert report.read_sidecar(_write(tmp_path / "m0.json", json.dumps(good_meta))) == good_meta  # as written: valid
+    good = _write(tmp_path / "m0.json", json.dumps(good_meta))
+    assert report_inputs.read_sidecar(good) == good_meta  # as written: valid
 
 
 def test_markdown_escapes_html_images_links_and_math(released: Path, tmp_path: Path) -> None:
@@ -407,7 +409,7 @@ def test_markdown_escapes_html_images_links_and_math(released: Path, tmp_path: P
                    '"$\\frac{1}{2}$ *b* `c` &amp; _d_",1,0,2\n')
     meta = json.loads((released / "out.csv.meta.json").read_text())
     sidecar = _write(tmp_path / "m.json", json.dumps({**meta, "dataset": "<img src=y>", "release_id": "![r](x)"}))
-    md = report.render_markdown(report.load(table, sidecar))
+    md = summary.render_markdown(report_data.load(table, sidecar))
     for raw in ("<img", "<b>", "![", "](", "$\\frac", "*b*", "`c`", "&amp;", "_d_"):
         assert not _unescaped(md, raw), raw
     assert "\\<img src=x\\>" in md

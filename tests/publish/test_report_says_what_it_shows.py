@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dpcli.errors import UsageError
-from dpcli.publish import report
+from dpcli.publish import plots, report_data, summary
 from tests.helpers import run_in_process
 from tests.spec_builder import spec_text
 
@@ -152,9 +152,9 @@ def test_a_table_without_bin_columns_takes_its_bins_from_the_sidecar(released: P
     keep = [i for i, c in enumerate(head) if c not in ("bin_low", "bin_high", "kind", "column")]
     table = tmp_path / "old.csv"
     table.write_text("\n".join(",".join(line.split(",")[i] for i in keep) for line in lines) + "\n")
-    data = report.load(table, released / "out.csv.meta.json")
+    data = report_data.load(table, released / "out.csv.meta.json")
     grid = next(v for v in data.statistics if v.name == "age_grid")
-    assert report.bin_edges(grid, grid.rows) == [(float(lo), float(lo + 10)) for lo in range(0, 100, 10)]
+    assert plots.bin_edges(grid, grid.rows) == [(float(lo), float(lo + 10)) for lo in range(0, 100, 10)]
 
 
 def _summary_line(text: str, name: str) -> list[str]:
@@ -196,7 +196,7 @@ def test_the_summary_s_range_reads_every_row_and_refuses_a_number_no_float_holds
     is exit 2 as in the rows shown (never a decimal overflow, exit 1)."""
     table = tmp_path / "t.csv"
     table.write_text("statistic,value,ci_low,ci_high\n" + "n,1,0,2\n" * 300 + "n,7,1,9\n")
-    assert report.render_markdown(report.load(table)).count("| n |  | 301 | 1 to 7 | ±6 at most |") == 1
+    assert summary.render_markdown(report_data.load(table)).count("| n |  | 301 | 1 to 7 | ±6 at most |") == 1
     table.write_text("statistic,value,ci_low,ci_high\n" + "n,1,0,2\n" * 300 + "n,1e999999999,0,2\n")
     with pytest.raises(UsageError, match="beyond"):
-        report.load(table)
+        report_data.load(table)
