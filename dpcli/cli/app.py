@@ -120,6 +120,7 @@ class OutputFormat(StrEnum):
 
 
 # the spec's choices (dpcli.specs.v1, the one declaration), offered by the options that override them
+# enums built from the spec's declared tuples (one declaration): mypy cannot type a StrEnum made at run time
 InputFormat = StrEnum("InputFormat", {name.upper().replace(".", "_"): name for name in INPUT_FORMATS})  # type: ignore[misc]
 Engine = StrEnum("Engine", {name.upper(): name for name in ENGINES})  # type: ignore[misc]
 

@@ -66,6 +66,7 @@ class LazyColumn(Sequence[str]):
             return len(self) == len(other) and list(self) == list(other)
         return NotImplemented
 
+    # unhashable, as a list is: mypy cannot type the standard idiom
     __hash__ = None  # type: ignore[assignment]
 
     def texts(self, i: int, j: int) -> list[str]:
@@ -326,6 +327,7 @@ class Masked(LazyColumn):
 
     def texts(self, i: int, j: int) -> list[str]:
         inner = self.inner.texts(i, j)
+        # a masked row is None, as a Blank's rows are: the column's text type has no None (see Blank.texts)
         return [None if h else t for t, h in zip(inner, self.hidden[i:j], strict=True)]  # type: ignore[misc]
 
     def text(self, i: int, j: int) -> pl.Series:
