@@ -316,6 +316,7 @@ def holds_text(value: object) -> bool:
 # derandomize: the same examples every run, so this property test cannot fail at random (it used to, on the
 # hand-written `repair` that had drifted from the loader); a new disagreement shows up when the schema or the loader
 # changes, which is when it should.
+@pytest.mark.slow  # 150 generated documents, ~20 s of CPU: make test-slow (make test stays within 5 minutes)
 @settings(
     max_examples=150, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],

@@ -433,6 +433,7 @@ def test_halved_l2_sensitivity_is_flagged():
     assert not report.ok
 
 
+@pytest.mark.slow  # ~18 s of CPU: make test-slow
 def test_pre_fix_l2_of_a_centred_mean_by_under_replace_is_flagged():
     """The L2 sensitivity before commit ac1ee73 (2 max(|L|, |U|)², a row moving between cells) for a centred mean
     with by: under replace: the sum part's noise is too small for a value going from L to U inside its cell."""
