@@ -40,7 +40,7 @@ import polars as pl
 
 from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.plan.squares import rounded_square, square_step
+from dpcli.plan.squares import largest_square, square_step
 from dpcli.specs.grid import candidate_grid, quantile_bins
 from dpcli.specs.kinds import KINDS
 from dpcli.specs.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins, summed_column
@@ -298,7 +298,7 @@ def largest_term(plan: Plan) -> int:
             offset = sp.component("sum").offset
             biggest = max(biggest, abs(lo - offset), abs(hi - offset))
             if KINDS[sp.statistic.kind].sums_squares:
-                biggest = max(biggest, rounded_square(max(offset - lo, hi - offset), square_step(column)))
+                biggest = max(biggest, largest_square(column))  # the squares are centred on the same offset
     return biggest
 
 

@@ -43,7 +43,7 @@ from dpcli.plan.scales import (
     gaussian_halfwidth,
     laplace_halfwidth,
 )
-from dpcli.plan.squares import rounded_square, square_step
+from dpcli.plan.squares import centre, largest_square, square_step
 from dpcli.specs.grid import candidate_grid
 from dpcli.specs.model import (
     Column,
@@ -578,11 +578,7 @@ def _variance_components(
     row moving between cells changes two cells by Q each (L1 2Q, L2² 2Q²)."""
     third = Share(budget.mechanism, budget.amount / 3)
     p = grid_step(column)
-    glo, ghi = column.grid_bounds
-    offset = (glo + ghi) // 2
-    step = square_step(column)
-    q = rounded_square(max(offset - glo, ghi - offset), step)
-    unit = p * p * step
+    offset, q, unit = centre(column), largest_square(column), p * p * square_step(column)
     grid = f"squares of values centred on {format_exact(offset * p)}, on a grid of {format_exact(unit)}"
     if neighbours == "add_remove":
         why = f"add/remove one row changes the sum of squares by at most the largest square Q = {q}; {grid}"
@@ -618,10 +614,7 @@ def _person_variance_components(
     third = Share(budget.mechanism, budget.amount / 3)
     p = grid_step(column)
     glo, ghi = column.grid_bounds
-    offset = (glo + ghi) // 2
-    step = square_step(column)
-    q = rounded_square(max(offset - glo, ghi - offset), step)
-    unit = p * p * step
+    offset, q, unit = centre(column), largest_square(column), p * p * square_step(column)
     grid = f"squares of rows clamped to [{format_exact(glo * p)}, {format_exact(ghi * p)}] centred on "
     grid += f"{format_exact(offset * p)}, on a grid of {format_exact(unit)}"
     l1, l2 = b.rows * q, b.squares * q * q

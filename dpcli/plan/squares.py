@@ -11,11 +11,17 @@ from dpcli.specs.model import Column
 MAX_SQUARE_STEPS = 10**7
 
 
+def centre(column: Column) -> int:
+    """The value (in grid units) a variance's sum and squares are centred on: the middle of the column's bounds."""
+    lo, hi = column.grid_bounds
+    return (lo + hi) // 2
+
+
 def square_step(column: Column) -> int:
     """D: the squares' grid step in units of precision², the smallest power of ten that puts the largest centred
     square within MAX_SQUARE_STEPS steps (1 for any column whose centred values are at most 3162 steps)."""
     lo, hi = column.grid_bounds
-    offset = (lo + hi) // 2
+    offset = centre(column)
     biggest = max(abs(lo - offset), abs(hi - offset))
     step = 1
     while -(-biggest * biggest // step) > MAX_SQUARE_STEPS:
@@ -27,3 +33,10 @@ def rounded_square(value: int, step: int) -> int:
     """A centred value's square on the squares' grid (units of precision² × step), rounded half up: the engine's
     rule (dpcli.engine.cells), in exact integer arithmetic."""
     return (value * value + step // 2) // step
+
+
+def largest_square(column: Column) -> int:
+    """Q: the largest centred square a row of the column adds, on the squares' grid (what bounds a sum of squares)."""
+    lo, hi = column.grid_bounds
+    offset = centre(column)
+    return rounded_square(max(offset - lo, hi - offset), square_step(column))
