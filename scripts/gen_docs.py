@@ -108,6 +108,10 @@ def describe(kind: Any) -> str:
         return "a list of increasing edges, or [`{start, stop, step}`](#bins-grid)"
     if isinstance(kind, v1.UnitField):
         return "`row`, or a [person unit](#privacyunit-a-person-unit)"
+    if isinstance(kind, v1.Start):
+        return "a date `YYYY-MM-DD`, or a date-time `YYYY-MM-DDTHH:MM[:SS]` with `Z` or `±HH:MM`"
+    if isinstance(kind, v1.Every):
+        return "`N minute(s)` \\| `N hour(s)` \\| `N day(s)` \\| `N week(s)`"
     if isinstance(kind, v1.HeaderField):
         return "`true` \\| `false` \\| a list of field names"
     if isinstance(kind, v1.ColumnMap):
@@ -169,6 +173,7 @@ def spec_fields() -> str:
         ("privacy.unit: a person unit", v1.PERSON_UNIT), ("bins: grid", v1.GRID), ("randomized", v1.RANDOMIZED),
         ("interval", v1.INTERVAL), ("target", v1.TARGET),
         ("postprocess", v1.POSTPROCESS), ("postprocess.small_cells", v1.SMALL_CELLS),
+        ("series", v1.SERIES), ("series.period", v1.PERIOD),
     ]
     SECTION_TITLES.update({id(section): title for title, section in sections})
     out = [

@@ -78,6 +78,9 @@ class Kind:
     consistent: bool  # ``consistent: true`` applies: its counts can be made to add up with others'
     target: bool  # ``target:`` (and plan --target) applies: one error figure in its units
     memory_per_cell: int  # bytes of peak memory per cell of a release (dpcli.plan.cost.release_cost)
+    # a series' running totals apply (issue 26): its released value is a linear function of the per-cell counts and
+    # sums, so a period's value adds up over periods (count, histogram, sum; a mean as noisy sum over noisy count)
+    linear: bool
 
 
 def _kinds(*kinds: Kind) -> MappingProxyType[str, Kind]:
@@ -92,35 +95,35 @@ def _kinds(*kinds: Kind) -> MappingProxyType[str, Kind]:
 KINDS = _kinds(
     Kind("count", Family.ADDITIVE, Value.COUNT, Interval.NOISE, ColumnNeed.NONE, has_bins=False, sums_column=False,
          sums_squares=False, bounded=False, open_keys=True, postprocess=True, nonnegative=True, rounded=False,
-         consistent=True, target=True, memory_per_cell=48),
+         consistent=True, target=True, memory_per_cell=48, linear=True),
     Kind("histogram", Family.ADDITIVE, Value.COUNT, Interval.NOISE, ColumnNeed.ANY, has_bins=True, sums_column=False,
          sums_squares=False, bounded=False, open_keys=True, postprocess=True, nonnegative=True, rounded=False,
-         consistent=True, target=True, memory_per_cell=48),
+         consistent=True, target=True, memory_per_cell=48, linear=True),
     Kind("sum", Family.ADDITIVE, Value.SUM, Interval.NOISE, ColumnNeed.NUMERIC, has_bins=False, sums_column=True,
          sums_squares=False, bounded=False, open_keys=False, postprocess=True, nonnegative=True, rounded=True,
-         consistent=False, target=True, memory_per_cell=80),
+         consistent=False, target=True, memory_per_cell=80, linear=True),
     Kind("mean", Family.ADDITIVE, Value.MEAN, Interval.NOISE, ColumnNeed.NUMERIC, has_bins=False, sums_column=True,
          sums_squares=False, bounded=True, open_keys=False, postprocess=True, nonnegative=False, rounded=True,
-         consistent=False, target=True, memory_per_cell=144),
+         consistent=False, target=True, memory_per_cell=144, linear=True),
     Kind("quantile", Family.QUANTILE, Value.QUANTILE, Interval.RANK, ColumnNeed.NUMERIC, has_bins=False,
          sums_column=False, sums_squares=False, bounded=False, open_keys=False, postprocess=False, nonnegative=False,
-         rounded=False, consistent=False, target=False, memory_per_cell=48),
+         rounded=False, consistent=False, target=False, memory_per_cell=48, linear=False),
     Kind("median", Family.QUANTILE, Value.QUANTILE, Interval.RANK, ColumnNeed.NUMERIC, has_bins=False,
          sums_column=False, sums_squares=False, bounded=False, open_keys=False, postprocess=False, nonnegative=False,
-         rounded=False, consistent=False, target=False, memory_per_cell=48),
+         rounded=False, consistent=False, target=False, memory_per_cell=48, linear=False),
     Kind("top_k", Family.RANKING, Value.RANK, Interval.GAP, ColumnNeed.KEYS, has_bins=False, sums_column=False,
          sums_squares=False, bounded=False, open_keys=True, postprocess=False, nonnegative=False, rounded=False,
-         consistent=False, target=False, memory_per_cell=48),
+         consistent=False, target=False, memory_per_cell=48, linear=False),
     Kind("mode", Family.RANKING, Value.RANK, Interval.GAP, ColumnNeed.KEYS, has_bins=False, sums_column=False,
          sums_squares=False, bounded=False, open_keys=True, postprocess=False, nonnegative=False, rounded=False,
-         consistent=False, target=False, memory_per_cell=48),
+         consistent=False, target=False, memory_per_cell=48, linear=False),
     Kind("variance", Family.ADDITIVE, Value.VARIANCE, Interval.NOISE, ColumnNeed.NUMERIC, has_bins=False,
          sums_column=True, sums_squares=True, bounded=True, open_keys=False, postprocess=True, nonnegative=True,
-         rounded=True, consistent=False, target=False, memory_per_cell=224),
+         rounded=True, consistent=False, target=False, memory_per_cell=224, linear=False),
     Kind("std", Family.ADDITIVE, Value.STD, Interval.NOISE, ColumnNeed.NUMERIC, has_bins=False, sums_column=True,
          sums_squares=True, bounded=True, open_keys=False, postprocess=True, nonnegative=True, rounded=True,
-         consistent=False, target=False, memory_per_cell=224),
+         consistent=False, target=False, memory_per_cell=224, linear=False),
     Kind("frequency", Family.RANDOMIZED, Value.FREQUENCY, Interval.ESTIMATE, ColumnNeed.KEYS, has_bins=False,
          sums_column=False, sums_squares=False, bounded=False, open_keys=False, postprocess=False, nonnegative=False,
-         rounded=False, consistent=False, target=False, memory_per_cell=48),
+         rounded=False, consistent=False, target=False, memory_per_cell=48, linear=False),
 )

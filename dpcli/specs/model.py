@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import ClassVar
@@ -287,6 +288,56 @@ class Privacy:
         return "row" if self.person is None else f"person:{self.person.id}"
 
 
+@dataclass(frozen=True)
+class PeriodRule:
+    """``series.period``: the input field that puts each row in its period (never a declared column: its values are
+    data; the boundaries are public). With ``start`` and ``every`` the field is a date or date-time and period i is
+    [start + (i-1) every, start + i every) on the UTC timeline; without them it holds the period's index 1..T."""
+
+    column: str
+    start: str | None = None  # the instant period 1 starts, ISO 8601 in UTC ("2027-01-01T00:00:00+00:00")
+    every: int | None = None  # a period's length in seconds of absolute time
+
+    @property
+    def indexed(self) -> bool:
+        """The field holds the period's index (no clock: a period's end is not known)."""
+        return self.start is None
+
+    def start_time(self) -> datetime:
+        if self.start is None:
+            raise InternalError("an index period rule has no start")
+        return datetime.fromisoformat(self.start)
+
+    def bounds(self, period: int) -> tuple[datetime, datetime]:
+        """The instants period ``period`` (1-based) starts and ends (exclusive), in UTC."""
+        if self.every is None:
+            raise InternalError("an index period rule has no length")
+        first = self.start_time() + timedelta(seconds=(period - 1) * self.every)
+        return first, first + timedelta(seconds=self.every)
+
+
+@dataclass(frozen=True)
+class Series:
+    """``series:`` (issue 26): a public horizon of ``periods`` (T) periods released under one charge, each row in
+    the period its own field puts it in (docs/spec.md, "Series")."""
+
+    periods: int
+    period: PeriodRule
+    design: str = "per_period"  # "per_period" | "running_totals" | "both"
+    running_share: Fraction | None = None  # design both: the running totals' share of the series' budget
+    monotone: bool = False  # running totals of counts projected non-decreasing (post-processing)
+
+    @property
+    def per_period(self) -> bool:
+        """Periods' own values are released (designs per_period and both)."""
+        return self.design in ("per_period", "both")
+
+    @property
+    def running(self) -> bool:
+        """The tree of running totals is drawn (designs running_totals and both)."""
+        return self.design in ("running_totals", "both")
+
+
 # The longest record read as what it holds, by default: what one record can cost in memory and time is bounded by it
 # (a 400 MB line in a .gz took 4.2 GB and 31 s). Public: the spec's ``csv: {max_record_bytes: N}``.
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
@@ -343,6 +394,7 @@ class Spec:
     # `name:`: this spec among several on one dataset that share release ids (a release id is paid once per dataset
     # and name: dpcli.ledger.base.rerun_key)
     name: str | None = None
+    series: Series | None = None  # `series:` (issue 26): periods released under one charge
 
     @property
     def id_column(self) -> str | None:

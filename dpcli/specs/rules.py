@@ -32,10 +32,12 @@ from dpcli.specs.model import (
     Histogram,
     Mean,
     Median,
+    PeriodRule,
     PersonUnit,
     PostProcess,
     Privacy,
     Quantile,
+    Series,
     Spec,
     Statistic,
     Std,
@@ -60,6 +62,7 @@ from dpcli.specs.v1 import (
     PRIVACY,
     QUANTILE_COLUMN,
     SOMETIMES_COLUMNS,
+    SERIES,
     STATISTIC,
     TOP,
     GridSpec,
@@ -629,6 +632,12 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
                 "privacy.unit.id", f"'{privacy.person.id[:60]}' is not among the input's fields: name it in csv.header"
             ))
             return None
+    series = None
+    if "series" in top:
+        raw_series = out.attempt(SERIES.load, "series", top["series"], out.list)
+        series = None if raw_series is None else out.attempt(_series, raw_series, stats, columns, privacy, header)
+        if series is None or out.count():
+            return None
     if csv and any(isinstance(s, Frequency) for s in stats):
         # a randomize output is comma-separated UTF-8 with a header line: another dialect would read every cell as
         # missing and estimate every frequency from zero counts, without a word
@@ -677,7 +686,59 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         expected_rows=fields.get("expected_rows"),
         postprocess=MappingProxyType(postprocess or {}),
         name=fields.get("name"),
+        series=series,
     )
+
+
+def _series(
+    raw: Loaded, stats: list[Statistic], columns: Mapping[str, Column], privacy: Privacy, header: Any,
+) -> Series:
+    """``series:``'s cross-field rules (docs/spec.md, "Series"): start and every together; the period field is an
+    input field, not a declared column; no open keys (their keys are chosen from each period's data, so a row's
+    period would decide what the series publishes) and no frequency (it spends nothing); running totals for the
+    linear kinds only, never under a person unit; ``running_share`` with design ``both`` only, ``monotone`` with
+    running totals only."""
+    period = raw["period"]
+    design = raw.get("design", "per_period")
+    if ("start" in period) != ("every" in period):
+        missing = "every" if "start" in period else "start"
+        raise RuleError(f"series.period.{missing}", "give start and every together (a date field), or neither (a "
+                        "field holding the period's index 1..T)")
+    field = period["column"]
+    if field in columns:
+        raise RuleError("series.period.column", f"'{field[:60]}' is a declared column: the period field is an input "
+                        "field of its own (its values are data, the periods' boundaries are public)")
+    if header is not True:
+        input_fields = header if isinstance(header, tuple) else tuple(columns)
+        if field not in input_fields:
+            raise RuleError("series.period.column",
+                            f"'{field[:60]}' is not among the input's fields: name it in csv.header")
+    for i, s in enumerate(stats):
+        if open_dimensions(s, columns):
+            raise RuleError(f"statistics[{i}]", "open keys are not allowed in a series: the keys a period publishes "
+                            "would be chosen from its rows; declare the categories")
+        if isinstance(s, Frequency):
+            raise RuleError(f"statistics[{i}].kind", "a frequency spends nothing: it has no place in a series")
+    running = design in ("running_totals", "both")
+    if running:
+        for i, s in enumerate(stats):
+            if not KINDS[s.kind].linear:
+                raise RuleError(f"statistics[{i}].kind", f"a {s.kind} has no running total (it does not add up over "
+                                "periods): use series design per_period, or a spec of its own")
+        if privacy.person is not None:
+            raise RuleError("series.design", "running totals are refused under a person unit: one person may have "
+                            "rows in many periods, and bounding their rows across runs would need their ids kept "
+                            "between runs, which dpcli never stores; use design per_period (a person present in k "
+                            "periods then has k times the budget), or unit row")
+    share = raw.get("running_share")
+    if share is not None and design != "both":
+        raise RuleError("series.running_share", "only with design both (the running totals' share of the budget)")
+    monotone = raw.get("monotone") == "true"
+    if monotone and not running:
+        raise RuleError("series.monotone", "only with running totals (design running_totals or both)")
+    rule = PeriodRule(field, period.get("start"), period.get("every"))
+    return Series(raw["periods"], rule, design, share if share is not None or design != "both" else Fraction(1, 2),
+                  monotone)
 
 
 def _raise(exc: SpecError) -> None:

@@ -8,7 +8,9 @@ bounds and bin order, budget sums, ...) are written once, in ``dpcli.specs.rules
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -372,6 +374,94 @@ class UnitField:
         return {"anyOf": [{"const": "row"}, PERSON_UNIT.schema()]}
 
 
+# `series:` (issue 26): a public horizon of T periods released under one charge (docs/spec.md, "Series")
+MAX_PERIODS = 100_000
+SERIES_DESIGNS = ("per_period", "running_totals", "both")
+EVERY_UNITS = {"minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
+_EVERY = re.compile(r"\s*([1-9][0-9]{0,5})\s+(minute|hour|day|week)s?\s*")
+_START = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?(Z|[+-]\d{2}:\d{2})?)?"
+)
+START_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?)?$"
+
+
+@dataclass(eq=False, repr=False)
+class Start:
+    """``series.period.start``: an ISO 8601 date (midnight UTC) or date-time with ``Z`` or ``±HH:MM`` (naive: UTC),
+    loaded as its instant in UTC (``YYYY-MM-DDTHH:MM:SS+00:00``). Public: the periods' boundaries."""
+
+    description = "period 1 starts at this instant (a date: midnight UTC; a date-time without an offset: UTC)"
+
+    def load(self, path: str, raw: Any) -> str:
+        text = text_value(path, raw).strip()
+        m = _START.fullmatch(text)
+        if m is None:
+            raise SpecError(path, f"'{text[:40]}' is not a date (2027-01-01) or a date-time (2027-01-01T06:00+01:00)")
+        zone = m.group(7)
+        iso = text.replace(" ", "T", 1)
+        if m.group(4) is not None and m.group(6) is None:
+            iso = iso[:16] + ":00" + iso[16:]
+        if zone == "Z":
+            iso = iso[:-1] + "+00:00"
+        try:
+            moment = datetime.fromisoformat(iso)
+        except ValueError:
+            raise SpecError(path, f"'{text[:40]}' is not a valid date") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat()
+
+    def schema(self) -> Schema:
+        return {"type": "string", "pattern": START_PATTERN, "description": self.description}
+
+
+@dataclass(eq=False, repr=False)
+class Every:
+    """``series.period.every``: a period's fixed length, ``N minute(s)|hour(s)|day(s)|week(s)``, as seconds."""
+
+    description = "each period's fixed length of absolute time (a local DST change neither skips nor repeats one)"
+
+    def load(self, path: str, raw: Any) -> int:
+        text = text_value(path, raw)
+        m = _EVERY.fullmatch(text)
+        if m is None:
+            raise SpecError(path, f"'{text[:40]}' is not a period length: N minute(s), hour(s), day(s) or week(s)")
+        return int(m.group(1)) * EVERY_UNITS[m.group(2)]
+
+    def schema(self) -> Schema:
+        return {"type": "string", "pattern": r"^\s*[1-9][0-9]{0,5}\s+(minute|hour|day|week)s?\s*$",
+                "description": self.description}
+
+
+PERIOD = Section(
+    {
+        "column": PathText("the input field that puts each row in its period (not a declared column: its values are "
+                           "data, the periods' boundaries are public): a date/time, or with neither start nor every "
+                           "the period's index 1..T"),
+        "start": Start(),
+        "every": Every(),
+    },
+    required=("column",),
+    description="what puts a row in its period: its own field",
+)
+SERIES = Section(
+    {
+        "periods": Whole(1, MAX_PERIODS, "T: the public horizon, periods 1..T released under one charge"),
+        "period": PERIOD,
+        "design": Choice(SERIES_DESIGNS, "'{value}' is not a series design (one of: {choices})",
+                         description="per_period (default): each period from its own rows at the whole budget; "
+                                     "running_totals: noisy sums over dyadic blocks of periods; both: the budget "
+                                     "split by running_share"),
+        # design both: the running totals' share of the series' budget (the rest is the periods' own values')
+        "running_share": Number(Fraction(0), Fraction(99, 100), low_open=True, range_name="running share"),
+        "monotone": Choice(BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
+                           description="running totals of counts projected non-decreasing (post-processing)"),
+    },
+    required=("periods", "period"),
+    description="a series: T periods released under one charge (docs/spec.md, Series)",
+)
+
+
 PRIVACY = Section(
     {
         "unit": UnitField(),
@@ -479,6 +569,7 @@ TOP = Section(
         "confidence": Number(Fraction(1, 2), MAX_CONFIDENCE, range_name="confidence"),
         "expected_rows": Whole(1, MAX_EXPECTED_ROWS, "rows with a value per cell, for the plan's mean errors"),
         "postprocess": POSTPROCESS,
+        "series": SERIES,
     },
     required=("version", "dataset", "privacy", "columns", "statistics"),
 )

@@ -104,7 +104,7 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 
 TOP_ALLOWED = (
     "(allowed: version, dataset, name, input, output, ledger, input_format, engine, csv, privacy, columns, statistics, "
-    "confidence, expected_rows, postprocess)"
+    "confidence, expected_rows, postprocess, series)"
 )
 STAT_ALLOWED = (
     "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, q, step, k, "
@@ -117,7 +117,7 @@ COLUMN_ALLOWED = "(allowed: type, bounds, precision, categories, impute, other, 
 @pytest.mark.parametrize(
     ("spec_text", "message"),
     [
-        (text(extra="seed: 1\n"), f"seed: unknown field {TOP_ALLOWED}"),
+        (text(extra="noise_seed: 1\n"), f"noise_seed: unknown field {TOP_ALLOWED}"),
         (text(extra="sensitivity: 1\n"), f"sensitivity: unknown field {TOP_ALLOWED}"),
         (text(privacy="{epsilon: 1, scale: 2}"), f"privacy.scale: unknown field {PRIVACY_ALLOWED}"),
         (text(privacy="{epsilon: 1, seed: 7}"), f"privacy.seed: unknown field {PRIVACY_ALLOWED}"),
