@@ -42,6 +42,7 @@ from dpcli.specs.model import (
     TopK,
     counts_persons,
     open_dimensions,
+    periodic,
 )
 
 
@@ -188,10 +189,14 @@ def _selection(
     )
 
 
-def make_plan(spec: Spec) -> Plan:
-    """The plan of a validated spec. Reads no data. Its errors name the spec file, as the loader's do."""
+def make_plan(spec: Spec, scale: Fraction = Fraction(1)) -> Plan:
+    """The plan of a validated spec. Reads no data. Its errors name the spec file, as the loader's do.
+
+    ``scale``: the part of the spec's budget this plan spends (a series' tree block: 1/h of the running totals'
+    share; its per-period values under design both: 1 - that share). A series' statistics are derived with the period
+    as a leading ``by:`` key (dpcli.plan.series.periodic): under replace a row may move between periods."""
     try:
-        return _make_plan(spec)
+        return _make_plan(spec, scale)
     except SpecError as exc:
         if spec.source == "<string>":
             raise
@@ -200,12 +205,14 @@ def make_plan(spec: Spec) -> Plan:
         raise exc.in_file(printable(spec.source)) from None
 
 
-def _make_plan(spec: Spec) -> Plan:
+def _make_plan(spec: Spec, scale: Fraction) -> Plan:
     plans = []
     neighbours = spec.privacy.neighbours
     selection_deltas = _split_selection_deltas(spec)
     zcdp = spec.privacy.accounting == "zcdp"
-    for i, (stat, share) in enumerate(zip(spec.statistics, split_budget(spec).shares, strict=True)):
+    for i, (stat, whole) in enumerate(zip(spec.statistics, split_budget(spec).shares, strict=True)):
+        share = whole * scale
+        derived = stat if spec.series is None else periodic(stat)  # the sensitivities' view of the statistic
         if not zcdp:
             budget = Share("laplace", share)
         elif stat.mechanism == "gaussian":
@@ -221,9 +228,9 @@ def _make_plan(spec: Spec) -> Plan:
             check_bins_on_grid(path, spec, stat)
         if isinstance(stat, Quantile):
             # a person's bounds reach the cells of by: (cells, so far), never the candidates' bins
-            qb = None if spec.privacy.person is None else bounding(spec.privacy.person, stat, cells)
+            qb = None if spec.privacy.person is None else bounding(spec.privacy.person, derived, cells)
             cells *= quantile_bins(stat, spec.columns[stat.column])
-            comps = quantile_components(path, spec, stat, neighbours, share, zcdp, qb)
+            comps = quantile_components(path, spec, derived, neighbours, share, zcdp, qb)
             pure = sum((c.epsilon for c in comps), Fraction(0))  # the draws' pure epsilon, also in a zCDP release
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, comps, cells, _dimension_keys(spec, stat),
@@ -236,18 +243,18 @@ def _make_plan(spec: Spec) -> Plan:
             cells *= len(spec.columns[stat.column].keys)
         opened = bool(open_dimensions(stat, spec.columns))
         person = spec.privacy.person
-        b = None if person is None else bounding(person, stat, None if opened else cells)
+        b = None if person is None else bounding(person, derived, None if opened else cells)
         if isinstance(stat, TopK) and not opened:
             # report-noisy-max: k permute-and-flip draws, pure epsilon-DP on their own (share / k each, or the
             # largest epsilon0 with k epsilon0^2 / 2 <= rho in a zCDP release)
             keys = len(spec.columns[stat.column].keys)  # each cell of by: ranks the column's keys on its own
-            comp = choice_component(path, stat, neighbours, keys, share, zcdp, b)
+            comp = choice_component(path, derived, neighbours, keys, share, zcdp, b)
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, (comp,), cells, _dimension_keys(spec, stat),
                 share if zcdp else Fraction(0), comp.epsilon * stat.k, b,
             ))
             continue
-        comps = components(path, spec, stat, neighbours, budget, b)
+        comps = components(path, spec, derived, neighbours, budget, b)
         selection = None
         if opened:
             selection = _selection(path, spec, stat, comps[0], selection_deltas[i], b)

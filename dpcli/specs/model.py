@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from dpcli.errors import InternalError
 from dpcli.specs.kinds import KINDS
-from dpcli.specs.v1 import QUANTILE_COLUMN
+from dpcli.specs.v1 import PERIOD_COLUMN, QUANTILE_COLUMN
 
 # ---------------------------------------------------------------------------------------------------------------
 # The typed spec
@@ -419,6 +419,13 @@ class Spec:
                 seen.setdefault(QUANTILE_COLUMN, None)
         return tuple(seen)
 
+
+
+def periodic(stat: Statistic) -> Statistic:
+    """A series' statistic as its sensitivities are derived (docs/spec.md, "Series"): with the period as a leading
+    ``by:`` key over the T periods. Under add/remove each row lies in one period and nothing changes; under replace
+    a row may move from one period to another, exactly as between two cells of ``by:`` (a plain count: L1 2)."""
+    return replace(stat, by=(PERIOD_COLUMN, *stat.by))
 
 
 def open_dimensions(stat: Statistic, columns: Mapping[str, Column]) -> list[str]:

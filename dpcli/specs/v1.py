@@ -77,11 +77,13 @@ STATISTIC_COLUMN = "statistic"
 DESCRIBING_COLUMNS = ("kind", "column")
 BIN_COLUMNS = ("bin_low", "bin_high")
 QUANTILE_COLUMN = "quantile"
+PERIOD_COLUMN = "period"  # a series' table: the period each row is of (1..T)
 FIXED_COLUMNS_AFTER = ("value", "ci_low", "ci_high", "epsilon")
 RHO_COLUMN = "rho"
 FLAG_COLUMN = "flag"
 OUTPUT_COLUMNS = (
-    STATISTIC_COLUMN, *FIXED_COLUMNS_AFTER, RHO_COLUMN, *DESCRIBING_COLUMNS, *BIN_COLUMNS, QUANTILE_COLUMN, FLAG_COLUMN
+    STATISTIC_COLUMN, *FIXED_COLUMNS_AFTER, RHO_COLUMN, *DESCRIBING_COLUMNS, *BIN_COLUMNS, QUANTILE_COLUMN, FLAG_COLUMN,
+    PERIOD_COLUMN,
 )
 # The two the table has only in some releases, with the releases that have them: a dimension of that name is
 # refused there only (a data column called flag is common, and a table without a small-cell policy has no flag
@@ -89,6 +91,7 @@ OUTPUT_COLUMNS = (
 # changes form).
 SOMETIMES_COLUMNS = {
     QUANTILE_COLUMN: "a release with a quantile (the level)",
+    PERIOD_COLUMN: "a series (the period)",
     FLAG_COLUMN: "a release with a small-cell policy (postprocess: small_cells)",
 }
 ALWAYS_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c not in SOMETIMES_COLUMNS)
