@@ -38,6 +38,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
+from dpcli.engine.periods import period_rows
 from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.squares import largest_square, square_step
@@ -306,6 +307,7 @@ class Queries:
     """The groupings of one release, applicable to any frame of the used columns; results of several frames add up."""
 
     def __init__(self, plan: Plan, sum_type: pl.DataType):
+        self.rows = period_rows(plan)
         self.groups = groupings(plan)
         self.queries: list[Query] = []
         self.recipes: list[list[Recipe]] = []
@@ -315,6 +317,8 @@ class Queries:
             self.queries.append(q)
 
     def apply(self, frame: pl.LazyFrame) -> list[pl.LazyFrame]:
+        if self.rows is not None:
+            frame = frame.filter(self.rows)  # a series: only the rows of the periods this run aggregates
         out = []
         for q in self.queries:
             aggs = [pl.len().cast(pl.Int64).alias("n"), *q.sums.values()]

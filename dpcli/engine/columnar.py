@@ -32,6 +32,7 @@ from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, used_columns
 from dpcli.engine.csv_header import check_regular_file, with_close_names
 from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.parquet_sizes import MAX_PAGE_BYTES
+from dpcli.engine.periods import PERIOD_FIELD, check_period_field, datetime_text, period_field_of
 from dpcli.engine.persons import ID_COLUMN, PersonRows, check_id_field
 from dpcli.errors import TOO_MANY_FILES, InputError, InternalError, ResourceError
 from dpcli.plan.model import Plan
@@ -151,7 +152,8 @@ def typed_column(column: Column, dtype: pl.DataType, max_bytes: int = DEFAULT_MA
 def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str], id_field: str | None = None) -> pl.LazyFrame:
     """The ``used`` columns of a typed frame as the engine's expressions take them (see ``typed_column``), and the
     ``id_field``'s canonical text as ``persons.ID_COLUMN`` (a person-level release)."""
-    if not used and id_field is None:
+    period_field = period_field_of(spec)
+    if not used and id_field is None and period_field is None:
         return frame  # a release of plain counts: selecting no column would leave no rows to count
     schema = frame.collect_schema()
     # with_columns, not select: a column without text is a null literal, which a select of literals alone would
@@ -162,6 +164,14 @@ def typed_frame(frame: pl.LazyFrame, spec: Spec, used: list[str], id_field: str 
         text = cell_text(id_field, schema[id_field], longest)
         columns.append((pl.lit(None, dtype=pl.String()) if text is None else text).alias(ID_COLUMN))
         used = [*used, ID_COLUMN]
+    if period_field is not None:
+        dtype = schema[period_field]
+        if isinstance(dtype, pl.Datetime):  # a timestamp: its instant (naive: UTC), as the period rule reads text
+            text = datetime_text(pl.col(period_field), dtype.time_zone)
+        else:
+            text = cell_text(period_field, dtype, longest)
+        columns.append((pl.lit(None, dtype=pl.String()) if text is None else text).alias(PERIOD_FIELD))
+        used = [*used, PERIOD_FIELD]
     return frame.with_columns(columns).select(used)
 
 
@@ -224,7 +234,9 @@ def collect_columnar(
 ) -> list[pl.DataFrame]:
     """The engine's ``queries`` over a Parquet/Arrow IPC file, on the streaming engine (bounded memory)."""
     scan = scan_columnar(path, fmt, spec.columns.keys())
-    check_sizes(path, fmt, used, max_input_bytes)
+    check_period_field(path, scan.collect_schema().names(), spec, "schema")
+    period_field = period_field_of(spec)
+    check_sizes(path, fmt, [*used, *([] if period_field is None else [period_field])], max_input_bytes)
     frame = typed_frame(scan, spec, used)
     planned = queries(frame)
     check_streaming(planned)

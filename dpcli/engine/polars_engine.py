@@ -44,6 +44,7 @@ from dpcli.engine.columnar import (
 from dpcli.engine.csv_header import check_header
 from dpcli.engine.inputs import DEFAULT_MAX_INPUT_BYTES
 from dpcli.engine.lines import LineRepair, QuotedChunk, quoted_chunks, reading
+from dpcli.engine.periods import PERIOD_FIELD, check_period_field, period_field_of
 from dpcli.engine.persons import ID_COLUMN, SECRET_BYTES, PersonRows, check_id_field, swap_rows
 from dpcli.engine.source import CsvLayout, CsvSource, OnBytes
 from dpcli.engine.source import input_format as input_format_of
@@ -90,14 +91,17 @@ class LineReader:
 
 def line_reader(
     columns: Mapping[str, Column], header: list[str], used: list[str], eol: bytes, delimiter: str = ",",
-    id_field: str | None = None,
+    id_field: str | None = None, period_field: str | None = None,
 ) -> LineReader:
     """A reader of lines as ``used`` columns of ``columns`` (a spec's, by name). ``id_field``: a person-level
-    release's id field, read as text under the name ``persons.ID_COLUMN``."""
+    release's id field, read as text under the name ``persons.ID_COLUMN``; ``period_field``: a series' period field,
+    read as text under the name ``periods.PERIOD_FIELD``."""
     typed = column_types(columns, used)
     fields = [(name, name, typed[name]) for name in used]  # (field in the file, name in the frame, type)
     if id_field is not None:
         fields.append((id_field, ID_COLUMN, pl.String()))
+    if period_field is not None:
+        fields.append((period_field, PERIOD_FIELD, pl.String()))
     position = {name: i for i, name in enumerate(header)}  # unique: check_header refused duplicates
     schema: dict[str, pl.DataType] = {f"c{i}": pl.String() for i in range(len(header))}
     for field, _, dtype in fields:
@@ -140,9 +144,11 @@ class LineAggregator:
         self.used = used_columns(spec)
         self.eol = layout.eol
         position = {name: i for i, name in enumerate(layout.names)}
-        id_field = spec.id_column
-        self.reader = line_reader(spec.columns, list(layout.names), self.used, layout.eol, layout.delimiter, id_field)
-        fields = [*self.used, *([] if id_field is None else [id_field])]
+        id_field, period_field = spec.id_column, period_field_of(spec)
+        self.reader = line_reader(spec.columns, list(layout.names), self.used, layout.eol, layout.delimiter, id_field,
+                                  period_field)
+        fields = [*self.used, *([] if id_field is None else [id_field]), *([] if period_field is None else
+                                                                           [period_field])]
         self.repair = LineRepair({position[name] for name in fields}, layout.eol, layout.delimiter)
         self.biggest = largest_term(plan)
         self._queries: dict[bool, Queries] = {}
@@ -332,6 +338,7 @@ def check_input(spec: Spec, path: Path, input_format: str | None = None) -> list
     if is_columnar(fmt):
         names = scan_columnar(path, fmt, spec.columns.keys()).collect_schema().names()
         check_id_field(path, names, spec, "schema")
+        check_period_field(path, names, spec, "schema")
         return names
     with CsvSource(path, spec, fmt) as source:
         check_fields(path, source.header.names, spec, source.delimiter)
@@ -343,6 +350,7 @@ def check_fields(path: Path, header: list[str], spec: Spec, delimiter: str = ","
     (exit 3 otherwise)."""
     check_header(path, header, spec.columns.keys(), delimiter)
     check_id_field(path, header, spec, "header")
+    check_period_field(path, header, spec, "header")
 
 
 def _panic(exc: BaseException, path: Path) -> InternalError | ResourceError:
@@ -370,7 +378,8 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     layout = source.header
     spec = plan.spec
     used = used_columns(spec)
-    reader = line_reader(spec.columns, layout.names, used, layout.eol, source.delimiter, spec.id_column)
+    reader = line_reader(spec.columns, layout.names, used, layout.eol, source.delimiter, spec.id_column,
+                         period_field_of(spec))
     queries = Queries(plan, pl.Int128())
     skip = 1 if spec.csv.header else 0
     frame = _project(
@@ -378,7 +387,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     )
     # A release of plain counts reads no column: polars would then count records with its FAST COUNT, which runs on
     # the in-memory engine; without projection pushdown it counts them in the stream like any other query
-    flags = pl.QueryOptFlags(projection_pushdown=False) if not used else pl.QueryOptFlags()
+    flags = pl.QueryOptFlags(projection_pushdown=False) if not used and spec.series is None else pl.QueryOptFlags()
     planned = queries.apply(frame)
     if persons is None:
         check_streaming(planned, flags)  # bounded memory, or exit 1 before anything is read

@@ -97,6 +97,9 @@ class Plan:
     spec: Spec
     statistics: tuple[StatisticPlan, ...]
     confidence: Fraction = Fraction(95, 100)  # of every error half-width and interval (the spec's ``confidence:``)
+    # a series (issue 26): the periods whose rows the exact aggregates are of (the engine filters rows on their own
+    # period field); None for a release that is not a series
+    periods: frozenset[int] | None = None
 
     # Totals are computed once per plan (cached_property writes the instance's __dict__, which a frozen dataclass
     # allows): render and build_table read them per statistic, which made 4,000 statistics take 46 s to print.
