@@ -8,12 +8,12 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar
 
 from dpcli.core.accounting import (
     Budget,
@@ -25,14 +25,14 @@ from dpcli.core.accounting import (
     round_up_to,
     zcdp_to_epsilon,
 )
-from dpcli.errors import BudgetRefused, LedgerError, ReleaseIdPaid, ReleaseIdTaken, UsageError
+from dpcli.errors import BudgetRefused, InternalError, LedgerError, ReleaseIdPaid, ReleaseIdTaken, UsageError
 
 GENESIS = "0" * 64
 # Seconds a command waits for the ledger's lock before exit 5 (the CLI's --lock-timeout default), and the most it
 # may be set to (as --input-timeout's: a finite wait, within PostgreSQL's lock_timeout range of 2^31 - 1 ms).
 DEFAULT_LOCK_TIMEOUT = 30.0
 MAX_LOCK_TIMEOUT = 1_000_000.0  # seconds (11.6 days): longer is a mistake, and inf or nan would mean no deadline
-RECORD_TYPES = ("cap", "spend", "released")
+RECORD_TYPES = ("cap", "spend", "released", "pieces")
 
 # Every spend is charged rounded UP to a multiple of 10^-18 (pure epsilon and rho alike), so the sum of any number
 # of spends has a denominator dividing 10^18 (squares: 2 * 10^36) however long the exact shares of a spec were:
@@ -58,6 +58,8 @@ def within_limits(x: Fraction) -> bool:
     """Numerator and denominator have at most MAX_DIGITS digits (compared as integers: str() of a huge int raises)."""
     return abs(x.numerator) < _LIMIT and x.denominator < _LIMIT
 
+
+T = TypeVar("T")
 
 # The fields a command hands the ledger for a new record (before its seq, link, time and MAC): one shape per record
 # type, as written since dpcli 0.2. A record read back is a dict[str, Any] until _check_shape has checked its types.
@@ -104,12 +106,15 @@ class RandomizedFields(TypedDict):
 
 
 class DeliveryFields(TypedDict):
-    """What a ``released`` record names of its delivery (``Delivery.fields``)."""
+    """What a ``released`` record names of its delivery (``Delivery.fields``); a series' period (issue 26): the
+    period and the pieces its frozen table was made from."""
 
     release_id: str
     table_sha256: str
     output_sha256: NotRequired[str]
     randomized: NotRequired[list[RandomizedFields]]
+    period: NotRequired[int]
+    pieces: NotRequired[list[str]]
 
 
 class ReleasedFields(DeliveryFields):
@@ -117,7 +122,24 @@ class ReleasedFields(DeliveryFields):
     release_key: str
 
 
-NewFields = CapFields | SpendFields | PaidSpendFields | ReleasedFields
+class PieceFields(TypedDict):
+    """One noisy piece of a series, as its ``pieces`` record names it: its id and the sha256 of its stored bytes."""
+
+    id: str
+    sha256: str
+
+
+class PiecesFields(TypedDict):
+    """A series' ``pieces`` record (issue 26): the pieces one run drew and stored, chained to the series' charge."""
+
+    type: Literal["pieces"]
+    dataset: str
+    series_key: str  # the charge's release key
+    charge: int  # the seq of the spend record that paid for the series
+    pieces: list[PieceFields]
+
+
+NewFields = CapFields | SpendFields | PaidSpendFields | ReleasedFields | PiecesFields
 
 
 @dataclass(frozen=True)
@@ -280,11 +302,14 @@ def verify_chain(records: Iterable[Record], key: bytes | None, where: str) -> st
 # The fields each record type needs, and the JSON type of every field dpcli reads (others, such as a 0.1 record's
 # input_sha256, are hashed and otherwise ignored). A record that hashes correctly but breaks these (a forged chain
 # without a key, or a bug) is refused with exit 5 here, before any code trusts its types.
-_REQUIRED = {"cap": ("dataset", "epsilon"), "spend": ("dataset", "epsilon"), "released": ("release_key",)}
+_REQUIRED = {
+    "cap": ("dataset", "epsilon"), "spend": ("dataset", "epsilon"), "released": ("release_key",),
+    "pieces": ("dataset", "series_key", "charge", "pieces"),
+}
 _TYPES: dict[str, type] = {
     "prev": str, "time": str, "dataset": str, "epsilon": str, "delta": str, "rho": str, "raise": bool, "unit": str,
     "neighbours": str, "release_id": str, "release_key": str, "spec_sha256": str, "table_sha256": str, "mac": str,
-    "meaning": str, "spec_name": str,
+    "meaning": str, "spec_name": str, "series_key": str,
 }
 
 
@@ -301,6 +326,18 @@ def _check_shape(f: dict[str, Any], seq: int, where: str) -> None:
     stats = f.get("statistics")
     if stats is not None and not (isinstance(stats, list) and all(isinstance(x, str) for x in stats)):
         raise LedgerError(f"ledger {where}: record {seq} has a malformed statistics list")
+    if f["type"] == "pieces":
+        pieces = f["pieces"]
+        if type(f["charge"]) is not int or not (isinstance(pieces, list) and pieces and all(
+            isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("sha256"), str)
+            and HEX_HEAD.fullmatch(p["sha256"]) for p in pieces
+        )):
+            raise LedgerError(f"ledger {where}: record {seq} has a malformed pieces list")
+    period_pieces = f.get("pieces") if f["type"] == "released" else None
+    if period_pieces is not None and not (
+        isinstance(period_pieces, list) and all(isinstance(x, str) for x in period_pieces)
+    ):
+        raise LedgerError(f"ledger {where}: record {seq} has a malformed pieces list")
 
 
 def head_mac(key: bytes, seq: int, head: str) -> str:
@@ -578,11 +615,16 @@ class Delivery:
     table_sha256: str
     output_sha256: str | None = None
     randomized: tuple[RandomizedColumn, ...] = ()
+    period: int | None = None  # a series' period (its frozen table)
+    pieces: tuple[str, ...] = ()  # ... and the pieces it was made from
 
     def fields(self) -> DeliveryFields:
         out: DeliveryFields = {"release_id": self.release_id, "table_sha256": self.table_sha256}
         if self.output_sha256 is not None:
             out["output_sha256"] = self.output_sha256
+        if self.period is not None:
+            out["period"] = self.period
+            out["pieces"] = list(self.pieces)
         if self.randomized:
             out["randomized"] = [
                 {"column": c.column, "epsilon": format_exact(c.epsilon), "keys_sha256": c.keys_sha256}
@@ -684,6 +726,37 @@ def spend_fields(
     return paid
 
 
+def piece_key(series_key: str, piece: str) -> str:
+    """A series' piece's name in the store: a hash of the series' key (its charge's release key) and the piece id."""
+    return hashlib.sha256(f"piece\0{series_key}\0{piece}".encode()).hexdigest()[:40]
+
+
+def period_key(series_key: str, period: int) -> str:
+    """A series' period's name in the ledger and the store (its frozen table, its ``released`` record)."""
+    return hashlib.sha256(f"period\0{series_key}\0{period}".encode()).hexdigest()[:40]
+
+
+def recorded_pieces(records: Iterable[Record], series_key: str) -> dict[str, str]:
+    """The pieces of the series ``series_key`` that ``pieces`` records name: id -> the sha256 of its stored bytes."""
+    out: dict[str, str] = {}
+    for rec in records:
+        if rec.type == "pieces" and rec.get("series_key") == series_key:
+            for piece in rec.get("pieces"):
+                out.setdefault(str(piece["id"]), str(piece["sha256"]))
+    return out
+
+
+def released_record(records: Iterable[Record], key: str) -> Record | None:
+    """The ``released`` record of ``key`` (a release's or a series period's), if any."""
+    return next((r for r in records if r.type == "released" and r.get("release_key") == key), None)
+
+
+# A backend's store-and-append under its writers' lock (``Ledger._locked``): the verified records, ``store(key,
+# bytes)`` and ``append(fields)`` (once).
+Store = Callable[[str, bytes], None]
+Append = Callable[[NewFields], Record]
+
+
 _AGAINST = {"argument": "published head", "option": "--against"}
 
 
@@ -765,6 +838,88 @@ class Ledger(ABC):
             lambda records: {**delivery.fields(), "type": "released", "release_key": release_key},
             "recording the release",
         )
+
+    # -- a series' pieces and frozen periods (issue 26): stored, then recorded, under the writers' lock --------
+
+    @abstractmethod
+    def _locked(self, body: Callable[[list[Record], Store, Append], T]) -> T:
+        """``body(records, store, append)`` under the writers' lock: the verified records, a store write and one
+        append (``new_record``), with the backend's durability (PostgreSQL: one transaction)."""
+
+    def draw_pieces(
+        self, dataset: str, series_key: str, charge: int, wanted: Sequence[str],
+        draw: Callable[[list[str]], Mapping[str, bytes]], before_draw: Callable[[], None] | None = None,
+    ) -> dict[str, bytes]:
+        """The pieces of ``wanted`` that no record names yet, drawn (``draw(missing)``) under the writers' lock,
+        each stored, THEN one ``pieces`` record naming their ids and sha256 (a piece stored and not recorded, by a
+        run killed between the two, was never used: it is drawn again). A piece already recorded is never drawn
+        again: a concurrent run that needs it finds the record under the lock. Returns the pieces drawn here."""
+
+        def body(records: list[Record], store: Store, append: Append) -> dict[str, bytes]:
+            known = recorded_pieces(records, series_key)
+            missing = [p for p in wanted if p not in known]
+            if not missing:
+                return {}
+            if before_draw is not None:
+                before_draw()
+            drawn = dict(draw(missing))
+            if sorted(drawn) != sorted(missing):
+                raise InternalError("a series' draw returned other pieces than it was asked for")
+            for piece in missing:
+                store(piece_key(series_key, piece), drawn[piece])
+            append({"type": "pieces", "dataset": dataset, "series_key": series_key, "charge": charge,
+                    "pieces": [{"id": p, "sha256": hashlib.sha256(drawn[p]).hexdigest()} for p in missing]})
+            return drawn
+
+        return self._locked(body)
+
+    def load_piece(self, series_key: str, piece: str, records: list[Record] | None = None) -> bytes:
+        """A recorded piece's stored bytes; LedgerError (exit 5) when it is missing or altered: a recorded piece is
+        never drawn again (a second draw of the same noisy state would let the two be averaged)."""
+        known = recorded_pieces(self.records() if records is None else records, series_key)
+        if piece not in known:
+            raise InternalError(f"piece {piece} of a series is loaded before it is recorded")
+        data = self.load_table(piece_key(series_key, piece))
+        if data is None or hashlib.sha256(data).hexdigest() != known[piece]:
+            what = "missing from" if data is None else "altered in"
+            raise LedgerError(
+                f"ledger {self.name}: the series' recorded piece {piece} is {what} the store; a recorded piece is "
+                "never drawn again, so the periods that need it cannot be released"
+            )
+        return data
+
+    def frozen_period(self, key: str, records: list[Record] | None = None) -> tuple[Record, bytes] | None:
+        """A series period's frozen table (its ``released`` record and bytes), None when not released; LedgerError
+        when it is missing or altered (a published figure is never made again)."""
+        done = released_record(self.records() if records is None else records, key)
+        if done is None:
+            return None
+        data = self.load_table(key)
+        if data is None or hashlib.sha256(data).hexdigest() != done.get("table_sha256"):
+            raise LedgerError(
+                f"ledger {self.name}: the frozen table of period {done.get('period')} of this series is "
+                f"{'missing from' if data is None else 'altered in'} the store (record {done.seq}); a released period "
+                "is never made again"
+            )
+        return done, data
+
+    def freeze_period(self, key: str, table: bytes, delivery: Delivery) -> tuple[Record, bytes]:
+        """Store a period's table and its ``released`` record under the lock, unless a concurrent run froze it
+        first: then its table is the period's (the one returned)."""
+
+        def body(records: list[Record], store: Store, append: Append) -> tuple[Record, bytes] | None:
+            if released_record(records, key) is not None:
+                return None
+            store(key, table)
+            return append({**delivery.fields(), "type": "released", "release_key": key}), table
+
+        done = self._locked(body)
+        if done is not None:
+            return done
+        frozen = self.frozen_period(key)
+        if frozen is None:  # recorded under the lock a moment ago
+            raise InternalError("a frozen period's record went missing")
+        return frozen
 
     # -- the release store: noisy tables of earlier releases, for idempotent re-runs ---------------------------
 

@@ -28,7 +28,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 from dpcli.core.files import atomic_write, fsync_directory
 from dpcli.errors import LedgerError, UsageError
@@ -36,9 +36,11 @@ from dpcli.ledger.base import (
     DEFAULT_LOCK_TIMEOUT,
     GENESIS,
     HEX_HEAD,
+    Append,
     Ledger,
     NewFields,
     Record,
+    Store,
     check_lock_timeout,
     head_mac,
     lock_timed_out,
@@ -51,6 +53,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _MAX_HEAD_BYTES = 4096  # a head file is ~150 bytes; a bigger one is not ours
 _MAX_REOPEN = 100  # times the ledger may be replaced under us (renamed over) before we give up
 
+
+T = TypeVar("T")
 
 def _strerror(exc: OSError, default: str) -> str:
     return exc.strerror or default
@@ -398,6 +402,14 @@ class JsonlLedger(Ledger):
         try:
             records = self._read(fd)
             return self._append(fd, records, build(records))
+        finally:
+            os.close(fd)
+
+    def _locked(self, body: Callable[[list[Record], Store, Append], T]) -> T:
+        fd = self._lock(write=True)
+        try:
+            records = self._read(fd)
+            return body(records, self.store_table, lambda fields: self._append(fd, records, fields))
         finally:
             os.close(fd)
 

@@ -37,9 +37,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from dpcli.errors import DpcliError, LedgerError, UsageError
 from dpcli.ledger.base import (
     DEFAULT_LOCK_TIMEOUT,
+    Append,
     Ledger,
     NewFields,
     Record,
+    Store,
     canonical,
     check_lock_timeout,
     lock_timed_out,
@@ -369,6 +371,24 @@ class PostgresLedger(Ledger):
             return self._append(cur, records, build(records))  # what build raises rolls the transaction back
 
         return self._write_tx(body, doing)
+
+    def _locked(self, body: Callable[[list[Record], Store, Append], T]) -> T:
+        """One transaction: the pieces (or a period's table) and their record commit together, or neither does."""
+
+        def tx(cur: Any) -> T:
+            records = self._read(cur)
+
+            def store(key: str, data: bytes) -> None:
+                self._check_release_key(key)
+                cur.execute(
+                    f"INSERT INTO {STORE_TABLE} (release_id, table_json) VALUES (%s, %s) "
+                    "ON CONFLICT (release_id) DO UPDATE SET table_json = EXCLUDED.table_json",
+                    (key, bytes(data)),
+                )
+
+            return body(records, store, lambda fields: self._append(cur, records, fields))
+
+        return self._write_tx(tx, "recording a series' pieces")
 
     # -- the release store -------------------------------------------------------------------------------------
 

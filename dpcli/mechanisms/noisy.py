@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from dpcli.errors import InternalError
 
 
 @dataclass(frozen=True)
@@ -29,3 +33,46 @@ class Noisy:
 
 
 Entry = tuple[int, str]  # (code over the declared dimensions, first slowest; open key text)
+
+
+# A series' stored piece (issue 26): the noisy integers of every statistic of a period (or a tree's block), as
+# canonical JSON. Only noisy values: never raw noise, never an exact aggregate.
+_ARRAYS = ("counts", "sums", "choices", "chosen", "squares")
+
+
+def encode_noisy(noisy: list[Noisy]) -> bytes:
+    """The noisy state of a release's statistics as canonical JSON (integers exact, whatever their size)."""
+    doc = []
+    for nz in noisy:
+        if nz.keys is not None:
+            raise InternalError("a series has no open keys: its noisy state has declared cells only")
+        item: dict[str, Any] = {}
+        for name in _ARRAYS:
+            array = getattr(nz, name)
+            if array is not None:
+                item[name] = {"shape": list(np.shape(array)), "values": [int(v) for v in np.ravel(array)]}
+        if nz.interval is not None:
+            item["interval"] = [{"shape": list(np.shape(a)), "values": [int(v) for v in np.ravel(a)]}
+                                for a in nz.interval]
+        doc.append(item)
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_noisy(data: bytes) -> list[Noisy]:
+    """``encode_noisy``'s state back: int64 arrays where every value fits, else arrays of Python integers."""
+
+    def array(part: dict[str, Any]) -> np.ndarray:
+        values = part["values"]
+        fits = all(-(2**62) < v < 2**62 for v in values)
+        return np.array(values, dtype=np.int64 if fits else object).reshape(part["shape"])
+
+    out = []
+    for item in json.loads(data):
+        parts = {name: array(item[name]) if name in item else None for name in _ARRAYS}
+        interval = None
+        if "interval" in item:
+            low, high = (array(a) for a in item["interval"])
+            interval = (low, high)
+        out.append(Noisy(parts["counts"], parts["sums"], None, parts["choices"], parts["chosen"], parts["squares"],
+                         interval))
+    return out

@@ -28,8 +28,9 @@ period spends nothing: under the ledger's lock it finds the charge (``paid_spend
 needs that no run drew yet (a tree's new nodes), stores them and appends one record that chains them to the charge and
 to the previous piece, the same store-then-record order as ``pay`` (a piece is stored before its record, so it is
 never drawn twice; a run that finds it recorded reuses it). That is a second entry of this module beside ``pay``
-(``draw_piece``), sharing ``Paid``, the held signals and the failure report; the periods' outputs are
-``Work.publish`` over the stored pieces, re-runnable like any re-issue.
+(``draw_pieces``, given a ``PieceWork``), sharing ``Paid``, the held signals and the failure report; the first
+period's ``Work.publish`` enters it too, right after the charge. Each period's table is made from the stored pieces
+and frozen (stored, with a ``released`` record naming its pieces): a re-run returns it.
 
 **Synthetic data (issue 27)**: ``pay`` charges selection and measurement as one ``Budget``; ``Work.draw`` makes the
 selections and the noisy marginal measurements (small, exact integers) and returns them as the stored state; the long
@@ -58,7 +59,7 @@ from dpcli.ledger import Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import check_pin, paid_for, release_id_taken, same_meaning
 
 __all__ = [
-    "RELEASE_ID", "Paid", "PaidRun", "Unpaid", "Work", "check_release_id", "leaves_nothing", "run_release_id",
+    "RELEASE_ID", "Paid", "PaidRun", "PieceWork", "Unpaid", "Work", "check_release_id", "leaves_nothing", "run_release_id",
     "spent_then_failed", "what_failed",
 ]
 
@@ -97,8 +98,15 @@ class Paid:
     release_id: str
     named: bool
     stored: bool = False
+    period: int | None = None  # a series' period: the series' charge paid for it (``stored``: its frozen table)
 
     def text(self) -> str:
+        if self.period is not None:
+            paid = f"the series was paid for by ledger {self.ledger} record {self.record}, with no refund"
+            if self.stored:
+                return f"{paid}; period {self.period}'s table is stored"
+            return (f"{paid}; period {self.period}'s table was not stored (the pieces recorded for it are kept and "
+                    "never drawn again)")
         paid = f"the release was paid for by ledger {self.ledger} record {self.record}, with no refund"
         if not self.stored:
             return f"{paid}; its table was not stored, so release id '{self.release_id}' can never be written"
@@ -109,6 +117,8 @@ class Paid:
         return {"record": self.record, "release_id": self.release_id, "stored": self.stored}
 
     def hint(self) -> str | None:
+        if self.period is not None:
+            return f"re-run with --period {self.period}: nothing is spent, and no recorded piece is drawn again"
         if not self.stored:
             return None
         again = f"--release-id {self.release_id}" + ("" if self.named else " (the id this run drew)")
@@ -171,6 +181,21 @@ class Work(Protocol[R_co]):
 
     def drop(self) -> None:
         """This run will not draw (another run paid for the id): free the exact data."""
+        ...
+
+
+class PieceWork(Protocol[R_co]):
+    """A series period's part of a paid run (issue 26), after the series' charge: ``draw_pieces`` draws, stores
+    and records the pieces no run drew yet, under the ledger's lock (``hold_from_here`` is called there, before the
+    first draw); ``finish`` makes the period's table from the stored pieces, freezes it and writes it."""
+
+    key: str  # the period's name in the ledger (its frozen table's key)
+    period: int
+
+    def draw_pieces(self, charge: Record, hold_from_here: Callable[[], None]) -> None:
+        ...
+
+    def finish(self, charge: Record, paid: Paid) -> R_co:
         ...
 
 
@@ -267,6 +292,25 @@ class PaidRun:
                     hold.release()
                 raise failure from None
         return done
+
+    def draw_pieces(self, charge: Record, work: PieceWork[R]) -> R:
+        """The protocol's second entry: a series' period after its charge (``charge``, the spend that paid for the
+        series, by this run or an earlier one). Spends nothing: under the ledger's lock the pieces the period needs
+        that no run drew yet are drawn, stored and recorded, signals held from the first draw until they are; then
+        the period's table is made from the stored pieces. A failure is exit 5 naming the charge and whether the
+        period's table is stored, as ``pay``'s is."""
+        book = self.book
+        paid = Paid(book.name, charge.seq, self.release_id, self.named, period=work.period)
+        with signals.Held() as hold:
+            try:
+                work.draw_pieces(charge, hold.hold_from_here)
+                hold.release()  # a signal that came meanwhile is raised here, and reported below with the charge
+                return work.finish(charge, paid)
+            except BaseException as exc:  # noqa: BLE001 - after the charge every failure must name what was paid
+                failure = spent_then_failed(exc, paid, book, work.key)
+                with contextlib.suppress(KeyboardInterrupt, Interrupted):
+                    hold.release()
+                raise failure from None
 
     def reissue(self, work: Work[R]) -> R:
         """Publish again the stored state of the release paid for under this id (same numbers, no new noise, no

@@ -204,7 +204,7 @@ class _TableWork:
         if table is None:
             raise InternalError("a release is published after its table is drawn")
         meta = release_metadata(self.plan, spend, spend.hash)
-        out_sha = _write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
+        out_sha = write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
         self.say("output written")
         status = self.book.status(self.plan.spec.dataset)
         done = Release(self.plan, table, spend, status, self.output_path, out_sha, self.book.name, self.release_id,
@@ -215,7 +215,7 @@ class _TableWork:
         """The stored table written again: same numbers, no new noise, no spend."""
         table = load_stored_table(self.book, self.release_id, spend, stored)
         meta = {**release_metadata(self.plan, spend, spend.hash, table.contract), "reissued": True}
-        out_sha = _write_outputs(table, self.output_path, self.fmt, meta, Unpaid.reissue(spend), self.meta_path)
+        out_sha = write_outputs(table, self.output_path, self.fmt, meta, Unpaid.reissue(spend), self.meta_path)
         status = self.book.status(self.plan.spec.dataset)
         done = Release(self.plan, table, spend, status, self.output_path, out_sha, self.book.name, self.release_id,
                        meta, reused=True)
@@ -274,7 +274,7 @@ class _Pages:
         return done
 
 
-def _write_outputs(
+def write_outputs(
     table: Table, output_path: Path | None, fmt: str, meta: dict[str, Any], paid: Paid | Unpaid,
     meta_path: Path | None = None,
 ) -> str:
@@ -364,7 +364,7 @@ def _release_frequencies(
         "input_sha256": vouchers[0].get("output_sha256"),
         "ledger": {"name": book.name, "randomize_records": sorted({r.seq for r in vouchers})},
     }
-    out_sha = _write_outputs(table, output_path, fmt, meta, _FREQUENCY)
+    out_sha = write_outputs(table, output_path, fmt, meta, _FREQUENCY)
     say("output written")
     return Release(plan, table, vouchers[0], book.status(spec.dataset), output_path, out_sha, book.name, release_id,
                    meta)

@@ -59,6 +59,7 @@ from dpcli.specs.v1 import (
     MAX_CANDIDATES,
     MAX_CELLS,
     PERIOD_COLUMN,
+    SPAN_COLUMN,
     POSTPROCESS,
     PRIVACY,
     QUANTILE_COLUMN,
@@ -616,6 +617,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
     present = {
         QUANTILE_COLUMN: any(isinstance(st, Quantile) for st in stats),
         PERIOD_COLUMN: "series" in top,
+        SPAN_COLUMN: "series" in top,
         FLAG_COLUMN: any(p.small_cells is not None for p in (postprocess or {}).values()),
     }
     for i, st in zip(stat_index, stats, strict=True):

@@ -78,12 +78,13 @@ DESCRIBING_COLUMNS = ("kind", "column")
 BIN_COLUMNS = ("bin_low", "bin_high")
 QUANTILE_COLUMN = "quantile"
 PERIOD_COLUMN = "period"  # a series' table: the period each row is of (1..T)
+SPAN_COLUMN = "span"  # ... and what a row's value spans: the period's own value, or the running total to date
 FIXED_COLUMNS_AFTER = ("value", "ci_low", "ci_high", "epsilon")
 RHO_COLUMN = "rho"
 FLAG_COLUMN = "flag"
 OUTPUT_COLUMNS = (
     STATISTIC_COLUMN, *FIXED_COLUMNS_AFTER, RHO_COLUMN, *DESCRIBING_COLUMNS, *BIN_COLUMNS, QUANTILE_COLUMN, FLAG_COLUMN,
-    PERIOD_COLUMN,
+    PERIOD_COLUMN, SPAN_COLUMN,
 )
 # The two the table has only in some releases, with the releases that have them: a dimension of that name is
 # refused there only (a data column called flag is common, and a table without a small-cell policy has no flag
@@ -92,6 +93,7 @@ OUTPUT_COLUMNS = (
 SOMETIMES_COLUMNS = {
     QUANTILE_COLUMN: "a release with a quantile (the level)",
     PERIOD_COLUMN: "a series (the period)",
+    SPAN_COLUMN: "a series (a value's span: period or to_date)",
     FLAG_COLUMN: "a release with a small-cell policy (postprocess: small_cells)",
 }
 ALWAYS_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c not in SOMETIMES_COLUMNS)

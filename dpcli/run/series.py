@@ -1,0 +1,438 @@
+"""A series' period (issue 26): ``release_period(spec, period=N)`` releases period N of a spec with ``series:``.
+
+    spec -> the period (--period, or a date-like release id) -> refusals (exit 2: no series, T + 1, unfinished,
+         a person unit, Spark, a design not served) -> prepare (the series' charge key, the ledger) -> a frozen
+         table of that period: written again, nothing read or spent
+         -> [the input, when a piece the period needs is not drawn yet: its rows of that period only]
+         -> no charge yet: PaidRun.pay (the series' whole budget, once) -> draw_pieces -> the period's table
+            a charge:     PaidRun.draw_pieces (nothing spent) -> the period's table
+
+A period's piece (``p<t>``) is the noisy state of every statistic from that period's rows, at the per-period budget,
+drawn once, under the ledger's lock, stored and recorded before anything is made from it. The period's table is
+made from its piece (its own values) and, when every earlier period's piece is recorded, from theirs too (the running
+total to date of the linear statistics, with an interval from a rigorous tail bound of the summed noise), then
+frozen: stored with a ``released`` record naming its pieces. A re-run returns the frozen table; a published figure
+is never revised (no vintages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcli.core.accounting import format_exact
+from dpcli.engine import ExactStatistic, aggregate, check_input
+from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
+from dpcli.errors import InternalError, UsageError
+from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Record
+from dpcli.ledger.base import period_key, recorded_pieces
+from dpcli.mechanisms.noise import draw_noise
+from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
+from dpcli.plan.model import Plan, StatisticPlan
+from dpcli.plan.series import SeriesPlan, make_series_plan
+from dpcli.postprocess.series import linear_halfwidth, sum_periods
+from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
+from dpcli.publish.columns import Ints, Texts
+from dpcli.publish.sidecar import release_metadata
+from dpcli.publish.store import decode_table, encode_table
+from dpcli.publish.table import Block, Table, build_table
+from dpcli.run.paid import Paid, PaidRun, Unpaid
+from dpcli.run.prepare import prepare
+from dpcli.run.release import Release, write_outputs
+from dpcli.specs.kinds import KINDS, Value
+from dpcli.specs.load import load_spec
+from dpcli.specs.meaning import canonical
+from dpcli.specs.model import Series, Spec
+from dpcli.specs.v1 import PERIOD_COLUMN, SPAN_COLUMN
+
+__all__ = ["SERIES_RELEASE_ID", "PeriodError", "choose_period", "expected_errors", "release_period"]
+
+# The release id of a series' charge: one per dataset and spec name (dpcli.ledger.base.rerun_key), so a second
+# series on one dataset needs its own `name:` (and is its own charge)
+SERIES_RELEASE_ID = "series"
+_DATE_ID = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T_](\d{2})(?::?(\d{2}))?)?")
+
+
+def choose_period(series: Series, period: int | None, release_id: str | None) -> int:
+    """The period a run releases: ``--period N``, or the period whose span holds the instant a date-like release id
+    names (``2027-01-05``, ``2027-01-05T06``, ``2027-01-05T06:30``: UTC). Both given and disagreeing, neither
+    given, or an id that names no period: UsageError (exit 2)."""
+    from_id = None
+    if release_id is not None:
+        match = _DATE_ID.fullmatch(release_id)
+        if match is not None and not series.period.indexed:
+            day, hour, minute = match.group(1), match.group(2) or "00", match.group(3) or "00"
+            try:
+                instant = datetime.fromisoformat(f"{day}T{hour}:{minute}:00+00:00")
+            except ValueError:
+                instant = None
+            if instant is not None and series.period.every is not None:
+                from_id = (instant - series.period.start_time()) // timedelta(seconds=series.period.every) + 1
+        if from_id is None and period is None:
+            raise UsageError(
+                f"release id '{release_id[:60]}' names no period of this series (a date like 2027-01-05 does, for a "
+                "series with a start)", hint="give --period N"
+            )
+    if period is not None and from_id is not None and period != from_id:
+        raise UsageError(f"--period {period} and release id '{release_id}' (period {from_id}) disagree",
+                         hint="give one of them")
+    chosen = period if period is not None else from_id
+    if chosen is None:
+        raise UsageError("a spec with a series releases one period per run", hint="give --period N (1..T)")
+    return int(chosen)
+
+
+def check_period(series: Series, t: int, allow_unfinished: bool, now: datetime | None = None) -> None:
+    """Period t is one of the series' and has ended (by the clock, which is public): UsageError (exit 2) otherwise,
+    before anything is read or spent."""
+    if t < 1:
+        raise UsageError(f"period {t} is not a period of this series: its periods are 1..{series.periods}")
+    if t > series.periods:
+        raise UsageError(
+            f"period {t} is past the series' horizon of {series.periods} periods: this series is complete",
+            hint="start the next series with a new spec `name:` (and, for dates, a new `start:`): it is a new charge",
+        )
+    if allow_unfinished or series.period.indexed:
+        return
+    _start, end = series.period.bounds(t)
+    if (now or datetime.now(UTC)) < end:
+        raise UsageError(
+            f"period {t} has not ended (it ends at {end.isoformat()}): rows may still arrive",
+            hint="wait for its end, or pass --allow-unfinished (rows arriving later never count in it)",
+        )
+
+
+@dataclass(frozen=True)
+class PeriodError:
+    """A linear statistic's expected error at period t (the spec's confidence, in its units): its own value's and
+    its running total's."""
+
+    statistic: str
+    period: int
+    value: float
+    to_date: float
+
+
+def expected_errors(splan: SeriesPlan, t: int) -> list[PeriodError]:
+    """The half-widths a period-t table's linear statistics have (the first noise part of each: a count's, a sum's,
+    a mean's sum): the period's own value and the running total over 1..t (per_period: the sum of t noises, by the
+    rigorous bound of dpcli.postprocess.series)."""
+    plan = splan.per_period
+    if plan is None:
+        return []
+    confidence = float(plan.confidence)
+    out = []
+    for sp in plan.statistics:
+        if not KINDS[sp.statistic.kind].linear:
+            continue
+        comp = sp.components[0]
+        unit = float(comp.unit)
+        total = linear_halfwidth(np.ones(t), comp.mechanism, _parameter(sp, 0), confidence)
+        out.append(PeriodError(sp.statistic.name, t, comp.halfwidth(confidence) * unit, total * unit))
+    return out
+
+
+def _parameter(sp: StatisticPlan, index: int) -> Fraction:
+    comp = sp.components[index]
+    return comp.required_variance() if comp.mechanism == "discrete_gaussian" else comp.required_scale()
+
+
+def release_period(
+    spec: Spec | str | Path,
+    *,
+    period: int | None = None,
+    release_id: str | None = None,
+    allow_unfinished: bool = False,
+    input: str | Path | None = None,  # noqa: A002 - the contract's name
+    output: str | Path | None = None,
+    ledger: str | Path | Ledger | None = None,
+    fmt: str | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    input_timeout: float | None = DEFAULT_INPUT_TIMEOUT,
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+    progress: Callable[[str], None] | None = None,
+    input_format: str | None = None,
+    engine: str | None = None,
+    on_input_bytes: Callable[[int, int | None], None] | None = None,
+    sidecar: str | Path | None = None,
+    now: datetime | None = None,
+) -> Release:
+    """Release period ``period`` (or the one a date-like ``release_id`` names) of a spec with ``series:``; the other
+    arguments are ``release``'s. The first period released (whichever it is) makes the series' one charge; later
+    ones spend nothing. A period already released returns its frozen table, reading no input."""
+    say = progress or (lambda _msg: None)
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    if spec.series is None:
+        raise UsageError("this spec has no series: --period is for a spec with `series:`")
+    series = spec.series
+    t = choose_period(series, period, release_id)
+    check_period(series, t, allow_unfinished, now)
+    if series.running:
+        raise UsageError(
+            f"series design {series.design} is planned (`dpcli plan`) but not released by this version: only "
+            "design per_period is", hint="use design: per_period"
+        )
+    if spec.privacy.person is not None:
+        raise UsageError(
+            "a per_period series under a person unit needs a renewing-cap dataset (a person present in k periods "
+            "has k times the budget), which this ledger does not offer", hint="use unit: row"
+        )
+    if (engine or spec.engine) == "spark":
+        raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
+                         hint="use --engine polars")
+    splan = make_series_plan(spec)
+    ready = prepare(
+        spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=SERIES_RELEASE_ID,
+        lock_timeout=lock_timeout, input_timeout=input_timeout, input_format=input_format, engine=engine,
+        sidecar=sidecar, say=say,
+    )
+    book, run = ready.book, ready.run
+    series_key = run.key
+    plan = dataclasses.replace(splan.main, periods=frozenset({t}))
+    work = _PeriodWork(plan, splan, book, run, t, period_key(series_key, t), series_key, ready.output, ready.fmt,
+                       ready.meta, say)
+    charge = ready.paid
+    if charge is not None:
+        frozen = book.frozen_period(work.key, ready.records)
+        if frozen is not None:
+            say(f"period {t} of this series is released: returning its frozen table, reading no input")
+            return work.rewrite(charge, frozen[1])
+    if charge is None or work.piece not in recorded_pieces(ready.records, series_key):
+        with InputFile(ready.source, ready.input_timeout, max_input_bytes, on_input_bytes) as src:
+            if src.spooled:
+                say("input spooled")
+            check_input(spec, src.path, ready.input_format)
+            say("header has every declared column and the period field")
+            work.exact = aggregate(plan, src.path, input_format=ready.input_format, on_bytes=on_input_bytes,
+                                   max_input_bytes=max_input_bytes)
+            say(f"exact aggregates of period {t}'s rows computed")
+    if charge is None:
+        return run.pay(work)
+    return run.draw_pieces(charge, work)
+
+
+@dataclass
+class _PeriodWork:
+    """One period's part of the paid run: the series' charge (``pay``'s Work: its stored state is the series'
+    manifest, public facts only), then its pieces and its frozen table (``draw_pieces``' PieceWork)."""
+
+    plan: Plan  # the per-period plan, restricted to this period's rows
+    splan: SeriesPlan
+    book: Ledger
+    run: PaidRun
+    period: int
+    key: str  # the period's frozen table's name
+    series_key: str
+    output_path: Path | None
+    fmt: str
+    meta_path: Path | None
+    say: Callable[[str], None]
+    exact: list[ExactStatistic] | None = None
+    drawn: dict[str, bytes] = field(default_factory=dict)
+    waiting_for: str = "its charge"
+    stored_note: str = "series charged"
+
+    @property
+    def piece(self) -> str:
+        return f"p{self.period}"
+
+    # -- the charge (PaidRun.pay's Work) -------------------------------------------------------------------------
+
+    def draw(self) -> bytes:
+        """The charge's stored state: the series' manifest (its horizon, design and period rule); no noise."""
+        series = self.splan.series
+        return json.dumps({"series": canonical(series), "charge": {"epsilon": format_exact(self.splan.charge.epsilon),
+                                                                   "rho": format_exact(self.splan.charge.rho)}},
+                          sort_keys=True, separators=(",", ":")).encode()
+
+    def delivery(self, release_id: str, stored_sha256: str) -> Delivery:
+        return Delivery(release_id, stored_sha256)
+
+    def publish(self, spend: Record, paid: Paid) -> Release:
+        return self.run.draw_pieces(spend, self)
+
+    def republish(self, spend: Record, stored: bytes) -> Release:
+        """A concurrent run charged the series first: this period goes on from its charge."""
+        return self.run.draw_pieces(spend, self)
+
+    def unstored(self, released: bool) -> str:
+        return "its manifest was never stored" if not released else "its stored manifest is missing"
+
+    def drop(self) -> None:
+        """Kept: a run that lost the charge's race still draws its own period's piece."""
+
+    # -- the period (PaidRun.draw_pieces' PieceWork) -------------------------------------------------------------
+
+    def draw_pieces(self, charge: Record, hold_from_here: Callable[[], None]) -> None:
+        self.drawn = self.book.draw_pieces(
+            self.plan.spec.dataset, self.series_key, charge.seq, [self.piece], self._draw, before_draw=hold_from_here
+        )
+        self.exact = None
+        if self.drawn:
+            self.say(f"piece {self.piece} drawn, stored and recorded")
+
+    def _draw(self, missing: list[str]) -> Mapping[str, bytes]:
+        if missing != [self.piece] or self.exact is None:
+            raise InternalError(f"period {self.period} draws its own piece, from its exact aggregates")
+        return {self.piece: encode_noisy(draw_noise(self.plan, self.exact))}
+
+    def finish(self, charge: Record, paid: Paid) -> Release:
+        records = self.book.records()
+        known = recorded_pieces(records, self.series_key)
+
+        def piece(t: int) -> list[Noisy]:
+            name = f"p{t}"
+            data = self.drawn.get(name)
+            return decode_noisy(data if data is not None else self.book.load_piece(self.series_key, name, records))
+
+        own = piece(self.period)
+        earlier = range(1, self.period)
+        to_date = [piece(t) for t in earlier] if all(f"p{t}" in known for t in earlier) else None
+        table = period_table(self.plan, self.period, own, to_date)
+        used = [f"p{t}" for t in range(1, self.period + 1)] if to_date is not None else [self.piece]
+        data = encode_table(table)
+        delivery = Delivery(f"{SERIES_RELEASE_ID}:period-{self.period}", hashlib.sha256(data).hexdigest(),
+                            period=self.period, pieces=tuple(used))
+        _done, frozen = self.book.freeze_period(self.key, data, delivery)
+        paid.stored = True
+        self.say(f"period {self.period}'s table frozen")
+        return self._write(charge, decode_table(frozen), paid)
+
+    def rewrite(self, charge: Record, frozen: bytes) -> Release:
+        return self._write(charge, decode_table(frozen), Unpaid(
+            f"nothing was spent (period {self.period} was released; the series was paid by record {charge.seq})"),
+            reused=True)
+
+    def _write(self, charge: Record, table: Table, paid: Paid | Unpaid, reused: bool = False) -> Release:
+        done = released_period(self.book.records(), self.key)
+        meta = {**release_metadata(self.plan, charge, charge.hash, table.contract),
+                "series": series_metadata(self.splan, self.period, charge, done)}
+        if reused:
+            meta["reissued"] = True
+        out_sha = write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
+        self.say("output written")
+        status = self.book.status(self.plan.spec.dataset)
+        return Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
+                       f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused)
+
+
+def released_period(records: list[Record], key: str) -> Record | None:
+    return next((r for r in records if r.type == "released" and r.get("release_key") == key), None)
+
+
+def series_metadata(splan: SeriesPlan, t: int, charge: Record, done: Record | None) -> dict[str, Any]:
+    """The sidecar's series facts: horizon, design, period rule, the charge's record, this period and its pieces."""
+    series = splan.series
+    rule = series.period
+    return {
+        "periods": series.periods,
+        "design": series.design,
+        "period": t,
+        "period_rule": {"column": rule.column, "start": rule.start, "every_seconds": rule.every},
+        "charge": {"record": charge.seq, "epsilon": str(charge.get("epsilon")), "rho": charge.get("rho", "0")},
+        "pieces": [] if done is None else list(done.get("pieces") or []),
+        "frozen_record": None if done is None else done.seq,
+        "unit_note": None if splan.spec.privacy.person is not None else (
+            "unit row: the series protects one row; a person with k rows spends k times the budget"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The period's table: its own values and, for the linear statistics, the running total to date
+
+
+def period_table(plan: Plan, t: int, own: list[Noisy], earlier: list[list[Noisy]] | None) -> Table:
+    """Period t's table: every statistic's values from the period's noisy state (the release's table, its
+    post-processing included), each row labelled ``period`` t and ``span`` ``period``; then, when every earlier
+    period's state is given, each linear statistic's running total over 1..t (``span`` ``to_date``): the sum of the
+    periods' noisy integers, its interval the rigorous half-width of a sum of t noises at the plan's confidence."""
+    base = build_table(plan, own)
+    blocks = [_labelled(b, t, "period") for b in base.blocks]
+    if earlier is not None:
+        states = [*earlier, own]
+        for sp, block, i in zip(plan.statistics, base.blocks, range(len(plan.statistics)), strict=True):
+            if not KINDS[sp.statistic.kind].linear:
+                continue
+            parts = [s[i] for s in states]
+            blocks.append(_labelled(_to_date_block(plan, sp, block, parts), t, "to_date"))
+    return dataclasses.replace(base, dimensions=(PERIOD_COLUMN, SPAN_COLUMN, *base.dimensions), blocks=tuple(blocks))
+
+
+def _labelled(block: Block, t: int, span: str) -> Block:
+    n = len(block)
+    return dataclasses.replace(block, labels={PERIOD_COLUMN: Texts([str(t)] * n), SPAN_COLUMN: Texts([span] * n),
+                                              **block.labels}, flag=None if block.flag is None else block.flag)
+
+
+def _to_date_block(plan: Plan, sp: StatisticPlan, block: Block, parts: list[Noisy]) -> Block:
+    t = len(parts)
+    confidence = float(plan.confidence)
+    meaning = KINDS[sp.statistic.kind].value
+    ones = np.ones(t)
+    if meaning is Value.COUNT:
+        counts = sum_periods([_part(p.counts) for p in parts])
+        k = int(linear_halfwidth(ones, sp.components[0].mechanism, _parameter(sp, 0), confidence))
+        values = np.asarray(counts, dtype=np.int64)
+        value, low, high = Ints(values), Ints(values, -k), Ints(values, k)
+    elif meaning is Value.SUM:
+        comp = sp.component("sum")
+        sums = sum_periods([_part(p.sums) for p in parts])
+        k = Fraction(int(linear_halfwidth(ones, comp.mechanism, _parameter(sp, 0), confidence)))
+        value, low, high = (Texts([format_exact((Fraction(int(v)) + d) * comp.unit) for v in sums])
+                            for d in (Fraction(0), -k, k))
+    else:  # a mean: the summed noisy centred sums over the summed noisy counts
+        value, low, high = _to_date_means(plan, sp, parts, confidence)
+    return dataclasses.replace(block, value=value, ci_low=low, ci_high=high, flag=None)
+
+
+def _part(array: np.ndarray | None) -> np.ndarray:
+    if array is None:
+        raise InternalError("a linear statistic's noisy state lacks a part")
+    return array
+
+
+def _to_date_means(plan: Plan, sp: StatisticPlan, parts: list[Noisy], confidence: float) -> tuple[Texts, ...]:
+    """A mean's running total: sum over sum of count, as a release's mean (dpcli.postprocess.values.means) with
+    the half-widths of the summed noises, each at (1 + confidence) / 2 so that both hold together."""
+    s_comp, c_comp = sp.component("sum"), sp.component("count")
+    t = len(parts)
+    part = (1 + confidence) / 2
+    ks = Fraction(int(linear_halfwidth(np.ones(t), s_comp.mechanism, _parameter(sp, 0), part)))
+    kc = Fraction(int(linear_halfwidth(np.ones(t), c_comp.mechanism, _parameter(sp, 1), part)))
+    sums = sum_periods([_part(p.sums) for p in parts])
+    counts = sum_periods([_part(p.counts) for p in parts])
+    column = plan.spec.columns[sp.statistic.column or ""]
+    lo, hi = (Fraction(b) for b in column.grid_bounds)
+    unit, offset = s_comp.unit, s_comp.offset
+
+    step = unit / 10**MEAN_DIGITS_BELOW_PRECISION
+
+    def real(x: Fraction) -> str:
+        """grid units (centred) -> output units, clipped to the bounds, on the mean's grid (as a release's)."""
+        return format_exact(round(min(max(x + offset, lo), hi) * unit / step) * step)
+
+    values, lows, highs = [], [], []
+    for s_raw, n_raw in zip(sums, counts, strict=True):
+        s, n = Fraction(int(s_raw)), Fraction(int(n_raw))
+        if n - kc <= 0:
+            values.append(real((lo + hi) / 2 - offset) if n <= 0 else real(s / n))
+            lows.append(real(lo - offset))
+            highs.append(real(hi - offset))
+            continue
+        values.append(real(s / n))
+        low = (s - ks) / (n + kc) if s - ks >= 0 else (s - ks) / (n - kc)
+        high = (s + ks) / (n - kc) if s + ks >= 0 else (s + ks) / (n + kc)
+        lows.append(real(low))
+        highs.append(real(high))
+    return Texts(values), Texts(lows), Texts(highs)
