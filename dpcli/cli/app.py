@@ -197,6 +197,15 @@ def release(
         help="Write the metadata sidecar (JSON, schema: `dpcli schema --sidecar`) here, also with --output - "
         "(default: OUTPUT.meta.json beside an output file; none for standard output).",
     ),
+    period: int | None = typer.Option(
+        None, "--period", metavar="N",
+        help="A spec with series: release period N (1..T); the first period released charges the series once, "
+        "later ones spend nothing. A date-like --release-id (2027-01-05) names the period holding that date.",
+    ),
+    allow_unfinished: bool = typer.Option(
+        False, "--allow-unfinished",
+        help="A series: release a period that has not ended yet (rows arriving later never count in it).",
+    ),
 ) -> None:
     """Release noisy statistics: spend the budget, then write the table.
 
@@ -204,6 +213,7 @@ def release(
     when $CI or $NO_COLOR is set)."""
     from dpcli.core import signals
     from dpcli.run.release import release as run
+    from dpcli.specs.load import load_spec
 
     if verbose and quiet:
         raise UsageError("--verbose and --quiet contradict each other: give one")
@@ -211,11 +221,34 @@ def release(
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
     bar_wanted = progress.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
+    loaded = load_spec(spec)
+    if loaded.series is not None or period is not None:
+        if report_path is not None or summary_md is not None:
+            raise UsageError("--report and --summary-md are not written for a series' period yet")
+        from dpcli.run.series import release_period
+
+        with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
+            done = release_period(
+                loaded, period=period, release_id=release_id, allow_unfinished=allow_unfinished, input=input,
+                output=output, ledger=ledger, fmt=None if fmt is None else fmt.value, lock_timeout=lock_timeout,
+                input_timeout=input_timeout, max_input_bytes=cap, progress=_progress_printer if verbose else None,
+                input_format=None if input_format is None else input_format.value,
+                engine=None if engine is None else engine.value, on_input_bytes=on_input_bytes, sidecar=meta,
+            )
+        signals.finish()
+        if as_json:
+            summary = render_run.release_summary(done, None, None, False)
+            sys.stderr.write(json.dumps(documents.stamped("release", summary)) + "\n")
+        elif not quiet or done.reused:
+            messages.info(render_run.period_text(done))
+        return
+    if allow_unfinished:
+        raise UsageError("--allow-unfinished is for a spec with a series")
     try:
         # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
         with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             result = run(
-                spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+                loaded, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
                 release_id=release_id,
                 lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
                 progress=_progress_printer if verbose else None,

@@ -37,6 +37,9 @@ def release_summary(result: Release, warning: str | None, report: str | None, wi
         "reused": result.reused,
         "warnings": [] if warning is None else [warning],
     }
+    if result.period is not None:  # a series' period (issue 26)
+        summary["period"] = result.period
+        summary["series_charged"] = result.charged
     if with_report:
         summary["report"] = report
     return summary
@@ -59,6 +62,28 @@ def release_text(result: Release) -> str:
         f"  spent {spent}; ε left {eps(status.remaining if status else None)} "
         f"of {eps(status.cap if status else None)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
+    )
+
+
+def period_text(result: Release) -> str:
+    """A series' period: what it released, whether this run made the series' charge (once) or spent nothing."""
+    status = result.status
+    where = "standard output" if result.output is None else str(result.output)
+    series = result.plan.spec.series
+    horizon = f" of {series.periods}" if series is not None else ""
+    if result.reused:
+        return (f"dpcli: period {result.period}{horizon} of this series was released: its frozen table was written "
+                f"again; nothing spent (the series was charged by ledger record {result.spend.seq})")
+    if result.charged:
+        charge = (f"  charged the series {result.plan.cost_text(status.cap_delta if status else None)}, once for all "
+                  f"its periods; ε left {eps(status.remaining if status else None)} of "
+                  f"{eps(status.cap if status else None)}")
+    else:
+        charge = f"  spent nothing: the series was charged by ledger record {result.spend.seq}"
+    return (
+        f"dpcli: released period {result.period}{horizon} of a series, {len(result.table)} number(s) about "
+        f"'{result.plan.spec.dataset}' to {where}\n{charge}\n"
+        f"  ledger {result.ledger}, series record {result.spend.seq}"
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 from dpcli.core.accounting import parse_exact
 from dpcli.engine import ExactStatistic, aggregate, check_input
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
-from dpcli.errors import InputError, InternalError, OutputError
+from dpcli.errors import InputError, InternalError, OutputError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Record
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy
@@ -56,15 +56,18 @@ class Release:
     release_id: str
     metadata: dict[str, Any] = field(default_factory=dict)  # the sidecar's JSON object
     reused: bool = False  # True: the stored table of an earlier run under the same release id; nothing spent
+    # a series' period (issue 26): which one, and whether this run made the series' charge (``spend``)
+    period: int | None = None
+    charged: bool = True
 
     @property
     def epsilon_spent(self) -> Fraction:
         """What this run charged (the ledger's charge: the plan's epsilon rounded up onto its grid), 0 on reuse."""
-        return Fraction(0) if self.reused else parse_exact(str(self.spend.get("epsilon", "0")))
+        return Fraction(0) if self.reused or not self.charged else parse_exact(str(self.spend.get("epsilon", "0")))
 
     @property
     def rho_spent(self) -> Fraction:
-        return Fraction(0) if self.reused else parse_exact(str(self.spend.get("rho", "0")))
+        return Fraction(0) if self.reused or not self.charged else parse_exact(str(self.spend.get("rho", "0")))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -127,6 +130,9 @@ def release(
         summary_md=summary_md, say=say,
     )
     spec, plan, book, release_id = ready.spec, ready.plan, ready.book, ready.release_id
+    if spec.series is not None:  # before anything is read or spent
+        raise UsageError("a spec with a series releases one period per run (dpcli.run.series.release_period)",
+                         hint="give --period N (or a date-like --release-id)")
     remote, source, input_fmt, engine = ready.remote, ready.source, ready.input_format, ready.engine
     input_timeout, output_path, fmt, meta_path = ready.input_timeout, ready.output, ready.fmt, ready.meta
     pages = _Pages(ready.report, ready.summary)

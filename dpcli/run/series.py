@@ -177,7 +177,7 @@ def release_period(
         raise UsageError("this spec has no series: --period is for a spec with `series:`")
     series = spec.series
     t = choose_period(series, period, release_id)
-    check_period(series, t, allow_unfinished, now)
+    check_period(series, t, allow_unfinished=True)  # its place in the horizon; whether it has ended: below
     if series.running:
         raise UsageError(
             f"series design {series.design} is planned (`dpcli plan`) but not released by this version: only "
@@ -208,6 +208,7 @@ def release_period(
         if frozen is not None:
             say(f"period {t} of this series is released: returning its frozen table, reading no input")
             return work.rewrite(charge, frozen[1])
+    check_period(series, t, allow_unfinished, now)  # a period not released yet: has it ended?
     if charge is None or work.piece not in recorded_pieces(ready.records, series_key):
         with InputFile(ready.source, ready.input_timeout, max_input_bytes, on_input_bytes) as src:
             if src.spooled:
@@ -240,6 +241,7 @@ class _PeriodWork:
     say: Callable[[str], None]
     exact: list[ExactStatistic] | None = None
     drawn: dict[str, bytes] = field(default_factory=dict)
+    charged: bool = False  # this run made the series' charge
     waiting_for: str = "its charge"
     stored_note: str = "series charged"
 
@@ -260,6 +262,7 @@ class _PeriodWork:
         return Delivery(release_id, stored_sha256)
 
     def publish(self, spend: Record, paid: Paid) -> Release:
+        self.charged = True
         return self.run.draw_pieces(spend, self)
 
     def republish(self, spend: Record, stored: bytes) -> Release:
@@ -315,6 +318,7 @@ class _PeriodWork:
             reused=True)
 
     def _write(self, charge: Record, table: Table, paid: Paid | Unpaid, reused: bool = False) -> Release:
+        charged = self.charged
         done = released_period(self.book.records(), self.key)
         meta = {**release_metadata(self.plan, charge, charge.hash, table.contract),
                 "series": series_metadata(self.splan, self.period, charge, done)}
@@ -324,7 +328,8 @@ class _PeriodWork:
         self.say("output written")
         status = self.book.status(self.plan.spec.dataset)
         return Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
-                       f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused)
+                       f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
+                       charged=charged and not reused)
 
 
 def released_period(records: list[Record], key: str) -> Record | None:
