@@ -444,6 +444,10 @@ def plan(
         help="Rows with a value per cell, for a mean's error in its units and its --target: N for every mean, "
         "NAME=N for one (repeatable; over the spec's expected_rows).",
     ),
+    at_period: list[int] = typer.Option(
+        [], "--at-period", metavar="N",
+        help="A series: also show the expected errors at period N (repeatable; always 1, T/2 and T).",
+    ),
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.run.prepare import prepare_spec
@@ -463,12 +467,28 @@ def plan(
         from dpcli.plan.what_if import with_expected_rows
 
         the_plan = with_expected_rows(the_plan, *_expected_rows(rows))
+    series_doc = None
+    if the_plan.spec.series is not None:
+        from dpcli.plan.series import make_series_plan
+        from dpcli.run.series import series_plan_doc
+
+        splan = make_series_plan(the_plan.spec)
+        the_plan = splan.main
+        periods = the_plan.spec.series.periods if the_plan.spec.series is not None else 1
+        series_doc = series_plan_doc(splan, [1, max(1, periods // 2), periods, *at_period])
+    elif at_period:
+        raise UsageError("--at-period is for a spec with a series")
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
     if as_json:
-        messages.document(documents.stamped("plan", render_plan.plan_doc(the_plan, planning)), indent=2)
+        doc = render_plan.plan_doc(the_plan, planning)
+        if series_doc is not None:
+            doc["series"] = series_doc
+        messages.document(documents.stamped("plan", doc), indent=2)
     else:
         render_plan.print_plan(the_plan, sys.stdout)
         render_plan.print_planning(the_plan, planning, sys.stdout)
+        if series_doc is not None:
+            render_plan.print_series(series_doc, sys.stdout)
 
 
 def _expected_rows(given: list[str]) -> tuple[int | None, dict[str, int]]:
@@ -777,13 +797,16 @@ def budget_show(
 ) -> None:
     """Spent and remaining ε per dataset."""
     from dpcli.ledger import resolve_ledger
-    from dpcli.ledger.admin import budget_statuses
+    from dpcli.ledger.admin import budget_statuses, ledger_series
 
-    statuses = budget_statuses(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
+    location = resolve_ledger(ledger, None)
+    statuses = budget_statuses(location, lock_timeout=lock_timeout)
+    series = ledger_series(location, lock_timeout=lock_timeout)
     if as_json:
-        sys.stdout.write(render_ledger.budget_json(statuses))
+        sys.stdout.write(render_ledger.budget_json(statuses, series))
     else:
         render_ledger.print_budget(statuses, sys.stdout)
+        render_ledger.print_series(series, sys.stdout)
 
 
 @ledger_app.command("show", cls=DpcliCommand, epilog=_example("dpcli ledger show --ledger ledger.jsonl"))
@@ -795,12 +818,14 @@ def ledger_show(
     """Every record of the ledger (verified first)."""
     from dpcli.ledger import resolve_ledger
     from dpcli.ledger.admin import ledger_records
+    from dpcli.ledger.base import series_statuses
 
     records = ledger_records(resolve_ledger(ledger, None), lock_timeout=lock_timeout)
     if as_json:
         sys.stdout.write(render_ledger.ledger_json(records))
     else:
         render_ledger.print_ledger(records, sys.stdout)
+        render_ledger.print_series(series_statuses(records), sys.stdout)
 
 
 @ledger_app.command(

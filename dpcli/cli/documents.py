@@ -131,6 +131,8 @@ RELEASE = {
     "release_id": {"type": "string"}, "reused": {"type": "boolean"},
     "warnings": {"type": "array", "items": {"type": "string"}},
     "report": {**TEXT_OR_NULL, "description": "with --report or --summary-md: the report's path"},
+    "period": {"type": "integer", "description": "a series: the period released"},
+    "series_charged": {"type": "boolean", "description": "a series: this run made the series' one charge"},
 }
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -160,6 +162,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "dataset": {"type": "string"}, "epsilon": EXACT,
         "statistics": {"type": "array", "items": {"type": "object"}},
         "columns": {"type": "array", "items": {"type": "object"}, "description": "a randomize spec's plan"},
+        "series": {"type": "object", "description": "a series: its charge, horizon, design, derivation, errors at "
+                   "chosen periods and the periods each run reads"},
     }),
     "audit": _document("audit", ["dataset"], {
         "dataset": {"type": "string"}, "ok": {"type": "boolean"},
@@ -188,7 +192,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "budget show": _legacy_array("budget show", {
         "type": "object", "required": ["dataset", "cap", "spent", "remaining", "releases"],
         "properties": {"dataset": {"type": "string"}, "cap": EXACT_OR_NULL, "spent": EXACT,
-                       "remaining": EXACT_OR_NULL, "releases": {"type": "integer"}},
+                       "remaining": EXACT_OR_NULL, "releases": {"type": "integer"},
+                       "series": {"type": "array", "items": {"type": "object"},
+                                  "description": "the series the dataset hosts and how far each has gone"}},
     }),
     "ledger show": _legacy_array("ledger show", {
         "type": "object", "required": ["seq", "type"],

@@ -9,9 +9,11 @@ from typing import TextIO
 from dpcli.cli.layout import eps, table
 from dpcli.core.accounting import format_exact
 from dpcli.ledger import BudgetStatus, Record
+from dpcli.ledger.base import SeriesStatus
 
 
-def budget_json(statuses: dict[str, BudgetStatus]) -> str:
+def budget_json(statuses: dict[str, BudgetStatus], series: list[SeriesStatus] | None = None) -> str:
+    """Each dataset's budget; a dataset that hosts a series also lists them (``series``: how far each has gone)."""
     doc = [
         {
             "dataset": s.dataset,
@@ -25,10 +27,40 @@ def budget_json(statuses: dict[str, BudgetStatus]) -> str:
             "spent_rho": format_exact(s.rho),
             "unit": s.unit,
             "neighbours": s.neighbours,
+            **({"series": [series_doc(x) for x in series or [] if x.dataset == s.dataset]}
+               if any(x.dataset == s.dataset for x in series or []) else {}),
         }
         for s in statuses.values()
     ]
     return json.dumps(doc, indent=2) + "\n"
+
+
+def series_doc(s: SeriesStatus) -> dict[str, object]:
+    return {"name": s.name, "charge_record": s.charge, "periods": s.periods, "design": s.design,
+            "released": list(s.released), "pieces": s.pieces}
+
+
+def print_series(series: list[SeriesStatus], stream: TextIO) -> None:
+    """How far each series has gone: one line each (nothing when the ledger has none)."""
+    for s in series:
+        name = f" '{s.name}'" if s.name else ""
+        done = _ranges(s.released) or "none yet"
+        stream.write(f"series{name} of '{s.dataset}': charged once by record {s.charge} ({s.design}); "
+                     f"{len(s.released)} of {s.periods} periods released ({done}); {s.pieces} piece(s) drawn\n")
+
+
+def _ranges(periods: tuple[int, ...]) -> str:
+    """1,2,3,5 -> '1-3, 5'."""
+    out: list[str] = []
+    start = prev = None
+    for t in (*periods, None):
+        if t is not None and prev is not None and t == prev + 1:
+            prev = t
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = t
+    return ", ".join(out)
 
 
 def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
@@ -69,6 +101,12 @@ def print_ledger(records: list[Record], stream: TextIO) -> None:
         elif r.type == "spend":
             rid = f" [release id {r.get('release_id')}]" if r.get("release_key") else ""
             what = f"spend ε={r.get('epsilon')}{rid}: {', '.join(r.get('statistics') or [])}"
+            facts = r.get("series")
+            if isinstance(facts, dict):
+                what += f" (a series of {facts.get('periods')} periods, {facts.get('design')})"
+        elif r.type == "pieces":
+            ids = [str(p.get("id")) for p in r.get("pieces") or []]
+            what = f"series pieces {', '.join(ids)[:60]} (charge record {r.get('charge')})"
         else:
             what = f"released {str(r.get('release_id'))[:40]}, table sha256 {str(r.get('table_sha256'))[:12]}"
         rows.append([str(r.seq), str(r.get("time", "")), str(r.get("dataset", "")), r.type, what, r.hash[:12]])

@@ -434,3 +434,22 @@ def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None
             say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}, spent ε={_decimal(g['spent'])}; after this "
                 f"release spent ε={_decimal(g['spent_after'])}, left ε={_decimal(g['remaining_after'])} "
                 "(nothing spent now)")
+
+
+def print_series(doc: dict[str, Any], out: TextIO) -> None:
+    """A series' part of ``dpcli plan`` (dpcli.run.series.series_plan_doc)."""
+    charge = doc["charge"]
+    cost = f"ρ={charge['rho']}" if charge["rho"] != "0" else f"ε={charge['epsilon']}"
+    lines = ["", f"series: {doc['periods']} periods, design {doc['design']}; charged once, {cost}, when the first "
+             "period is released (later periods spend nothing)"]
+    lines += [f"  {line}" for line in doc["derivation"]]
+    if doc["errors"]:
+        lines.append("  expected errors (± at the spec's confidence): period's own value / running total to date")
+        for e in doc["errors"]:
+            lines.append(f"    {e['statistic']} at period {e['period']}: ±{e['value']:.6g} / ±{e['to_date']:.6g}")
+    lines.append("  rows each run reads (periods in order):")
+    for t, periods in doc["reads"].items():
+        span = str(periods[0]) if len(periods) == 1 else f"{periods[0]}..{periods[-1]}"
+        lines.append(f"    period {t}: period {span}'s rows" if len(periods) == 1 else
+                     f"    period {t}: periods {span}'s rows")
+    out.write("\n".join(lines) + "\n")

@@ -11,7 +11,15 @@ from pathlib import Path
 from dpcli.core.accounting import Cap
 from dpcli.errors import LedgerError
 from dpcli.ledger import open_ledger
-from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Record, VerifyReport, published_head
+from dpcli.ledger.base import (
+    DEFAULT_LOCK_TIMEOUT,
+    BudgetStatus,
+    Record,
+    SeriesStatus,
+    VerifyReport,
+    published_head,
+    series_statuses,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,11 @@ def set_budget(
 def budget_statuses(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> dict[str, BudgetStatus]:
     """Every dataset's cap and spends, from the verified chain."""
     return open_ledger(location, lock_timeout=lock_timeout).verify().datasets
+
+
+def ledger_series(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[SeriesStatus]:
+    """Every series the ledger charged and how far it has gone (issue 26), from the verified chain."""
+    return series_statuses(open_ledger(location, lock_timeout=lock_timeout).records())
 
 
 def ledger_records(location: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[Record]:

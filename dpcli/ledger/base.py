@@ -85,6 +85,14 @@ class PurchaseFields(TypedDict):
     unit: str
     neighbours: str
     statistics: list[str]
+    series: NotRequired[SeriesFacts]
+
+
+class SeriesFacts(TypedDict):
+    """A series' charge names its horizon and design (issue 26)."""
+
+    periods: int
+    design: str
 
 
 class SpendFields(TypedDict):
@@ -326,6 +334,10 @@ def _check_shape(f: dict[str, Any], seq: int, where: str) -> None:
     stats = f.get("statistics")
     if stats is not None and not (isinstance(stats, list) and all(isinstance(x, str) for x in stats)):
         raise LedgerError(f"ledger {where}: record {seq} has a malformed statistics list")
+    facts = f.get("series") if f["type"] == "spend" else None
+    if facts is not None and not (isinstance(facts, dict) and type(facts.get("periods")) is int
+                                  and isinstance(facts.get("design"), str)):
+        raise LedgerError(f"ledger {where}: record {seq} has malformed series facts")
     if f["type"] == "pieces":
         pieces = f["pieces"]
         if type(f["charge"]) is not int or not (isinstance(pieces, list) and pieces and all(
@@ -569,18 +581,19 @@ class Purchase:
     meaning: str | None = None  # dpcli.specs.meaning: the sha256 of the spec's canonical meaning (None: a 0.3 record)
     name: str | None = None  # the spec's `name:`
     byte_key: str | None = None
+    series: SeriesFacts | None = None  # a series' charge: its horizon and design
 
     @classmethod
     def of(
         cls, dataset: str, spec_sha256: str, release_id: str, unit: str, neighbours: str, statistics: tuple[str, ...],
-        command: str | None = None, *, meaning: str, name: str | None = None,
+        command: str | None = None, *, meaning: str, name: str | None = None, series: SeriesFacts | None = None,
     ) -> Purchase:
         """The purchase of a run of a spec under a release id: its release key computed here, the one place every
         command that spends gets it from (so two commands can never name one release two ways). ``meaning`` is the
         spec's (dpcli.specs.meaning), ``name`` its ``name:``."""
         return cls(
             release_id, rerun_key(dataset, name, release_id), spec_sha256, unit, neighbours, statistics, command,
-            meaning, name, release_key(dataset, spec_sha256, release_id),
+            meaning, name, release_key(dataset, spec_sha256, release_id), series,
         )
 
     def fields(self) -> PurchaseFields:
@@ -594,6 +607,8 @@ class Purchase:
             out["meaning"] = self.meaning
         if self.name is not None:
             out["spec_name"] = self.name
+        if self.series is not None:
+            out["series"] = {"periods": self.series["periods"], "design": self.series["design"]}
         return out
 
 
@@ -749,6 +764,37 @@ def recorded_pieces(records: Iterable[Record], series_key: str) -> dict[str, str
 def released_record(records: Iterable[Record], key: str) -> Record | None:
     """The ``released`` record of ``key`` (a release's or a series period's), if any."""
     return next((r for r in records if r.type == "released" and r.get("release_key") == key), None)
+
+
+@dataclass(frozen=True)
+class SeriesStatus:
+    """How far a series has gone (``budget show``, ``ledger show``): its charge, horizon and design, the periods
+    released (frozen) and the pieces drawn."""
+
+    dataset: str
+    name: str | None  # the spec's `name:`
+    charge: int  # the spend record's seq
+    periods: int
+    design: str
+    released: tuple[int, ...]
+    pieces: int
+
+
+def series_statuses(records: list[Record]) -> list[SeriesStatus]:
+    """Every series the records charged, in charge order, with its released periods and pieces."""
+    out = []
+    frozen = {str(r.get("release_key")): int(r.get("period")) for r in records
+              if r.type == "released" and type(r.get("period")) is int}
+    for rec in records:
+        facts = rec.get("series") if rec.type == "spend" else None
+        if not isinstance(facts, dict):
+            continue
+        key = str(rec.get("release_key"))
+        periods = int(facts["periods"])
+        released = tuple(sorted(t for k, t in frozen.items() if period_key(key, t) == k))
+        out.append(SeriesStatus(str(rec.get("dataset")), rec.get("spec_name"), rec.seq, periods,
+                                str(facts["design"]), released, len(recorded_pieces(records, key))))
+    return out
 
 
 # A backend's store-and-append under its writers' lock (``Ledger._locked``): the verified records, ``store(key,

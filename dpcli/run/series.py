@@ -40,7 +40,7 @@ from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, make_series_plan
-from dpcli.postprocess.series import linear_halfwidth, sum_periods
+from dpcli.postprocess.series import linear_halfwidth, sum_periods, tree_weights
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.publish.columns import Ints, Texts
 from dpcli.publish.sidecar import release_metadata
@@ -55,7 +55,9 @@ from dpcli.specs.meaning import canonical
 from dpcli.specs.model import Series, Spec
 from dpcli.specs.v1 import PERIOD_COLUMN, SPAN_COLUMN
 
-__all__ = ["SERIES_RELEASE_ID", "PeriodError", "choose_period", "expected_errors", "release_period"]
+__all__ = [
+    "SERIES_RELEASE_ID", "PeriodError", "choose_period", "expected_errors", "release_period", "series_plan_doc",
+]
 
 # The release id of a series' charge: one per dataset and spec name (dpcli.ledger.base.rerun_key), so a second
 # series on one dataset needs its own `name:` (and is its own charge)
@@ -124,22 +126,50 @@ class PeriodError:
 
 
 def expected_errors(splan: SeriesPlan, t: int) -> list[PeriodError]:
-    """The half-widths a period-t table's linear statistics have (the first noise part of each: a count's, a sum's,
-    a mean's sum): the period's own value and the running total over 1..t (per_period: the sum of t noises, by the
-    rigorous bound of dpcli.postprocess.series)."""
-    plan = splan.per_period
-    if plan is None:
-        return []
-    confidence = float(plan.confidence)
+    """The half-widths at period t of each linear statistic's first noise part (a count's, a sum's, a mean's sum),
+    at the spec's confidence, in its units: its own value and its running total over 1..t. per_period: the period's
+    noise and the sum of t of them; the tree: Honaker's estimates over the blocks inside [1, t]
+    (dpcli.postprocess.series); both: the period's own value from its per-period release, the total from the tree.
+    Every one a rigorous tail bound of the exact noise (dpcli.postprocess.series.linear_halfwidth)."""
+    confidence = float(splan.main.confidence)
     out = []
-    for sp in plan.statistics:
-        if not KINDS[sp.statistic.kind].linear:
-            continue
+    for i, sp in enumerate(splan.main.statistics):
+        if not KINDS[sp.statistic.kind].linear or KINDS[sp.statistic.kind].value is Value.MEAN:
+            continue  # a mean's error needs its rows (dpcli plan --expected-rows gives the period's)
         comp = sp.components[0]
         unit = float(comp.unit)
-        total = linear_halfwidth(np.ones(t), comp.mechanism, _parameter(sp, 0), confidence)
-        out.append(PeriodError(sp.statistic.name, t, comp.halfwidth(confidence) * unit, total * unit))
+        if splan.blocks is None:
+            value = comp.halfwidth(confidence) * unit
+            total = linear_halfwidth(np.ones(t), comp.mechanism, _parameter(sp, 0), confidence) * unit
+        else:
+            block = splan.blocks.statistics[i]
+            _blocks, period_weights, to_date_weights = tree_weights(t)
+            mechanism, parameter = block.components[0].mechanism, _parameter(block, 0)
+            total = linear_halfwidth(to_date_weights, mechanism, parameter, confidence) * unit
+            value = (comp.halfwidth(confidence) * unit if splan.per_period is not None
+                     else linear_halfwidth(period_weights, mechanism, parameter, confidence) * unit)
+        out.append(PeriodError(sp.statistic.name, t, value, total))
     return out
+
+
+def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
+    """``dpcli plan``'s series section: the charge, horizon, design, derivation, errors at chosen periods, and which
+    periods' rows each run reads (when periods come in order)."""
+    series = splan.series
+    shown = sorted({t for t in at if 1 <= t <= series.periods})
+    reads = sorted({*range(1, min(series.periods, 8) + 1), series.periods})
+    return {
+        "periods": series.periods,
+        "design": series.design,
+        "period_rule": {"column": series.period.column, "start": series.period.start,
+                        "every_seconds": series.period.every},
+        "levels": splan.levels if splan.blocks is not None else None,
+        "charge": {"epsilon": format_exact(splan.charge.epsilon), "rho": format_exact(splan.charge.rho)},
+        "derivation": splan.derivation(),
+        "errors": [{"statistic": e.statistic, "period": e.period, "value": e.value, "to_date": e.to_date}
+                   for t in shown for e in expected_errors(splan, t)],
+        "reads": {str(t): splan.reads(t) for t in reads},
+    }
 
 
 def _parameter(sp: StatisticPlan, index: int) -> Fraction:
