@@ -59,8 +59,8 @@ from dpcli.ledger import Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import check_pin, paid_for, release_id_taken, same_meaning
 
 __all__ = [
-    "RELEASE_ID", "Paid", "PaidRun", "PieceWork", "Unpaid", "Work", "check_release_id", "leaves_nothing", "run_release_id",
-    "spent_then_failed", "what_failed",
+    "RELEASE_ID", "Paid", "PaidRun", "PieceWork", "Unpaid", "Work", "check_release_id", "leaves_nothing",
+    "run_release_id", "spent_then_failed", "what_failed",
 ]
 
 # A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.

@@ -42,7 +42,7 @@ from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, make_series_plan
 from dpcli.postprocess.series import linear_halfwidth, sum_periods, tree_weights
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
-from dpcli.publish.columns import Ints, Texts
+from dpcli.publish.columns import Ints, LazyColumn, Texts
 from dpcli.publish.sidecar import release_metadata
 from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Block, Table, build_table
@@ -415,6 +415,9 @@ def _to_date_block(plan: Plan, sp: StatisticPlan, block: Block, parts: list[Nois
     confidence = float(plan.confidence)
     meaning = KINDS[sp.statistic.kind].value
     ones = np.ones(t)
+    value: LazyColumn
+    low: LazyColumn
+    high: LazyColumn
     if meaning is Value.COUNT:
         counts = sum_periods([_part(p.counts) for p in parts])
         k = int(linear_halfwidth(ones, sp.components[0].mechanism, _parameter(sp, 0), confidence))
@@ -423,9 +426,9 @@ def _to_date_block(plan: Plan, sp: StatisticPlan, block: Block, parts: list[Nois
     elif meaning is Value.SUM:
         comp = sp.component("sum")
         sums = sum_periods([_part(p.sums) for p in parts])
-        k = Fraction(int(linear_halfwidth(ones, comp.mechanism, _parameter(sp, 0), confidence)))
+        width = Fraction(int(linear_halfwidth(ones, comp.mechanism, _parameter(sp, 0), confidence)))
         value, low, high = (Texts([format_exact((Fraction(int(v)) + d) * comp.unit) for v in sums])
-                            for d in (Fraction(0), -k, k))
+                            for d in (Fraction(0), -width, width))
     else:  # a mean: the summed noisy centred sums over the summed noisy counts
         value, low, high = _to_date_means(plan, sp, parts, confidence)
     return dataclasses.replace(block, value=value, ci_low=low, ci_high=high, flag=None)

@@ -33,7 +33,8 @@ def test_periods_from_the_command_line(work: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert b"charged the series \xce\xb5=1, once for all its periods" in first.stderr
     later = release(work, "--release-id", "2027-01-01", "-o", "p1.csv")
-    assert later.returncode == 0 and b"spent nothing: the series was charged by ledger record 1" in later.stderr
+    assert later.returncode == 0
+    assert b"spent nothing: the series was charged by ledger record 1" in later.stderr
     again = release(work, "--period", "2", "-o", "again.csv", "--json")
     summary = json.loads(again.stderr)
     assert (summary["period"], summary["reused"], summary["epsilon_spent"]) == (2, True, "0")
@@ -43,7 +44,8 @@ def test_periods_from_the_command_line(work: Path) -> None:
     shown = run_in_process("budget", "show", "--ledger", work / "ledger.jsonl", "--json")
     assert json.loads(shown.stdout)[0]["series"][0]["released"] == [1, 2]
     ledger = run_in_process("ledger", "show", "--ledger", work / "ledger.jsonl")
-    assert b"(a series of 3 periods, per_period)" in ledger.stdout and b"series pieces p1" in ledger.stdout
+    assert b"(a series of 3 periods, per_period)" in ledger.stdout
+    assert b"series pieces p1" in ledger.stdout
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -53,13 +55,16 @@ def test_periods_from_the_command_line(work: Path) -> None:
 ])
 def test_refusals_are_exit_2(work: Path, args: tuple[str, ...], words: bytes) -> None:
     r = release(work, *args, "-o", "x.csv")
-    assert r.returncode == 2 and words in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr, r.stderr
     assert not (work / "x.csv").exists()
 
 
 def test_an_unfinished_period_is_exit_2_without_the_flag(work: Path) -> None:
     r = run_in_process("release", work / "series.yaml", "--period", "3", "-o", "x.csv", cwd=work)
-    assert r.returncode == 2 and b"has not ended" in r.stderr and b"--allow-unfinished" in r.stderr
+    assert r.returncode == 2
+    assert b"has not ended" in r.stderr
+    assert b"--allow-unfinished" in r.stderr
 
 
 def test_plan_shows_the_series(work: Path) -> None:
@@ -88,6 +93,7 @@ def test_two_processes_at_once_charge_once_and_draw_each_piece_once(work: Path, 
     records = [json.loads(line) for line in (work / "ledger.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records].count("spend") == 1
     drawn = [p["id"] for r in records if r["type"] == "pieces" for p in r["pieces"]]
-    assert sorted(drawn) == [f"p{t}" for t in sorted(set(periods))] and len(drawn) == len(set(drawn))
+    assert sorted(drawn) == [f"p{t}" for t in sorted(set(periods))]
+    assert len(drawn) == len(set(drawn))
     if periods[0] == periods[1]:
         assert (work / "out0.csv").read_bytes() == (work / "out1.csv").read_bytes()
