@@ -144,7 +144,8 @@ def simulate(periods: int, bits: int, replicates: int) -> None:
     rho, epsilon = Fraction(1, 100), Fraction(1, 10)
     h = levels(periods)
     blocks = blocks_within(periods)
-    print(f"\nsimulation, T = {periods}, {replicates} replicates, dpcli's exact samplers (rho = {rho}, eps = {epsilon})")
+    print(f"\nsimulation, T = {periods}, {replicates} replicates, dpcli's exact samplers (rho = {rho}, eps = {epsilon};"
+          " variances times rho or eps^2, as above)")
     print("| noise | design | var at T: analytic | simulated ± 2 se | mean over t: analytic | simulated |")
     print("|---|---|---|---|---|---|")
     for mechanism in ("gaussian", "laplace"):

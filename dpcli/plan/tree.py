@@ -5,9 +5,9 @@ periods only the blocks ending at or before T exist. There are h = ceil(log2(T +
 period lies in exactly one block per level, so a record changes at most h blocks: each block gets epsilon / h
 (Laplace) or rho / h (Gaussian) of the running totals' budget.
 
-The variances here are in units of ONE noise's variance (a period's for the per-period design, a block's for the
-tree), so the plan multiplies them by the variance of the noise it draws (``exact_noise_variance``). They are exact for the
-estimators of dpcli/postprocess/series.py (same recursions, no data), used by the plan and bench/.
+The variances here are in units of ONE noise's variance (a period's for the per-period design, a block's for
+the tree), so the plan multiplies them by the variance of the noise it draws (``exact_noise_variance``). They are
+exact for the estimators of dpcli/postprocess/series.py (same recursions, no data), used by the plan and bench/.
 """
 
 from __future__ import annotations

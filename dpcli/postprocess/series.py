@@ -132,7 +132,8 @@ def sum_periods(noisy_periods: Sequence[np.ndarray]) -> np.ndarray:
         raise InternalError("a running total needs at least one period")
     largest = max(int(np.abs(np.asarray(v)).max(initial=0)) for v in noisy_periods)
     if largest * len(noisy_periods) < 2**62:
-        return np.sum([np.asarray(v, dtype=np.int64) for v in noisy_periods], axis=0, dtype=np.int64)
+        exact: np.ndarray = np.stack([np.asarray(v, dtype=np.int64) for v in noisy_periods]).sum(axis=0)
+        return exact
     total = np.asarray(noisy_periods[0]).astype(object)
     for v in noisy_periods[1:]:
         total = total + np.asarray(v).astype(object)
@@ -169,7 +170,8 @@ def monotone_to_date(
         value = np.maximum(value, np.asarray(floor, dtype=np.float64))
     if ceiling is not None:
         value = np.minimum(value, np.asarray(ceiling, dtype=np.float64))
-    return MonotoneTotal(value=value, lower=np.minimum(raw - halfwidth, value), upper=np.maximum(raw + halfwidth, value))
+    lower = np.minimum(raw - halfwidth, value)
+    return MonotoneTotal(value=value, lower=lower, upper=np.maximum(raw + halfwidth, value))
 
 
 def _laplace_log_mgf(lam: np.ndarray, weights: np.ndarray, scale: float) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -49,8 +50,9 @@ def test_a_period_lies_in_one_block_per_level_so_at_most_h_blocks(periods: int) 
 @given(st.integers(min_value=1, max_value=100_000))
 def test_the_cover_partitions_one_to_t_with_maximal_blocks(t: int) -> None:
     blocks = cover(t)
-    assert blocks[0].first == 1 and blocks[-1].last == t
-    assert all(a.last + 1 == b.first for a, b in zip(blocks, blocks[1:], strict=False))
+    assert blocks[0].first == 1
+    assert blocks[-1].last == t
+    assert all(a.last + 1 == b.first for a, b in itertools.pairwise(blocks))
     assert len(blocks) == bin(t).count("1")
     # maximal: no block's parent fits inside [1, t]
     assert all(Block(b.level + 1, b.index // 2).last > t for b in blocks)

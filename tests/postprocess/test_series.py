@@ -51,7 +51,7 @@ def test_the_tree_estimate_is_the_least_squares_solution(t: int, seed: int) -> N
 
 def test_a_missing_block_is_refused() -> None:
     noisy = {b: np.zeros(1) for b in blocks_within(6) if b != Block(1, 1)}
-    with pytest.raises(InternalError, match="b1.1"):
+    with pytest.raises(InternalError, match=r"b1\.1"):
         estimate_tree(noisy, 6, 1.0)
 
 
