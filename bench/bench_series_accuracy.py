@@ -52,8 +52,9 @@ from dpcli.plan.tree import (
     honaker_variances,
     levels,
     summed_variances,
+    tree_weights,
 )
-from dpcli.postprocess.series import estimate_tree, linear_halfwidth, tree_weights
+from dpcli.postprocess.series import estimate_tree, linear_halfwidth
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ import numpy as np
 
 from dpcli.errors import InternalError
 from dpcli.plan.scales import CONFIDENCE, gaussian_halfwidth, laplace_halfwidth
-from dpcli.plan.tree import Block, blocks_within, cover, subtree_variance
+from dpcli.plan.tree import Block, tree_weights
 
 # the Chernoff bound's float arithmetic is rounded UP by this relative margin (far above its rounding error)
 _SAFETY = 1e-9
@@ -64,44 +64,6 @@ class TreeEstimate:
     to_date_weights: np.ndarray
     period_variance: float  # the estimates' variances: block_variance * sum of squared weights
     to_date_variance: float
-
-
-def _down(starts: list[np.ndarray], t: int) -> list[np.ndarray]:
-    """Weights on the blocks y_b of sum_b starts[b] e_b (e: the bottom-up estimates; starts indexed [level][index]
-    like blocks_within(t)): e_b = v_l y_b + (1 - v_l)(e_left + e_right) pushes a block's coefficient to its
-    children times (1 - v_l); a block's own weight is v_l times its coefficient."""
-    top = t.bit_length() - 1
-    coefficient = starts[top].copy()
-    weights = [np.zeros(0)] * (top + 1)
-    for level in range(top, -1, -1):
-        v = subtree_variance(level)
-        weights[level] = v * coefficient
-        if level:
-            below = starts[level - 1].copy()
-            below[: 2 * len(coefficient)] += (1 - v) * np.repeat(coefficient, 2)
-            coefficient = below
-    return weights
-
-
-def tree_weights(t: int) -> tuple[tuple[Block, ...], np.ndarray, np.ndarray]:
-    """The blocks inside [1, t] and the GLS weights of period t's value and of the running total to t on them."""
-    blocks = tuple(blocks_within(t))
-    top = t.bit_length() - 1
-    sizes = [t >> level for level in range(top + 1)]
-    total = [np.zeros(n) for n in sizes]
-    for root in cover(t):
-        total[root.level][root.index] = 1.0
-    # the period: climb from t's level-0 block to the cover block holding it (the last, smallest one); each step
-    # x_c = e_c / 2 - e_sibling / 2 + x_parent / 2 (half of the parent's residual), and the root's x is its e
-    own = [np.zeros(n) for n in sizes]
-    root_level = cover(t)[-1].level
-    index, factor = t - 1, 1.0
-    for level in range(root_level):
-        own[level][index] += factor / 2
-        own[level][index ^ 1] -= factor / 2
-        index, factor = index >> 1, factor / 2
-    own[root_level][index] += factor
-    return blocks, np.concatenate(_down(own, t)), np.concatenate(_down(total, t))
 
 
 def estimate_tree(noisy: Mapping[Block, np.ndarray], t: int, block_variance: float) -> TreeEstimate:

@@ -23,6 +23,7 @@ from dpcli.plan.tree import (
     levels,
     summed_variances,
     tree_blocks,
+    variances_at,
 )
 
 horizons = st.integers(min_value=1, max_value=1000)
@@ -108,3 +109,12 @@ def test_exact_noise_variances_agree_with_their_distributions() -> None:
     )
     assert exact_noise_variance("discrete_gaussian", Fraction(3, 10)) < 0.3  # below sigma^2 (CKS 2020)
     assert exact_noise_variance("discrete_laplace", Fraction(10**9)) == pytest.approx(2e18, rel=1e-9)
+
+
+def test_variances_at_scale_the_designs_units_by_one_pieces_noise() -> None:
+    block = exact_noise_variance("discrete_laplace", Fraction(9, 2))
+    at = variances_at("running_totals", 365, "discrete_laplace", Fraction(9, 2))
+    assert at.to_date == pytest.approx(block * honaker_variances(365).to_date)
+    assert variances_at("per_period", 10, "discrete_gaussian", Fraction(50)).to_date == pytest.approx(10 * 50)
+    with pytest.raises(InternalError):
+        variances_at("both", 3, "discrete_gaussian", Fraction(1))
