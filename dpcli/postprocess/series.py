@@ -16,8 +16,8 @@ computed first and the estimates are their products with the noisy values, so an
 can never disagree. tests/postprocess/test_series.py checks them against a dense least-squares solve.
 
 Intervals. The error of an estimate is sum_b w_b Z_b, a combination of independent exact discrete Laplace or
-discrete Gaussian noises. Its half-width at a confidence c is the smaller of two rigorous bounds (``linear_halfwidth``),
-never a normal approximation:
+discrete Gaussian noises. Its half-width at a confidence c is the smallest of these rigorous bounds
+(``linear_halfwidth``), never a normal approximation:
 - a Chernoff bound: P(|S| >= k) <= 2 exp(K(lambda) - lambda k) for every lambda > 0, K the log moment-generating
   function of S (symmetric). Laplace: K is exact, sum_b log M(lambda w_b) with the discrete Laplace's MGF
   M(l) = (1 - q)^2 / ((1 - q e^l)(1 - q e^-l)), q = exp(-1/scale), minimised over lambda on a grid (any lambda gives
@@ -27,6 +27,11 @@ never a normal approximation:
 - a union bound: |S| <= sum_b |w_b| k_b when every |Z_b| <= k_b, each k_b today's exact half-width of one noise at
   confidence 1 - (1 - c) / n (dpcli.plan.scales). With ONE term this is exactly today's half-width (times |w|), so a
   one-term combination gives exactly what a release's interval gives today; with many terms the Chernoff bound wins.
+  (Today's Gaussian half-width is rigorous too: the exact quantile summed for sigma <= 2000, and beyond it
+  ceil(z sigma), which holds because P(X >= m) <= P(N(0, sigma^2) >= m - 1) for m >= 1: each pmf term is at most
+  the density's integral over [m - 1, m], and the normaliser is at least sqrt(2 pi) sigma by Poisson summation.)
+- Laplace, where one term dominates (the tree's own level-0 block at an odd t): that term exactly and the rest by
+  its Chernoff bound, P(S >= k) = sum_z P(Z_1 = z) P(R >= k - |w_1| z) (``_laplace_largest_exact``).
 When every weight is an integer the error is an integer, so the half-width is rounded down to one (the same event).
 The Gaussian Chernoff bound is ~1.4x the normal approximation's width at 95% (2.72 sigma against 1.96 sigma): the
 price of a bound that holds for the exact noise.
@@ -153,8 +158,7 @@ def _laplace_chernoff(weights: np.ndarray, scale: float, alpha: float) -> float:
     limit = 1.0 / (scale * float(np.abs(weights).max()))
     tail = math.log(2.0 / alpha)
     # a coarse grid of lambda over (0, limit), then a fine one around its best point: any lambda is a valid bound
-    grid = limit * (1 - np.geomspace(1.0, 1e-9, 200))[1:]
-    grid = np.sort(np.concatenate([limit * np.geomspace(1e-6, 0.5, 100), grid]))
+    grid = _laplace_lambdas(limit)
     for _ in range(2):
         k = (_laplace_log_mgf(grid, weights, scale) + tail) / grid
         best = int(np.argmin(k))
@@ -163,6 +167,62 @@ def _laplace_chernoff(weights: np.ndarray, scale: float, alpha: float) -> float:
         grid = np.linspace(lo, hi, 101)
     k = (_laplace_log_mgf(grid, weights, scale) + tail) / grid
     return float(k.min())
+
+
+def _laplace_lambdas(limit: float) -> np.ndarray:
+    """A grid of lambda over (0, limit), dense near both ends (where the best lambda lies for few / many terms)."""
+    near = limit * (1 - np.geomspace(1.0, 1e-9, 200))[1:]
+    return np.sort(np.concatenate([limit * np.geomspace(1e-6, 0.5, 100), near]))
+
+
+def _laplace_survival(a: np.ndarray, q: float) -> np.ndarray:
+    """P(Z >= a) for the discrete Laplace, P(z) = (1 - q) / (1 + q) q^|z|: q^a / (1 + q) for a >= 1, else
+    1 - q^(1 - a) / (1 + q)."""
+    a = np.asarray(a, dtype=np.float64)
+    upper = np.exp(np.log(q) * np.maximum(a, 1.0)) / (1 + q)
+    lower = 1 - np.exp(np.log(q) * np.maximum(1.0 - a, 1.0)) / (1 + q)
+    result: np.ndarray = np.where(a >= 1, upper, lower)
+    return result
+
+
+def _laplace_largest_exact(weights: np.ndarray, scale: float, alpha: float, upper: float) -> float:
+    """A tighter bound where one term dominates (the tree's level-0 block at odd t): the largest term w_1 Z_1 taken
+    exactly, the rest R by its Chernoff bound, P(S >= k) = sum_z P(Z_1 = z) P(R >= k - |w_1| z) with
+    P(R >= u) <= min(1, min over lambda of exp(K_R(lambda) - lambda u)). The z are grouped in at most ~2000 buckets,
+    each bounded by its largest z (P(R >= k - |w_1| z) grows with z), the mass beyond +-reach counted as 1; the
+    smallest k with 2 P(S >= k) <= alpha by bisection below ``upper`` (a valid half-width already)."""
+    lead_at = int(np.argmax(np.abs(weights)))
+    lead = float(abs(weights[lead_at]))
+    rest = np.delete(weights, lead_at)
+    lam = _laplace_lambdas(1.0 / (scale * float(np.abs(rest).max())))
+    log_mgf = _laplace_log_mgf(lam, rest, scale)
+    q = math.exp(-1.0 / scale)
+    reach = math.ceil(scale * math.log(1e6 / alpha)) + 1  # P(Z > reach) < alpha / 1e6
+    width = max(1, math.ceil(2 * reach / 2000))
+    starts = np.arange(-reach, reach + 1, width)
+    tops = np.minimum(starts + width - 1, reach)
+    masses = _laplace_survival(starts, q) - _laplace_survival(tops + 1, q)
+    beyond = float(_laplace_survival(np.array([reach + 1]), q)[0])
+    below = 1.0 - float(_laplace_survival(np.array([-reach]), q)[0])
+
+    def tail(k: float, z: np.ndarray) -> np.ndarray:
+        u = k - lead * z
+        bound = np.exp(np.minimum(0.0, (log_mgf[:, None] - lam[:, None] * u[None, :]).min(axis=0)))
+        result: np.ndarray = np.where(u > 0, bound, 1.0)
+        return result
+
+    def excess(k: float) -> float:  # 2 P(S >= k), rounded up
+        inside = float(masses @ tail(k, tops.astype(np.float64)))
+        outside = beyond + below * float(tail(k, np.array([-reach - 1.0]))[0])
+        return 2 * (inside + outside) * (1 + _SAFETY) + 1e-12
+
+    if excess(upper) > alpha:
+        return upper
+    lo, hi = 0.0, upper
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if excess(mid) <= alpha else (mid, hi)
+    return hi
 
 
 def linear_halfwidth(
@@ -189,6 +249,8 @@ def linear_halfwidth(
     else:
         raise InternalError(f"no interval for a combination of {mechanism} noises")
     bound = min(union, chernoff * (1 + _SAFETY) + _SAFETY)
+    if mechanism == "discrete_laplace" and w.size > 1:
+        bound = _laplace_largest_exact(w, float(parameter), alpha, bound)
     if bool(np.all(w == np.round(w))):
         return float(math.floor(bound))  # an integer error: |S| < k and |S| <= floor(k) are the same event
     return bound

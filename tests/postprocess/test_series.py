@@ -109,6 +109,7 @@ CASES = [
     ("discrete_laplace", Fraction(2), [1, 1, 1, 1]),
     ("discrete_laplace", Fraction(5), [2, 1]),
     ("discrete_laplace", Fraction(3), [1, -1, 3, 1, 1, 1, 1, 1]),
+    ("discrete_laplace", Fraction(30), [3, 1, 1]),  # the dominant term's z in buckets of 2
     ("discrete_gaussian", Fraction(1, 2), [1, 1]),
     ("discrete_gaussian", Fraction(9), [2, 1, 1]),
     ("discrete_gaussian", Fraction(25), [1, 1, 1, 1, 1, 1]),
@@ -123,10 +124,10 @@ def test_the_half_width_holds_against_the_exact_tail(
     k = linear_halfwidth(weights, mechanism, parameter, confidence)
     beyond = tails(weights, mechanism, parameter)
     assert beyond[math.floor(k)] <= 1 - confidence
-    # and a useful bound (a vacuous width would pass the line above): within 1.8x of the exact quantile; a Chernoff
-    # bound is loosest where one term dominates ([2, 1], [.., 3, ..]: ~1.7x), tightest for many equal terms
+    # and a useful bound (a vacuous width would pass the line above): within 1.7x of the exact quantile (measured:
+    # 1.0-1.67x on these cases, loosest at confidence 0.9 with equal weights, 1.17-1.18x at 0.999)
     exact = int(np.argmax(beyond <= 1 - confidence))
-    assert k <= 1.8 * exact + 2
+    assert k <= 1.7 * exact + 1
 
 
 @pytest.mark.parametrize("confidence", [0.9, 0.95])
