@@ -158,7 +158,7 @@ def test_the_running_totals_error_matches_the_plans_variance() -> None:
     kappa4 of the discrete Laplace from its pmf). The test fails when s^2 is more than 5.5 sd from the plan's
     variance: by the central limit theorem (n = 2e5 terms with every moment finite) a false failure has probability
     about 2 Phi(-5.5) = 3.8e-8, 26x under the house's 1e-6. A wrong estimator or variance formula misses by far
-    more: 5.5 sd is 3.0% of the variance here, while the cover sum's variance is 1.53x Honaker's at t = 27."""
+    more: 5.5 sd is 2.0% of the variance here, while the cover sum's variance is 1.47x Honaker's at t = 27."""
     t, scale, n = 27, Fraction(4), 200_000
     blocks = blocks_within(t)
     noise = {b: discrete_laplace(scale, n) for b in blocks}
