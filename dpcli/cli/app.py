@@ -130,6 +130,11 @@ class Neighbours(StrEnum):
     REPLACE = "replace"
 
 
+class Per(StrEnum):
+    # "period", not "day": the cap renews per DECLARED period key (a release id, a series' period), never per clock day
+    PERIOD = "period"
+
+
 def _exact(option: str, text: str) -> Fraction:
     try:
         value = parse_exact(text)
@@ -680,11 +685,17 @@ def budget_set(
     ),
     ledger: str | None = LedgerOpt,
     lock_timeout: float = LockOpt,
+    per: Per | None = typer.Option(
+        None, "--per",
+        help="period: a cap that renews per declared period (each release's --release-id, or a series' period), "
+        "never by the clock; a person present in k periods has k·ε. Never mixed with a lifetime cap on a dataset.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the cap set as one JSON object on stdout."),
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import resolve_ledger
     from dpcli.ledger.admin import set_budget
+    from dpcli.ledger.base import RENEWING_NOTE
     from dpcli.ledger.named import other_ledger
     from dpcli.specs.fields import DATASET_NAME
 
@@ -708,9 +719,11 @@ def budget_set(
     pair = other_ledger(ledger, None)
     pinned = None if neighbours is None else neighbours.value
     done = set_budget(location, dataset, eps, dlt, allow_raise=allow_raise,
-                      unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout)
+                      unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout,
+                      per_period=per is not None)
     status = done.status
     spent = status.spent if status else Fraction(0)
+    # a renewing cap: what a period not charged yet has (each period's own: `dpcli budget show`)
     remaining = status.remaining if status and status.remaining is not None else eps
     warning = None
     if done.new_here and pair is not None:
@@ -724,14 +737,25 @@ def budget_set(
             "dataset": dataset, "cap": format_exact(eps), "cap_delta": format_exact(dlt),
             "raised": bool(done.record.get("raise")), "spent": format_exact(spent),
             "remaining": format_exact(remaining), "record": done.record.seq,
+            "per": "period" if per is not None else "lifetime",
+            "periods_seen": len(status.periods) if status else 0,
+            "note": RENEWING_NOTE if per is not None else None,
             "warnings": [] if warning is None else [warning],
         }))
         return
-    messages.info(
-        f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
-        + (" (raised)" if done.record.get("raise") else "")
-        + f"; spent {layout.eps(spent)}, remaining {layout.eps(remaining)}"
-    )
+    if per is not None:
+        messages.info(
+            f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)} per period"
+            + (" (raised)" if done.record.get("raise") else "")
+            + f"; {len(status.periods) if status else 0} period(s) charged so far, spent {layout.eps(spent)} over "
+            f"all of them; a new period has ε={layout.eps(eps)}. Note: {RENEWING_NOTE}"
+        )
+    else:
+        messages.info(
+            f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
+            + (" (raised)" if done.record.get("raise") else "")
+            + f"; spent {layout.eps(spent)}, remaining {layout.eps(remaining)}"
+        )
     if warning is not None:
         messages.warning(warning)
 

@@ -219,7 +219,7 @@ class PaidRun:
         (the binding checks are repeated under the lock by the spend)."""
         status = self.book.status(self.dataset, records)
         check_pin(status, self.dataset, self.purchase.unit, self.purchase.neighbours, self.book.name)
-        self.book.check(self.dataset, self.cost, records)
+        self.book.check(self.dataset, self.cost, records, self.purchase.period)
 
     # -- the charge, the noisy state, the post-processing ------------------------------------------------------
 

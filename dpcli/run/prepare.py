@@ -194,7 +194,7 @@ def prepare(
             book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
             Purchase.of(spec.dataset, spec.sha256, release_id, spec.privacy.pinned_unit, spec.privacy.neighbours,
                         tuple(s.statistic.name for s in plan.statistics), meaning=release_meaning(spec),
-                        name=spec.name),
+                        name=spec.name, period=release_id if named else None),
             named, lock_timeout, say,
         )
         paid = run.earlier_spend(records)
