@@ -410,6 +410,11 @@ def plan(
         None, "--ledger", metavar="PATH|URL",
         help="Show what the release would leave of the dataset's cap (reads only).",
     ),
+    period: str | None = typer.Option(
+        None, "--release-id", metavar="ID",
+        help="With --ledger, of a cap that renews per period: the period (release id) whose cap to show; else a "
+        "period not charged yet.",
+    ),
     lock_timeout: float = LockOpt,
     rows: list[str] = typer.Option(
         [], "--expected-rows", metavar="N|NAME=N",
@@ -435,7 +440,9 @@ def plan(
         from dpcli.plan.what_if import with_expected_rows
 
         the_plan = with_expected_rows(the_plan, *_expected_rows(rows))
-    planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
+    if period is not None and ledger is None:
+        raise UsageError("--release-id names the period of a renewing cap that --ledger shows: give --ledger too")
+    planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout, period)
     if as_json:
         messages.document(documents.stamped("plan", render_plan.plan_doc(the_plan, planning)), indent=2)
     else:
@@ -460,7 +467,7 @@ def _expected_rows(given: list[str]) -> tuple[int | None, dict[str, int]]:
 
 def _planning(
     the_plan: Plan, epsilons: str | None, targets: list[str], ledger: str | None,
-    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT, period: str | None = None,
 ) -> dict[str, Any]:
     """plan's what-if answers (dpcli.plan.what_if) as their JSON document: --epsilon, targets (the spec's or
     --target), --ledger."""
@@ -489,7 +496,9 @@ def _planning(
         from dpcli.ledger import resolve_ledger
         from dpcli.run.prepare import ledger_outlook
 
-        out["ledger"] = render_plan.outlook_json(ledger_outlook(the_plan, resolve_ledger(ledger, None), lock_timeout))
+        out["ledger"] = render_plan.outlook_json(
+            ledger_outlook(the_plan, resolve_ledger(ledger, None), lock_timeout, period)
+        )
     return out
 
 
