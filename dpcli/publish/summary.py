@@ -82,8 +82,10 @@ def render_markdown(data: ReportData) -> str:
         left = "not known (no ledger given)" if data.ledger_name is None else "no cap in the ledger"
     else:
         left = f"ε {format_exact(status.remaining or Fraction(0))} of {format_exact(status.cap)}"
-        if status.per_period:  # a renewing cap: the period's, and what that means
-                    left += f" in period '{status.period}' (a cap per declared period: {RENEWING_NOTE})"
+        if status.per_period:  # a renewing cap: the period's (the sidecar names it), and what that means
+            left = (f"{left} in period '{status.period}'" if status.period is not None
+                    else f"ε {format_exact(status.cap)} per period; this release's period is not known (no sidecar)")
+            left += f" (a cap per declared period: {RENEWING_NOTE})"
     lines += [f"- spent: {_md(spent)}", f"- left: {_md(left)}", "", "| statistic | kind | cells | value | interval |",
               "|---|---|---:|---:|---|"]
     for view in data.statistics:

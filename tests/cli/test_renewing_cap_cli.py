@@ -63,6 +63,14 @@ def test_releases_in_one_period_share_its_cap_and_a_new_period_starts_fresh(make
     meta = json.loads((work / "other.csv.meta.json").read_text())
     assert meta["ledger"]["period"] == "2027-01-02"
     assert "k·ε" in meta["ledger"]["cap_note"]
+    page = run_in_process("report", work / "other.csv", "-o", work / "report.html", "--ledger", work / "L.jsonl",
+                          "--summary-md", work / "summary.md")
+    assert page.returncode == 0, page.stderr
+    html = (work / "report.html").read_text()
+    assert "per declared period" in html
+    assert "in period <b>2027-01-02</b>" in html
+    assert "k·ε" in html
+    assert "in period '2027-01-02'" in (work / "summary.md").read_text()
     spends = [json.loads(x) for x in (work / "L.jsonl").read_text().splitlines() if '"spend"' in x]
     assert [s["period"] for s in spends] == ["2027-01-01", "2027-01-02"]  # the re-run spent nothing
 
