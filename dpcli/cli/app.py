@@ -746,9 +746,8 @@ def budget_set(
             "dataset": dataset, "cap": format_exact(eps), "cap_delta": format_exact(dlt),
             "raised": bool(done.record.get("raise")), "spent": format_exact(spent),
             "remaining": format_exact(remaining), "record": done.record.seq,
-            "per": "period" if per is not None else "lifetime",
-            "periods_seen": len(status.periods) if status else 0,
-            "note": RENEWING_NOTE if per is not None else None,
+            **({"per": "period", "periods_seen": len(status.periods) if status else 0, "note": RENEWING_NOTE}
+               if per is not None else {}),
             "warnings": [] if warning is None else [warning],
         }))
         return

@@ -124,8 +124,8 @@ def _legacy_array(command: str, item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-PER = {"enum": ["lifetime", "period"], "description": "the cap's kind: `period` renews per declared period "
-       "(`budget set --per period`: cap, cap_delta bound each period; spent is the periods' sum, remaining null)"}
+PER = {"const": "period", "description": "present for a cap that renews per declared period (`budget set --per "
+       "period`: cap, cap_delta bound each period); a lifetime cap's object has none of the per-period fields"}
 PERIOD = {
     "type": "object", "required": ["period", "spent", "remaining", "releases"],
     "properties": {"period": {"type": "string", "description": "the declared period's key (a release id)"},
@@ -194,7 +194,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "remaining": {**EXACT, "description": "a renewing cap: what a period not charged yet has (the cap)"},
         "record": {"type": "integer", "description": "the cap record written"},
         "per": PER, "periods_seen": {"type": "integer", "description": "the periods a renewing cap has charged"},
-        "note": {**TEXT_OR_NULL, "description": "a renewing cap: what it means (k periods: k·ε)"},
+        "note": {"type": "string", "description": "a renewing cap: what it means (k periods: k·ε)"},
         "warnings": {"type": "array", "items": {"type": "string"}},
     }),
     "ledger verify": _document("ledger verify", ["ok", "records", "head", "keyed"], {

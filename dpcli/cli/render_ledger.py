@@ -37,9 +37,10 @@ def budget_json(statuses: dict[str, BudgetStatus]) -> str:
 
 
 def _renewing_json(s: BudgetStatus) -> dict[str, object]:
-    """A cap's kind; of a renewing cap, every period charged (in the order first charged) and the note."""
+    """A renewing cap's kind, every period charged (in the order first charged) and the note; nothing for a
+    lifetime cap (its object is as before)."""
     if not s.per_period:
-        return {"per": "lifetime"}
+        return {}
     return {
         "per": "period",
         "periods_seen": len(s.periods),
