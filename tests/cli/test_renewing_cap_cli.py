@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 
 from dpcli.cli.documents import SCHEMAS
+from dpcli.publish.sidecar import SIDECAR_SCHEMA
 from tests.helpers import TOY_SPEC, run_in_process
 
 DATA = "age\n34\n71\n15\n52\n"
@@ -61,6 +62,7 @@ def test_releases_in_one_period_share_its_cap_and_a_new_period_starts_fresh(make
     jsonschema.validate(summary, SCHEMAS["release"])
     assert (summary["period"], summary["epsilon_remaining"], summary["epsilon_cap"]) == ("2027-01-02", "0.15", "0.4")
     meta = json.loads((work / "other.csv.meta.json").read_text())
+    jsonschema.validate(meta, json.loads(SIDECAR_SCHEMA.read_text()))
     assert meta["ledger"]["period"] == "2027-01-02"
     assert "k·ε" in meta["ledger"]["cap_note"]
     page = run_in_process("report", work / "other.csv", "-o", work / "report.html", "--ledger", work / "L.jsonl",
