@@ -414,8 +414,8 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
 # declared period, so it is no bound on a person's loss over many periods.
 RENEWING_NOTE = (
     "the cap renews per declared period (a release's id, a series' period), never by the clock: a person present in "
-    "k periods has k·ε spent on them, and a fixed attribute seen in every snapshot (a birth year, a diagnosis) is "
-    "protected only at k·ε"
+    "k periods has k·ε (and k·δ) spent on them, and a fixed attribute seen in every snapshot (a birth year, a "
+    "diagnosis) is protected only at k·ε"
 )
 
 # A declared period's key (a release's id, a series' period): public text, as a release id is (dpcli.run.paid).
