@@ -31,6 +31,12 @@ never drawn twice; a run that finds it recorded reuses it). That is a second ent
 (``draw_piece``), sharing ``Paid``, the held signals and the failure report; the periods' outputs are
 ``Work.publish`` over the stored pieces, re-runnable like any re-issue.
 
+**A renewing cap (issue 26, ``budget set --per period``)**: the charge names the declared period it is charged to
+as ``Purchase.period`` (``Purchase.of(..., period=KEY)``): ``check_budget`` and the ledger's ``spend`` then check the
+spend against that period's sums, and the spend record holds the key. A release's key is its named release id (a
+drawn id names no period: refused, exit 2, before the input is read); a series charging period N of a renewing cap
+passes that period's key the same way. Under a lifetime cap the key is neither used nor recorded.
+
 **Synthetic data (issue 27)**: ``pay`` charges selection and measurement as one ``Budget``; ``Work.draw`` makes the
 selections and the noisy marginal measurements (small, exact integers) and returns them as the stored state; the long
 estimation and sampling stage is ``Work.publish`` (and ``republish``): it reads only the stored measurements, so a
@@ -219,7 +225,7 @@ class PaidRun:
         (the binding checks are repeated under the lock by the spend)."""
         status = self.book.status(self.dataset, records)
         check_pin(status, self.dataset, self.purchase.unit, self.purchase.neighbours, self.book.name)
-        self.book.check(self.dataset, self.cost, records)
+        self.book.check(self.dataset, self.cost, records, self.purchase.period)
 
     # -- the charge, the noisy state, the post-processing ------------------------------------------------------
 
