@@ -40,7 +40,8 @@ from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, make_series_plan
-from dpcli.postprocess.series import linear_halfwidth, sum_periods, tree_weights
+from dpcli.plan.tree import tree_weights
+from dpcli.postprocess.series import linear_halfwidth, sum_periods
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.publish.columns import Ints, LazyColumn, Texts
 from dpcli.publish.sidecar import release_metadata

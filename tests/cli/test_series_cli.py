@@ -37,7 +37,7 @@ def test_periods_from_the_command_line(work: Path) -> None:
     assert b"spent nothing: the series was charged by ledger record 1" in later.stderr
     again = release(work, "--period", "2", "-o", "again.csv", "--json")
     summary = json.loads(again.stderr)
-    assert (summary["period"], summary["reused"], summary["epsilon_spent"]) == (2, True, "0")
+    assert (summary["series_period"], summary["reused"], summary["epsilon_spent"]) == (2, True, "0")
     assert (work / "again.csv").read_bytes() == (work / "p2.csv").read_bytes()
     shown = run_in_process("budget", "show", "--ledger", work / "ledger.jsonl")
     assert b"2 of 3 periods released (1-2); 2 piece(s) drawn" in shown.stdout
