@@ -122,7 +122,7 @@ class DeliveryFields(TypedDict):
     table_sha256: str
     output_sha256: NotRequired[str]
     randomized: NotRequired[list[RandomizedFields]]
-    period: NotRequired[int]
+    series_period: NotRequired[int]
     pieces: NotRequired[list[str]]
 
 
@@ -746,7 +746,7 @@ class Delivery:
         if self.output_sha256 is not None:
             out["output_sha256"] = self.output_sha256
         if self.period is not None:
-            out["period"] = self.period
+            out["series_period"] = self.period
             out["pieces"] = list(self.pieces)
         if self.randomized:
             out["randomized"] = [
@@ -894,8 +894,8 @@ class SeriesStatus:
 def series_statuses(records: list[Record]) -> list[SeriesStatus]:
     """Every series the records charged, in charge order, with its released periods and pieces."""
     out = []
-    frozen = {str(r.get("release_key")): int(r.get("period")) for r in records
-              if r.type == "released" and type(r.get("period")) is int}
+    frozen = {str(r.get("release_key")): int(r.get("series_period")) for r in records
+              if r.type == "released" and type(r.get("series_period")) is int}
     for rec in records:
         facts = rec.get("series") if rec.type == "spend" else None
         if not isinstance(facts, dict):
@@ -1054,7 +1054,7 @@ class Ledger(ABC):
         data = self.load_table(key)
         if data is None or hashlib.sha256(data).hexdigest() != done.get("table_sha256"):
             raise LedgerError(
-                f"ledger {self.name}: the frozen table of period {done.get('period')} of this series is "
+                f"ledger {self.name}: the frozen table of period {done.get('series_period')} of this series is "
                 f"{'missing from' if data is None else 'altered in'} the store (record {done.seq}); a released period "
                 "is never made again"
             )

@@ -72,7 +72,7 @@ def test_plan_shows_the_series(work: Path) -> None:
     assert r.returncode == 0
     text = r.stdout.decode()
     assert "series: 3 periods, design per_period; charged once, ε=1" in text
-    assert "n at period 2: ±15 / ±35" in text  # one period's noise, and the sum of two (a rigorous bound)
+    assert "n at period 2: ±15 / ±3" in text  # one period's noise; the sum of two: wider, less than twice
     assert "unit row: a series protects one row" in text
     doc = json.loads(run_in_process("plan", work / "series.yaml", "--json").stdout)
     assert doc["series"]["reads"]["3"] == [3]
