@@ -216,8 +216,9 @@ def release_period(
         )
     if spec.privacy.person is not None:
         raise UsageError(
-            "a per_period series under a person unit needs a renewing-cap dataset (a person present in k periods "
-            "has k times the budget), which this ledger does not offer", hint="use unit: row"
+            "a per_period series under a person unit needs a renewing-cap dataset (`dpcli budget set DATASET "
+            "--per period`: a person present in k periods has k times the budget), which a series does not charge "
+            "yet", hint="use unit: row"
         )
     if (engine or spec.engine) == "spark":
         raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
