@@ -79,9 +79,9 @@ def period_text(result: Release) -> str:
         return (f"dpcli: period {result.period}{horizon} of this series was released: its frozen table was written "
                 f"again; nothing spent (the series was charged by ledger record {result.spend.seq})")
     if result.charged:
-        charge = (f"  charged the series {result.plan.cost_text(status.cap_delta if status else None)}, once for all "
-                  f"its periods; ε left {eps(status.remaining if status else None)} of "
-                  f"{eps(status.cap if status else None)}")
+        cost = f"ε={eps(result.epsilon_spent)}" + (f", ρ={eps(result.rho_spent)}" if result.rho_spent else "")
+        charge = (f"  charged the series {cost}, once for all its periods; ε left "
+                  f"{eps(status.remaining if status else None)} of {eps(status.cap if status else None)}")
     else:
         charge = f"  spent nothing: the series was charged by ledger record {result.spend.seq}"
     return (
