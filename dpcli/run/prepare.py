@@ -29,6 +29,7 @@ from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_le
 from dpcli.ledger.base import charge, check_spend
 from dpcli.plan.cost import ReleaseCost, check_cost
 from dpcli.plan.model import Plan, make_plan
+from dpcli.plan.series import check_series_runnable
 from dpcli.publish.labels import check_labels
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
@@ -158,6 +159,8 @@ def prepare(
     input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
                           spec.input_format)
     engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
+    if spec.series is not None:
+        check_series_runnable(spec, engine)  # what a series' run refuses of its spec (exit 2)
     if remote and engine != "spark":
         raise UsageError(f"input {remote[:200]} is a URL: only the Spark engine reads one", hint="use --engine spark")
     if engine == "spark" and not remote and source is None:

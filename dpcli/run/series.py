@@ -40,7 +40,7 @@ from dpcli.ledger.base import period_key, recorded_pieces
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.plan.series import SeriesPlan, make_series_plan
+from dpcli.plan.series import SeriesPlan, check_series_runnable, make_series_plan
 from dpcli.plan.tree import Block as TreeBlock
 from dpcli.plan.tree import blocks_within, exact_noise_variance, tree_weights
 from dpcli.postprocess.series import estimate_tree, linear_halfwidth, sum_periods
@@ -211,18 +211,7 @@ def release_period(
     series = spec.series
     t = choose_period(series, period, release_id)
     check_period(series, t, allow_unfinished=True)  # its place in the horizon; whether it has ended: below
-    if series.monotone:
-        raise UsageError("series.monotone is not applied by this version: its running totals are published as "
-                         "estimated", hint="leave monotone out")
-    if spec.privacy.person is not None:
-        raise UsageError(
-            "a per_period series under a person unit needs a renewing-cap dataset (`dpcli budget set DATASET "
-            "--per period`: a person present in k periods has k times the budget), which a series does not charge "
-            "yet", hint="use unit: row"
-        )
-    if (engine or spec.engine) == "spark":
-        raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
-                         hint="use --engine polars")
+    check_series_runnable(spec, engine)
     splan = make_series_plan(spec)
     ready = prepare(
         spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=SERIES_RELEASE_ID,

@@ -97,3 +97,21 @@ def test_two_processes_at_once_charge_once_and_draw_each_piece_once(work: Path, 
     assert len(drawn) == len(set(drawn))
     if periods[0] == periods[1]:
         assert (work / "out0.csv").read_bytes() == (work / "out1.csv").read_bytes()
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (("unit: row", "unit: {id: pid, max_rows: 3, missing_id: drop}"), b"needs a renewing-cap dataset"),
+    (("dataset: admissions", "dataset: admissions\nengine: spark"), b"Spark does not filter rows"),
+])
+def test_check_refuses_what_a_series_run_refuses(work: Path, edit: tuple[str, str], words: bytes) -> None:
+    spec = work / "series.yaml"
+    text = spec.read_text().replace(*edit)
+    if "pid" in edit[1]:  # a person unit: the sums and means name their clamp
+        text = text.replace("kind: sum, column: stay}", "kind: sum, column: stay, clamp: row}")
+        text = text.replace("kind: mean, column: stay}", "kind: mean, column: stay, clamp: row}")
+    spec.write_text(text)
+    checked = run_in_process("check", spec, cwd=work)
+    released = release(work, "--period", "1", "-o", "x.csv")
+    assert checked.returncode == released.returncode == 2
+    assert words in checked.stderr
+    assert words in released.stderr
