@@ -226,15 +226,16 @@ def release(
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
     bar_wanted = progress.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
-    loaded = load_spec(spec)
-    if loaded.series is not None or period is not None:
+    # a series' period: --period, or a release id that may be date-like (then the spec says whether it is a series)
+    loaded = load_spec(spec) if period is not None or release_id is not None else None
+    if period is not None or (loaded is not None and loaded.series is not None):
         if report_path is not None or summary_md is not None:
             raise UsageError("--report and --summary-md are not written for a series' period yet")
         from dpcli.run.series import release_period
 
         with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             done = release_period(
-                loaded, period=period, release_id=release_id, allow_unfinished=allow_unfinished, input=input,
+                loaded or spec, period=period, release_id=release_id, allow_unfinished=allow_unfinished, input=input,
                 output=output, ledger=ledger, fmt=None if fmt is None else fmt.value, lock_timeout=lock_timeout,
                 input_timeout=input_timeout, max_input_bytes=cap, progress=_progress_printer if verbose else None,
                 input_format=None if input_format is None else input_format.value,
@@ -253,7 +254,7 @@ def release(
         # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
         with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             result = run(
-                loaded, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+                loaded or spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
                 release_id=release_id,
                 lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
                 progress=_progress_printer if verbose else None,

@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jsonschema
 import polars as pl
 import pytest
 
@@ -20,6 +21,7 @@ from dpcli.ledger import open_ledger
 from dpcli.ledger.base import Record, piece_key
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.series import make_series_plan
+from dpcli.publish.sidecar import SIDECAR_SCHEMA
 from dpcli.publish.store import encode_table
 from dpcli.publish.writers import write_table
 from dpcli.run.series import release_period
@@ -188,6 +190,7 @@ def test_a_spec_without_a_series_refuses_a_period(work: Path) -> None:
 def test_the_sidecar_states_the_series(work: Path) -> None:
     period(work, 1)
     meta = json.loads((work / "p1.csv.meta.json").read_text())
+    jsonschema.validate(meta, json.loads(SIDECAR_SCHEMA.read_text()))
     series = meta["series"]
     assert (series["periods"], series["design"], series["period"], series["pieces"]) == (3, "per_period", 1, ["p1"])
     assert series["charge"]["record"] == 1
