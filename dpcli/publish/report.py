@@ -27,6 +27,7 @@ from dpcli.publish.report_data import (
     exact,
     guarantee,
     load,
+    series_unit_text,
     uncertainty,
 )
 from dpcli.publish.report_inputs import beside, why
@@ -238,16 +239,6 @@ def _ranked_html(view: StatisticView) -> str:
     return "".join(lists) + more
 
 
-def series_unit_text(unit: str) -> str:
-    """What a series protects, honestly (the page and the summary)."""
-    if unit == "person":
-        return ("Unit person: each period is charged against its own period's cap, so a person present in k periods "
-                "has k times the budget (k·ε).")
-    return ("Unit row: the series protects one row (one visit, one admission), not a person: a patient with 50 "
-            "visits spends 50 times the budget on themselves. For person data, declare a person unit "
-            "(privacy.unit) so that all of a person's rows count as one.")
-
-
 def _series_html(data: ReportData) -> str:
     """A series period's facts: horizon, design, the one charge, how far the series has gone, what it protects, and
     where the time plots' earlier periods come from."""
@@ -292,7 +283,8 @@ def _time_plot_html(data: ReportData, view: StatisticView, n: int) -> str:
     if series is None or view.name not in series.points:
         return ""
     cells = len({row.labels for row in view.rows})
-    more = f"<p>The time plot shows the first {MAX_SERIES_CELLS} of {cells} cells.</p>" if cells > MAX_SERIES_CELLS else ""
+    more = (f"<p>The time plot shows the first {MAX_SERIES_CELLS} of {cells} cells.</p>"
+            if cells > MAX_SERIES_CELLS else "")
     return (f"<figure class='plot time' data-statistic='{_e(view.name)}'>"
             f"{time_plot_svg(series, view.name, f'dpcli-t{n}')}</figure>{more}")
 

@@ -292,3 +292,13 @@ def guarantee(data: ReportData) -> Guarantee | None:
     selections = [(s.get("selection") or {}).get("delta") for s in meta.get("statistics") or []]
     selection_delta = sum((exact(d) or Fraction(0) for d in selections), Fraction(0))
     return Guarantee(epsilon, rho, delta, selection_delta)
+
+
+def series_unit_text(unit: str) -> str:
+    """What a series protects, honestly (the page and the summary)."""
+    if unit == "person":
+        return ("Unit person: each period is charged against its own period's cap, so a person present in k periods "
+                "has k times the budget (k·ε).")
+    return ("Unit row: the series protects one row (one visit, one admission), not a person: a patient with 50 "
+            "visits spends 50 times the budget on themselves. For person data, declare a person unit "
+            "(privacy.unit) so that all of a person's rows count as one.")

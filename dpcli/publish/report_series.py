@@ -11,7 +11,6 @@ never a period after t, never the input. Without a ledger the plot shows period 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,10 @@ def _whole(value: object) -> int | None:
     return value if type(value) is int else None
 
 
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def series_view(data: ReportData, book: Ledger | None) -> SeriesView | None:
     """The series of a period's table (None: the sidecar names no series): its facts from the sidecar, how far it
     has gone and the earlier periods' released values from the ledger's frozen tables when a ledger is given."""
@@ -48,10 +51,10 @@ def series_view(data: ReportData, book: Ledger | None) -> SeriesView | None:
     periods, t = _whole(facts.get("periods")), _whole(facts.get("period"))
     if periods is None or t is None:
         return None
-    charge = facts.get("charge") if isinstance(facts.get("charge"), dict) else {}
+    charge = _mapping(facts.get("charge"))
     record = _whole(charge.get("record"))
     epsilon, rho = exact(charge.get("epsilon")) or Fraction(0), exact(charge.get("rho")) or Fraction(0)
-    rule = facts.get("period_rule") if isinstance(facts.get("period_rule"), dict) else {}
+    rule = _mapping(facts.get("period_rule"))
     view = SeriesView(
         periods=periods, design=str(facts.get("design", "")), period=t, charge_record=record,
         charge=cost_text(epsilon, rho, exact(meta.get("delta")), Fraction(0)), rule=dict(rule),
