@@ -61,7 +61,8 @@ def test_a_period_is_drawn_with_the_periods_released_before_it_as_they_were_publ
     assert page.count("<figure class='plot time'") == 4  # n, w, s, m
     summary = (work / "sum.md").read_text()
     assert "### dpcli release: admissions (series period 3 of 3, ledger record 1)" in summary
-    assert "charged once (ledger record 1) for all its 3 periods" in summary and "2 of 3 periods released" in summary
+    assert "charged once (ledger record 1) for all its 3 periods" in summary
+    assert "2 of 3 periods released" in summary
 
     # period 2 released now: its table (period 1's too) has the running totals; period 1's report shows no later one
     tables[2] = period(work, 2)
@@ -74,7 +75,8 @@ def test_a_period_is_drawn_with_the_periods_released_before_it_as_they_were_publ
     from dpcli.publish.report_series import series_view  # new with the series' report (the test fails above first)
 
     first = series_view(load(tables[1]), open_ledger(work / "ledger.jsonl"))  # the report's data, not drawn
-    assert first is not None and [p.period for p in first.points["n"]["all rows"]["period"]] == [1]
+    assert first is not None
+    assert [p.period for p in first.points["n"]["all rows"]["period"]] == [1]
     # one summary per period, though every period names the series' one charge
     assert (work / "sum.md").read_text().count("### dpcli release: admissions (series period") == 2
 
@@ -83,7 +85,8 @@ def test_without_a_ledger_the_period_is_drawn_alone_and_says_so(work: Path) -> N
     period(work, 1)
     table = period(work, 2)
     data = make_report(table, work / "r.html")
-    assert data.series is not None and data.series.released is None
+    assert data.series is not None
+    assert data.series.released is None
     assert [p.period for p in data.series.points["n"]["all rows"]["period"]] == [2]
     page = (work / "r.html").read_text()
     assert "no ledger was given: the plot shows this period alone" in page
