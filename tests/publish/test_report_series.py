@@ -5,19 +5,20 @@ released), and the Markdown summary of each period appended once per period."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from dpcli.core.accounting import Cap
 from dpcli.errors import LedgerError
 from dpcli.ledger import open_ledger
 from dpcli.ledger.base import period_key
 from dpcli.publish.report import make_report
 from dpcli.publish.report_data import load
 from dpcli.run.series import release_period
-from tests.run.test_series import AFTER, ROWS, SPEC, _cap
-
+from tests.run.test_series import AFTER, ROWS, SPEC
 
 # the series' spec of tests/run/test_series.py with fewer statistics (each one drawn costs the report ~0.1 s): a
 # count, a histogram and a median (not linear: no time plot)
@@ -28,7 +29,7 @@ SHORT = "\n".join(line for line in SPEC.splitlines() if not line.startswith(("  
 def work(tmp_path: Path) -> Path:
     (tmp_path / "series.yaml").write_text(SHORT)
     (tmp_path / "admissions.csv").write_text("admitted,ward,stay\n" + "".join(f"{d},{w},{s}\n" for d, w, s in ROWS))
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("admissions", _cap(3), allow_raise=False)
+    open_ledger(tmp_path / "ledger.jsonl").set_cap("admissions", Cap(Fraction(3), Fraction(0)), allow_raise=False)
     return tmp_path
 
 
