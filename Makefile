@@ -37,6 +37,10 @@ demo: venv sample-data
 	$(BIN)/dpcli release configs/panel.yaml --ledger .demo/ledger.jsonl --output -
 	$(BIN)/dpcli budget set adult --epsilon 10 --delta 1e-5 --ledger .demo/ledger.jsonl
 	$(BIN)/dpcli release configs/adult_countries.yaml --ledger .demo/ledger.jsonl --output .demo/countries.csv
+	# a series over an event log (365 daily periods, charged once): day 1 charges it, day 2 spends nothing
+	$(BIN)/dpcli budget set admissions --epsilon 3 --ledger .demo/ledger.jsonl
+	$(BIN)/dpcli release configs/series.yaml --ledger .demo/ledger.jsonl --release-id 2026-01-01 --output .demo/day1.csv
+	$(BIN)/dpcli release configs/series.yaml --ledger .demo/ledger.jsonl --release-id 2026-01-02 --output -
 	$(BIN)/dpcli budget show --ledger .demo/ledger.jsonl
 
 # The default suite (under 5 minutes on 2 cores); the slow statistical and soak tests run in `make test-slow`,

@@ -75,9 +75,9 @@ def _dpcli(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
-def _spent(ledger: Path, cwd: Path) -> tuple[Fraction, int]:
+def _spent(ledger: Path, cwd: Path, dataset: str = DATASET) -> tuple[Fraction, int]:
     (status,) = [s for s in json.loads(_dpcli("budget", "show", "--ledger", ledger, "--json", cwd=cwd).stdout)
-                 if s["dataset"] == DATASET]
+                 if s["dataset"] == dataset]
     return Fraction(status["spent"]), status["releases"]
 
 
@@ -281,19 +281,19 @@ def test_the_gitlab_ci_job_installs_the_wheel_and_publishes_a_release_its_report
 CRON_HOME = "/srv/stats"  # the crontab line's folder: the checkout, its .venv, the ledger and the log
 
 
-def _crontab_line() -> str:
+def _crontab_line(name: str = "publish-release.sh") -> str:
     """The command of the crontab line in the cron script's header (after the five time fields)."""
-    script = (EXAMPLES / "cron" / "publish-release.sh").read_text(encoding="utf-8")
+    script = (EXAMPLES / "cron" / name).read_text(encoding="utf-8")
     (line,) = [m.group(1) for m in re.finditer(r"^#\s+\d+ \d+ \* \* \*\s+(.+)$", script, re.MULTILINE)]
-    assert "examples/cron/publish-release.sh" in line
+    assert f"examples/cron/{name}" in line
     return line
 
 
-def _cron(home: Path, *extra: str) -> subprocess.CompletedProcess:
+def _cron(home: Path, *extra: str, script: str = "publish-release.sh") -> subprocess.CompletedProcess:
     """The crontab line as cron runs it: `/bin/sh -c LINE` with cron's own variables only, its paths under
     ``home`` and its log at ``home``/dpcli.log wherever the line puts it; ``extra`` variables (NAME=value) go before
     the line's own, for a run on another day."""
-    command = _crontab_line().replace(CRON_HOME, str(home))
+    command = _crontab_line(script).replace(CRON_HOME, str(home))
     command, redirects = re.subn(r">>\s*\S+", f">>{home / 'dpcli.log'}", command)
     assert redirects == 1, "the line appends its output to one log file"
     cron_env = ["PATH=/usr/bin:/bin", "SHELL=/bin/sh", f"HOME={home}", "LOGNAME=dpcli"]
@@ -373,6 +373,53 @@ def test_the_crontab_line_without_dpcli_on_its_path_spends_nothing_and_leaves_no
     assert _folders(home / "published") == [], "no folder, dated or hidden, is left"
     (line,) = _log(home)
     assert "dpcli is not on PATH" in line
+
+
+def test_the_series_crontab_line_publishes_a_day_a_run_and_charges_the_series_once(tmp_path: Path) -> None:
+    """examples/cron/publish-series.sh: the day is the release id, dpcli derives its period; the first day charges
+    the series, later days and re-runs spend nothing; the report draws the days released so far; a day not ended
+    (or past the horizon) is exit 2 with no folder."""
+    assert _crontab_line("publish-series.sh").startswith(f"cd {CRON_HOME} && ")
+    home, ledger = _cron_home(tmp_path, with_venv=True)
+    for folder, name in (("configs", "series.yaml"), ("sample_data", "admissions.csv")):
+        (home / folder).mkdir()
+        shutil.copy(ROOT / folder / name, home / folder / name)
+    _dpcli("budget", "set", "admissions", "--epsilon", "3", "--ledger", ledger, cwd=home)
+    published = home / "published-series"
+
+    first = _cron(home, "DAY=2026-01-04", script="publish-series.sh")
+    assert first.returncode == 0, (home / "dpcli.log").read_text(encoding="utf-8")
+    log = "\n".join(_log(home))
+    assert "released period 4 of 365 of a series" in log
+    assert re.search(r"charged the series (ε|eps)=1, once for all its periods", log), log
+    assert "published published-series/2026-01-04 (release id 2026-01-04)" in log
+    assert _spent(ledger, home, "admissions") == (1, 1)
+
+    second = _cron(home, "DAY=2026-01-05", script="publish-series.sh")
+    assert second.returncode == 0, _log(home)
+    assert _folders(published) == ["2026-01-04", "2026-01-05"]
+    day = published / "2026-01-05"
+    for name in ("table.csv", "table.csv.meta.json", "report.html", "summary.md"):
+        assert (day / name).is_file(), name
+    assert re.search(r"spent nothing: the series was charged by ledger record \d+", "\n".join(_log(home)))
+    assert _spent(ledger, home, "admissions") == (1, 1)
+    page = (day / "report.html").read_text(encoding="utf-8")
+    assert "period 5 of 365" in page
+    assert "2 of 365 periods are released (4-5)" in page
+    assert "<figure class='plot time'" in page
+    assert "series period 5 of 365" in (day / "summary.md").read_text(encoding="utf-8")
+    table = (day / "table.csv").read_bytes()
+
+    again = _cron(home, "DAY=2026-01-05", script="publish-series.sh")  # a retry: the frozen day, nothing spent
+    assert again.returncode == 0, _log(home)
+    assert (day / "table.csv").read_bytes() == table
+    assert _spent(ledger, home, "admissions") == (1, 1)
+
+    tomorrow = (date.today() + timedelta(days=1)).isoformat()  # not ended (or, after 2026, past the horizon)
+    refused = _cron(home, f"DAY={tomorrow}", script="publish-series.sh")
+    assert refused.returncode == 2
+    assert "nothing was spent" in _log(home)[-1]
+    assert _folders(published) == ["2026-01-04", "2026-01-05"], "a refused run leaves no folder, hidden or dated"
 
 
 # -- README.md, Install -----------------------------------------------------------------------------------------------

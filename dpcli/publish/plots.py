@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dpcli.core.accounting import format_exact
@@ -27,6 +27,8 @@ MAX_PLOT_LABEL = 60
 
 def row_label(row: Row) -> str:
     text = " × ".join(row.labels) or "all rows"  # a histogram's bin is its column's label, '[lo..hi)'
+    if row.span:  # a series period's table: the period's own value, or the running total to date
+        text = f"{text} · {'total to period' if row.span == 'to_date' else 'period'} {row.period}"
     return f"{text} · q={row.quantile}" if row.quantile else text
 
 
@@ -39,6 +41,12 @@ _SVG_ID = re.compile(r'(\bid="|href="#|url\(#)')
 
 
 def plot_svg(view: StatisticView, prefix: str) -> str:
+    return figure_svg(lambda figure: _draw(view, figure), prefix)
+
+
+def figure_svg(draw: Callable[[type[Figure]], str], prefix: str) -> str:
+    """The SVG text ``draw`` makes with matplotlib's Figure class, under the page's fixed settings (below), its ids
+    prefixed with ``prefix``."""
     import warnings
 
     import matplotlib
@@ -56,7 +64,7 @@ def plot_svg(view: StatisticView, prefix: str) -> str:
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore")
-        svg = _draw(view, Figure)
+        svg = draw(Figure)
     # every figure numbers its elements from 1 (figure_1, patch_1, glyphs): one prefix per figure keeps the ids of
     # one page unique, and each figure's references (href="#id", url(#id)) pointing into itself
     return _SVG_ID.sub(lambda m: f"{m.group(1)}{prefix}-", svg)
@@ -154,7 +162,7 @@ def _draw(view: StatisticView, figure: type[Figure]) -> str:
     rows = view.rows[:MAX_PLOT_POINTS]
     edges = bin_edges(view, rows) if view.traits is not None and view.traits.has_bins else None
     if edges is not None:
-        return _svg_text(_draw_bins(view, rows, edges, figure))
+        return svg_text(_draw_bins(view, rows, edges, figure))
     labels = [_short(row_label(r)) for r in rows]
     shown = [r.value if r.value is not None else math.nan for r in rows]
     lows = [r.value - r.ci_low if r.value is not None and r.ci_low is not None else 0.0 for r in rows]
@@ -187,10 +195,10 @@ def _draw(view: StatisticView, figure: type[Figure]) -> str:
     ax.grid(axis="x", color="#e5e7eb")
     ax.margins(y=0.5 / max(1, len(rows)))
     ax.set_axisbelow(True)
-    return _svg_text(fig)
+    return svg_text(fig)
 
 
-def _svg_text(fig: Figure) -> str:
+def svg_text(fig: Figure) -> str:
     fig.tight_layout()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})

@@ -27,9 +27,11 @@ from dpcli.publish.report_data import (
     exact,
     guarantee,
     load,
+    series_unit_text,
     uncertainty,
 )
 from dpcli.publish.report_inputs import beside, why
+from dpcli.publish.report_series import MAX_SERIES_CELLS, series_view, time_plot_svg
 from dpcli.publish.summary import write_summary
 from dpcli.specs.kinds import Value
 
@@ -60,7 +62,13 @@ def _budget_html(data: ReportData) -> str:
     meta = data.meta or {}
     parts = []
     spent = guarantee(data)
-    if spent is not None:
+    if data.series is not None:
+        record = data.series.charge_record
+        parts.append(f"<p>This is period {data.series.period} of a series of {data.series.periods} periods, charged "
+                     f"<b>{_e(data.series.charge)}</b> once for all its periods"
+                     + (f" (ledger record {record})" if record is not None else "")
+                     + ", when its first period was released; releasing a later period spends nothing.</p>")
+    elif spent is not None:
         note = " (a re-issue of a table already paid for: this run spent nothing)" if meta.get("reissued") else ""
         parts.append(f"<p>This release spent <b>{_e(spent.text)}</b>{note}.</p>")
     else:
@@ -231,6 +239,56 @@ def _ranked_html(view: StatisticView) -> str:
     return "".join(lists) + more
 
 
+def _series_html(data: ReportData) -> str:
+    """A series period's facts: horizon, design, the one charge, how far the series has gone, what it protects, and
+    where the time plots' earlier periods come from."""
+    series = data.series
+    if series is None:
+        return ""
+    rule = series.rule
+    field = f"its field <code>{_e(rule.get('column'))}</code>" if rule.get("column") else "its own field"
+    if series.released is None:
+        gone = "how many periods are released is not known here (no ledger was given)"
+    else:
+        gone = (f"{len(series.released)} of {series.periods} periods are released "
+                f"({_e(_ranges(series.released))}) as the ledger stood when this report was made")
+    record = f" by ledger record {series.charge_record}" if series.charge_record is not None else ""
+    return f"""<h2 id="series">Series</h2>
+<table id="series-facts">
+<tr><th>this table</th><td>period {series.period} of {series.periods}</td></tr>
+<tr><th>horizon</th><td>{series.periods} periods; each row counts in the one period {field} puts it in</td></tr>
+<tr><th>design</th><td>{_e(series.design)}</td></tr>
+<tr><th>charge</th><td>{_e(series.charge)}, once{_e(record)}, for all {series.periods} periods</td></tr>
+<tr><th>how far</th><td>{gone}</td></tr>
+</table>
+<p class="box warn" id="series-unit">{_e(series_unit_text(series.unit))}</p>
+<p>A period's table is frozen when first released: a published figure is never revised. The time plots below
+show each linear statistic's released values per period and its running totals to date, each with its interval as a
+band: {_e(series.source)}.</p>"""
+
+
+def _ranges(periods: tuple[int, ...]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    runs: list[list[int]] = []
+    for t in periods:
+        if runs and runs[-1][1] == t - 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
+
+
+def _time_plot_html(data: ReportData, view: StatisticView, n: int) -> str:
+    series = data.series
+    if series is None or view.name not in series.points:
+        return ""
+    cells = len({row.labels for row in view.rows})
+    more = (f"<p>The time plot shows the first {MAX_SERIES_CELLS} of {cells} cells.</p>"
+            if cells > MAX_SERIES_CELLS else "")
+    return (f"<figure class='plot time' data-statistic='{_e(view.name)}'>"
+            f"{time_plot_svg(series, view.name, f'dpcli-t{n}')}</figure>{more}")
+
+
 def render_html(data: ReportData) -> str:
     """The whole page: one file, nothing loaded from elsewhere."""
     meta = data.meta or {}
@@ -257,7 +315,8 @@ def render_html(data: ReportData) -> str:
             f"<section class='statistic' id='stat-{n}' data-statistic='{_e(view.name)}'>"
             f"<h2>{_e(view.name)} <small>({_e(view.kind or 'kind not stated')}"
             f"{', column ' + _e(view.column) if view.column else ''})</small></h2>"
-            f"{_stat_params(view)}<figure class='plot' data-statistic='{_e(view.name)}'>{plot}</figure>"
+            f"{_stat_params(view)}{_time_plot_html(data, view, n) if plotted <= MAX_PLOTS else ''}"
+            f"<figure class='plot' data-statistic='{_e(view.name)}'>{plot}</figure>"
             f"{extra}{flag_note}{_rows_html(view)}</section>"
         )
     return f"""<!DOCTYPE html>
@@ -269,6 +328,7 @@ def render_html(data: ReportData) -> str:
 <p>{len(data.statistics)} statistic(s) from <code>{_e(data.source)}</code>. Intervals are the table's
 <code>ci_low</code> to <code>ci_high</code>: they cover the privacy noise only, not sampling error.</p>
 {_guarantee_html(data)}
+{_series_html(data)}
 <h2 id="budget">Budget</h2>
 {_budget_html(data)}
 <h2>Public parameters</h2>
@@ -320,6 +380,7 @@ def make_report(
         period = ((data.meta or {}).get("ledger") or {}).get("period")
         data.status = book.status(str(dataset), period=period if isinstance(period, str) else None)
         data.ledger_name = book.name
+    data.series = series_view(data, book if ledger is not None and dataset else None)
     page = render_html(data)
     try:
         write_report(output, page)

@@ -21,7 +21,7 @@ from dpcli.ledger.base import BudgetStatus
 from dpcli.plan.budget import NOTHING_SPENT, cost_text
 from dpcli.publish.report_inputs import beside, check_columns, read_sidecar, read_table
 from dpcli.specs.kinds import KINDS, Kind, Value
-from dpcli.specs.v1 import OUTPUT_COLUMNS
+from dpcli.specs.v1 import OUTPUT_COLUMNS, PERIOD_COLUMN, SPAN_COLUMN
 
 # columns with a meaning of their own; every other column of the table is a dimension (a breakdown's label)
 KNOWN_COLUMNS = frozenset(OUTPUT_COLUMNS)
@@ -45,6 +45,8 @@ class Row:
     bin_low: str = ""
     bin_high: str = ""
     named: tuple[tuple[str, str], ...] = ()  # (dimension, label) of the labels above
+    period: str = ""  # a series period's table: the period of the row (its `period` column)
+    span: str = ""  # ... and what its value spans: "period" (the period's own) or "to_date" (the running total)
 
 
 @dataclass
@@ -68,6 +70,34 @@ class StatisticView:
         return KINDS.get(self.kind)
 
 
+@dataclass(frozen=True)
+class Point:
+    """One released number of a series' time plot: period t's value and its interval (None: not stated)."""
+
+    period: int
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass
+class SeriesView:
+    """A series period's table in its series (issue 26): the sidecar's facts and, per linear statistic and cell, the
+    released values of the periods 1..t that were released (dpcli.publish.report_series says where they come from)."""
+
+    periods: int  # T, the horizon
+    design: str
+    period: int  # t, the period of the table reported
+    charge_record: int | None  # the ledger record of the series' one charge
+    charge: str  # what that charge was (cost_text)
+    rule: dict[str, Any]  # the sidecar's period_rule (column, start, every_seconds)
+    unit: str  # the privacy unit
+    released: tuple[int, ...] | None  # the periods the ledger has released (frozen); None: no ledger read
+    source: str  # where the earlier periods' values were read, in words
+    # statistic -> cell -> span ("period" or "to_date") -> its points, in period order
+    points: dict[str, dict[str, dict[str, list[Point]]]] = field(default_factory=dict)
+
+
 @dataclass
 class ReportData:
     statistics: list[StatisticView]
@@ -75,6 +105,7 @@ class ReportData:
     status: BudgetStatus | None  # the dataset's budget in the ledger, None when no ledger was read
     ledger_name: str | None
     source: str  # the table's file name (a label on the page; never a directory of the operator's machine)
+    series: SeriesView | None = None  # a series period's table: its series (dpcli.publish.report_series)
 
 
 def number(text: str) -> float | None:
@@ -128,6 +159,8 @@ def views(columns: Sequence[str], rows: Iterable[dict[str, str]], meta: dict[str
                 bin_low=r.get("bin_low", ""),
                 bin_high=r.get("bin_high", ""),
                 named=tuple((d, r[d]) for d in dims if r.get(d)),
+                period=r.get(PERIOD_COLUMN, ""),
+                span=r.get(SPAN_COLUMN, ""),
             )
         )
     return list(out.values())
@@ -259,3 +292,13 @@ def guarantee(data: ReportData) -> Guarantee | None:
     selections = [(s.get("selection") or {}).get("delta") for s in meta.get("statistics") or []]
     selection_delta = sum((exact(d) or Fraction(0) for d in selections), Fraction(0))
     return Guarantee(epsilon, rho, delta, selection_delta)
+
+
+def series_unit_text(unit: str) -> str:
+    """What a series protects, honestly (the page and the summary)."""
+    if unit == "person":
+        return ("Unit person: each period is charged against its own period's cap, so a person present in k periods "
+                "has k times the budget (k·ε).")
+    return ("Unit row: the series protects one row (one visit, one admission), not a person: a patient with 50 "
+            "visits spends 50 times the budget on themselves. For person data, declare a person unit "
+            "(privacy.unit) so that all of a person's rows count as one.")

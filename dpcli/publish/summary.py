@@ -14,7 +14,16 @@ from typing import BinaryIO
 
 from dpcli.core.accounting import format_exact
 from dpcli.ledger.base import RENEWING_NOTE
-from dpcli.publish.report_data import ReportData, StatisticView, exact, guarantee, rank_bound, uncertainty
+from dpcli.publish.report_data import (
+    ReportData,
+    SeriesView,
+    StatisticView,
+    exact,
+    guarantee,
+    rank_bound,
+    series_unit_text,
+    uncertainty,
+)
 from dpcli.specs.kinds import Value
 
 # Any ASCII punctuation mark may be backslash-escaped in CommonMark (and GitHub's Markdown), and then stands for
@@ -36,6 +45,10 @@ def summary_heading(data: ReportData) -> str:
     gives them (the line that makes a summary written once per release: ``write_summary``)."""
     meta = data.meta or {}
     rid = (meta.get("ledger") or {}).get("release_id") or meta.get("release_id")
+    series = meta.get("series")
+    if rid and isinstance(series, dict) and type(series.get("period")) is int:
+        # every period of a series names the series' one charge: the period tells two periods' summaries apart
+        rid = f"{rid} period {series['period']} of {series.get('periods')}"
     record = (meta.get("ledger") or {}).get("record")
     paid = f", ledger record {_md(record)}" if rid and isinstance(record, int) else ""
     return f"### dpcli release: {_md(meta.get('dataset', data.source))}" + (f" ({_md(rid)}{paid})" if rid else "")
@@ -77,6 +90,8 @@ def render_markdown(data: ReportData) -> str:
     spent = spent_by.text if spent_by is not None else "not known (no sidecar)"
     if meta.get("reissued"):
         spent += " (re-issued: nothing spent by this run)"
+    if data.series is not None:
+        spent = _series_spent(data.series)
     status = data.status
     if status is None or status.cap is None:
         left = "not known (no ledger given)" if data.ledger_name is None else "no cap in the ledger"
@@ -86,7 +101,10 @@ def render_markdown(data: ReportData) -> str:
             left = (f"{left} in period '{status.period}'" if status.period is not None
                     else f"ε {format_exact(status.cap)} per period; this release's period is not known (no sidecar)")
             left += f" (a cap per declared period: {RENEWING_NOTE})"
-    lines += [f"- spent: {_md(spent)}", f"- left: {_md(left)}", "", "| statistic | kind | cells | value | interval |",
+    lines += [f"- spent: {_md(spent)}", f"- left: {_md(left)}"]
+    if data.series is not None:
+        lines += _series_lines(data.series)
+    lines += ["", "| statistic | kind | cells | value | interval |",
               "|---|---|---:|---:|---|"]
     for view in data.statistics:
         value, spread = _summary_cells(view)
@@ -96,6 +114,20 @@ def render_markdown(data: ReportData) -> str:
     lines += ["", "Several cells: the range of the released values, and the largest distance from a value to its "
               "interval's end. Intervals cover the privacy noise only, not sampling error."]
     return "\n".join(lines) + "\n\n"
+
+
+def _series_spent(series: SeriesView) -> str:
+    record = f" (ledger record {series.charge_record})" if series.charge_record is not None else ""
+    return (f"the series' {series.charge}, charged once{record} for all its {series.periods} periods; "
+            "a later period spends nothing")
+
+
+def _series_lines(series: SeriesView) -> list[str]:
+    """A series period's facts: the period, horizon and design, how far the series has gone, what it protects."""
+    gone = ("not known (no ledger given)" if series.released is None
+            else f"{len(series.released)} of {series.periods} periods released")
+    return [f"- series: period {series.period} of {series.periods}, design {_md(series.design)}; {_md(gone)}",
+            f"- unit: {_md(series_unit_text(series.unit))}"]
 
 
 def append_summary(path: Path, text: str, handle: BinaryIO | None = None) -> None:
