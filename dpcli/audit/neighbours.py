@@ -726,7 +726,9 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
     for t in targets:
         if t.scope != "release":
             by_statistic.setdefault(t.parts[0][0], []).append(t)
-    candidate_sets = {i: _candidates(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)}
+    # a series' statistic has one entry per family and level: its targets (and candidates) sit on the first
+    candidate_sets = {i: _candidates(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)
+                      if i in by_statistic}
     eng.load(p for persons in candidate_sets.values() for p in persons)
     for i, persons in candidate_sets.items():
         for p1, p2 in _pairs(persons, replace):

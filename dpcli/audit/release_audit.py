@@ -83,11 +83,10 @@ from typing import Any
 from dpcli.audit.bounds import clopper_pearson, epsilon_bound
 from dpcli.audit.events import EventCount, count_hits, event_thresholds
 from dpcli.audit.neighbours import NoisedCell, Person, PersonPair, choice_loss, find_neighbours
-from dpcli.audit.series import SeriesLayout
+from dpcli.audit.series import layout_of
 from dpcli.audit.targets import ASSUMED_DELTA, without_interval_draws
 from dpcli.core.accounting import format_exact
 from dpcli.errors import UsageError
-from dpcli.engine import aggregate
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.series import SeriesPlan, make_series_plan
 from dpcli.specs.load import load_spec
@@ -261,9 +260,7 @@ def audit(
     plan, unaudited = without_interval_draws(plan)
     layout = None
     if splan is not None:
-        per_period, blocks = (None if p is None else without_interval_draws(p)[0] for p in (splan.per_period,
-                                                                                             splan.blocks))
-        layout = SeriesLayout(splan, per_period, blocks, aggregate)
+        layout, unaudited = layout_of(splan)
         plan = layout.plan
     notes = []
     if unaudited:

@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from dpcli.audit.targets import Target
+from dpcli.audit.targets import Target, without_interval_draws
 from dpcli.core.accounting import zcdp_to_epsilon
-from dpcli.engine import ExactStatistic
+from dpcli.engine import ExactStatistic, aggregate
 from dpcli.engine.periods import period_index
 from dpcli.errors import InternalError, UsageError
 from dpcli.plan.model import Plan, StatisticPlan
@@ -50,7 +50,7 @@ from dpcli.plan.series import SeriesPlan
 from dpcli.plan.tree import Block
 from dpcli.specs.model import Series
 
-__all__ = ["SeriesLayout", "base_period_text", "period_texts", "series_field"]
+__all__ = ["SeriesLayout", "base_period_text", "layout_of", "period_texts", "periods_of", "series_field"]
 
 # The base rows' period: the middle of period 1 (or index 1)
 BASE_PERIOD = 1
@@ -330,3 +330,19 @@ class SeriesLayout:
     def describe(self) -> str:
         shown = "; ".join(f"{g.name}: {', '.join(p.label for p in g.pieces)}" for g in self.groups)
         return f"the pieces candidate rows reach, each aggregated by the real engine: {shown}"
+
+
+def layout_of(splan: SeriesPlan, engine: Aggregate = aggregate) -> tuple[SeriesLayout, list[str]]:
+    """The audit's layout of a series plan (its families' quantile interval draws left out, as a release's are:
+    dpcli.audit.targets.without_interval_draws), and the statistics whose draws were left out. ``engine``: the
+    aggregation of one piece (the real engine's; a test may hand a faulty one to show the audit catches it)."""
+    skipped: list[str] = []
+    families: list[Plan | None] = []
+    for plan in (splan.per_period, splan.blocks):
+        if plan is None:
+            families.append(None)
+            continue
+        kept, left_out = without_interval_draws(plan)
+        families.append(kept)
+        skipped += [name for name in left_out if name not in skipped]
+    return SeriesLayout(splan, families[0], families[1], engine), skipped
