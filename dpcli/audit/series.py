@@ -134,6 +134,11 @@ class Group:
     name: str
 
 
+def _claimed_epsilon(sp: StatisticPlan) -> Fraction:
+    """A Laplace or exponential statistic's pure ε, as dpcli.audit.targets claims it."""
+    return sp.reported_epsilon if sp.reported_epsilon is not None else sp.epsilon
+
+
 def _with_pieces(sp: StatisticPlan, pieces: int) -> StatisticPlan:
     return dataclasses.replace(sp, cells=sp.cells * pieces)
 
@@ -295,8 +300,7 @@ class SeriesLayout:
                 rho = sum((w * plan.statistics[j].rho for plan, w in families), Fraction(0))
                 claim = (zcdp_to_epsilon(rho, delta), delta, rho, "ρ")
             else:
-                eps = sum((w * (plan.statistics[j].reported_epsilon if plan.statistics[j].reported_epsilon
-                                is not None else plan.statistics[j].epsilon) for plan, w in families), Fraction(0))
+                eps = sum((w * _claimed_epsilon(plan.statistics[j]) for plan, w in families), Fraction(0))
                 claim = (eps, Fraction(0), eps, "ε")
             out.append(Target(stat.name, "statistic", f"{stat.kind} (series)", mechanism, roles, *claim, columns))
             if len(first.components) > 1:

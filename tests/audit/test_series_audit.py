@@ -53,15 +53,20 @@ def test_candidate_periods_reach_every_case_of_a_dated_field() -> None:
     assert series is not None
     texts = period_texts(series)
     got = dict(zip(texts, periods_of(series, texts), strict=True))
-    assert got["2026-12-31T23:00:00Z"] == 1 and got["2026-12-31T23:59:59.999999Z"] == 1
-    assert got["2027-01-01T00:00:00Z"] == 2 and got["2027-01-01T05:30:00+05:30"] == 2
+    assert got["2026-12-31T23:00:00Z"] == 1
+    assert got["2026-12-31T23:59:59.999999Z"] == 1
+    assert got["2027-01-01T00:00:00Z"] == 2
+    assert got["2027-01-01T05:30:00+05:30"] == 2
     assert got["2026-12-31T22:59:59.999999Z"] is None  # before the start
     assert got["2027-12-31T22:59:59.999999Z"] == 8760  # the end of the horizon
     assert got["2027-12-31T23:00:00Z"] is None  # after period T
-    assert got["2027-01-01T00:00:00"] == 2 and got["2027-01-01 00:00:00"] == 2  # naive: UTC
+    assert got["2027-01-01T00:00:00"] == 2
+    assert got["2027-01-01 00:00:00"] == 2
     assert got["2026-12-31T15:59:59.999999-08:00"] == 1
     assert got["2027-01-02"] == 26  # a date alone: midnight UTC
-    assert got[""] is None and got["n/a"] is None and got["2026-02-30"] is None
+    assert got[""] is None
+    assert got["n/a"] is None
+    assert got["2026-02-30"] is None
     assert 4381 in got.values()  # a period in the middle
 
 
@@ -69,11 +74,14 @@ def test_a_per_period_series_is_searched_over_its_periods(tmp_path: Path) -> Non
     """add_remove: a row counts in one period (loss ε); replace: a row moving between periods reaches the by:[period]
     derivation's 2 (loss ε, never above it)."""
     add = search(series_plan("add_remove", INDEXED % ""), tmp_path / "a")
-    assert add["n"].pair_loss == 1 and add["(series)"].pair_loss == 1
+    assert add["n"].pair_loss == 1
+    assert add["(series)"].pair_loss == 1
     moved = search(series_plan("replace", INDEXED % ""), tmp_path / "r")["n"]
     assert moved.pair_loss == 1
     labels = {c.label for c in moved.noised}  # the row left one period and joined another
-    assert moved.person_d is not None and len(labels) == 2 and all(x.startswith("period ") for x in labels)
+    assert moved.person_d is not None
+    assert len(labels) == 2
+    assert all(x.startswith("period ") for x in labels)
 
 
 def test_a_replace_sensitivity_of_1_instead_of_2_is_caught(tmp_path: Path) -> None:
@@ -101,7 +109,8 @@ def test_the_tree_is_searched_over_its_blocks_at_their_per_block_share(tmp_path:
 def test_a_wrong_per_block_share_is_caught(tmp_path: Path) -> None:
     """Each block drawn at the whole ε (not ε/h): a row changes h blocks, so the loss is h times the claim."""
     splan = series_plan("add_remove", INDEXED % ", design: running_totals")
-    assert splan.blocks is not None and splan.levels == 2
+    assert splan.blocks is not None
+    assert splan.levels == 2
     broken = dataclasses.replace(splan, blocks=scaled(splan.blocks, Fraction(1, 2)))
     found = search(broken, tmp_path)
     assert found["(series)"].pair_loss == 2 * found["(series)"].target.claimed_loss

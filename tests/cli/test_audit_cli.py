@@ -236,7 +236,9 @@ def test_audit_of_a_series_covers_every_period_against_its_one_charge(tmp_path):
     result = dpcli("audit", str(spec), "--trials", "1000", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr.decode()
     report = json.loads(result.stdout)
-    assert report["ok"] is True and report["data_read"] is False and report["spent"] is False
+    assert report["ok"] is True
+    assert report["data_read"] is False
+    assert report["spent"] is False
     assert [s["statistic"] for s in report["statistics"]] == ["n", "(series)"]
     n, whole = report["statistics"]
     assert Fraction(n["claimed_epsilon"]) == 1 == Fraction(whole["claimed_epsilon"]) == Fraction(n["pair_loss"])

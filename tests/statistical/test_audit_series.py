@@ -87,7 +87,8 @@ def test_a_per_block_share_of_the_whole_epsilon_is_flagged() -> None:
     level, 2ε in all."""
     splan = series_plan("unit: row, neighbours: add_remove, epsilon: 1", ["{name: n, kind: count}"],
                         DATED % (3, ", design: running_totals"))
-    assert splan.blocks is not None and splan.levels == 2
+    assert splan.blocks is not None
+    assert splan.levels == 2
     assert_twice_flagged(dataclasses.replace(splan, blocks=halved(splan.blocks)), ("n", "(series)"))
 
 
