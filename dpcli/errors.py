@@ -86,7 +86,8 @@ class BudgetRefused(DpcliError):
 
     The numbers travel as attributes too (exact text, None where the refusal has none): ``dataset``, ``ledger``;
     ``requested``, ``remaining``, ``cap`` and ``short_by`` in ε; ``requested_delta``, ``remaining_delta`` and
-    ``cap_delta`` for a refusal of δ; ``record``, the seq of the ledger record that set the cap in force."""
+    ``cap_delta`` for a refusal of δ; ``record``, the seq of the ledger record that set the cap in force; ``period``,
+    of a renewing cap, the declared period whose cap refused."""
 
     exit_code = 4
 
@@ -94,18 +95,20 @@ class BudgetRefused(DpcliError):
         self, message: str, *, hint: str | None = None, dataset: str | None = None, ledger: str | None = None,
         requested: str | None = None, remaining: str | None = None, cap: str | None = None,
         short_by: str | None = None, requested_delta: str | None = None, remaining_delta: str | None = None,
-        cap_delta: str | None = None, record: int | None = None,
+        cap_delta: str | None = None, record: int | None = None, period: str | None = None,
     ):
         super().__init__(message, hint=hint)
         self.dataset, self.ledger, self.record = dataset, ledger, record
         self.requested, self.remaining, self.cap, self.short_by = requested, remaining, cap, short_by
         self.requested_delta, self.remaining_delta, self.cap_delta = requested_delta, remaining_delta, cap_delta
+        self.period = period
 
     def fields(self) -> dict[str, str | int | bool | None]:
         return {
             "dataset": self.dataset, "ledger": self.ledger, "requested": self.requested, "remaining": self.remaining,
             "cap": self.cap, "short_by": self.short_by, "requested_delta": self.requested_delta,
             "remaining_delta": self.remaining_delta, "cap_delta": self.cap_delta, "record": self.record,
+            "period": self.period,
         }
 
 

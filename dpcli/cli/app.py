@@ -130,6 +130,11 @@ class Neighbours(StrEnum):
     REPLACE = "replace"
 
 
+class Per(StrEnum):
+    # "period", not "day": the cap renews per DECLARED period key (a release id, a series' period), never per clock day
+    PERIOD = "period"
+
+
 def _exact(option: str, text: str) -> Fraction:
     try:
         value = parse_exact(text)
@@ -221,15 +226,16 @@ def release(
     cap = parse_size(max_input_bytes)
     started = time.monotonic()
     bar_wanted = progress.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
-    loaded = load_spec(spec)
-    if loaded.series is not None or period is not None:
+    # a series' period: --period, or a release id that may be date-like (then the spec says whether it is a series)
+    loaded = load_spec(spec) if period is not None or release_id is not None else None
+    if period is not None or (loaded is not None and loaded.series is not None):
         if report_path is not None or summary_md is not None:
             raise UsageError("--report and --summary-md are not written for a series' period yet")
         from dpcli.run.series import release_period
 
         with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             done = release_period(
-                loaded, period=period, release_id=release_id, allow_unfinished=allow_unfinished, input=input,
+                loaded or spec, period=period, release_id=release_id, allow_unfinished=allow_unfinished, input=input,
                 output=output, ledger=ledger, fmt=None if fmt is None else fmt.value, lock_timeout=lock_timeout,
                 input_timeout=input_timeout, max_input_bytes=cap, progress=_progress_printer if verbose else None,
                 input_format=None if input_format is None else input_format.value,
@@ -248,7 +254,7 @@ def release(
         # the bar is off the terminal before anything below says a word (an error line, a warning, the summary)
         with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
             result = run(
-                loaded, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
+                loaded or spec, input=input, output=output, ledger=ledger, fmt=None if fmt is None else fmt.value,
                 release_id=release_id,
                 lock_timeout=lock_timeout, input_timeout=input_timeout, max_input_bytes=cap,
                 progress=_progress_printer if verbose else None,
@@ -438,6 +444,11 @@ def plan(
         None, "--ledger", metavar="PATH|URL",
         help="Show what the release would leave of the dataset's cap (reads only).",
     ),
+    period: str | None = typer.Option(
+        None, "--release-id", metavar="ID",
+        help="With --ledger, of a cap that renews per period: the period (release id) whose cap to show; else a "
+        "period not charged yet.",
+    ),
     lock_timeout: float = LockOpt,
     rows: list[str] = typer.Option(
         [], "--expected-rows", metavar="N|NAME=N",
@@ -473,12 +484,15 @@ def plan(
         from dpcli.run.series import series_plan_doc
 
         splan = make_series_plan(the_plan.spec)
-        the_plan = splan.main
-        periods = the_plan.spec.series.periods if the_plan.spec.series is not None else 1
+        if splan.series.design != "per_period":  # the plan printed is what is drawn: a part of the budget each
+            the_plan = splan.main
+        periods = splan.series.periods
         series_doc = series_plan_doc(splan, [1, max(1, periods // 2), periods, *at_period])
     elif at_period:
         raise UsageError("--at-period is for a spec with a series")
-    planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout)
+    if period is not None and ledger is None:
+        raise UsageError("--release-id names the period of a renewing cap that --ledger shows: give --ledger too")
+    planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout, period)
     if as_json:
         doc = render_plan.plan_doc(the_plan, planning)
         if series_doc is not None:
@@ -508,7 +522,7 @@ def _expected_rows(given: list[str]) -> tuple[int | None, dict[str, int]]:
 
 def _planning(
     the_plan: Plan, epsilons: str | None, targets: list[str], ledger: str | None,
-    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT, period: str | None = None,
 ) -> dict[str, Any]:
     """plan's what-if answers (dpcli.plan.what_if) as their JSON document: --epsilon, targets (the spec's or
     --target), --ledger."""
@@ -537,7 +551,9 @@ def _planning(
         from dpcli.ledger import resolve_ledger
         from dpcli.run.prepare import ledger_outlook
 
-        out["ledger"] = render_plan.outlook_json(ledger_outlook(the_plan, resolve_ledger(ledger, None), lock_timeout))
+        out["ledger"] = render_plan.outlook_json(
+            ledger_outlook(the_plan, resolve_ledger(ledger, None), lock_timeout, period)
+        )
     return out
 
 
@@ -733,11 +749,17 @@ def budget_set(
     ),
     ledger: str | None = LedgerOpt,
     lock_timeout: float = LockOpt,
+    per: Per | None = typer.Option(
+        None, "--per",
+        help="period: a cap that renews per declared period (each release's --release-id, or a series' period), "
+        "never by the clock; a person present in k periods has k·ε. Never mixed with a lifetime cap on a dataset.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the cap set as one JSON object on stdout."),
 ) -> None:
     """Set a dataset's budget cap. Lowering is always allowed; raising needs --raise."""
     from dpcli.ledger import resolve_ledger
     from dpcli.ledger.admin import set_budget
+    from dpcli.ledger.base import RENEWING_NOTE
     from dpcli.ledger.named import other_ledger
     from dpcli.specs.fields import DATASET_NAME
 
@@ -761,9 +783,11 @@ def budget_set(
     pair = other_ledger(ledger, None)
     pinned = None if neighbours is None else neighbours.value
     done = set_budget(location, dataset, eps, dlt, allow_raise=allow_raise,
-                      unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout)
+                      unit=(unit or "row") if pinned else None, neighbours=pinned, lock_timeout=lock_timeout,
+                      per_period=per is not None)
     status = done.status
     spent = status.spent if status else Fraction(0)
+    # a renewing cap: what a period not charged yet has (each period's own: `dpcli budget show`)
     remaining = status.remaining if status and status.remaining is not None else eps
     warning = None
     if done.new_here and pair is not None:
@@ -777,14 +801,24 @@ def budget_set(
             "dataset": dataset, "cap": format_exact(eps), "cap_delta": format_exact(dlt),
             "raised": bool(done.record.get("raise")), "spent": format_exact(spent),
             "remaining": format_exact(remaining), "record": done.record.seq,
+            **({"per": "period", "periods_seen": len(status.periods) if status else 0, "note": RENEWING_NOTE}
+               if per is not None else {}),
             "warnings": [] if warning is None else [warning],
         }))
         return
-    messages.info(
-        f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
-        + (" (raised)" if done.record.get("raise") else "")
-        + f"; spent {layout.eps(spent)}, remaining {layout.eps(remaining)}"
-    )
+    if per is not None:
+        messages.info(
+            f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)} per period"
+            + (" (raised)" if done.record.get("raise") else "")
+            + f"; {len(status.periods) if status else 0} period(s) charged so far, spent {layout.eps(spent)} over "
+            f"all of them; a new period has ε={layout.eps(eps)}. Note: {RENEWING_NOTE}"
+        )
+    else:
+        messages.info(
+            f"dpcli: cap for '{dataset}' set to ε={layout.eps(eps)}"
+            + (" (raised)" if done.record.get("raise") else "")
+            + f"; spent {layout.eps(spent)}, remaining {layout.eps(remaining)}"
+        )
     if warning is not None:
         messages.warning(warning)
 

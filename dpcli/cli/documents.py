@@ -77,6 +77,7 @@ PROBLEM: dict[str, Any] = {
         "cap_delta": {**EXACT, "description": "budget: the cap's δ"},
         "record": {"type": "integer", "description": "budget: the record that set the cap; ledger, "
                    "spent_then_failed: the spend record that paid"},
+        "period": {"type": "string", "description": "budget: a renewing cap's declared period that refused"},
         "release_id": {"type": "string", "description": "spent_then_failed: the release id paid for"},
         "stored": {"type": "boolean",
                    "description": "spent_then_failed: whether the result is stored (the release id writes it)"},
@@ -123,6 +124,15 @@ def _legacy_array(command: str, item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+PER = {"const": "period", "description": "present for a cap that renews per declared period (`budget set --per "
+       "period`: cap, cap_delta bound each period); a lifetime cap's object has none of the per-period fields"}
+PERIOD = {
+    "type": "object", "required": ["period", "spent", "remaining", "releases"],
+    "properties": {"period": {"type": "string", "description": "the declared period's key (a release id)"},
+                   "spent": EXACT, "remaining": EXACT_OR_NULL, "releases": {"type": "integer"},
+                   "spent_rho": EXACT, "spent_delta": EXACT},
+}
+
 RELEASE = {
     "dataset": {"type": "string"}, "statistics": {"type": "integer", "description": "how many statistics"},
     "rows": {"type": "integer"}, "epsilon_spent": EXACT, "rho_spent": EXACT, "epsilon_remaining": EXACT_OR_NULL,
@@ -131,7 +141,10 @@ RELEASE = {
     "release_id": {"type": "string"}, "reused": {"type": "boolean"},
     "warnings": {"type": "array", "items": {"type": "string"}},
     "report": {**TEXT_OR_NULL, "description": "with --report or --summary-md: the report's path"},
-    "period": {"type": "integer", "description": "a series: the period released"},
+    "period": {"type": "string", "description": "a renewing cap (`budget set --per period`): the declared period "
+               "charged (the release id); epsilon_remaining and epsilon_cap are that period's"},
+    "cap_note": {"type": "string", "description": "with period: what a renewing cap means (k periods: k·ε)"},
+    "series_period": {"type": "integer", "description": "a series: the period released"},
     "series_charged": {"type": "boolean", "description": "a series: this run made the series' one charge"},
 }
 
@@ -142,6 +155,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "rows": {"type": "integer"}, "epsilon_spent": EXACT, "epsilon_remaining": EXACT_OR_NULL,
         "output": {"type": "string"}, "output_sha256": {"type": "string"}, "ledger": {"type": "string"},
         "ledger_record": {"type": "integer"}, "release_id": {"type": "string"}, "reused": {"type": "boolean"},
+        "period": RELEASE["period"], "cap_note": RELEASE["cap_note"],
     }),
     "check": _document("check", ["valid", "spec", "problems"], {
         "valid": {"type": "boolean"}, "spec": {"type": "string"},
@@ -180,7 +194,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     }),
     "budget set": _document("budget set", ["dataset", "cap", "spent", "remaining", "record"], {
         "dataset": {"type": "string"}, "cap": EXACT, "cap_delta": EXACT, "raised": {"type": "boolean"},
-        "spent": EXACT, "remaining": EXACT, "record": {"type": "integer", "description": "the cap record written"},
+        "spent": {**EXACT, "description": "a renewing cap: the sum of its periods' spends"},
+        "remaining": {**EXACT, "description": "a renewing cap: what a period not charged yet has (the cap)"},
+        "record": {"type": "integer", "description": "the cap record written"},
+        "per": PER, "periods_seen": {"type": "integer", "description": "the periods a renewing cap has charged"},
+        "note": {"type": "string", "description": "a renewing cap: what it means (k periods: k·ε)"},
         "warnings": {"type": "array", "items": {"type": "string"}},
     }),
     "ledger verify": _document("ledger verify", ["ok", "records", "head", "keyed"], {
@@ -192,7 +210,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "budget show": _legacy_array("budget show", {
         "type": "object", "required": ["dataset", "cap", "spent", "remaining", "releases"],
         "properties": {"dataset": {"type": "string"}, "cap": EXACT_OR_NULL, "spent": EXACT,
-                       "remaining": EXACT_OR_NULL, "releases": {"type": "integer"},
+                       "remaining": EXACT_OR_NULL, "releases": {"type": "integer"}, "per": PER,
+                       "periods_seen": {"type": "integer", "description": "per period: the periods charged"},
+                       "periods": {"type": "array", "items": PERIOD,
+                                   "description": "per period: every period charged, in the order first charged"},
+                       "note": {"type": "string", "description": "per period: what the cap means"},
                        "series": {"type": "array", "items": {"type": "object"},
                                   "description": "the series the dataset hosts and how far each has gone"}},
     }),

@@ -9,7 +9,10 @@ from typing import TextIO
 from dpcli.cli.layout import eps, table
 from dpcli.core.accounting import format_exact
 from dpcli.ledger import BudgetStatus, Record
-from dpcli.ledger.base import SeriesStatus
+from dpcli.ledger.base import RENEWING_NOTE, SeriesStatus
+
+# how many of a renewing cap's periods `budget show` prints (the latest charged); --json lists every one
+SHOWN_PERIODS = 5
 
 
 def budget_json(statuses: dict[str, BudgetStatus], series: list[SeriesStatus] | None = None) -> str:
@@ -27,12 +30,33 @@ def budget_json(statuses: dict[str, BudgetStatus], series: list[SeriesStatus] | 
             "spent_rho": format_exact(s.rho),
             "unit": s.unit,
             "neighbours": s.neighbours,
+            **_renewing_json(s),
             **({"series": [series_doc(x) for x in series or [] if x.dataset == s.dataset]}
                if any(x.dataset == s.dataset for x in series or []) else {}),
         }
         for s in statuses.values()
     ]
     return json.dumps(doc, indent=2) + "\n"
+
+
+def _renewing_json(s: BudgetStatus) -> dict[str, object]:
+    """A renewing cap's kind, every period charged (in the order first charged) and the note; nothing for a
+    lifetime cap (its object is as before)."""
+    if not s.per_period:
+        return {}
+    return {
+        "per": "period",
+        "periods_seen": len(s.periods),
+        "periods": [
+            {
+                "period": key, "spent": format_exact(p.spent),
+                "remaining": None if p.remaining is None else format_exact(p.remaining), "releases": p.releases,
+                "spent_rho": format_exact(p.rho), "spent_delta": format_exact(p.delta_spent),
+            }
+            for key, p in s.periods.items()
+        ],
+        "note": RENEWING_NOTE,
+    }
 
 
 def series_doc(s: SeriesStatus) -> dict[str, object]:
@@ -73,17 +97,37 @@ def print_budget(statuses: dict[str, BudgetStatus], stream: TextIO) -> None:
         + (["spent δ"] if selections else []),
         [
             [
-                s.dataset, s.neighbours or "(not pinned)", eps(s.cap), eps(s.cap_delta), eps(s.spent), eps(s.remaining),
+                s.dataset, s.neighbours or "(not pinned)", eps(s.cap) + (" per period" if s.per_period else ""),
+                eps(s.cap_delta), eps(s.spent), "per period" if s.per_period else eps(s.remaining),
                 str(s.releases), eps(s.rho),
             ] + ([eps(s.delta_spent)] if selections else [])
             for s in statuses.values()
         ],
         stream,
     )
+    for s in statuses.values():
+        if s.per_period:
+            _print_periods(s, stream)
     if selections:
         stream.write("spent δ: partition selections (open keys), taken off the cap's δ\n")
     if any(s.rho for s in statuses.values()):
         stream.write("spent ε includes zCDP spends converted at the cap's δ (Canonne, Kamath & Steinke 2020)\n")
+
+
+def _print_periods(s: BudgetStatus, stream: TextIO) -> None:
+    """A renewing cap's latest periods, each one's spend and what it has left, and what that cap means."""
+    shown = list(s.periods.items())[-SHOWN_PERIODS:]
+    stream.write(
+        f"dataset '{s.dataset}': ε={eps(s.cap)} per declared period; {len(s.periods)} period(s) charged, spent ε "
+        "is their sum" + (f"; the latest {len(shown)}:" if shown else "") + "\n"
+    )
+    if shown:
+        table(
+            ["period", "spent ε", "remaining ε", "releases"],
+            [[key, eps(p.spent), eps(p.remaining), str(p.releases)] for key, p in shown],
+            stream,
+        )
+    stream.write(f"note: {RENEWING_NOTE}\n")
 
 
 def ledger_json(records: list[Record]) -> str:
@@ -97,9 +141,11 @@ def print_ledger(records: list[Record], stream: TextIO) -> None:
     rows = []
     for r in records:
         if r.type == "cap":
-            what = f"cap ε={r.get('epsilon')}" + (" (raised)" if r.get("raise") else "")
+            what = (f"cap ε={r.get('epsilon')}" + (" per period" if r.get("per") == "period" else "")
+                    + (" (raised)" if r.get("raise") else ""))
         elif r.type == "spend":
             rid = f" [release id {r.get('release_id')}]" if r.get("release_key") else ""
+            rid += f" [period {r.get('period')}]" if r.get("period") is not None else ""
             what = f"spend ε={r.get('epsilon')}{rid}: {', '.join(r.get('statistics') or [])}"
             facts = r.get("series")
             if isinstance(facts, dict):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from dpcli.cli.layout import eps, table, writer
 from dpcli.core.accounting import format_decimal, format_exact
+from dpcli.ledger.base import RENEWING_NOTE
 from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, release_cost
 from dpcli.plan.model import Plan
 from dpcli.plan.sensitivity import NoiseComponent
@@ -396,6 +397,7 @@ def outlook_json(o: LedgerOutlook) -> dict[str, Any]:
         "dataset": o.dataset, "cap": None if o.cap is None else format_exact(o.cap), "spent": format_exact(o.spent),
         "spent_after": None if o.after is None else format_exact(o.after),
         "remaining_after": None if o.left is None else format_exact(o.left), "refused": o.refused,
+        **({"per": "period", "period": o.period, "note": RENEWING_NOTE} if o.per_period else {}),
     }
 
 
@@ -431,9 +433,15 @@ def print_planning(plan: Plan, planning: dict[str, Any], stream: TextIO) -> None
         if g["refused"] is not None:
             say(f"ledger: this release would be refused: {g['refused']}")
         else:
-            say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}, spent ε={_decimal(g['spent'])}; after this "
-                f"release spent ε={_decimal(g['spent_after'])}, left ε={_decimal(g['remaining_after'])} "
+            period = ""
+            if g.get("per") == "period":
+                period = (f" per period, in period '{g['period']}'" if g["period"] is not None
+                          else " per period, in a period not charged yet (--release-id names one)")
+            say(f"ledger: dataset '{g['dataset']}' cap ε={g['cap']}{period}, spent ε={_decimal(g['spent'])}; after "
+                f"this release spent ε={_decimal(g['spent_after'])}, left ε={_decimal(g['remaining_after'])} "
                 "(nothing spent now)")
+        if g.get("per") == "period":
+            say(f"note: {g['note']}")
 
 
 def print_series(doc: dict[str, Any], out: TextIO) -> None:

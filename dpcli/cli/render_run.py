@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from dpcli.cli.layout import eps
 from dpcli.core.accounting import format_exact
+from dpcli.ledger.base import RENEWING_NOTE
+
+if TYPE_CHECKING:
+    from dpcli.ledger import BudgetStatus
 
 if TYPE_CHECKING:
     from dpcli.run.randomize import Randomized
@@ -35,10 +39,11 @@ def release_summary(result: Release, warning: str | None, report: str | None, wi
         "ledger_head": result.spend.hash,
         "release_id": result.release_id,
         "reused": result.reused,
+        **_period_json(status),
         "warnings": [] if warning is None else [warning],
     }
     if result.period is not None:  # a series' period (issue 26)
-        summary["period"] = result.period
+        summary["series_period"] = result.period
         summary["series_charged"] = result.charged
     if with_report:
         summary["report"] = report
@@ -59,8 +64,7 @@ def release_text(result: Release) -> str:
     return (
         f"dpcli: released {len(result.plan.statistics)} statistic(s), {len(result.table)} number(s) about "
         f"'{result.plan.spec.dataset}' to {where}\n"
-        f"  spent {spent}; ε left {eps(status.remaining if status else None)} "
-        f"of {eps(status.cap if status else None)}\n"
+        f"  spent {spent}; {_left_text(status)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
     )
 
@@ -75,9 +79,9 @@ def period_text(result: Release) -> str:
         return (f"dpcli: period {result.period}{horizon} of this series was released: its frozen table was written "
                 f"again; nothing spent (the series was charged by ledger record {result.spend.seq})")
     if result.charged:
-        charge = (f"  charged the series {result.plan.cost_text(status.cap_delta if status else None)}, once for all "
-                  f"its periods; ε left {eps(status.remaining if status else None)} of "
-                  f"{eps(status.cap if status else None)}")
+        cost = f"ε={eps(result.epsilon_spent)}" + (f", ρ={eps(result.rho_spent)}" if result.rho_spent else "")
+        charge = (f"  charged the series {cost}, once for all its periods; ε left "
+                  f"{eps(status.remaining if status else None)} of {eps(status.cap if status else None)}")
     else:
         charge = f"  spent nothing: the series was charged by ledger record {result.spend.seq}"
     return (
@@ -109,7 +113,23 @@ def randomize_summary(result: Randomized) -> dict[str, Any]:
         "ledger_record": result.spend.seq,
         "release_id": result.release_id,
         "reused": result.reused,
+        **_period_json(status),
     }
+
+
+def _period_json(status: BudgetStatus | None) -> dict[str, Any]:
+    """A renewing cap's period this run was charged to, and what that cap means (nothing for a lifetime cap)."""
+    if status is None or status.period is None:
+        return {}
+    return {"period": status.period, "cap_note": RENEWING_NOTE}
+
+
+def _left_text(status: BudgetStatus | None) -> str:
+    """ε left of the cap; of a renewing cap, of the period's, with what that cap means."""
+    left = f"ε left {eps(status.remaining if status else None)} of {eps(status.cap if status else None)}"
+    if status is None or status.period is None:
+        return left
+    return f"{left} in period '{status.period}'\n  note: {RENEWING_NOTE}"
 
 
 def randomize_reissued(result: Randomized) -> str:
@@ -125,8 +145,6 @@ def randomize_text(result: Randomized) -> str:
     return (
         f"dpcli: randomized {len(result.spec.columns)} column(s) of {result.rows} row(s) of "
         f"'{result.spec.dataset}' to {where}\n"
-        f"  spent ε={eps(result.spec.epsilon)} per record; "
-        f"ε left {eps(status.remaining if status else None)} "
-        f"of {eps(status.cap if status else None)}\n"
+        f"  spent ε={eps(result.spec.epsilon)} per record; {_left_text(status)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
     )

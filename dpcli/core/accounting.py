@@ -75,12 +75,14 @@ class Budget:
 class Cap:
     """A dataset's allowance in the ledger, as one typed value (what ``Ledger.set_cap`` takes): ``epsilon`` bounds
     what its releases spend together (as the ledger composes them), ``delta`` is the cap's δ (zCDP spends are
-    converted at what partition selections leave of it). Room to grow: a series' per-period caps (issue 26) become
-    fields here, so every backend and check sees them through this one value; the cap record's fields stay as they
-    are for a cap that has none."""
+    converted at what partition selections leave of it). ``per_period`` (issue 26): the cap renews per DECLARED
+    period: it bounds what the spends naming one period key spend together (a release's id, a series' period), never
+    what a clock day spends; a person present in k periods has k times the cap. A cap without it is the dataset's
+    lifetime cap, and its record's fields stay as they were."""
 
     epsilon: Fraction
     delta: Fraction = Fraction(0)
+    per_period: bool = False
 
     def __post_init__(self) -> None:
         for name in ("epsilon", "delta"):

@@ -3,8 +3,10 @@
 Records (one JSON object per line in the file backend), each with ``seq``, ``prev`` (hash of the previous record),
 ``type``, ``time`` and ``hash``:
 - ``cap``:      a dataset's cap, ``epsilon`` (exact text); lowering is always allowed, raising needs ``raise``;
+                ``per``: ``period`` for a cap that renews per declared period (issue 26);
 - ``spend``:    a release's charge, ``epsilon`` (and ``rho``) rounded up onto the 10^-18 grid (exact text),
                 ``release_id``, ``release_key``, the spec's hash;
+                ``period``, the declared period a renewing cap charged;
 - ``released``: the output of a spend was written (``release_id``, ``output_sha256``).
 
 Budget arithmetic is exact (``Fraction``): remaining = cap - sum of charges, never a float. Charges sit on a

@@ -35,12 +35,14 @@ class CapSet:
 def set_budget(
     location: str | Path, dataset: str, epsilon: Fraction, delta: Fraction, *, allow_raise: bool = False,
     unit: str | None = None, neighbours: str | None = None, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    per_period: bool = False,
 ) -> CapSet:
     """Set ``dataset``'s cap (lowering always; raising with ``allow_raise``), pinning ``unit`` and ``neighbours``
-    when given (the ledger's cap rules: dpcli.ledger.base.cap_fields)."""
+    when given; ``per_period``: a cap that renews per declared period (the ledger's cap rules:
+    dpcli.ledger.base.cap_fields; never mixed with a lifetime cap)."""
     book = open_ledger(location, lock_timeout=lock_timeout)
     new_here = book.status(dataset) is None
-    record = book.set_cap(dataset, Cap(epsilon, delta), allow_raise, unit, neighbours)
+    record = book.set_cap(dataset, Cap(epsilon, delta, per_period), allow_raise, unit, neighbours)
     return CapSet(record, book.status(dataset), new_here)
 
 

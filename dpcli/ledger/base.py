@@ -9,7 +9,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -67,7 +67,7 @@ CapFields = TypedDict(  # functional form: ``raise`` is a keyword
     "CapFields",
     {
         "type": Literal["cap"], "dataset": str, "epsilon": str, "delta": str, "raise": NotRequired[bool],
-        "unit": NotRequired[str], "neighbours": NotRequired[str],
+        "unit": NotRequired[str], "neighbours": NotRequired[str], "per": NotRequired[Literal["period"]],
     },
 )
 
@@ -101,6 +101,7 @@ class SpendFields(TypedDict):
     epsilon: str
     rho: NotRequired[str]
     delta: NotRequired[str]
+    period: NotRequired[str]  # the declared period a renewing cap charges (issue 26); only on such a dataset
 
 
 class PaidSpendFields(SpendFields, PurchaseFields):
@@ -121,7 +122,7 @@ class DeliveryFields(TypedDict):
     table_sha256: str
     output_sha256: NotRequired[str]
     randomized: NotRequired[list[RandomizedFields]]
-    period: NotRequired[int]
+    series_period: NotRequired[int]
     pieces: NotRequired[list[str]]
 
 
@@ -197,23 +198,45 @@ class BudgetStatus:
     # are converted at what is left (the selections are delta-approximate pure DP, which composes with zCDP so)
     delta_spent: Fraction = Fraction(0)
     cap_record: int | None = None  # the seq of the record that set the cap in force
+    # A renewing cap (``budget set --per period``, issue 26): ``cap`` and ``cap_delta`` bound each declared period's
+    # spends, ``periods`` holds each period's own status (by key, in the order first charged). The dataset's status
+    # has ``period`` None: its sums are over every period, its ``spent`` the sum of the periods' (what a person present
+    # in all of them has spent) and its ``remaining`` None (each period has its own: ``for_period``).
+    per_period: bool = False
+    period: str | None = None
+    periods: dict[str, BudgetStatus] = field(default_factory=dict, compare=False)
 
     @property
     def spent(self) -> Fraction:
+        if self.per_period and self.period is None:
+            return sum((p.spent for p in self.periods.values()), Fraction(0))
         return epsilon_equivalent(self.pure, self.rho, self.pure_squares, self.cap_delta - self.delta_spent)
 
     @property
     def remaining(self) -> Fraction | None:
-        return None if self.cap is None else self.cap - self.spent
+        if self.cap is None or (self.per_period and self.period is None):
+            return None
+        return self.cap - self.spent
 
     @property
     def delta_remaining(self) -> Fraction:
         return self.cap_delta - self.delta_spent
 
     def after(self, epsilon: Fraction, rho: Fraction, delta: Fraction = Fraction(0)) -> BudgetStatus:
+        return replace(
+            self, pure=self.pure + epsilon, rho=self.rho + rho, pure_squares=self.pure_squares + pure_to_rho(epsilon),
+            releases=self.releases + 1, delta_spent=self.delta_spent + delta,
+        )
+
+    def for_period(self, key: str) -> BudgetStatus:
+        """A renewing cap's status in the declared period ``key``: what its spends spent of the cap (a period not
+        charged yet: all of it)."""
+        seen = self.periods.get(key)
+        if seen is not None:
+            return seen
         return BudgetStatus(
-            self.dataset, self.cap, self.pure + epsilon, self.rho + rho, self.pure_squares + pure_to_rho(epsilon),
-            self.releases + 1, self.cap_delta, self.unit, self.neighbours, self.delta_spent + delta, self.cap_record,
+            self.dataset, self.cap, cap_delta=self.cap_delta, unit=self.unit, neighbours=self.neighbours,
+            cap_record=self.cap_record, per_period=True, period=key,
         )
 
 
@@ -317,7 +340,7 @@ _REQUIRED = {
 _TYPES: dict[str, type] = {
     "prev": str, "time": str, "dataset": str, "epsilon": str, "delta": str, "rho": str, "raise": bool, "unit": str,
     "neighbours": str, "release_id": str, "release_key": str, "spec_sha256": str, "table_sha256": str, "mac": str,
-    "meaning": str, "spec_name": str, "series_key": str,
+    "meaning": str, "spec_name": str, "per": str, "period": str, "series_key": str,
 }
 
 
@@ -331,6 +354,8 @@ def _check_shape(f: dict[str, Any], seq: int, where: str) -> None:
     for name in ("epsilon", "delta", "rho"):
         if name in f:
             _number(f[name], name, seq, where, charged=f["type"] == "spend")
+    if "per" in f and f["per"] != "period":
+        raise LedgerError(f"ledger {where}: record {seq} has a malformed per")
     stats = f.get("statistics")
     if stats is not None and not (isinstance(stats, list) and all(isinstance(x, str) for x in stats)):
         raise LedgerError(f"ledger {where}: record {seq} has a malformed statistics list")
@@ -390,6 +415,9 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
     deltas: dict[str, Fraction] = {}
     pins: dict[str, tuple[str, str]] = {}
     cap_records: dict[str, int] = {}
+    renewing: dict[str, bool] = {}
+    # a renewing cap's spends, per dataset and declared period: [pure, rho, squares, delta, releases]
+    period_sums: dict[str, dict[str, list[Any]]] = {}
     for rec in records:
         t = rec.type
         if t not in ("cap", "spend"):
@@ -401,23 +429,65 @@ def budgets(records: Iterable[Record], where: str) -> dict[str, BudgetStatus]:
         if t == "cap":
             caps[ds] = (eps, _exact_field(rec, "delta", where))
             cap_records[ds] = rec.seq
+            renewing[ds] = rec.get("per") == "period"
         else:
             zero = Fraction(0)
+            spend_rho, spend_delta = _exact_field(rec, "rho", where, charged=True), _exact_field(rec, "delta", where)
             pure[ds] = pure.get(ds, zero) + eps
             squares[ds] = squares.get(ds, zero) + pure_to_rho(eps)
-            rho[ds] = rho.get(ds, zero) + _exact_field(rec, "rho", where, charged=True)
-            deltas[ds] = deltas.get(ds, zero) + _exact_field(rec, "delta", where)
+            rho[ds] = rho.get(ds, zero) + spend_rho
+            deltas[ds] = deltas.get(ds, zero) + spend_delta
             releases[ds] = releases.get(ds, 0) + 1
+            if rec.get("period") is not None:
+                sums = period_sums.setdefault(ds, {}).setdefault(str(rec.get("period")), [zero, zero, zero, zero, 0])
+                for i, x in enumerate((eps, spend_rho, pure_to_rho(eps), spend_delta, 1)):
+                    sums[i] += x
     out = {}
     for n in sorted(set(caps) | set(pure)):
         cap, delta = caps.get(n, (None, Fraction(0)))
         zero = Fraction(0)
         unit, neighbours = pins.get(n, (None, None))
+        per_period = renewing.get(n, False)
+        periods = {
+            key: BudgetStatus(n, cap, p, r, q, count, delta, unit, neighbours, d, cap_records.get(n), True, key)
+            for key, (p, r, q, d, count) in period_sums.get(n, {}).items()
+        } if per_period else {}
         out[n] = BudgetStatus(
             n, cap, pure.get(n, zero), rho.get(n, zero), squares.get(n, zero), releases.get(n, 0), delta, unit,
-            neighbours, deltas.get(n, zero), cap_records.get(n),
+            neighbours, deltas.get(n, zero), cap_records.get(n), per_period, None, periods,
         )
     return out
+
+
+# What every output about a renewing cap says (budget set/show, plan, the sidecar, the report): the cap bounds one
+# declared period, so it is no bound on a person's loss over many periods.
+RENEWING_NOTE = (
+    "the cap renews per declared period (a release's id, a series' period), never by the clock: a person present in "
+    "k periods has k·ε (and k·δ) spent on them, and a fixed attribute seen in every snapshot (a birth year, a "
+    "diagnosis) is protected only at k·ε"
+)
+
+# A declared period's key (a release's id, a series' period): public text, as a release id is (dpcli.run.paid).
+PERIOD_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}")
+
+
+def period_status(
+    status: BudgetStatus | None, dataset: str, period: str | None, ledger_name: str,
+) -> BudgetStatus | None:
+    """The status a spend is checked against: a renewing cap's declared ``period`` (UsageError, exit 2, when the
+    spend names none); a lifetime cap's whole dataset (``period`` is then not used)."""
+    if status is None or not status.per_period:
+        return status
+    if period is None:
+        raise UsageError(
+            f"dataset '{dataset}' has a cap that renews per declared period in ledger {ledger_name}: every spend on it "
+            "names the period it is charged to (a release's is its release id; a series' is its period), and this "
+            "one names none",
+            hint="give --release-id (the period's key, e.g. the snapshot's date)",
+        )
+    if not PERIOD_KEY.fullmatch(period):
+        raise UsageError(f"period key '{period[:60]}' is not valid: 1 to 128 letters, digits and . _ : + @ -")
+    return status.for_period(period)
 
 
 def eps_text(x: Fraction) -> str:
@@ -441,27 +511,32 @@ def check_spend(
         )
     facts = BudgetFacts(
         dataset=dataset, ledger=ledger_name, cap=format_exact(status.cap), cap_delta=format_exact(status.cap_delta),
-        record=status.cap_record,
+        record=status.cap_record, period=status.period,
     )
+    if status.per_period and status.period is None:
+        period_status(status, dataset, None, ledger_name)  # raises: a renewing cap is checked in one period
+    per = " --per period" if status.per_period else ""
+    # a renewing cap: the refusal is this period's, and says so
+    where = f"dataset '{dataset}'" + ("" if status.period is None else f" in period '{status.period}'")
     delta_left = max(status.delta_remaining, Fraction(0))
     if delta > 0 and delta > status.delta_remaining:
         raise BudgetRefused(
-            f"budget refused for dataset '{dataset}': its partition selections spend δ={eps_text(delta)}, and the "
+            f"budget refused for {where}: its partition selections spend δ={eps_text(delta)}, and the "
             f"cap's δ={eps_text(status.cap_delta)} has δ={eps_text(delta_left)} left",
-            hint=f"raise the cap's δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
+            hint=f"raise the cap's δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6{per} --raise`",
             requested_delta=format_exact(delta), remaining_delta=format_exact(delta_left), **facts,
         )
     if (rho > 0 or status.rho > 0) and delta > 0 and status.delta_remaining - delta <= 0:
         raise BudgetRefused(
-            f"budget refused for dataset '{dataset}': its partition selections' δ={eps_text(delta)} would leave no δ "
+            f"budget refused for {where}: its partition selections' δ={eps_text(delta)} would leave no δ "
             "of the cap for converting the dataset's zCDP spends",
             requested_delta=format_exact(delta), remaining_delta=format_exact(delta_left), **facts,
         )
     if rho > 0 and status.cap_delta <= 0:
         raise BudgetRefused(
-            f"budget refused for dataset '{dataset}': this release spends zCDP (ρ={eps_text(rho)}) and the dataset's "
+            f"budget refused for {where}: this release spends zCDP (ρ={eps_text(rho)}) and the dataset's "
             "cap has δ=0",
-            hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6 --raise`",
+            hint=f"set a cap with a δ, e.g. `dpcli budget set {dataset} --epsilon E --delta 1e-6{per} --raise`",
             **facts,
         )
     before, after = status.spent, status.after(epsilon, rho, delta).spent
@@ -470,7 +545,7 @@ def check_spend(
         remaining = max(status.cap - before, Fraction(0))
         zcdp = f" (ρ={eps_text(rho)} at δ={eps_text(status.cap_delta)})" if rho > 0 else ""
         raise BudgetRefused(
-            f"budget refused for dataset '{dataset}': requested ε={eps_text(requested)}{zcdp}, "
+            f"budget refused for {where}: requested ε={eps_text(requested)}{zcdp}, "
             f"remaining ε={eps_text(remaining)}, short by {eps_text(requested - remaining)}",
             requested=format_exact(requested), remaining=format_exact(remaining),
             short_by=format_exact(requested - remaining), **facts,
@@ -485,6 +560,7 @@ class BudgetFacts(TypedDict):
     cap: str
     cap_delta: str
     record: int | None
+    period: str | None  # a renewing cap's period (None: a lifetime cap)
 
 
 def check_pin(status: BudgetStatus | None, dataset: str, unit: str, neighbours: str, ledger_name: str) -> None:
@@ -531,6 +607,7 @@ def cap_fields(
                 f"a cap's {name} may have at most {MAX_DIGITS} digits in its exact numerator and denominator"
             )
     status = budgets(records, ledger_name).get(dataset)
+    check_cap_kind(status, dataset, cap.per_period, ledger_name)
     current = status.cap if status is not None else None
     raising = current is not None and epsilon > current
     if current is not None and raising and not allow_raise:  # `current is not None` again: mypy narrows on it
@@ -544,11 +621,37 @@ def cap_fields(
     }
     if raising:
         fields["raise"] = True
+    if cap.per_period:
+        fields["per"] = "period"
     if neighbours is not None:
         unit = unit or "row"
         check_pin(status, dataset, unit, neighbours, ledger_name)
         fields["unit"], fields["neighbours"] = unit, neighbours
     return fields
+
+
+def check_cap_kind(status: BudgetStatus | None, dataset: str, per_period: bool, ledger_name: str) -> None:
+    """Refuse (exit 2) mixing a renewing cap and a lifetime cap on one dataset, either way: the spends under one mean
+    something else under the other (a lifetime sum is not a period's, and a period's spends were never bounded over
+    the dataset's life), so no conversion is honest. A new dataset name starts the other kind."""
+    if status is None or status.per_period == per_period:
+        return
+    if per_period:
+        had = "a lifetime cap" if status.cap is not None else "spends"
+        raise UsageError(
+            f"dataset '{dataset}' has {had} in ledger {ledger_name} ({status.releases} release(s) charged to its "
+            "whole life): a cap that renews per period cannot take it over, since those spends were never charged to "
+            "a period; a dataset's cap is one kind for its whole life",
+            hint=f"set the renewing cap on a new dataset name (e.g. `dpcli budget set {dataset}-periods --epsilon E "
+            "--per period`) and name it in the spec's dataset:",
+        )
+    raise UsageError(
+        f"dataset '{dataset}' has a cap that renews per declared period in ledger {ledger_name} "
+        f"({len(status.periods)} period(s) charged): a lifetime cap cannot take it over, since its periods' spends "
+        "were never bounded together; a dataset's cap is one kind for its whole life",
+        hint=f"change the per-period cap with `dpcli budget set {dataset} --epsilon E --per period`, or set a "
+        "lifetime cap on a new dataset name",
+    )
 
 
 def rerun_key(dataset: str, name: str | None, release_id: str) -> str:
@@ -581,19 +684,24 @@ class Purchase:
     meaning: str | None = None  # dpcli.specs.meaning: the sha256 of the spec's canonical meaning (None: a 0.3 record)
     name: str | None = None  # the spec's `name:`
     byte_key: str | None = None
+    # The declared period a renewing cap charges (issue 26): a release's id, or a series' period key. On a dataset
+    # whose cap renews per period a spend needs it (else exit 2); under a lifetime cap it is not used nor recorded.
+    period: str | None = None
     series: SeriesFacts | None = None  # a series' charge: its horizon and design
 
     @classmethod
     def of(
         cls, dataset: str, spec_sha256: str, release_id: str, unit: str, neighbours: str, statistics: tuple[str, ...],
-        command: str | None = None, *, meaning: str, name: str | None = None, series: SeriesFacts | None = None,
+        command: str | None = None, *, meaning: str, name: str | None = None, period: str | None = None,
+        series: SeriesFacts | None = None,
     ) -> Purchase:
         """The purchase of a run of a spec under a release id: its release key computed here, the one place every
         command that spends gets it from (so two commands can never name one release two ways). ``meaning`` is the
-        spec's (dpcli.specs.meaning), ``name`` its ``name:``."""
+        spec's (dpcli.specs.meaning), ``name`` its ``name:``, ``period`` the declared period a renewing cap charges
+        it to (a plain release's is its named release id; a series' is its period's key)."""
         return cls(
             release_id, rerun_key(dataset, name, release_id), spec_sha256, unit, neighbours, statistics, command,
-            meaning, name, release_key(dataset, spec_sha256, release_id), series,
+            meaning, name, release_key(dataset, spec_sha256, release_id), period, series,
         )
 
     def fields(self) -> PurchaseFields:
@@ -638,7 +746,7 @@ class Delivery:
         if self.output_sha256 is not None:
             out["output_sha256"] = self.output_sha256
         if self.period is not None:
-            out["period"] = self.period
+            out["series_period"] = self.period
             out["pieces"] = list(self.pieces)
         if self.randomized:
             out["randomized"] = [
@@ -724,7 +832,8 @@ def spend_fields(
     status = budgets(records, ledger_name).get(dataset)
     if purchase is not None:
         check_pin(status, dataset, purchase.unit, purchase.neighbours, ledger_name)
-    check_spend(status, dataset, epsilon, ledger_name, rho, delta)
+    period = None if purchase is None else purchase.period
+    check_spend(period_status(status, dataset, period, ledger_name), dataset, epsilon, ledger_name, rho, delta)
     charged_eps, charged_rho = charge(epsilon), charge(rho)
     if not (within_limits(charged_eps) and within_limits(charged_rho) and within_limits(delta)):
         # never write what could not be read back
@@ -735,6 +844,8 @@ def spend_fields(
         fields["rho"] = format_exact(charged_rho)
     if delta:
         fields["delta"] = format_exact(delta)  # partition selections' delta, spent outright
+    if period is not None and status is not None and status.per_period:
+        fields["period"] = period  # the renewing cap's period it is charged to (a lifetime cap has none)
     if purchase is None:
         return fields
     paid: PaidSpendFields = {**purchase.fields(), **fields}
@@ -783,8 +894,8 @@ class SeriesStatus:
 def series_statuses(records: list[Record]) -> list[SeriesStatus]:
     """Every series the records charged, in charge order, with its released periods and pieces."""
     out = []
-    frozen = {str(r.get("release_key")): int(r.get("period")) for r in records
-              if r.type == "released" and type(r.get("period")) is int}
+    frozen = {str(r.get("release_key")): int(r.get("series_period")) for r in records
+              if r.type == "released" and type(r.get("series_period")) is int}
     for rec in records:
         facts = rec.get("series") if rec.type == "spend" else None
         if not isinstance(facts, dict):
@@ -943,7 +1054,7 @@ class Ledger(ABC):
         data = self.load_table(key)
         if data is None or hashlib.sha256(data).hexdigest() != done.get("table_sha256"):
             raise LedgerError(
-                f"ledger {self.name}: the frozen table of period {done.get('period')} of this series is "
+                f"ledger {self.name}: the frozen table of period {done.get('series_period')} of this series is "
                 f"{'missing from' if data is None else 'altered in'} the store (record {done.seq}); a released period "
                 "is never made again"
             )
@@ -1015,13 +1126,22 @@ class Ledger(ABC):
         head = recs[-1].hash if recs else GENESIS
         return VerifyReport(len(recs), head, self.keyed, budgets(recs, self.name))
 
-    def status(self, dataset: str, records: list[Record] | None = None) -> BudgetStatus | None:
-        return budgets(self.records() if records is None else records, self.name).get(dataset)
+    def status(
+        self, dataset: str, records: list[Record] | None = None, period: str | None = None,
+    ) -> BudgetStatus | None:
+        """The dataset's budget; of a renewing cap and a ``period``, that period's (what a release there left)."""
+        status = budgets(self.records() if records is None else records, self.name).get(dataset)
+        if status is not None and status.per_period and period is not None:
+            return status.for_period(period)
+        return status
 
-    def check(self, dataset: str, cost: Budget, records: list[Record] | None = None) -> None:
+    def check(
+        self, dataset: str, cost: Budget, records: list[Record] | None = None, period: str | None = None,
+    ) -> None:
         """A read-only pre-check of ``cost`` on verified ``records`` (read when not given) and of the release store;
-        ``spend`` repeats both under the lock."""
-        check_spend(self.status(dataset, records), dataset, cost.epsilon, self.name, cost.rho, cost.selection_delta)
+        ``spend`` repeats both under the lock. ``period``: the declared period a renewing cap charges (Purchase's)."""
+        status = period_status(self.status(dataset, records), dataset, period, self.name)
+        check_spend(status, dataset, cost.epsilon, self.name, cost.rho, cost.selection_delta)
         self.check_store()
 
     @property

@@ -34,6 +34,7 @@ from dpcli.plan.sensitivity import (
 from dpcli.specs.grid import quantile_bins
 from dpcli.specs.kinds import KINDS, Family
 from dpcli.specs.model import (
+    AnyStatistic,
     Frequency,
     Histogram,
     Quantile,
@@ -215,7 +216,7 @@ def _make_plan(spec: Spec, scale: Fraction) -> Plan:
     zcdp = spec.privacy.accounting == "zcdp"
     for i, (stat, whole) in enumerate(zip(spec.statistics, split_budget(spec).shares, strict=True)):
         share = whole * scale
-        derived = stat if spec.series is None else periodic(stat)  # the sensitivities' view of the statistic
+        derived = _seen(spec, stat)  # the sensitivities' view of the statistic
         if not zcdp:
             budget = Share("laplace", share)
         elif stat.mechanism == "gaussian":
@@ -233,7 +234,7 @@ def _make_plan(spec: Spec, scale: Fraction) -> Plan:
             # a person's bounds reach the cells of by: (cells, so far), never the candidates' bins
             qb = None if spec.privacy.person is None else bounding(spec.privacy.person, derived, cells)
             cells *= quantile_bins(stat, spec.columns[stat.column])
-            comps = quantile_components(path, spec, derived, neighbours, share, zcdp, qb)
+            comps = quantile_components(path, spec, _seen(spec, stat), neighbours, share, zcdp, qb)
             pure = sum((c.epsilon for c in comps), Fraction(0))  # the draws' pure epsilon, also in a zCDP release
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, comps, cells, _dimension_keys(spec, stat),
@@ -251,7 +252,7 @@ def _make_plan(spec: Spec, scale: Fraction) -> Plan:
             # report-noisy-max: k permute-and-flip draws, pure epsilon-DP on their own (share / k each, or the
             # largest epsilon0 with k epsilon0^2 / 2 <= rho in a zCDP release)
             keys = len(spec.columns[stat.column].keys)  # each cell of by: ranks the column's keys on its own
-            comp = choice_component(path, derived, neighbours, keys, share, zcdp, b)
+            comp = choice_component(path, _seen(spec, stat), neighbours, keys, share, zcdp, b)
             plans.append(StatisticPlan(
                 stat, Fraction(0) if zcdp else share, (comp,), cells, _dimension_keys(spec, stat),
                 share if zcdp else Fraction(0), comp.epsilon * stat.k, b,
@@ -274,6 +275,11 @@ def _make_plan(spec: Spec, scale: Fraction) -> Plan:
                 stat, share, comps, cells, _dimension_keys(spec, stat), Fraction(0), share, b, selection
             ))
     return Plan(spec, tuple(plans), spec.confidence)
+
+
+def _seen(spec: Spec, stat: AnyStatistic) -> AnyStatistic:
+    """A statistic as its sensitivities are derived: a series' with the period as a leading by: key."""
+    return stat if spec.series is None else periodic(stat)
 
 
 def _split_selection_deltas(spec: Spec) -> dict[int, Fraction]:

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpcli.core.accounting import Budget, format_exact
-from dpcli.errors import InternalError
+from dpcli.errors import InternalError, UsageError
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.tree import Block, ending_at, levels
 from dpcli.specs.model import Series, Spec
 
-__all__ = ["SeriesPlan", "make_series_plan", "periods_read", "series_of"]
+__all__ = ["SeriesPlan", "check_series_runnable", "make_series_plan", "periods_read", "series_of"]
 
 
 def series_of(spec: Spec) -> Series:
@@ -103,6 +103,26 @@ def periods_read(series: Series, t: int) -> list[int]:
         blocks: list[Block] = ending_at(t)
         first = min(b.first for b in blocks)
     return list(range(first, t + 1))
+
+
+def check_series_runnable(spec: Spec, engine: str | None = None) -> None:
+    """What a series' run refuses of its spec before anything is read or spent (exit 2), so that ``dpcli check``
+    refuses it too: ``monotone: true`` (not applied by this version), a person unit (a per-period series needs a
+    renewing-cap dataset, which a series does not charge yet; running totals are refused by the spec's rules), and
+    the Spark engine (it does not filter rows by their period)."""
+    series = series_of(spec)
+    if series.monotone:
+        raise UsageError("series.monotone is not applied by this version: its running totals are published as "
+                         "estimated", hint="leave monotone out")
+    if spec.privacy.person is not None:
+        raise UsageError(
+            "a per_period series under a person unit needs a renewing-cap dataset (`dpcli budget set DATASET "
+            "--per period`: a person present in k periods has k times the budget), which a series does not charge "
+            "yet", hint="use unit: row"
+        )
+    if (engine or spec.engine) == "spark":
+        raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
+                         hint="use --engine polars")
 
 
 def make_series_plan(spec: Spec) -> SeriesPlan:

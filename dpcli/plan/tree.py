@@ -5,9 +5,11 @@ periods only the blocks ending at or before T exist. There are h = ceil(log2(T +
 period lies in exactly one block per level, so a record changes at most h blocks: each block gets epsilon / h
 (Laplace) or rho / h (Gaussian) of the running totals' budget.
 
-The variances here are in units of ONE noise's variance (a period's for the per-period design, a block's for the
-tree), so the plan multiplies them by the variance of the noise it draws (``exact_noise_variance``). They are exact for the
-estimators of dpcli/postprocess/series.py (same recursions, no data), used by the plan and bench/.
+The variances here are in units of ONE noise's variance (a period's for the per-period design, a block's for
+the tree), so the plan multiplies them by the variance of the noise it draws (``exact_noise_variance``). They are
+exact for the estimators of dpcli/postprocess/series.py (same recursions, no data), used by the plan and bench/.
+The weights of Honaker's estimator on the blocks (``tree_weights``) are here too, so that the plan can state an
+estimate's interval (dpcli.postprocess.series.linear_halfwidth) without data; series.py estimates with them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
+
+import numpy as np
 
 from dpcli.errors import InternalError
 
@@ -152,6 +156,45 @@ def honaker_variances(t: int) -> Variances:
     return Variances(period=leaf_variance(own.level), to_date=sum(subtree_variance(b.level) for b in roots))
 
 
+def _down(starts: list[np.ndarray], t: int) -> list[np.ndarray]:
+    """Weights on the blocks y_b of sum_b starts[b] e_b (e: the bottom-up estimates; starts indexed [level][index]
+    like blocks_within(t)): e_b = v_l y_b + (1 - v_l)(e_left + e_right) pushes a block's coefficient to its
+    children times (1 - v_l); a block's own weight is v_l times its coefficient."""
+    top = t.bit_length() - 1
+    coefficient = starts[top].copy()
+    weights = [np.zeros(0)] * (top + 1)
+    for level in range(top, -1, -1):
+        v = subtree_variance(level)
+        weights[level] = v * coefficient
+        if level:
+            below = starts[level - 1].copy()
+            below[: 2 * len(coefficient)] += (1 - v) * np.repeat(coefficient, 2)
+            coefficient = below
+    return weights
+
+
+def tree_weights(t: int) -> tuple[tuple[Block, ...], np.ndarray, np.ndarray]:
+    """The blocks inside [1, t] and the GLS weights (Honaker's estimator, dpcli/postprocess/series.py) of period t's
+    value and of the running total to t on them: each estimate is sum_b w_b y_b, its error sum_b w_b Z_b."""
+    blocks = tuple(blocks_within(t))
+    top = t.bit_length() - 1
+    sizes = [t >> level for level in range(top + 1)]
+    total = [np.zeros(n) for n in sizes]
+    for root in cover(t):
+        total[root.level][root.index] = 1.0
+    # the period: climb from t's level-0 block to the cover block holding it (the last, smallest one); each step
+    # x_c = e_c / 2 - e_sibling / 2 + x_parent / 2 (half of the parent's residual), and the root's x is its e
+    own = [np.zeros(n) for n in sizes]
+    root_level = cover(t)[-1].level
+    index, factor = t - 1, 1.0
+    for level in range(root_level):
+        own[level][index] += factor / 2
+        own[level][index ^ 1] -= factor / 2
+        index, factor = index >> 1, factor / 2
+    own[root_level][index] += factor
+    return blocks, np.concatenate(_down(own, t)), np.concatenate(_down(total, t))
+
+
 def laplace_variance(scale: Fraction) -> float:
     """The exact variance of the discrete Laplace with scale s: 2q / (1 - q)^2, q = exp(-1/s); below 2 s^2."""
     x = 1.0 / float(scale)
@@ -179,3 +222,18 @@ def exact_noise_variance(mechanism: str, parameter: Fraction) -> float:
     if mechanism == "discrete_laplace":
         return laplace_variance(parameter)
     raise InternalError(f"no series variance for the {mechanism} mechanism")
+
+
+def variances_at(design: str, t: int, mechanism: str, parameter: Fraction) -> Variances:
+    """The variances (grid units) of period t's value and of the running total to t, for a design's estimates:
+    ``per_period`` (the per-period releases, their sum) or ``running_totals`` (the tree with Honaker's estimator),
+    given the noise of ONE piece (a period's, or a block's at epsilon / h or rho / h): ``parameter`` its Laplace scale
+    or Gaussian sigma^2."""
+    if design == "per_period":
+        units = summed_variances(t)
+    elif design == "running_totals":
+        units = honaker_variances(t)
+    else:
+        raise InternalError(f"no variances for the series design {design!r}")
+    one = exact_noise_variance(mechanism, parameter)
+    return Variances(period=one * units.period, to_date=one * units.to_date)

@@ -16,8 +16,8 @@ computed first and the estimates are their products with the noisy values, so an
 can never disagree. tests/postprocess/test_series.py checks them against a dense least-squares solve.
 
 Intervals. The error of an estimate is sum_b w_b Z_b, a combination of independent exact discrete Laplace or
-discrete Gaussian noises. Its half-width at a confidence c is the smaller of two rigorous bounds (``linear_halfwidth``),
-never a normal approximation:
+discrete Gaussian noises. Its half-width at a confidence c is the smallest of these rigorous bounds
+(``linear_halfwidth``), never a normal approximation:
 - a Chernoff bound: P(|S| >= k) <= 2 exp(K(lambda) - lambda k) for every lambda > 0, K the log moment-generating
   function of S (symmetric). Laplace: K is exact, sum_b log M(lambda w_b) with the discrete Laplace's MGF
   M(l) = (1 - q)^2 / ((1 - q e^l)(1 - q e^-l)), q = exp(-1/scale), minimised over lambda on a grid (any lambda gives
@@ -27,6 +27,11 @@ never a normal approximation:
 - a union bound: |S| <= sum_b |w_b| k_b when every |Z_b| <= k_b, each k_b today's exact half-width of one noise at
   confidence 1 - (1 - c) / n (dpcli.plan.scales). With ONE term this is exactly today's half-width (times |w|), so a
   one-term combination gives exactly what a release's interval gives today; with many terms the Chernoff bound wins.
+  (Today's Gaussian half-width is rigorous too: the exact quantile summed for sigma <= 2000, and beyond it
+  ceil(z sigma), which holds because P(X >= m) <= P(N(0, sigma^2) >= m - 1) for m >= 1: each pmf term is at most
+  the density's integral over [m - 1, m], and the normaliser is at least sqrt(2 pi) sigma by Poisson summation.)
+- Laplace, where one term dominates (the tree's own level-0 block at an odd t): that term exactly and the rest by
+  its Chernoff bound, P(S >= k) = sum_z P(Z_1 = z) P(R >= k - |w_1| z) (``_laplace_largest_exact``).
 When every weight is an integer the error is an integer, so the half-width is rounded down to one (the same event).
 The Gaussian Chernoff bound is ~1.4x the normal approximation's width at 95% (2.72 sigma against 1.96 sigma): the
 price of a bound that holds for the exact noise.
@@ -43,7 +48,7 @@ import numpy as np
 
 from dpcli.errors import InternalError
 from dpcli.plan.scales import CONFIDENCE, gaussian_halfwidth, laplace_halfwidth
-from dpcli.plan.tree import Block, blocks_within, cover, subtree_variance
+from dpcli.plan.tree import Block, tree_weights
 
 # the Chernoff bound's float arithmetic is rounded UP by this relative margin (far above its rounding error)
 _SAFETY = 1e-9
@@ -64,44 +69,6 @@ class TreeEstimate:
     to_date_weights: np.ndarray
     period_variance: float  # the estimates' variances: block_variance * sum of squared weights
     to_date_variance: float
-
-
-def _down(starts: list[np.ndarray], t: int) -> list[np.ndarray]:
-    """Weights on the blocks y_b of sum_b starts[b] e_b (e: the bottom-up estimates; starts indexed [level][index]
-    like blocks_within(t)): e_b = v_l y_b + (1 - v_l)(e_left + e_right) pushes a block's coefficient to its
-    children times (1 - v_l); a block's own weight is v_l times its coefficient."""
-    top = t.bit_length() - 1
-    coefficient = starts[top].copy()
-    weights = [np.zeros(0)] * (top + 1)
-    for level in range(top, -1, -1):
-        v = subtree_variance(level)
-        weights[level] = v * coefficient
-        if level:
-            below = starts[level - 1].copy()
-            below[: 2 * len(coefficient)] += (1 - v) * np.repeat(coefficient, 2)
-            coefficient = below
-    return weights
-
-
-def tree_weights(t: int) -> tuple[tuple[Block, ...], np.ndarray, np.ndarray]:
-    """The blocks inside [1, t] and the GLS weights of period t's value and of the running total to t on them."""
-    blocks = tuple(blocks_within(t))
-    top = t.bit_length() - 1
-    sizes = [t >> level for level in range(top + 1)]
-    total = [np.zeros(n) for n in sizes]
-    for root in cover(t):
-        total[root.level][root.index] = 1.0
-    # the period: climb from t's level-0 block to the cover block holding it (the last, smallest one); each step
-    # x_c = e_c / 2 - e_sibling / 2 + x_parent / 2 (half of the parent's residual), and the root's x is its e
-    own = [np.zeros(n) for n in sizes]
-    root_level = cover(t)[-1].level
-    index, factor = t - 1, 1.0
-    for level in range(root_level):
-        own[level][index] += factor / 2
-        own[level][index ^ 1] -= factor / 2
-        index, factor = index >> 1, factor / 2
-    own[root_level][index] += factor
-    return blocks, np.concatenate(_down(own, t)), np.concatenate(_down(total, t))
 
 
 def estimate_tree(noisy: Mapping[Block, np.ndarray], t: int, block_variance: float) -> TreeEstimate:
@@ -132,7 +99,8 @@ def sum_periods(noisy_periods: Sequence[np.ndarray]) -> np.ndarray:
         raise InternalError("a running total needs at least one period")
     largest = max(int(np.abs(np.asarray(v)).max(initial=0)) for v in noisy_periods)
     if largest * len(noisy_periods) < 2**62:
-        return np.sum([np.asarray(v, dtype=np.int64) for v in noisy_periods], axis=0, dtype=np.int64)
+        exact: np.ndarray = np.stack([np.asarray(v, dtype=np.int64) for v in noisy_periods]).sum(axis=0)
+        return exact
     total = np.asarray(noisy_periods[0]).astype(object)
     for v in noisy_periods[1:]:
         total = total + np.asarray(v).astype(object)
@@ -169,7 +137,8 @@ def monotone_to_date(
         value = np.maximum(value, np.asarray(floor, dtype=np.float64))
     if ceiling is not None:
         value = np.minimum(value, np.asarray(ceiling, dtype=np.float64))
-    return MonotoneTotal(value=value, lower=np.minimum(raw - halfwidth, value), upper=np.maximum(raw + halfwidth, value))
+    lower = np.minimum(raw - halfwidth, value)
+    return MonotoneTotal(value=value, lower=lower, upper=np.maximum(raw + halfwidth, value))
 
 
 def _laplace_log_mgf(lam: np.ndarray, weights: np.ndarray, scale: float) -> np.ndarray:
@@ -189,8 +158,7 @@ def _laplace_chernoff(weights: np.ndarray, scale: float, alpha: float) -> float:
     limit = 1.0 / (scale * float(np.abs(weights).max()))
     tail = math.log(2.0 / alpha)
     # a coarse grid of lambda over (0, limit), then a fine one around its best point: any lambda is a valid bound
-    grid = limit * (1 - np.geomspace(1.0, 1e-9, 200))[1:]
-    grid = np.sort(np.concatenate([limit * np.geomspace(1e-6, 0.5, 100), grid]))
+    grid = _laplace_lambdas(limit)
     for _ in range(2):
         k = (_laplace_log_mgf(grid, weights, scale) + tail) / grid
         best = int(np.argmin(k))
@@ -199,6 +167,62 @@ def _laplace_chernoff(weights: np.ndarray, scale: float, alpha: float) -> float:
         grid = np.linspace(lo, hi, 101)
     k = (_laplace_log_mgf(grid, weights, scale) + tail) / grid
     return float(k.min())
+
+
+def _laplace_lambdas(limit: float) -> np.ndarray:
+    """A grid of lambda over (0, limit), dense near both ends (where the best lambda lies for few / many terms)."""
+    near = limit * (1 - np.geomspace(1.0, 1e-9, 200))[1:]
+    return np.sort(np.concatenate([limit * np.geomspace(1e-6, 0.5, 100), near]))
+
+
+def _laplace_survival(a: np.ndarray, q: float) -> np.ndarray:
+    """P(Z >= a) for the discrete Laplace, P(z) = (1 - q) / (1 + q) q^|z|: q^a / (1 + q) for a >= 1, else
+    1 - q^(1 - a) / (1 + q)."""
+    a = np.asarray(a, dtype=np.float64)
+    upper = np.exp(np.log(q) * np.maximum(a, 1.0)) / (1 + q)
+    lower = 1 - np.exp(np.log(q) * np.maximum(1.0 - a, 1.0)) / (1 + q)
+    result: np.ndarray = np.where(a >= 1, upper, lower)
+    return result
+
+
+def _laplace_largest_exact(weights: np.ndarray, scale: float, alpha: float, upper: float) -> float:
+    """A tighter bound where one term dominates (the tree's level-0 block at odd t): the largest term w_1 Z_1 taken
+    exactly, the rest R by its Chernoff bound, P(S >= k) = sum_z P(Z_1 = z) P(R >= k - |w_1| z) with
+    P(R >= u) <= min(1, min over lambda of exp(K_R(lambda) - lambda u)). The z are grouped in at most ~2000 buckets,
+    each bounded by its largest z (P(R >= k - |w_1| z) grows with z), the mass beyond +-reach counted as 1; the
+    smallest k with 2 P(S >= k) <= alpha by bisection below ``upper`` (a valid half-width already)."""
+    lead_at = int(np.argmax(np.abs(weights)))
+    lead = float(abs(weights[lead_at]))
+    rest = np.delete(weights, lead_at)
+    lam = _laplace_lambdas(1.0 / (scale * float(np.abs(rest).max())))
+    log_mgf = _laplace_log_mgf(lam, rest, scale)
+    q = math.exp(-1.0 / scale)
+    reach = math.ceil(scale * math.log(1e6 / alpha)) + 1  # P(Z > reach) < alpha / 1e6
+    width = max(1, math.ceil(2 * reach / 2000))
+    starts = np.arange(-reach, reach + 1, width)
+    tops = np.minimum(starts + width - 1, reach)
+    masses = _laplace_survival(starts, q) - _laplace_survival(tops + 1, q)
+    beyond = float(_laplace_survival(np.array([reach + 1]), q)[0])
+    below = 1.0 - float(_laplace_survival(np.array([-reach]), q)[0])
+
+    def tail(k: float, z: np.ndarray) -> np.ndarray:
+        u = k - lead * z
+        bound = np.exp(np.minimum(0.0, (log_mgf[:, None] - lam[:, None] * u[None, :]).min(axis=0)))
+        result: np.ndarray = np.where(u > 0, bound, 1.0)
+        return result
+
+    def excess(k: float) -> float:  # 2 P(S >= k), rounded up
+        inside = float(masses @ tail(k, tops.astype(np.float64)))
+        outside = beyond + below * float(tail(k, np.array([-reach - 1.0]))[0])
+        return 2 * (inside + outside) * (1 + _SAFETY) + 1e-12
+
+    if excess(upper) > alpha:
+        return upper
+    lo, hi = 0.0, upper
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if excess(mid) <= alpha else (mid, hi)
+    return hi
 
 
 def linear_halfwidth(
@@ -225,6 +249,8 @@ def linear_halfwidth(
     else:
         raise InternalError(f"no interval for a combination of {mechanism} noises")
     bound = min(union, chernoff * (1 + _SAFETY) + _SAFETY)
+    if mechanism == "discrete_laplace" and w.size > 1:
+        bound = _laplace_largest_exact(w, float(parameter), alpha, bound)
     if bool(np.all(w == np.round(w))):
         return float(math.floor(bound))  # an integer error: |S| < k and |S| <= floor(k) are the same event
     return bound

@@ -17,6 +17,7 @@ from pathlib import Path
 from dpcli.core.accounting import format_exact
 from dpcli.core.files import atomic_write
 from dpcli.errors import UsageError
+from dpcli.ledger.base import RENEWING_NOTE, BudgetStatus
 from dpcli.publish.plots import MAX_PLOT_POINTS, group_rows, plot_svg, row_label
 from dpcli.publish.report_data import (
     MAX_TABLE_ROWS,
@@ -70,6 +71,8 @@ def _budget_html(data: ReportData) -> str:
         parts.append("<p class='box warn'>What is left of the dataset's budget is <b>not known here</b>: "
                      + ("the ledger was not given (<code>--ledger</code>)." if data.ledger_name is None
                         else "the ledger has no record of this dataset.") + "</p>")
+    elif status.per_period:
+        parts.append(_renewing_html(status))
     elif status.cap is None:
         parts.append("<p>The ledger has <b>no cap</b> for this dataset; "
                      f"ε spent so far over {status.releases} release(s): {_e(format_exact(status.spent))}.</p>")
@@ -81,6 +84,16 @@ def _budget_html(data: ReportData) -> str:
             "(as the ledger stood when this report was made).</p>"
         )
     return "\n".join(parts)
+
+
+def _renewing_html(status: BudgetStatus) -> str:
+    """A renewing cap (issue 26): what this release's period has left, and what such a cap means."""
+    where = (f"in period <b>{_e(status.period)}</b> {status.releases} release(s) have spent "
+             f"ε = {_e(format_exact(status.spent))}, so <b>ε = {_e(format_exact(status.remaining or Fraction(0)))} "
+             "is left in that period</b> (as the ledger stood when this report was made)"
+             if status.period is not None else "the release's period is not known here (no sidecar)")
+    return (f"<p>The dataset's cap is ε = {_e(format_exact(status.cap or Fraction(0)))} <b>per declared period</b>; "
+            f"{where}.</p>\n<p class='box warn'>Note: {_e(RENEWING_NOTE)}.</p>")
 
 
 def _bound_html(spent: Guarantee | None) -> str:
@@ -303,7 +316,10 @@ def make_report(
     dataset = (data.meta or {}).get("dataset")
     if ledger is not None and dataset:  # without a sidecar the dataset's name, so its budget, is not known
         book = book or open_ledger(ledger, lock_timeout=wait)
-        data.status, data.ledger_name = book.verify().datasets.get(str(dataset)), book.name
+        # a renewing cap: the status of the period the sidecar names (its spend's)
+        period = ((data.meta or {}).get("ledger") or {}).get("period")
+        data.status = book.status(str(dataset), period=period if isinstance(period, str) else None)
+        data.ledger_name = book.name
     page = render_html(data)
     try:
         write_report(output, page)

@@ -12,6 +12,7 @@ from dpcli.core.accounting import format_exact
 from dpcli.core.files import atomic_write
 from dpcli.core.version import __version__
 from dpcli.errors import InternalError
+from dpcli.ledger.base import RENEWING_NOTE
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.scales import CONFIDENCE
 from dpcli.plan.sensitivity import NoiseComponent
@@ -74,8 +75,15 @@ def release_metadata(plan: Plan, spend: Record, head: str, contract: str = CONTR
         **_person_meta(plan),
         "columns": {name: _column_meta(column) for name, column in spec.columns.items()},
         "statistics": _with_postprocess(plan, [_statistic_meta(sp) for sp in plan.statistics]),
-        "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head},
+        "ledger": {"record": spend.seq, "release_id": spend.get("release_id"), "head": head, **_period_meta(spend)},
     }
+
+
+def _period_meta(spend: Record) -> dict[str, Any]:
+    """A spend charged to a renewing cap's declared period (issue 26): the period, and what such a cap means."""
+    if spend.get("period") is None:
+        return {}
+    return {"period": spend.get("period"), "cap_note": RENEWING_NOTE}
 
 
 def release_time(spend: Record) -> str | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dpcli.core.accounting import format_exact
+from dpcli.ledger.base import RENEWING_NOTE
 from dpcli.publish.report_data import ReportData, StatisticView, exact, guarantee, rank_bound, uncertainty
 from dpcli.specs.kinds import Value
 
@@ -81,6 +82,10 @@ def render_markdown(data: ReportData) -> str:
         left = "not known (no ledger given)" if data.ledger_name is None else "no cap in the ledger"
     else:
         left = f"ε {format_exact(status.remaining or Fraction(0))} of {format_exact(status.cap)}"
+        if status.per_period:  # a renewing cap: the period's (the sidecar names it), and what that means
+            left = (f"{left} in period '{status.period}'" if status.period is not None
+                    else f"ε {format_exact(status.cap)} per period; this release's period is not known (no sidecar)")
+            left += f" (a cap per declared period: {RENEWING_NOTE})"
     lines += [f"- spent: {_md(spent)}", f"- left: {_md(left)}", "", "| statistic | kind | cells | value | interval |",
               "|---|---|---:|---:|---|"]
     for view in data.statistics:

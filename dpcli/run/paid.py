@@ -32,6 +32,12 @@ never drawn twice; a run that finds it recorded reuses it). That is a second ent
 period's ``Work.publish`` enters it too, right after the charge. Each period's table is made from the stored pieces
 and frozen (stored, with a ``released`` record naming its pieces): a re-run returns it.
 
+**A renewing cap (issue 26, ``budget set --per period``)**: the charge names the declared period it is charged to
+as ``Purchase.period`` (``Purchase.of(..., period=KEY)``): ``check_budget`` and the ledger's ``spend`` then check the
+spend against that period's sums, and the spend record holds the key. A release's key is its named release id (a
+drawn id names no period: refused, exit 2, before the input is read); a series charging period N of a renewing cap
+passes that period's key the same way. Under a lifetime cap the key is neither used nor recorded.
+
 **Synthetic data (issue 27)**: ``pay`` charges selection and measurement as one ``Budget``; ``Work.draw`` makes the
 selections and the noisy marginal measurements (small, exact integers) and returns them as the stored state; the long
 estimation and sampling stage is ``Work.publish`` (and ``republish``): it reads only the stored measurements, so a
@@ -59,8 +65,8 @@ from dpcli.ledger import Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import check_pin, paid_for, release_id_taken, same_meaning
 
 __all__ = [
-    "RELEASE_ID", "Paid", "PaidRun", "PieceWork", "Unpaid", "Work", "check_release_id", "leaves_nothing", "run_release_id",
-    "spent_then_failed", "what_failed",
+    "RELEASE_ID", "Paid", "PaidRun", "PieceWork", "Unpaid", "Work", "check_release_id", "leaves_nothing",
+    "run_release_id", "spent_then_failed", "what_failed",
 ]
 
 # A release id is public (it is in the ledger, the sidecar and CI logs): a date, a pipeline id, a version tag.
@@ -244,7 +250,7 @@ class PaidRun:
         (the binding checks are repeated under the lock by the spend)."""
         status = self.book.status(self.dataset, records)
         check_pin(status, self.dataset, self.purchase.unit, self.purchase.neighbours, self.book.name)
-        self.book.check(self.dataset, self.cost, records)
+        self.book.check(self.dataset, self.cost, records, self.purchase.period)
 
     # -- the charge, the noisy state, the post-processing ------------------------------------------------------
 

@@ -29,6 +29,7 @@ from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_le
 from dpcli.ledger.base import charge, check_spend
 from dpcli.plan.cost import ReleaseCost, check_cost
 from dpcli.plan.model import Plan, make_plan
+from dpcli.plan.series import check_series_runnable
 from dpcli.publish.labels import check_labels
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
@@ -158,6 +159,8 @@ def prepare(
     input_fmt = format_of(source, _choice(input_format, INPUT_FORMATS, "input_format", "--input-format"),
                           spec.input_format)
     engine = _choice(engine, ENGINES, "engine", "--engine") or spec.engine
+    if spec.series is not None:
+        check_series_runnable(spec, engine)  # what a series' run refuses of its spec (exit 2)
     if remote and engine != "spark":
         raise UsageError(f"input {remote[:200]} is a URL: only the Spark engine reads one", hint="use --engine spark")
     if engine == "spark" and not remote and source is None:
@@ -194,7 +197,7 @@ def prepare(
             book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
             Purchase.of(spec.dataset, spec.sha256, release_id, spec.privacy.pinned_unit, spec.privacy.neighbours,
                         tuple(s.statistic.name for s in plan.statistics), meaning=release_meaning(spec),
-                        name=spec.name,
+                        name=spec.name, period=release_id if named else None,
                         series=None if spec.series is None else {"periods": spec.series.periods,
                                                                  "design": spec.series.design}),
             named, lock_timeout, say,
@@ -289,18 +292,30 @@ class LedgerOutlook:
     spent: Fraction
     after: Fraction | None  # the spent epsilon after this release (as the ledger composes it)
     refused: str | None  # why the ledger would refuse the release (None: it fits)
+    # a renewing cap (issue 26): cap, spent and after are the period's; ``period`` None there is a period not charged
+    per_period: bool = False
+    period: str | None = None
 
     @property
     def left(self) -> Fraction | None:
         return None if self.cap is None or self.after is None else self.cap - self.after
 
 
-def ledger_outlook(plan: Plan, location: str | Path, lock_timeout: float | None = None) -> LedgerOutlook:
+# The period a plan shows of a renewing cap when it names none: not a valid period key, so never one charged.
+NEW_PERIOD = "(a period not charged yet)"
+
+
+def ledger_outlook(
+    plan: Plan, location: str | Path, lock_timeout: float | None = None, period: str | None = None,
+) -> LedgerOutlook:
     """Reads (and verifies) the ledger, waiting at most ``lock_timeout`` seconds for it (default: the ledger's);
-    writes nothing, reserves nothing."""
+    writes nothing, reserves nothing. Of a renewing cap, the outlook is ``period``'s (a release id), else a period
+    not charged yet's; of a lifetime cap ``period`` is not used."""
     wait = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
     ledger = open_ledger(location, lock_timeout=wait)
     status = ledger.verify().datasets.get(plan.spec.dataset)
+    if status is not None and status.per_period:
+        status = status.for_period(NEW_PERIOD if period is None else check_release_id(period))
     name = ledger.name  # a PostgreSQL URL without its password
     refused = None
     try:
@@ -310,4 +325,4 @@ def ledger_outlook(plan: Plan, location: str | Path, lock_timeout: float | None 
     if status is None:
         return LedgerOutlook(plan.spec.dataset, None, Fraction(0), None, refused)
     after = status.after(charge(plan.epsilon), charge(plan.rho), plan.selection_delta).spent
-    return LedgerOutlook(plan.spec.dataset, status.cap, status.spent, after, refused)
+    return LedgerOutlook(plan.spec.dataset, status.cap, status.spent, after, refused, status.per_period, period)

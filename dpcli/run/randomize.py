@@ -131,7 +131,7 @@ def randomize(
         book, spec.dataset, Budget(spec.epsilon),
         Purchase.of(spec.dataset, spec.sha256, release_id, spec.unit, spec.neighbours,
                     tuple(c.name for c in spec.columns), RANDOMIZE_COMMAND, meaning=randomize_meaning(spec),
-                    name=spec.name),
+                    name=spec.name, period=release_id if named else None),
         named, lock_timeout, say,
     )
     work = _RandomizeWork(spec, book, release_id, output_path, say)
@@ -184,7 +184,7 @@ class _RandomizeWork:
             raise InternalError("a randomized file is written after it is drawn")
         _write(data, self.output_path, paid)
         self.say("output written")
-        status = self.book.status(self.spec.dataset)
+        status = self.book.status(self.spec.dataset, period=spend.get("period"))
         return Randomized(self.spec, spend, status, self.output_path, hashlib.sha256(data).hexdigest(),
                           self.book.name, self.release_id, self.rows)
 
@@ -192,7 +192,8 @@ class _RandomizeWork:
         """The stored file written again: no new randomness, no spend."""
         _write(stored, self.output_path, Unpaid.reissue(spend))
         rows = max(stored.count(b"\n") - 1, 0)
-        return Randomized(self.spec, spend, self.book.status(self.spec.dataset), self.output_path,
+        status = self.book.status(self.spec.dataset, period=spend.get("period"))
+        return Randomized(self.spec, spend, status, self.output_path,
                           hashlib.sha256(stored).hexdigest(), self.book.name, self.release_id, rows, reused=True)
 
     def unstored(self, released: bool) -> str:

@@ -212,7 +212,7 @@ class _TableWork:
         meta = release_metadata(self.plan, spend, spend.hash)
         out_sha = write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
         self.say("output written")
-        status = self.book.status(self.plan.spec.dataset)
+        status = self.book.status(self.plan.spec.dataset, period=spend.get("period"))
         done = Release(self.plan, table, spend, status, self.output_path, out_sha, self.book.name, self.release_id,
                        meta)
         return self.pages.write(done, paid.text())
@@ -222,7 +222,7 @@ class _TableWork:
         table = load_stored_table(self.book, self.release_id, spend, stored)
         meta = {**release_metadata(self.plan, spend, spend.hash, table.contract), "reissued": True}
         out_sha = write_outputs(table, self.output_path, self.fmt, meta, Unpaid.reissue(spend), self.meta_path)
-        status = self.book.status(self.plan.spec.dataset)
+        status = self.book.status(self.plan.spec.dataset, period=spend.get("period"))
         done = Release(self.plan, table, spend, status, self.output_path, out_sha, self.book.name, self.release_id,
                        meta, reused=True)
         return self.pages.write(done)
@@ -372,7 +372,8 @@ def _release_frequencies(
     }
     out_sha = write_outputs(table, output_path, fmt, meta, _FREQUENCY)
     say("output written")
-    return Release(plan, table, vouchers[0], book.status(spec.dataset), output_path, out_sha, book.name, release_id,
+    status = book.status(spec.dataset, period=vouchers[0].get("period"))  # a renewing cap: the period's
+    return Release(plan, table, vouchers[0], status, output_path, out_sha, book.name, release_id,
                    meta)
 
 

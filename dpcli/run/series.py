@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,10 +40,12 @@ from dpcli.ledger.base import period_key, recorded_pieces
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
 from dpcli.plan.model import Plan, StatisticPlan
-from dpcli.plan.series import SeriesPlan, make_series_plan
-from dpcli.postprocess.series import linear_halfwidth, sum_periods, tree_weights
+from dpcli.plan.series import SeriesPlan, check_series_runnable, make_series_plan
+from dpcli.plan.tree import Block as TreeBlock
+from dpcli.plan.tree import blocks_within, exact_noise_variance, tree_weights
+from dpcli.postprocess.series import estimate_tree, linear_halfwidth, sum_periods
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
-from dpcli.publish.columns import Ints, Texts
+from dpcli.publish.columns import Ints, LazyColumn, Texts
 from dpcli.publish.sidecar import release_metadata
 from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Block, Table, build_table
@@ -208,19 +211,7 @@ def release_period(
     series = spec.series
     t = choose_period(series, period, release_id)
     check_period(series, t, allow_unfinished=True)  # its place in the horizon; whether it has ended: below
-    if series.running:
-        raise UsageError(
-            f"series design {series.design} is planned (`dpcli plan`) but not released by this version: only "
-            "design per_period is", hint="use design: per_period"
-        )
-    if spec.privacy.person is not None:
-        raise UsageError(
-            "a per_period series under a person unit needs a renewing-cap dataset (a person present in k periods "
-            "has k times the budget), which this ledger does not offer", hint="use unit: row"
-        )
-    if (engine or spec.engine) == "spark":
-        raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
-                         hint="use --engine polars")
+    check_series_runnable(spec, engine)
     splan = make_series_plan(spec)
     ready = prepare(
         spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=SERIES_RELEASE_ID,
@@ -228,6 +219,8 @@ def release_period(
         sidecar=sidecar, say=say,
     )
     book, run = ready.book, ready.run
+    if run.cost != splan.charge:  # the spec's budget, split between the designs' parts: they add up to it exactly
+        raise InternalError("a series' charge differs from its spec's budget")
     series_key = run.key
     plan = dataclasses.replace(splan.main, periods=frozenset({t}))
     work = _PeriodWork(plan, splan, book, run, t, period_key(series_key, t), series_key, ready.output, ready.fmt,
@@ -239,15 +232,18 @@ def release_period(
             say(f"period {t} of this series is released: returning its frozen table, reading no input")
             return work.rewrite(charge, frozen[1])
     check_period(series, t, allow_unfinished, now)  # a period not released yet: has it ended?
-    if charge is None or work.piece not in recorded_pieces(ready.records, series_key):
+    known = recorded_pieces(ready.records, series_key) if charge is not None else {}
+    missing = [p for p in work.wanted if p not in known]
+    if missing:
         with InputFile(ready.source, ready.input_timeout, max_input_bytes, on_input_bytes) as src:
             if src.spooled:
                 say("input spooled")
             check_input(spec, src.path, ready.input_format)
             say("header has every declared column and the period field")
-            work.exact = aggregate(plan, src.path, input_format=ready.input_format, on_bytes=on_input_bytes,
-                                   max_input_bytes=max_input_bytes)
-            say(f"exact aggregates of period {t}'s rows computed")
+            for name in missing:  # each piece from the rows of its own periods (the engine filters them)
+                work.exact[name] = aggregate(work.piece_plan(name), src.path, input_format=ready.input_format,
+                                             on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)
+            say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
     if charge is None:
         return run.pay(work)
     return run.draw_pieces(charge, work)
@@ -269,15 +265,31 @@ class _PeriodWork:
     fmt: str
     meta_path: Path | None
     say: Callable[[str], None]
-    exact: list[ExactStatistic] | None = None
+    exact: dict[str, list[ExactStatistic]] = field(default_factory=dict)  # the pieces not drawn yet: their rows
     drawn: dict[str, bytes] = field(default_factory=dict)
     charged: bool = False  # this run made the series' charge
     waiting_for: str = "its charge"
     stored_note: str = "series charged"
 
     @property
-    def piece(self) -> str:
-        return f"p{self.period}"
+    def wanted(self) -> list[str]:
+        """The pieces this period's table is made from: its own per-period piece (``p<t>``), and every block of
+        the tree inside [1, t] (``b<level>.<index>``)."""
+        series = self.splan.series
+        own = [f"p{self.period}"] if series.per_period else []
+        return own + ([b.key for b in blocks_within(self.period)] if series.running else [])
+
+    def piece_plan(self, name: str) -> Plan:
+        """The plan a piece is drawn with: the per-period plan over its period's rows, or the block plan over the
+        rows of the block's periods."""
+        if name.startswith("p"):
+            if self.splan.per_period is None:
+                raise InternalError(f"piece {name} of a series without per-period values")
+            return dataclasses.replace(self.splan.per_period, periods=frozenset({int(name[1:])}))
+        block = _block(name)
+        if self.splan.blocks is None:
+            raise InternalError(f"piece {name} of a series without a tree")
+        return dataclasses.replace(self.splan.blocks, periods=frozenset(range(block.first, block.last + 1)))
 
     # -- the charge (PaidRun.pay's Work) -------------------------------------------------------------------------
 
@@ -309,31 +321,41 @@ class _PeriodWork:
 
     def draw_pieces(self, charge: Record, hold_from_here: Callable[[], None]) -> None:
         self.drawn = self.book.draw_pieces(
-            self.plan.spec.dataset, self.series_key, charge.seq, [self.piece], self._draw, before_draw=hold_from_here
+            self.plan.spec.dataset, self.series_key, charge.seq, self.wanted, self._draw, before_draw=hold_from_here
         )
-        self.exact = None
+        self.exact = {}
         if self.drawn:
-            self.say(f"piece {self.piece} drawn, stored and recorded")
+            self.say(f"piece(s) {', '.join(self.drawn)[:200]} drawn, stored and recorded")
 
     def _draw(self, missing: list[str]) -> Mapping[str, bytes]:
-        if missing != [self.piece] or self.exact is None:
-            raise InternalError(f"period {self.period} draws its own piece, from its exact aggregates")
-        return {self.piece: encode_noisy(draw_noise(self.plan, self.exact))}
+        out = {}
+        for name in missing:
+            exact = self.exact.get(name)
+            if exact is None:  # a piece recorded when the run began is never missing later: records only grow
+                raise InternalError(f"piece {name} is drawn from the exact aggregates of its rows")
+            out[name] = encode_noisy(draw_noise(self.piece_plan(name), exact))
+        return out
 
     def finish(self, charge: Record, paid: Paid) -> Release:
         records = self.book.records()
         known = recorded_pieces(records, self.series_key)
 
-        def piece(t: int) -> list[Noisy]:
-            name = f"p{t}"
+        def piece(name: str) -> list[Noisy]:
             data = self.drawn.get(name)
             return decode_noisy(data if data is not None else self.book.load_piece(self.series_key, name, records))
 
-        own = piece(self.period)
-        earlier = range(1, self.period)
-        to_date = [piece(t) for t in earlier] if all(f"p{t}" in known for t in earlier) else None
-        table = period_table(self.plan, self.period, own, to_date)
-        used = [f"p{t}" for t in range(1, self.period + 1)] if to_date is not None else [self.piece]
+        t = self.period
+        series = self.splan.series
+        if series.running:
+            own = piece(f"p{t}") if series.per_period else None
+            blocks = {b: piece(b.key) for b in blocks_within(t)}
+            table = tree_table(self.splan, t, blocks, own)
+            used = self.wanted
+        else:
+            earlier = range(1, t)
+            to_date = [piece(f"p{s}") for s in earlier] if all(f"p{s}" in known for s in earlier) else None
+            table = period_table(self.plan, t, piece(f"p{t}"), to_date)
+            used = [f"p{s}" for s in range(1, t + 1)] if to_date is not None else [f"p{t}"]
         data = encode_table(table)
         delivery = Delivery(f"{SERIES_RELEASE_ID}:period-{self.period}", hashlib.sha256(data).hexdigest(),
                             period=self.period, pieces=tuple(used))
@@ -351,6 +373,8 @@ class _PeriodWork:
         charged = self.charged
         done = released_period(self.book.records(), self.key)
         meta = {**release_metadata(self.plan, charge, charge.hash, table.contract),
+                # the series' whole charge (the plan above is one draw's: a period's, or a tree block's)
+                "epsilon": format_exact(self.splan.charge.epsilon), "rho": format_exact(self.splan.charge.rho),
                 "series": series_metadata(self.splan, self.period, charge, done)}
         if reused:
             meta["reissued"] = True
@@ -415,6 +439,9 @@ def _to_date_block(plan: Plan, sp: StatisticPlan, block: Block, parts: list[Nois
     confidence = float(plan.confidence)
     meaning = KINDS[sp.statistic.kind].value
     ones = np.ones(t)
+    value: LazyColumn
+    low: LazyColumn
+    high: LazyColumn
     if meaning is Value.COUNT:
         counts = sum_periods([_part(p.counts) for p in parts])
         k = int(linear_halfwidth(ones, sp.components[0].mechanism, _parameter(sp, 0), confidence))
@@ -423,9 +450,9 @@ def _to_date_block(plan: Plan, sp: StatisticPlan, block: Block, parts: list[Nois
     elif meaning is Value.SUM:
         comp = sp.component("sum")
         sums = sum_periods([_part(p.sums) for p in parts])
-        k = Fraction(int(linear_halfwidth(ones, comp.mechanism, _parameter(sp, 0), confidence)))
+        width = Fraction(int(linear_halfwidth(ones, comp.mechanism, _parameter(sp, 0), confidence)))
         value, low, high = (Texts([format_exact((Fraction(int(v)) + d) * comp.unit) for v in sums])
-                            for d in (Fraction(0), -k, k))
+                            for d in (Fraction(0), -width, width))
     else:  # a mean: the summed noisy centred sums over the summed noisy counts
         value, low, high = _to_date_means(plan, sp, parts, confidence)
     return dataclasses.replace(block, value=value, ci_low=low, ci_high=high, flag=None)
@@ -447,10 +474,19 @@ def _to_date_means(plan: Plan, sp: StatisticPlan, parts: list[Noisy], confidence
     kc = Fraction(int(linear_halfwidth(np.ones(t), c_comp.mechanism, _parameter(sp, 1), part)))
     sums = sum_periods([_part(p.sums) for p in parts])
     counts = sum_periods([_part(p.counts) for p in parts])
+    return _mean_texts(plan, sp, [Fraction(int(v)) for v in sums], [Fraction(int(v)) for v in counts], ks, kc)
+
+
+def _mean_texts(
+    plan: Plan, sp: StatisticPlan, sums: list[Fraction], counts: list[Fraction], ks: Fraction, kc: Fraction,
+) -> tuple[Texts, ...]:
+    """Means from noisy centred sums and counts (grid units) with their half-widths ``ks`` and ``kc``, as a
+    release's (dpcli.postprocess.values.means): clipped to the bounds, on the mean's grid; the bounds' midpoint and
+    the whole range where the count (less its half-width) is not positive."""
+    s_comp = sp.component("sum")
     column = plan.spec.columns[sp.statistic.column or ""]
     lo, hi = (Fraction(b) for b in column.grid_bounds)
     unit, offset = s_comp.unit, s_comp.offset
-
     step = unit / 10**MEAN_DIGITS_BELOW_PRECISION
 
     def real(x: Fraction) -> str:
@@ -458,8 +494,7 @@ def _to_date_means(plan: Plan, sp: StatisticPlan, parts: list[Noisy], confidence
         return format_exact(round(min(max(x + offset, lo), hi) * unit / step) * step)
 
     values, lows, highs = [], [], []
-    for s_raw, n_raw in zip(sums, counts, strict=True):
-        s, n = Fraction(int(s_raw)), Fraction(int(n_raw))
+    for s, n in zip(sums, counts, strict=True):
         if n - kc <= 0:
             values.append(real((lo + hi) / 2 - offset) if n <= 0 else real(s / n))
             lows.append(real(lo - offset))
@@ -471,3 +506,91 @@ def _to_date_means(plan: Plan, sp: StatisticPlan, parts: list[Noisy], confidence
         lows.append(real(low))
         highs.append(real(high))
     return Texts(values), Texts(lows), Texts(highs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The tree's table (designs running_totals and both)
+
+
+def _block(name: str) -> TreeBlock:
+    """A block from its key (``b<level>.<index>``)."""
+    level, _, index = name[1:].partition(".")
+    return TreeBlock(int(level), int(index))
+
+
+def tree_table(splan: SeriesPlan, t: int, blocks: Mapping[TreeBlock, list[Noisy]], own: list[Noisy] | None) -> Table:
+    """Period t's table from the tree's noisy blocks inside [1, t] (Honaker's estimates, dpcli.postprocess.series)
+    and, under design both, the period's own piece: each statistic's period value (``span`` ``period``: the
+    per-period release's, else the tree's estimate) and its running total to date (``span`` ``to_date``: the tree's),
+    each interval a rigorous tail bound of the estimate's combination of exact noises at the spec's confidence.
+    Counts are rounded to whole numbers and sums to their grid, the intervals outwards (post-processing)."""
+    plan = splan.blocks
+    if plan is None:
+        raise InternalError("a tree's table needs the tree")
+    confidence = float(plan.confidence)
+    template = build_table(plan, blocks[TreeBlock(0, t - 1)])  # the labels and layout of one draw of the statistics
+    levels = splan.levels
+    own_blocks = None
+    if own is not None and splan.per_period is not None:
+        own_blocks = build_table(dataclasses.replace(splan.per_period, periods=frozenset({t})), own).blocks
+    period_rows, total_rows = [], []
+    for i, (sp, block) in enumerate(zip(plan.statistics, template.blocks, strict=True)):
+        # each block's share, times h: the statistic's share of the running totals' budget
+        whole = None if block.epsilon is None else block.epsilon * levels
+        shown = dataclasses.replace(block, epsilon=whole, rho=None if block.rho is None else block.rho * levels)
+        period, total = _tree_columns(plan, sp, i, blocks, t, confidence)
+        if own_blocks is None:
+            period_rows.append(_labelled(dataclasses.replace(shown, value=period[0], ci_low=period[1],
+                                                             ci_high=period[2], flag=None), t, "period"))
+        total_rows.append(_labelled(dataclasses.replace(shown, value=total[0], ci_low=total[1], ci_high=total[2],
+                                                        flag=None), t, "to_date"))
+    if own_blocks is not None:
+        period_rows = [_labelled(b, t, "period") for b in own_blocks]
+    return dataclasses.replace(template, dimensions=(PERIOD_COLUMN, SPAN_COLUMN, *template.dimensions),
+                               blocks=(*period_rows, *total_rows))
+
+
+def _tree_columns(
+    plan: Plan, sp: StatisticPlan, i: int, blocks: Mapping[TreeBlock, list[Noisy]], t: int, confidence: float,
+) -> tuple[tuple[Texts, Texts, Texts], tuple[Texts, Texts, Texts]]:
+    """A linear statistic's (value, ci_low, ci_high) texts for period t's own value and its running total."""
+    meaning = KINDS[sp.statistic.kind].value
+    if meaning is Value.MEAN:
+        part = (1 + confidence) / 2
+        sums = _estimate(sp, 0, {b: _part(n[i].sums) for b, n in blocks.items()}, t, part)
+        counts = _estimate(sp, 1, {b: _part(n[i].counts) for b, n in blocks.items()}, t, part)
+        out = []
+        for which in (0, 1):  # the period's value, then the running total
+            (s, ks), (n, kc) = sums[which], counts[which]
+            out.append(_mean_texts(plan, sp, [Fraction(float(x)) for x in s], [Fraction(float(x)) for x in n],
+                                   Fraction(ks), Fraction(kc)))
+        return (out[0][0], out[0][1], out[0][2]), (out[1][0], out[1][1], out[1][2])
+    comp = sp.components[0]
+    role = "sums" if meaning is Value.SUM else "counts"
+    estimates = _estimate(sp, 0, {b: _part(getattr(n[i], role)) for b, n in blocks.items()}, t, confidence)
+    columns = []
+    for values, k in estimates:
+        unit = comp.unit
+
+        def text(x: int, unit: Fraction = unit) -> str:
+            return format_exact(Fraction(x) * unit)
+
+        rounded = [round(float(v)) for v in values]
+        low = [math.floor(float(v) - k) for v in values]
+        high = [math.ceil(float(v) + k) for v in values]
+        columns.append((Texts([text(v) for v in rounded]), Texts([text(v) for v in low]),
+                        Texts([text(v) for v in high])))
+    return columns[0], columns[1]
+
+
+def _estimate(
+    sp: StatisticPlan, index: int, noisy: Mapping[TreeBlock, np.ndarray], t: int, confidence: float,
+) -> list[tuple[np.ndarray, float]]:
+    """The tree's estimates of one noise part at t, each with its half-width: [(period, k), (to_date, k)]."""
+    comp = sp.components[index]
+    parameter = _parameter(sp, index)
+    estimate = estimate_tree(noisy, t, exact_noise_variance(comp.mechanism, parameter))
+    return [
+        (estimate.period, linear_halfwidth(estimate.period_weights, comp.mechanism, parameter, confidence)),
+        (estimate.to_date, linear_halfwidth(estimate.to_date_weights, comp.mechanism, parameter, confidence)),
+    ]

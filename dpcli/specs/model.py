@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from dpcli.errors import InternalError
 from dpcli.specs.kinds import KINDS
@@ -229,6 +229,7 @@ class Frequency(_StatisticFields):
 
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
 Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency
+AnyStatistic = TypeVar("AnyStatistic", bound=_StatisticFields)  # any of them, its own type kept
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
 
 
@@ -421,7 +422,7 @@ class Spec:
 
 
 
-def periodic(stat: Statistic) -> Statistic:
+def periodic(stat: AnyStatistic) -> AnyStatistic:
     """A series' statistic as its sensitivities are derived (docs/spec.md, "Series"): with the period as a leading
     ``by:`` key over the T periods. Under add/remove each row lies in one period and nothing changes; under replace
     a row may move from one period to another, exactly as between two cells of ``by:`` (a plain count: L1 2)."""

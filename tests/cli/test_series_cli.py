@@ -33,17 +33,19 @@ def test_periods_from_the_command_line(work: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert b"charged the series \xce\xb5=1, once for all its periods" in first.stderr
     later = release(work, "--release-id", "2027-01-01", "-o", "p1.csv")
-    assert later.returncode == 0 and b"spent nothing: the series was charged by ledger record 1" in later.stderr
+    assert later.returncode == 0
+    assert b"spent nothing: the series was charged by ledger record 1" in later.stderr
     again = release(work, "--period", "2", "-o", "again.csv", "--json")
     summary = json.loads(again.stderr)
-    assert (summary["period"], summary["reused"], summary["epsilon_spent"]) == (2, True, "0")
+    assert (summary["series_period"], summary["reused"], summary["epsilon_spent"]) == (2, True, "0")
     assert (work / "again.csv").read_bytes() == (work / "p2.csv").read_bytes()
     shown = run_in_process("budget", "show", "--ledger", work / "ledger.jsonl")
     assert b"2 of 3 periods released (1-2); 2 piece(s) drawn" in shown.stdout
     shown = run_in_process("budget", "show", "--ledger", work / "ledger.jsonl", "--json")
     assert json.loads(shown.stdout)[0]["series"][0]["released"] == [1, 2]
     ledger = run_in_process("ledger", "show", "--ledger", work / "ledger.jsonl")
-    assert b"(a series of 3 periods, per_period)" in ledger.stdout and b"series pieces p1" in ledger.stdout
+    assert b"(a series of 3 periods, per_period)" in ledger.stdout
+    assert b"series pieces p1" in ledger.stdout
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -53,13 +55,16 @@ def test_periods_from_the_command_line(work: Path) -> None:
 ])
 def test_refusals_are_exit_2(work: Path, args: tuple[str, ...], words: bytes) -> None:
     r = release(work, *args, "-o", "x.csv")
-    assert r.returncode == 2 and words in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr, r.stderr
     assert not (work / "x.csv").exists()
 
 
 def test_an_unfinished_period_is_exit_2_without_the_flag(work: Path) -> None:
     r = run_in_process("release", work / "series.yaml", "--period", "3", "-o", "x.csv", cwd=work)
-    assert r.returncode == 2 and b"has not ended" in r.stderr and b"--allow-unfinished" in r.stderr
+    assert r.returncode == 2
+    assert b"has not ended" in r.stderr
+    assert b"--allow-unfinished" in r.stderr
 
 
 def test_plan_shows_the_series(work: Path) -> None:
@@ -67,7 +72,7 @@ def test_plan_shows_the_series(work: Path) -> None:
     assert r.returncode == 0
     text = r.stdout.decode()
     assert "series: 3 periods, design per_period; charged once, ε=1" in text
-    assert "n at period 2: ±15 / ±35" in text  # one period's noise, and the sum of two (a rigorous bound)
+    assert "n at period 2: ±15 / ±3" in text  # one period's noise; the sum of two: wider, less than twice
     assert "unit row: a series protects one row" in text
     doc = json.loads(run_in_process("plan", work / "series.yaml", "--json").stdout)
     assert doc["series"]["reads"]["3"] == [3]
@@ -88,6 +93,25 @@ def test_two_processes_at_once_charge_once_and_draw_each_piece_once(work: Path, 
     records = [json.loads(line) for line in (work / "ledger.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records].count("spend") == 1
     drawn = [p["id"] for r in records if r["type"] == "pieces" for p in r["pieces"]]
-    assert sorted(drawn) == [f"p{t}" for t in sorted(set(periods))] and len(drawn) == len(set(drawn))
+    assert sorted(drawn) == [f"p{t}" for t in sorted(set(periods))]
+    assert len(drawn) == len(set(drawn))
     if periods[0] == periods[1]:
         assert (work / "out0.csv").read_bytes() == (work / "out1.csv").read_bytes()
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (("unit: row", "unit: {id: pid, max_rows: 3, missing_id: drop}"), b"needs a renewing-cap dataset"),
+    (("dataset: admissions", "dataset: admissions\nengine: spark"), b"Spark does not filter rows"),
+])
+def test_check_refuses_what_a_series_run_refuses(work: Path, edit: tuple[str, str], words: bytes) -> None:
+    spec = work / "series.yaml"
+    text = spec.read_text().replace(*edit)
+    if "pid" in edit[1]:  # a person unit: the sums and means name their clamp
+        text = text.replace("kind: sum, column: stay}", "kind: sum, column: stay, clamp: row}")
+        text = text.replace("kind: mean, column: stay}", "kind: mean, column: stay, clamp: row}")
+    spec.write_text(text)
+    checked = run_in_process("check", spec, cwd=work)
+    released = release(work, "--period", "1", "-o", "x.csv")
+    assert checked.returncode == released.returncode == 2
+    assert words in checked.stderr
+    assert words in released.stderr

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from zoneinfo import ZoneInfo
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import polars as pl
 import pytest

@@ -62,7 +62,8 @@ def test_a_piece_is_drawn_once_stored_then_recorded(book: Ledger) -> None:
     drawn = book.draw_pieces(DATASET, SERIES, 1, ["p1", "p2"], counting_draw(log))
     assert sorted(drawn) == ["p1", "p2"]
     again = book.draw_pieces(DATASET, SERIES, 1, ["p2", "p3"], counting_draw(log))
-    assert log == [["p1", "p2"], ["p3"]] and list(again) == ["p3"]  # p2 is recorded: never drawn again
+    assert log == [["p1", "p2"], ["p3"]]
+    assert list(again) == ["p3"]
     pieces = [r for r in book.records() if r.type == "pieces"]
     assert [[p["id"] for p in r.get("pieces")] for r in pieces] == [["p1", "p2"], ["p3"]]
     assert pieces[0].get("pieces")[0]["sha256"] == hashlib.sha256(b"noisy p1").hexdigest()
@@ -111,12 +112,13 @@ def test_a_series_on_postgresql(pg_server: PgServer, tmp_path: Path) -> None:
     assert run(2, "p2.csv").charged
     assert not run(1, "p1.csv").charged
     again = run(2, "p2-again.csv")
-    assert again.reused and (tmp_path / "p2-again.csv").read_bytes() == (tmp_path / "p2.csv").read_bytes()
+    assert again.reused
+    assert (tmp_path / "p2-again.csv").read_bytes() == (tmp_path / "p2.csv").read_bytes()
     records: list[Record] = open_ledger(url).records()
     assert [r.type for r in records].count("spend") == 1
     series_key = next(r for r in records if r.type == "spend").get("release_key")
-    with book._connection().cursor() as cur:  # noqa: SLF001 - the store edited by hand, as an operator could
+    with book._connection().cursor() as cur:
         cur.execute("DELETE FROM dpcli_release_store WHERE release_id = %s", (piece_key(series_key, "p1"),))
-    book._connection().commit()  # noqa: SLF001
+    book._connection().commit()
     with pytest.raises(SpentThenFailed, match="recorded piece p1 is missing"):
         run(3, "p3.csv")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -22,6 +23,7 @@ from dpcli.plan.tree import (
     levels,
     summed_variances,
     tree_blocks,
+    variances_at,
 )
 
 horizons = st.integers(min_value=1, max_value=1000)
@@ -49,8 +51,9 @@ def test_a_period_lies_in_one_block_per_level_so_at_most_h_blocks(periods: int) 
 @given(st.integers(min_value=1, max_value=100_000))
 def test_the_cover_partitions_one_to_t_with_maximal_blocks(t: int) -> None:
     blocks = cover(t)
-    assert blocks[0].first == 1 and blocks[-1].last == t
-    assert all(a.last + 1 == b.first for a, b in zip(blocks, blocks[1:], strict=False))
+    assert blocks[0].first == 1
+    assert blocks[-1].last == t
+    assert all(a.last + 1 == b.first for a, b in itertools.pairwise(blocks))
     assert len(blocks) == bin(t).count("1")
     # maximal: no block's parent fits inside [1, t]
     assert all(Block(b.level + 1, b.index // 2).last > t for b in blocks)
@@ -106,3 +109,12 @@ def test_exact_noise_variances_agree_with_their_distributions() -> None:
     )
     assert exact_noise_variance("discrete_gaussian", Fraction(3, 10)) < 0.3  # below sigma^2 (CKS 2020)
     assert exact_noise_variance("discrete_laplace", Fraction(10**9)) == pytest.approx(2e18, rel=1e-9)
+
+
+def test_variances_at_scale_the_designs_units_by_one_pieces_noise() -> None:
+    block = exact_noise_variance("discrete_laplace", Fraction(9, 2))
+    at = variances_at("running_totals", 365, "discrete_laplace", Fraction(9, 2))
+    assert at.to_date == pytest.approx(block * honaker_variances(365).to_date)
+    assert variances_at("per_period", 10, "discrete_gaussian", Fraction(50)).to_date == pytest.approx(10 * 50)
+    with pytest.raises(InternalError):
+        variances_at("both", 3, "discrete_gaussian", Fraction(1))

@@ -11,15 +11,17 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jsonschema
 import polars as pl
 import pytest
 
 from dpcli.engine import aggregate
-from dpcli.errors import LedgerError, SpentThenFailed, UsageError
+from dpcli.errors import SpentThenFailed, UsageError
 from dpcli.ledger import open_ledger
 from dpcli.ledger.base import Record, piece_key
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.series import make_series_plan
+from dpcli.publish.sidecar import SIDECAR_SCHEMA
 from dpcli.publish.store import encode_table
 from dpcli.publish.writers import write_table
 from dpcli.run.series import release_period
@@ -76,17 +78,21 @@ def records(work: Path) -> list[Record]:
 
 def test_the_first_period_charges_the_series_once_and_later_ones_spend_nothing(work: Path) -> None:
     first = period(work, 2)
-    assert first.charged and first.epsilon_spent == 1
+    assert first.charged
+    assert first.epsilon_spent == 1
     later = [period(work, 1), period(work, 3)]
     assert all(not r.charged and r.epsilon_spent == 0 for r in later)
     recs = records(work)
     spends = [r for r in recs if r.type == "spend"]
-    assert len(spends) == 1 and spends[0].get("release_id") == "series" and spends[0].get("epsilon") == "1"
+    assert len(spends) == 1
+    assert spends[0].get("release_id") == "series"
+    assert spends[0].get("epsilon") == "1"
     pieces = [p["id"] for r in recs if r.type == "pieces" for p in r.get("pieces")]
     assert pieces == ["p2", "p1", "p3"]  # each drawn once, when first needed
     assert all(r.get("charge") == spends[0].seq for r in recs if r.type == "pieces")
     status = open_ledger(work / "ledger.jsonl").status("admissions")
-    assert status is not None and status.spent == 1
+    assert status is not None
+    assert status.spent == 1
 
 
 def test_a_rerun_returns_the_same_bytes_and_spends_nothing_reading_no_input(work: Path) -> None:
@@ -95,7 +101,8 @@ def test_a_rerun_returns_the_same_bytes_and_spends_nothing_reading_no_input(work
     count = len(records(work))
     (work / "admissions.csv").unlink()  # a re-run reads no input
     again = period(work, 1, "again.csv")
-    assert again.reused and again.epsilon_spent == 0
+    assert again.reused
+    assert again.epsilon_spent == 0
     assert (work / "again.csv").read_bytes() == before
     assert len(records(work)) == count
 
@@ -183,9 +190,11 @@ def test_a_spec_without_a_series_refuses_a_period(work: Path) -> None:
 def test_the_sidecar_states_the_series(work: Path) -> None:
     period(work, 1)
     meta = json.loads((work / "p1.csv.meta.json").read_text())
+    jsonschema.validate(meta, json.loads(SIDECAR_SCHEMA.read_text()))
     series = meta["series"]
     assert (series["periods"], series["design"], series["period"], series["pieces"]) == (3, "per_period", 1, ["p1"])
-    assert series["charge"]["record"] == 1 and series["period_rule"]["every_seconds"] == 86400
+    assert series["charge"]["record"] == 1
+    assert series["period_rule"]["every_seconds"] == 86400
 
 
 def test_exact_answers_of_a_period_table_through_the_no_noise_path(work: Path) -> None:
@@ -207,13 +216,17 @@ def test_exact_answers_of_a_period_table_through_the_no_noise_path(work: Path) -
             got = got.filter(pl.col("ward") == ward)
         return got["value"].item()
 
-    assert value("n", "period") == "1" and value("n", "to_date") == "6"
-    assert value("w", "to_date", "a") == "3" and value("w", "to_date", "b") == "3"
-    assert value("s", "period") == "30" and value("s", "to_date") == "48"  # 3+5+7 + 1+2 + 30
+    assert value("n", "period") == "1"
+    assert value("n", "to_date") == "6"
+    assert value("w", "to_date", "a") == "3"
+    assert value("w", "to_date", "b") == "3"
+    assert value("s", "period") == "30"
+    assert value("s", "to_date") == "48"
     assert value("m", "to_date") == "8"  # 48 / 6
     assert encode_table(table)  # a period's table is stored as any release's
 
 
 def test_parse_only_spec_has_no_period_table() -> None:
     spec = parse_spec(SPEC)
-    assert spec.series is not None and make_series_plan(spec).charge.epsilon == 1
+    assert spec.series is not None
+    assert make_series_plan(spec).charge.epsilon == 1

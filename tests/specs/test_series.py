@@ -29,8 +29,10 @@ def refusal(text: str) -> SpecError:
 def test_a_daily_series_loads_with_its_start_in_utc_and_its_length_in_seconds() -> None:
     spec = parse_spec(series_spec())
     assert spec.series is not None
-    assert spec.series.periods == 365 and spec.series.design == "per_period"
-    assert spec.series.period.start == "2027-01-01T00:00:00+00:00" and spec.series.period.every == 86400
+    assert spec.series.periods == 365
+    assert spec.series.design == "per_period"
+    assert spec.series.period.start == "2027-01-01T00:00:00+00:00"
+    assert spec.series.period.every == 86400
     first, end = spec.series.period.bounds(2)
     assert (first.isoformat(), end.isoformat()) == ("2027-01-02T00:00:00+00:00", "2027-01-03T00:00:00+00:00")
 
@@ -38,17 +40,20 @@ def test_a_daily_series_loads_with_its_start_in_utc_and_its_length_in_seconds() 
 def test_an_offset_start_is_its_instant_in_utc() -> None:
     spec = parse_spec(series_spec(
         "series: {periods: 24, period: {column: t, start: '2027-07-01T00:00+02:00', every: 1 hour}}\n"))
-    assert spec.series is not None and spec.series.period.start == "2027-06-30T22:00:00+00:00"
+    assert spec.series is not None
+    assert spec.series.period.start == "2027-06-30T22:00:00+00:00"
 
 
 def test_an_index_series_has_no_clock() -> None:
     spec = parse_spec(series_spec("series: {periods: 12, period: {column: month_no}}\n"))
-    assert spec.series is not None and spec.series.period.indexed
+    assert spec.series is not None
+    assert spec.series.period.indexed
 
 
 def test_design_both_takes_half_for_running_totals_by_default() -> None:
     spec = parse_spec(series_spec("series: {periods: 12, period: {column: m}, design: both}\n"))
-    assert spec.series is not None and spec.series.running_share == Fraction(1, 2)
+    assert spec.series is not None
+    assert spec.series.running_share == Fraction(1, 2)
 
 
 def test_the_series_is_part_of_the_meaning() -> None:

@@ -192,7 +192,8 @@ def test_dimension_named_like_an_output_column_refused(name):
     reserved = (
         f"'{name}' cannot be an output dimension: the table already has a column of that name "
         "(statistic, value, ci_low, ci_high, epsilon, rho, kind, column, bin_low, bin_high; quantile in a release "
-        "with a quantile (the level); period in a series (the period); span in a series (a value's span: period or to_date); flag in a release with a small-cell policy (postprocess: small_cells))"
+        "with a quantile (the level); period in a series (the period); span in a series (a value's span: period "
+        "or to_date); flag in a release with a small-cell policy (postprocess: small_cells))"
     )
     by = text(columns=columns, statistics=f"  - {{name: s, kind: count, by: [{name}]}}\n")
     assert error(by) == f"statistics[0].by[0]: {reserved}"
