@@ -73,7 +73,9 @@ def test_candidate_periods_reach_every_case_of_a_dated_field() -> None:
 def test_a_per_period_series_is_searched_over_its_periods(tmp_path: Path) -> None:
     """add_remove: a row counts in one period (loss ε); replace: a row moving between periods reaches the by:[period]
     derivation's 2 (loss ε, never above it)."""
-    add = search(series_plan("add_remove", INDEXED % ""), tmp_path / "a")
+    splan = series_plan("add_remove", INDEXED % "")
+    add = search(splan, tmp_path / "a")
+    assert add["(series)"].target.claimed_loss == splan.charge.epsilon  # the one charge the ledger records
     assert add["n"].pair_loss == 1
     assert add["(series)"].pair_loss == 1
     moved = search(series_plan("replace", INDEXED % ""), tmp_path / "r")["n"]
