@@ -61,6 +61,10 @@ D' follow (dpcli.mechanisms.quantiles); a pair's loss is 2 max_c |Δu(c)| / t pe
 pure-ε bound; ε²/2 in zCDP), and Z is the log-likelihood ratio, under permute-and-flip's output law, of the
 candidate the release's sampler draws.
 
+**A series** (a spec with ``series:``, dpcli.audit.series): candidate rows carry the period field, each piece (a
+period's, a tree block's) is aggregated by the real engine, each statistic is audited over all its pieces at once and
+the series (``(series)``) against its one charge.
+
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
