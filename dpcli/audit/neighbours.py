@@ -18,6 +18,7 @@ import numpy as np
 
 from dpcli.audit import required
 from dpcli.audit.bounds import PRECISION, release_probability
+from dpcli.audit.series import SeriesLayout, base_period_text, period_texts
 from dpcli.audit.targets import ASSUMED_DELTA, Target, audit_targets
 from dpcli.core.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate
@@ -168,9 +169,16 @@ def _bin_starts(column: Column, bins: EdgeBins | GridBins) -> list[int]:
     return out
 
 
+def _fields(spec: Spec) -> list[str]:
+    """The candidate rows' fields: the declared columns, and a series' period field (dpcli.audit.series)."""
+    return [*spec.columns, *([spec.series.period.column] if spec.series is not None else [])]
+
+
 def _values(spec: Spec) -> dict[str, list[str]]:
-    """Per column, the candidate cell texts."""
+    """Per column, the candidate cell texts (a series' period field: dpcli.audit.series.period_texts)."""
     out: dict[str, list[str]] = {}
+    if spec.series is not None:
+        out[spec.series.period.column] = period_texts(spec.series)
     for name, column in spec.columns.items():
         if column.numeric:
             glo, ghi = column.grid_bounds
@@ -221,6 +229,8 @@ def _base_row(spec: Spec) -> Row:
             row.append(_grid_text(column, (glo + ghi) // 2))
         else:
             row.append(open_key(column, BASE_KEY) if _is_open(column) else column.keys[0])
+    if spec.series is not None:
+        row.append(base_period_text(spec.series))
     return tuple(row)
 
 
@@ -232,7 +242,10 @@ def _set(row: Row, index: dict[str, int], values: dict[str, str]) -> Row:
 
 
 def _reduced(spec: Spec, name: str) -> list[str]:
-    """Two values of a column for a capped product: its bounds, or two declared keys."""
+    """Two values of a column for a capped product: its bounds, or two declared keys (a series' period field: in
+    periods 1 and 2)."""
+    if name not in spec.columns:
+        return _values(spec)[name][:2]
     column = spec.columns[name]
     if column.numeric:
         glo, ghi = column.grid_bounds
@@ -262,11 +275,12 @@ class _Engine:
     Under a person unit the CSV has the id field as one more column: the base rows are persons of one row each and
     every candidate row carries PERSON_ID (or a missing id), and the engine keeps rows by the fixed AUDIT_SECRET."""
 
-    def __init__(self, plan: Plan, folder: Path) -> None:
+    def __init__(self, plan: Plan, folder: Path, series: SeriesLayout | None = None) -> None:
         self.plan = plan
         self.folder = folder
+        self.series = series
         spec = plan.spec
-        self.columns = list(spec.columns)
+        self.columns = _fields(spec)
         self.index = {name: j for j, name in enumerate(self.columns)}
         self.person = spec.privacy.person
         self.id_column = spec.id_column or ""
@@ -341,6 +355,9 @@ class _Engine:
         rows = [*(person or ()), *self.base_rows]
         lines = ([] if self.header_line is None else [self.header_line]) + [self._line(row) for row in rows]
         path.write_bytes(self.bom + self.term.join(lines) + self.term)
+        if self.series is not None:  # piece by piece (dpcli.audit.series)
+            field = self.index[self.series.field]
+            return self.series.aggregate(path, None if person is None else [row[field] for row in person])
         if self.person is None:
             return aggregate(self.plan, path)
         return aggregate(self.plan, path, secret=AUDIT_SECRET)
@@ -380,6 +397,15 @@ class _Engine:
                 parts[comp.role] = {int(c): int(now[c]) - int(base[c]) for c in changed.tolist()}
             out.append(parts)
         return tuple(out)
+
+    def cell_label(self, i: int, cell: Cell) -> str:
+        """A noised cell's keys and bins; in a series, its piece first."""
+        sp = self.plan.statistics[i]
+        if self.series is None or not isinstance(cell, int):
+            return _cell_label(sp, cell)
+        piece, inner = self.series.piece_of(i, cell)
+        label = _cell_label(self.series.family(i), inner)
+        return f"{piece}: {label}" if label else piece
 
     def delta(self, person: Person | None) -> Delta:
         return self.empty if person is None else self.deltas[person]
@@ -588,15 +614,17 @@ class _Best:
 
 def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Row]:
     stat = sp.statistic
-    own = list(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []))))
+    # a series' period field is one of every statistic's own columns: a row in each period, and moving between them
+    period = [spec.series.period.column] if spec.series is not None else []
+    own = list(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []), *period)))
     choices = [values[c] for c in own]
     if math.prod(len(c) for c in choices) > ROW_CAP:
         choices = [_reduced(spec, c) for c in own]
     rows = [_set(eng.base_row, eng.index, dict(zip(own, combo, strict=True))) for combo in itertools.product(*choices)]
     # every column alone, the statistic's own ones included (their values left out of a capped product)
-    rows += [_set(eng.base_row, eng.index, {c: v}) for c in spec.columns for v in values[c]]
+    rows += [_set(eng.base_row, eng.index, {c: v}) for c in eng.columns for v in values[c]]
     # and raw bytes in each column, where they leave the row one record
-    hostile = [_set(eng.base_row, eng.index, {c: RawCell(raw)}) for c in spec.columns for raw in HOSTILE_BYTES]
+    hostile = [_set(eng.base_row, eng.index, {c: RawCell(raw)}) for c in eng.columns for raw in HOSTILE_BYTES]
     rows += [row for row in hostile if eng.one_record(row)]
     return list(dict.fromkeys(rows))
 
@@ -698,7 +726,9 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
     for t in targets:
         if t.scope != "release":
             by_statistic.setdefault(t.parts[0][0], []).append(t)
-    candidate_sets = {i: _candidates(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)}
+    # a series' statistic has one entry per family and level: its targets (and candidates) sit on the first
+    candidate_sets = {i: _candidates(spec, sp, values, eng) for i, sp in enumerate(plan.statistics)
+                      if i in by_statistic}
     eng.load(p for persons in candidate_sets.values() for p in persons)
     for i, persons in candidate_sets.items():
         for p1, p2 in _pairs(persons, replace):
@@ -771,15 +801,18 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
     return best
 
 
-def find_neighbours(plan: Plan, folder: Path, delta: Fraction | None = None) -> tuple[list[Neighbours], int]:
+def find_neighbours(
+    plan: Plan, folder: Path, delta: Fraction | None = None, series: SeriesLayout | None = None
+) -> tuple[list[Neighbours], int]:
     """The search alone (no noise): every target's worst neighbouring pair, and how many datasets the engine ran.
 
-    ``delta`` is only used for the claims of Gaussian targets (default: the spec's, else ``ASSUMED_DELTA``)."""
+    ``delta`` is only used for the claims of Gaussian targets (default: the spec's, else ``ASSUMED_DELTA``). A series
+    (``series``: its layout, whose ``plan`` is ``plan``) is searched over every piece at once."""
     spec = plan.spec
     if delta is None:
         delta = spec.privacy.delta if spec.privacy.delta is not None else ASSUMED_DELTA
-    targets = audit_targets(plan, delta)
-    eng = _Engine(plan, folder)
+    targets = audit_targets(plan, delta) if series is None else series.targets(delta)
+    eng = _Engine(plan, folder, series)
     best = _search(plan, targets, eng)
     out = []
     for t in targets:
@@ -812,7 +845,7 @@ def _noised_cells(
         return _quantile_noised(eng, i, role, a, c)
     if sp.selection is None:
         return [
-            NoisedCell(i, sp.statistic.name, role, cell, _cell_label(sp, cell), eng.exact(i, role, cell, p1),
+            NoisedCell(i, sp.statistic.name, role, cell, eng.cell_label(i, cell), eng.exact(i, role, cell, p1),
                        eng.exact(i, role, cell, p2), comp.unit)
             for cell in sorted(_difference(a, c))
         ]
@@ -849,7 +882,7 @@ def _quantile_noised(eng: _Engine, i: int, role: str, a: dict[Cell, int], c: dic
         llr = log_probs(u2) - log_probs(u1)
         best_d, best_dp = (first + int(np.argmax(u)) * spacing for u in (u1, u2))
         out.append(NoisedCell(
-            i, stat.name, role, k, _cell_label(sp, k), best_d, best_dp, column.precision or Fraction(1),
+            i, stat.name, role, k, eng.cell_label(i, k), best_d, best_dp, column.precision or Fraction(1),
             utilities=(tuple(int(v) for v in u1), tuple(int(v) for v in u2)), llr=tuple(float(v) for v in llr),
         ))
     return out

@@ -61,6 +61,10 @@ D' follow (dpcli.mechanisms.quantiles); a pair's loss is 2 max_c |Δu(c)| / t pe
 pure-ε bound; ε²/2 in zCDP), and Z is the log-likelihood ratio, under permute-and-flip's output law, of the
 candidate the release's sampler draws.
 
+**A series** (a spec with ``series:``, dpcli.audit.series): candidate rows carry the period field, each piece (a
+period's, a tree block's) is aggregated by the real engine, each statistic is audited over all its pieces at once and
+the series (``(series)``) against its one charge.
+
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
 
@@ -83,10 +87,12 @@ from typing import Any
 from dpcli.audit.bounds import clopper_pearson, epsilon_bound
 from dpcli.audit.events import EventCount, count_hits, event_thresholds
 from dpcli.audit.neighbours import NoisedCell, Person, PersonPair, choice_loss, find_neighbours
+from dpcli.audit.series import layout_of
 from dpcli.audit.targets import ASSUMED_DELTA, without_interval_draws
 from dpcli.core.accounting import format_exact
 from dpcli.errors import UsageError
 from dpcli.plan.model import Plan, make_plan
+from dpcli.plan.series import SeriesPlan, make_series_plan
 from dpcli.specs.load import load_spec
 from dpcli.specs.model import Quantile, Spec
 
@@ -229,13 +235,18 @@ class AuditReport:
 
 
 def audit(
-    spec: Spec | Plan | str | Path,
+    spec: Spec | Plan | SeriesPlan | str | Path,
     trials: int = DEFAULT_TRIALS,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> AuditReport:
     """Audit every statistic, part of a mean and the release of a spec (or of a plan, e.g. a deliberately broken one
-    in a test). No data read."""
-    plan = spec if isinstance(spec, Plan) else make_plan(spec if isinstance(spec, Spec) else load_spec(spec))
+    in a test); a spec with ``series:`` (or a series plan) every piece of its series at once (dpcli.audit.series).
+    No data read."""
+    if not isinstance(spec, Plan | SeriesPlan):
+        loaded = spec if isinstance(spec, Spec) else load_spec(spec)
+        spec = make_series_plan(loaded) if loaded.series is not None else make_plan(loaded)
+    splan = spec if isinstance(spec, SeriesPlan) else None
+    plan = spec.main if isinstance(spec, SeriesPlan) else spec
     the_spec = plan.spec
     if plan.frequency_only:
         raise UsageError(
@@ -251,6 +262,10 @@ def audit(
     alpha = 1.0 - confidence
 
     plan, unaudited = without_interval_draws(plan)
+    layout = None
+    if splan is not None:
+        layout, unaudited = layout_of(splan)
+        plan = layout.plan
     notes = []
     if unaudited:
         notes.append(
@@ -265,7 +280,7 @@ def audit(
             f"δ={format_exact(ASSUMED_DELTA)}"
         )
     with tempfile.TemporaryDirectory(prefix="dpcli-audit-") as tmp:
-        found, datasets = find_neighbours(plan, Path(tmp), delta)
+        found, datasets = find_neighbours(plan, Path(tmp), delta, layout)
     notes += [
         f"neighbouring pairs found by search: {datasets} synthetic datasets aggregated by the real engine; each "
         "target keeps the pair whose exact difference has the largest privacy loss under the plan's noise (Laplace "
@@ -277,6 +292,13 @@ def audit(
         "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
         "numbers are a function of them), at thresholds fixed before any noise is drawn",
     ]
+    if layout is not None:
+        notes.append(
+            f"series: T = {layout.series.periods} periods, design {layout.series.design}; candidate rows carry the "
+            f"period field {layout.field} (in periods, at their first and last instants, before the start, after "
+            "period T, with offsets, naive, missing, unparseable); every statistic is audited over all its pieces "
+            "at once, and the series as a whole against its one charge; " + layout.describe()
+        )
     if the_spec.privacy.person is not None:
         notes.append(
             "person unit: neighbours differ by a whole person (many rows sharing an id): candidates hold more than K "
@@ -345,7 +367,8 @@ def audit(
                 claimed_loss=t.claimed_loss,
                 loss_unit=t.loss_unit,
                 pairs_searched=nb.pairs_searched,
-                columns=tuple(the_spec.columns) + ((the_spec.id_column,) if the_spec.id_column is not None else ()),
+                columns=tuple(the_spec.columns) + ((layout.field,) if layout is not None else ())
+                + ((the_spec.id_column,) if the_spec.id_column is not None else ()),
                 person_d=nb.person_d,
                 person_d_prime=nb.person_d_prime,
                 noised=nb.noised,

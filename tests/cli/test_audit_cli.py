@@ -213,3 +213,35 @@ def test_a_violated_claim_exits_6(tmp_path, monkeypatch, capsys):
     assert st["epsilon_lower_bound"] > 1
     assert Fraction(st["pair_loss"]) == 2
     assert st["pair_within_claim"] is False
+
+
+SERIES = """\
+version: 1
+dataset: admissions
+input: does-not-exist/admissions.csv
+privacy: {unit: row, neighbours: replace, epsilon: 1}
+columns:
+  ward: {type: category, categories: [a, b]}
+statistics:
+  - {name: n, kind: count}
+series: {periods: 365, period: {column: admitted, start: 2027-01-01, every: 1 day}}
+"""
+
+
+def test_audit_of_a_series_covers_every_period_against_its_one_charge(tmp_path):
+    """A series (issue 26): candidate rows carry the period field; the count's pair is a row moving between two
+    periods (the by:[period] derivation's L1 2), and the series is audited against its one charge."""
+    spec = tmp_path / "series.yaml"
+    spec.write_text(SERIES)
+    result = dpcli("audit", str(spec), "--trials", "1000", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["data_read"] is False
+    assert report["spent"] is False
+    assert [s["statistic"] for s in report["statistics"]] == ["n", "(series)"]
+    n, whole = report["statistics"]
+    assert Fraction(n["claimed_epsilon"]) == 1 == Fraction(whole["claimed_epsilon"]) == Fraction(n["pair_loss"])
+    assert n["row_d"]["admitted"] != n["row_d_prime"]["admitted"]  # it moved between periods
+    assert sorted(c["cell"].split()[0] for c in n["differing_cells"]) == ["period", "period"]
+    assert any("series: T = 365 periods" in note for note in report["notes"])
