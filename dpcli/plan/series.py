@@ -107,19 +107,13 @@ def periods_read(series: Series, t: int) -> list[int]:
 
 def check_series_runnable(spec: Spec, engine: str | None = None) -> None:
     """What a series' run refuses of its spec before anything is read or spent (exit 2), so that ``dpcli check``
-    refuses it too: ``monotone: true`` (not applied by this version), a person unit (a per-period series needs a
-    renewing-cap dataset, which a series does not charge yet; running totals are refused by the spec's rules), and
-    the Spark engine (it does not filter rows by their period)."""
+    refuses it too: ``monotone: true`` (not applied by this version) and the Spark engine (it does not filter rows
+    by their period). What a series asks of its dataset's cap (a person unit needs a renewing cap; a renewing cap
+    takes per_period only) is dpcli.run.prepare.check_series_cap's, with the ledger."""
     series = series_of(spec)
     if series.monotone:
         raise UsageError("series.monotone is not applied by this version: its running totals are published as "
                          "estimated", hint="leave monotone out")
-    if spec.privacy.person is not None:
-        raise UsageError(
-            "a per_period series under a person unit needs a renewing-cap dataset (`dpcli budget set DATASET "
-            "--per period`: a person present in k periods has k times the budget), which a series does not charge "
-            "yet", hint="use unit: row"
-        )
     if (engine or spec.engine) == "spark":
         raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
                          hint="use --engine polars")

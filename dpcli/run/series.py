@@ -35,7 +35,7 @@ from dpcli.core.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate, check_input
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
 from dpcli.errors import InternalError, UsageError
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Record
+from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import period_key, recorded_pieces
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
@@ -54,12 +54,12 @@ from dpcli.run.prepare import prepare
 from dpcli.run.release import Release, write_outputs
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.load import load_spec
-from dpcli.specs.meaning import canonical
+from dpcli.specs.meaning import canonical, release_meaning
 from dpcli.specs.model import Series, Spec
 from dpcli.specs.v1 import PERIOD_COLUMN, SPAN_COLUMN
 
 __all__ = [
-    "SERIES_RELEASE_ID", "PeriodError", "choose_period", "expected_errors", "release_period", "series_plan_doc",
+    "SERIES_RELEASE_ID", "PeriodError", "charge_period", "choose_period", "expected_errors", "release_period", "series_plan_doc",
 ]
 
 # The release id of a series' charge: one per dataset and spec name (dpcli.ledger.base.rerun_key), so a second
@@ -213,10 +213,11 @@ def release_period(
     check_period(series, t, allow_unfinished=True)  # its place in the horizon; whether it has ended: below
     check_series_runnable(spec, engine)
     splan = make_series_plan(spec)
+    charged_to = charge_period(series, t)
     ready = prepare(
         spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=SERIES_RELEASE_ID,
         lock_timeout=lock_timeout, input_timeout=input_timeout, input_format=input_format, engine=engine,
-        sidecar=sidecar, say=say,
+        sidecar=sidecar, say=say, period=charged_to,
     )
     book, run = ready.book, ready.run
     if run.cost != splan.charge:  # the spec's budget, split between the designs' parts: they add up to it exactly
@@ -226,12 +227,32 @@ def release_period(
     work = _PeriodWork(plan, splan, book, run, t, period_key(series_key, t), series_key, ready.output, ready.fmt,
                        ready.meta, say)
     charge = ready.paid
+    # A renewing cap (issue 26): each period is charged to its own period's cap. The series' charge paid for the
+    # period it was made in; any other period has its own spend (release id ``series:period-N``), made once.
+    period_paid: Record | None = None
+    status = book.status(spec.dataset, ready.records)
+    if status is not None and status.per_period:
+        p = run.purchase
+        work.charged_to = charged_to
+        work.period_run = PaidRun(
+            book, spec.dataset, run.cost,
+            Purchase.of(spec.dataset, p.spec_sha256, f"{SERIES_RELEASE_ID}:period-{t}", p.unit, p.neighbours,
+                        p.statistics, meaning=release_meaning(spec), name=spec.name, period=charged_to),
+            True, lock_timeout, say,
+        )
+    period_run = work.period_run if charge is not None and charge.get("period") != charged_to else None
+    if period_run is not None:
+        period_paid = period_run.earlier_spend(ready.records)
+        work.run = period_run
     if charge is not None:
         frozen = book.frozen_period(work.key, ready.records)
         if frozen is not None:
             say(f"period {t} of this series is released: returning its frozen table, reading no input")
-            return work.rewrite(charge, frozen[1])
+            return work.rewrite(period_paid or charge, frozen[1])
     check_period(series, t, allow_unfinished, now)  # a period not released yet: has it ended?
+    if period_run is not None and period_paid is None:
+        period_run.check_budget(ready.records)  # this period's cap, before the input is read (exit 4)
+        say(f"budget available in period '{charged_to}'")
     known = recorded_pieces(ready.records, series_key) if charge is not None else {}
     missing = [p for p in work.wanted if p not in known]
     if missing:
@@ -246,7 +267,25 @@ def release_period(
             say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
     if charge is None:
         return run.pay(work)
+    if period_run is not None:
+        return period_run.pay(work) if period_paid is None else period_run.draw_pieces(period_paid, work)
     return run.draw_pieces(charge, work)
+
+
+def charge_period(series: Series, t: int) -> str:
+    """The declared period a renewing cap charges period t of a series to (its key; dpcli.ledger.base.PERIOD_KEY):
+    one rule, from the period alone, so that however a run names the period (``--period``, a date-like release id)
+    it is charged to one key. A series with a start: the period's first instant in UTC, as a date (``2027-01-05``)
+    when periods are whole days starting at midnight UTC (the key a plain release of that day's snapshot takes as
+    its release id, so the two share the day's cap), else to the minute (``2027-01-05T06:00Z``); an index series:
+    ``period-N``. Under a lifetime cap the key is not used."""
+    rule = series.period
+    if rule.indexed or rule.every is None:
+        return f"period-{t}"
+    first = rule.bounds(t)[0].astimezone(UTC)
+    if rule.every % 86400 == 0 and (first.hour, first.minute, first.second) == (0, 0, 0):
+        return first.strftime("%Y-%m-%d")
+    return first.strftime("%Y-%m-%dT%H:%M" + (":%S" if first.second else "") + "Z")
 
 
 @dataclass
@@ -270,6 +309,10 @@ class _PeriodWork:
     charged: bool = False  # this run made the series' charge
     waiting_for: str = "its charge"
     stored_note: str = "series charged"
+    # a renewing cap: the period's key, and the run of this period's own spend (when the series' charge paid for
+    # another period)
+    charged_to: str | None = None
+    period_run: PaidRun | None = None
 
     @property
     def wanted(self) -> list[str]:
@@ -308,7 +351,12 @@ class _PeriodWork:
         return self.run.draw_pieces(spend, self)
 
     def republish(self, spend: Record, stored: bytes) -> Release:
-        """A concurrent run charged the series first: this period goes on from its charge."""
+        """A concurrent run charged the series first: this period goes on from its charge; under a renewing cap,
+        from its own period's spend when that charge paid for another period."""
+        if self.period_run is not None and spend.get("period") != self.charged_to:
+            self.run = self.period_run
+            own = self.period_run.earlier_spend(self.book.records())
+            return self.period_run.pay(self) if own is None else self.period_run.draw_pieces(own, self)
         return self.run.draw_pieces(spend, self)
 
     def unstored(self, released: bool) -> str:
@@ -380,7 +428,7 @@ class _PeriodWork:
             meta["reissued"] = True
         out_sha = write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
         self.say("output written")
-        status = self.book.status(self.plan.spec.dataset)
+        status = self.book.status(self.plan.spec.dataset, period=charge.get("period"))  # a renewing cap: the period's
         return Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
                        f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
                        charged=charged and not reused)
@@ -402,9 +450,20 @@ def series_metadata(splan: SeriesPlan, t: int, charge: Record, done: Record | No
         "charge": {"record": charge.seq, "epsilon": str(charge.get("epsilon")), "rho": charge.get("rho", "0")},
         "pieces": [] if done is None else list(done.get("pieces") or []),
         "frozen_record": None if done is None else done.seq,
-        "unit_note": None if splan.spec.privacy.person is not None else (
-            "unit row: the series protects one row; a person with k rows spends k times the budget"),
+        "unit_note": _unit_note(splan, charge),
+
     }
+
+
+def _unit_note(splan: SeriesPlan, charge: Record) -> str | None:
+    """What the series protects, in words (the sidecar's ``series.unit_note``)."""
+    notes = []
+    if splan.spec.privacy.person is None:
+        notes.append("unit row: the series protects one row; a person with k rows spends k times the budget")
+    if charge.get("period") is not None:
+        notes.append(f"each period is charged to its own period's cap (this one: '{charge.get('period')}'): a person "
+                     "present in k periods has k times the budget (k·ε)")
+    return "; ".join(notes) or None
 
 
 # ---------------------------------------------------------------------------------------------------------------
