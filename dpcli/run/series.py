@@ -59,7 +59,8 @@ from dpcli.specs.model import Series, Spec
 from dpcli.specs.v1 import PERIOD_COLUMN, SPAN_COLUMN
 
 __all__ = [
-    "SERIES_RELEASE_ID", "PeriodError", "charge_period", "choose_period", "expected_errors", "release_period", "series_plan_doc",
+    "SERIES_RELEASE_ID", "PeriodError", "charge_period", "choose_period", "expected_errors", "release_period",
+    "series_plan_doc",
 ]
 
 # The release id of a series' charge: one per dataset and spec name (dpcli.ledger.base.rerun_key), so a second
