@@ -43,7 +43,7 @@ from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, check_series_runnable, make_series_plan
 from dpcli.plan.tree import Block as TreeBlock
 from dpcli.plan.tree import blocks_within, exact_noise_variance, tree_weights
-from dpcli.postprocess.series import estimate_tree, linear_halfwidth, sum_periods
+from dpcli.postprocess.series import estimate_tree, linear_halfwidth, monotone_to_date, sum_periods
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.publish.columns import Ints, LazyColumn, Texts
 from dpcli.publish.sidecar import release_metadata
@@ -386,7 +386,31 @@ class _PeriodWork:
         return out
 
     def finish(self, charge: Record, paid: Paid) -> Release:
-        records = self.book.records()
+        monotone = self.splan.series.monotone
+        while True:  # once, unless a monotone total's bounds changed (another period frozen) before it was frozen
+            records = self.book.records()
+            table, used = self._table(records)
+            before = frozen_periods(records, self.series_key, self.splan.series.periods)
+            if monotone:
+                table = self._monotone(table, records, before)
+            data = encode_table(table)
+            delivery = Delivery(f"{SERIES_RELEASE_ID}:period-{self.period}", hashlib.sha256(data).hexdigest(),
+                                period=self.period, pieces=tuple(used))
+            current = self._unchanged(before) if monotone else _always
+            done = self.book.freeze_period_if(self.key, data, delivery, current)
+            if done is not None:
+                break
+            self.say("another period was frozen meanwhile: its running total bounds this one's, made again")
+        paid.stored = True
+        self.say(f"period {self.period}'s table frozen")
+        return self._write(charge, decode_table(done[1]), paid)
+
+    def _unchanged(self, before: frozenset[int]) -> Callable[[list[Record]], bool]:
+        """Under the lock: the periods frozen are still ``before`` (a monotone total's bounds have not moved)."""
+        return lambda records: frozen_periods(records, self.series_key, self.splan.series.periods) == before
+
+    def _table(self, records: list[Record]) -> tuple[Table, list[str]]:
+        """Period t's table from the stored pieces, and the pieces it used."""
         known = recorded_pieces(records, self.series_key)
 
         def piece(name: str) -> list[Noisy]:
@@ -398,20 +422,46 @@ class _PeriodWork:
         if series.running:
             own = piece(f"p{t}") if series.per_period else None
             blocks = {b: piece(b.key) for b in blocks_within(t)}
-            table = tree_table(self.splan, t, blocks, own)
-            used = self.wanted
-        else:
-            earlier = range(1, t)
-            to_date = [piece(f"p{s}") for s in earlier] if all(f"p{s}" in known for s in earlier) else None
-            table = period_table(self.plan, t, piece(f"p{t}"), to_date)
-            used = [f"p{s}" for s in range(1, t + 1)] if to_date is not None else [f"p{t}"]
-        data = encode_table(table)
-        delivery = Delivery(f"{SERIES_RELEASE_ID}:period-{self.period}", hashlib.sha256(data).hexdigest(),
-                            period=self.period, pieces=tuple(used))
-        _done, frozen = self.book.freeze_period(self.key, data, delivery)
-        paid.stored = True
-        self.say(f"period {self.period}'s table frozen")
-        return self._write(charge, decode_table(frozen), paid)
+            return tree_table(self.splan, t, blocks, own), self.wanted
+        earlier = range(1, t)
+        to_date = [piece(f"p{s}") for s in earlier] if all(f"p{s}" in known for s in earlier) else None
+        used = [f"p{s}" for s in range(1, t + 1)] if to_date is not None else [f"p{t}"]
+        return period_table(self.plan, t, piece(f"p{t}"), to_date), used
+
+    def _monotone(self, table: Table, records: list[Record], frozen: frozenset[int]) -> Table:
+        """``series.monotone``: each count's running total to date made non-decreasing online
+        (dpcli.postprocess.series.monotone_to_date): at least the nearest earlier period's published total, at most
+        the nearest later one's (the published totals are non-decreasing already, so these are the largest earlier
+        and the smallest later), read from their frozen tables, which are public. Published figures are never
+        revised; each interval is the one from before the projection, widened just enough to hold the value."""
+        cache: dict[int, Table] = {}
+
+        def published(s: int, statistic: str) -> np.ndarray | None:
+            if s not in cache:
+                frozen_table = self.book.frozen_period(period_key(self.series_key, s), records)
+                if frozen_table is None:
+                    raise InternalError(f"period {s} of a series is recorded frozen and has no table")
+                cache[s] = decode_table(frozen_table[1])
+            block = _to_date_of(cache[s], statistic)
+            return None if block is None else _integers(block.value)
+
+        t = self.period
+        earlier = sorted((s for s in frozen if s < t), reverse=True)
+        later = sorted(s for s in frozen if s > t)
+        blocks = []
+        for block in table.blocks:
+            if _span(block) != "to_date" or KINDS[block.kind or "count"].value is not Value.COUNT:
+                blocks.append(block)
+                continue
+            floor = next((v for v in (published(s, block.statistic) for s in earlier) if v is not None), None)
+            ceiling = next((v for v in (published(s, block.statistic) for s in later) if v is not None), None)
+            values = _integers(block.value)
+            projected = monotone_to_date(values, 0.0, floor, ceiling).value
+            value = np.rint(projected).astype(np.int64)
+            low = np.minimum(_integers(block.ci_low), value)
+            high = np.maximum(_integers(block.ci_high), value)
+            blocks.append(dataclasses.replace(block, value=Ints(value), ci_low=Ints(low), ci_high=Ints(high)))
+        return dataclasses.replace(table, blocks=tuple(blocks))
 
     def rewrite(self, charge: Record, frozen: bytes) -> Release:
         return self._write(charge, decode_table(frozen), Unpaid(
@@ -433,6 +483,34 @@ class _PeriodWork:
         return Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
                        f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
                        charged=charged and not reused)
+
+
+def _always(_records: list[Record]) -> bool:
+    return True
+
+
+def frozen_periods(records: list[Record], series_key: str, periods: int) -> frozenset[int]:
+    """The periods of the series ``series_key`` whose tables are frozen."""
+    return frozenset(
+        int(r.get("series_period")) for r in records
+        if r.type == "released" and type(r.get("series_period")) is int and 1 <= int(r.get("series_period")) <= periods
+        and r.get("release_key") == period_key(series_key, int(r.get("series_period")))
+    )
+
+
+def _to_date_of(table: Table, statistic: str) -> Block | None:
+    """A statistic's running-total block in a period's table (None: that table has none)."""
+    return next((b for b in table.blocks if b.statistic == statistic and _span(b) == "to_date"), None)
+
+
+def _span(block: Block) -> str | None:
+    """A period table's block: its ``span`` (``period`` or ``to_date``; None: an empty block)."""
+    return block.labels[SPAN_COLUMN][0] if len(block) else None
+
+
+def _integers(column: LazyColumn) -> np.ndarray:
+    """A column of whole numbers (a count's published values) as integers."""
+    return np.asarray([int(x) for x in column], dtype=np.int64)
 
 
 def released_period(records: list[Record], key: str) -> Record | None:
