@@ -36,6 +36,9 @@ def summary_heading(data: ReportData) -> str:
     gives them (the line that makes a summary written once per release: ``write_summary``)."""
     meta = data.meta or {}
     rid = (meta.get("ledger") or {}).get("release_id") or meta.get("release_id")
+    series = meta.get("series")
+    if rid and isinstance(series, dict) and isinstance(series.get("period"), int):
+        rid = f"{rid} period {series['period']}"  # a series' periods share its charge's record: each its own line
     record = (meta.get("ledger") or {}).get("record")
     paid = f", ledger record {_md(record)}" if rid and isinstance(record, int) else ""
     return f"### dpcli release: {_md(meta.get('dataset', data.source))}" + (f" ({_md(rid)}{paid})" if rid else "")

@@ -51,7 +51,7 @@ from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Block, Table, build_table
 from dpcli.run.paid import Paid, PaidRun, Unpaid
 from dpcli.run.prepare import prepare
-from dpcli.run.release import Release, write_outputs
+from dpcli.run.release import Pages, Release, write_outputs
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.load import load_spec
 from dpcli.specs.meaning import canonical, release_meaning
@@ -200,10 +200,14 @@ def release_period(
     on_input_bytes: Callable[[int, int | None], None] | None = None,
     sidecar: str | Path | None = None,
     now: datetime | None = None,
+    report: str | Path | None = None,
+    summary_md: str | Path | None = None,
 ) -> Release:
     """Release period ``period`` (or the one a date-like ``release_id`` names) of a spec with ``series:``; the other
     arguments are ``release``'s. The first period released (whichever it is) makes the series' one charge; later
-    ones spend nothing. A period already released returns its frozen table, reading no input."""
+    ones spend nothing. A period already released returns its frozen table, reading no input. ``report`` and
+    ``summary_md``: the period's HTML report and Markdown summary, as a release's (dpcli.run.release.Pages: checked
+    before anything is read, the summary opened before the spend, both written after the table)."""
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -218,7 +222,7 @@ def release_period(
     ready = prepare(
         spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=SERIES_RELEASE_ID,
         lock_timeout=lock_timeout, input_timeout=input_timeout, input_format=input_format, engine=engine,
-        sidecar=sidecar, say=say, period=charged_to,
+        sidecar=sidecar, say=say, period=charged_to, report=report, summary_md=summary_md,
     )
     book, run = ready.book, ready.run
     if run.cost != splan.charge:  # the spec's budget, split between the designs' parts: they add up to it exactly
@@ -226,7 +230,7 @@ def release_period(
     series_key = run.key
     plan = dataclasses.replace(splan.main, periods=frozenset({t}))
     work = _PeriodWork(plan, splan, book, run, t, period_key(series_key, t), series_key, ready.output, ready.fmt,
-                       ready.meta, say)
+                       ready.meta, say, Pages(ready.report, ready.summary))
     charge = ready.paid
     # A renewing cap (issue 26): each period is charged to its own period's cap. The series' charge paid for the
     # period it was made in; any other period has its own spend (release id ``series:period-N``), made once.
@@ -249,6 +253,7 @@ def release_period(
         frozen = book.frozen_period(work.key, ready.records)
         if frozen is not None:
             say(f"period {t} of this series is released: returning its frozen table, reading no input")
+            work.pages.open()
             return work.rewrite(period_paid or charge, frozen[1])
     check_period(series, t, allow_unfinished, now)  # a period not released yet: has it ended?
     if period_run is not None and period_paid is None:
@@ -266,6 +271,7 @@ def release_period(
                 work.exact[name] = aggregate(work.piece_plan(name), src.path, input_format=ready.input_format,
                                              on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)
             say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
+    work.pages.open()  # an existing summary file opened before the spend: refused there, nothing is spent
     if charge is None:
         return run.pay(work)
     if period_run is not None:
@@ -305,6 +311,7 @@ class _PeriodWork:
     fmt: str
     meta_path: Path | None
     say: Callable[[str], None]
+    pages: Pages
     exact: dict[str, list[ExactStatistic]] = field(default_factory=dict)  # the pieces not drawn yet: their rows
     drawn: dict[str, bytes] = field(default_factory=dict)
     charged: bool = False  # this run made the series' charge
@@ -480,9 +487,10 @@ class _PeriodWork:
         out_sha = write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
         self.say("output written")
         status = self.book.status(self.plan.spec.dataset, period=charge.get("period"))  # a renewing cap: the period's
-        return Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
-                       f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
-                       charged=charged and not reused)
+        result = Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
+                         f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
+                         charged=charged and not reused)
+        return self.pages.write(result, paid.text())  # --report, --summary-md: after the table, as a release's
 
 
 def _always(_records: list[Record]) -> bool:

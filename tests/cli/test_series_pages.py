@@ -1,0 +1,41 @@
+"""``dpcli release --period N --report R --summary-md S`` (issue 26): a series' period writes its HTML report and
+appends its Markdown summary as a plain release does (a re-run too, spending nothing); on a dataset whose cap renews
+per declared period the run's lines name the period charged and what such a cap means (k periods: k·ε)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_series_cli import release, work  # noqa: F401
+
+
+def test_a_period_writes_its_report_and_summary(work: Path) -> None:  # noqa: F811
+    first = release(work, "--period", "1", "-o", "p1.csv", "--report", "p1.html", "--summary-md", "summary.md")
+    assert first.returncode == 0, first.stderr
+    assert b"wrote the report to p1.html" in first.stderr
+    html = (work / "p1.html").read_text()
+    assert "<html" in html.lower()
+    assert "admissions" in html
+    summary = (work / "summary.md").read_text()
+    assert "(series period 1, ledger record 1)" in summary
+    again = release(work, "--period", "1", "-o", "again.csv", "--summary-md", "summary.md", "--report", "again.html")
+    assert again.returncode == 0, again.stderr
+    assert (work / "summary.md").read_text() == summary  # once per period: a re-run appends nothing
+    assert (work / "again.html").exists()
+    second = release(work, "--period", "2", "-o", "p2.csv", "--summary-md", "summary.md")
+    assert second.returncode == 0, second.stderr
+    assert "(series period 2, ledger record 1)" in (work / "summary.md").read_text()
+
+def test_a_renewing_caps_period_names_its_period_and_k_epsilon(work: Path) -> None:  # noqa: F811
+    (work / "series.yaml").write_text((work / "series.yaml").read_text().replace("dataset: admissions",
+                                                                                 "dataset: ward"))
+    from tests.helpers import run_in_process
+
+    cap = run_in_process("budget", "set", "ward", "--epsilon", "1", "--per", "period", "--ledger",
+                         work / "ledger.jsonl")
+    assert cap.returncode == 0, cap.stderr
+    for t in (2, 1):
+        done = release(work, "--period", str(t), "-o", f"p{t}.csv")
+        assert done.returncode == 0, done.stderr
+        assert f"charged this period ε=1; ε left 0 of 1 in period '2027-01-0{t}'".encode() in done.stderr
+        assert "a person present in k periods has k·ε".encode() in done.stderr
