@@ -497,6 +497,8 @@ def plan(
     if period is not None and ledger is None:
         raise UsageError("--release-id names the period of a renewing cap that --ledger shows: give --ledger too")
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout, period)
+    if series_doc is not None and (planning.get("ledger") or {}).get("per") == "period":
+        series_doc["charged"] = "per_period"  # a renewing cap: each period charged to its own period's cap
     if as_json:
         doc = render_plan.plan_doc(the_plan, planning)
         if series_doc is not None:

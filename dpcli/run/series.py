@@ -169,6 +169,9 @@ def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
                         "every_seconds": series.period.every},
         "levels": splan.levels if splan.blocks is not None else None,
         "charge": {"epsilon": format_exact(splan.charge.epsilon), "rho": format_exact(splan.charge.rho)},
+        # once for the series; per_period: to each period's own cap (a renewing cap, which a person unit needs;
+        # `dpcli plan --ledger` says so of any series on a renewing-cap dataset)
+        "charged": "per_period" if splan.spec.privacy.person is not None else "once",
         "derivation": splan.derivation(),
         "errors": [{"statistic": e.statistic, "period": e.period, "value": e.value, "to_date": e.to_date}
                    for t in shown for e in expected_errors(splan, t)],

@@ -33,6 +33,8 @@ def test_a_renewing_caps_period_names_its_period_and_k_epsilon(work: Path) -> No
     cap = run_in_process("budget", "set", "ward", "--epsilon", "1", "--per", "period", "--ledger",
                          work / "ledger.jsonl")
     assert cap.returncode == 0, cap.stderr
+    plan = run_in_process("plan", work / "series.yaml", "--ledger", work / "ledger.jsonl", cwd=work)
+    assert "each period charged ε=1 to its own period's cap".encode() in plan.stdout
     for t in (2, 1):
         done = release(work, "--period", str(t), "-o", f"p{t}.csv", "--summary-md", "s.md",
                        *(("--report", "p.html") if t == 2 else ()))
