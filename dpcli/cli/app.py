@@ -229,8 +229,6 @@ def release(
     # a series' period: --period, or a release id that may be date-like (then the spec says whether it is a series)
     loaded = load_spec(spec) if period is not None or release_id is not None or allow_unfinished else None
     if period is not None or (loaded is not None and loaded.series is not None):
-        if report_path is not None or summary_md is not None:
-            raise UsageError("--report and --summary-md are not written for a series' period yet")
         from dpcli.run.series import release_period
 
         with progress.input_bar(sys.stderr, bar_wanted) as on_input_bytes:
@@ -240,13 +238,19 @@ def release(
                 input_timeout=input_timeout, max_input_bytes=cap, progress=_progress_printer if verbose else None,
                 input_format=None if input_format is None else input_format.value,
                 engine=None if engine is None else engine.value, on_input_bytes=on_input_bytes, sidecar=meta,
+                report=report_path, summary_md=summary_md,
             )
         signals.finish()
         if as_json:
-            summary = render_run.release_summary(done, None, None, False)
+            with_pages = report_path is not None or summary_md is not None
+            summary = render_run.release_summary(done, None, report_path, with_pages)
             sys.stderr.write(json.dumps(documents.stamped("release", summary)) + "\n")
-        elif not quiet or done.reused:
+            return
+        if not quiet or done.reused:
             messages.info(render_run.period_text(done))
+        pages = None if quiet else render_run.pages_text(report_path, summary_md)
+        if pages is not None:
+            messages.info(pages)
         return
     if allow_unfinished:
         raise UsageError("--allow-unfinished is for a spec with a series")
@@ -493,6 +497,8 @@ def plan(
     if period is not None and ledger is None:
         raise UsageError("--release-id names the period of a renewing cap that --ledger shows: give --ledger too")
     planning = _planning(the_plan, epsilons, targets, ledger, lock_timeout, period)
+    if series_doc is not None and (planning.get("ledger") or {}).get("per") == "period":
+        series_doc["charged"] = "per_period"  # a renewing cap: each period charged to its own period's cap
     if as_json:
         doc = render_plan.plan_doc(the_plan, planning)
         if series_doc is not None:

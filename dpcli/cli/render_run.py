@@ -78,7 +78,10 @@ def period_text(result: Release) -> str:
     if result.reused:
         return (f"dpcli: period {result.period}{horizon} of this series was released: its frozen table was written "
                 f"again; nothing spent (the series was charged by ledger record {result.spend.seq})")
-    if result.charged:
+    if result.charged and status is not None and status.period is not None:  # a renewing cap: each period's own
+        cost = f"ε={eps(result.epsilon_spent)}" + (f", ρ={eps(result.rho_spent)}" if result.rho_spent else "")
+        charge = f"  charged this period {cost}; {_left_text(status)}"
+    elif result.charged:
         cost = f"ε={eps(result.epsilon_spent)}" + (f", ρ={eps(result.rho_spent)}" if result.rho_spent else "")
         charge = (f"  charged the series {cost}, once for all its periods; ε left "
                   f"{eps(status.remaining if status else None)} of {eps(status.cap if status else None)}")

@@ -1063,15 +1063,30 @@ class Ledger(ABC):
     def freeze_period(self, key: str, table: bytes, delivery: Delivery) -> tuple[Record, bytes]:
         """Store a period's table and its ``released`` record under the lock, unless a concurrent run froze it
         first: then its table is the period's (the one returned)."""
+        frozen = self.freeze_period_if(key, table, delivery, lambda _records: True)
+        if frozen is None:
+            raise InternalError("a period's table was not frozen")
+        return frozen
 
-        def body(records: list[Record], store: Store, append: Append) -> tuple[Record, bytes] | None:
+    def freeze_period_if(
+        self, key: str, table: bytes, delivery: Delivery, current: Callable[[list[Record]], bool],
+    ) -> tuple[Record, bytes] | None:
+        """``freeze_period``, when ``current(records)`` holds under the lock: the ledger's records still say what
+        ``table`` was made from (a monotone running total's bounds: the periods frozen so far). Else nothing is
+        written and None is returned: the caller makes the table again from the records as they are now."""
+
+        def body(records: list[Record], store: Store, append: Append) -> tuple[Record, bytes] | bool | None:
             if released_record(records, key) is not None:
                 return None
+            if not current(records):
+                return False
             store(key, table)
             return append({**delivery.fields(), "type": "released", "release_key": key}), table
 
         done = self._locked(body)
-        if done is not None:
+        if done is False:
+            return None
+        if isinstance(done, tuple):
             return done
         frozen = self.frozen_period(key)
         if frozen is None:  # recorded under the lock a moment ago

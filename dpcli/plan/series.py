@@ -77,8 +77,15 @@ class SeriesPlan:
         if self.per_period is not None:
             part = "the whole budget" if self.blocks is None else (
                 f"1 - running_share = {format_exact(1 - (s.running_share or Fraction(0)))} of the budget")
-            out.append(f"per-period values: each period from its own rows at {part}, "
-                       "charged once for all T periods (parallel composition)")
+            if self.spec.privacy.person is not None:  # check_series_cap: only on a renewing cap
+                out.append(f"per-period values: each period from its own rows at {part}, charged to that period's "
+                           "own cap (a cap that renews per declared period, which a person unit needs: one person "
+                           "may have rows in many periods); a person present in k periods has k times the budget "
+                           "(k·ε)")
+            else:
+                out.append(f"per-period values: each period from its own rows at {part}, "
+                           "charged once for all T periods (parallel composition; on a dataset whose cap renews per "
+                           "declared period, once to each period's cap: a person present in k periods has k·ε)")
         if self.blocks is not None:
             share = Fraction(1) if self.per_period is None else (s.running_share or Fraction(0))
             unit = "rho" if self.spec.privacy.accounting == "zcdp" else "epsilon"
@@ -107,19 +114,10 @@ def periods_read(series: Series, t: int) -> list[int]:
 
 def check_series_runnable(spec: Spec, engine: str | None = None) -> None:
     """What a series' run refuses of its spec before anything is read or spent (exit 2), so that ``dpcli check``
-    refuses it too: ``monotone: true`` (not applied by this version), a person unit (a per-period series needs a
-    renewing-cap dataset, which a series does not charge yet; running totals are refused by the spec's rules), and
-    the Spark engine (it does not filter rows by their period)."""
-    series = series_of(spec)
-    if series.monotone:
-        raise UsageError("series.monotone is not applied by this version: its running totals are published as "
-                         "estimated", hint="leave monotone out")
-    if spec.privacy.person is not None:
-        raise UsageError(
-            "a per_period series under a person unit needs a renewing-cap dataset (`dpcli budget set DATASET "
-            "--per period`: a person present in k periods has k times the budget), which a series does not charge "
-            "yet", hint="use unit: row"
-        )
+    refuses it too: the Spark engine (it does not filter rows by their period). What a series asks of its dataset's
+    cap (a person unit needs a renewing cap; a renewing cap takes per_period only) is
+    dpcli.run.prepare.check_series_cap's, with the ledger."""
+    series_of(spec)
     if (engine or spec.engine) == "spark":
         raise UsageError("a series runs on the polars engine: Spark does not filter rows by their period yet",
                          hint="use --engine polars")

@@ -26,7 +26,7 @@ from dpcli.engine import input_format as format_of
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, check_input_timeout, input_path
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_ledger, resolve_ledger
-from dpcli.ledger.base import charge, check_spend
+from dpcli.ledger.base import BudgetStatus, charge, check_spend
 from dpcli.plan.cost import ReleaseCost, check_cost
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.series import check_series_runnable
@@ -44,7 +44,8 @@ from dpcli.specs.model import Spec
 from dpcli.specs.v1 import ENGINES, INPUT_FORMATS
 
 __all__ = [
-    "RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "load_stored_table", "prepare", "prepare_spec",
+    "RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "check_series_cap", "load_stored_table", "prepare",
+    "prepare_spec",
     "stored_table",
 ]
 
@@ -131,13 +132,16 @@ def prepare(
     report: str | Path | None = None,
     summary_md: str | Path | None = None,
     say: Callable[[str], None] | None = None,
+    period: str | None = None,
 ) -> Prepared:
     """Every check of a release of ``spec`` that needs no data, in the order ``release`` makes them; the arguments
     are ``release``'s. ``check_ledger=False``: no ledger is opened (its own checks, and the paths of its files, are
     left out); else the ledger is ``ledger``, $DPCLI_LEDGER or the spec's, read only (nothing is written).
 
     Of a frequency-only spec (estimates from a randomized file), the ledger's budget is not checked: it spends
-    nothing. Of a named release id already paid for, neither: a release writes the stored table again."""
+    nothing. Of a named release id already paid for, neither: a release writes the stored table again. ``period``:
+    the declared period a renewing cap charges the run to (a series' period's key, dpcli.run.series); by default a
+    named release id."""
     say = say or (lambda _msg: None)
     checked = prepare_spec(spec)
     spec, plan = checked.spec, checked.plan
@@ -185,6 +189,8 @@ def prepare(
     if book is not None:
         records = book.records()  # verify the chain (exit 5) before any work
         say("ledger chain verified")
+        if spec.series is not None:
+            check_series_cap(spec, book.status(spec.dataset, records), book.name)
     paid: Record | None = None
     run: PaidRun | None = None
     if plan.frequency_only:  # estimates from a randomized file: nothing is spent (dpcli.run.randomize)
@@ -197,7 +203,7 @@ def prepare(
             book, spec.dataset, Budget(plan.epsilon, plan.rho, plan.selection_delta),
             Purchase.of(spec.dataset, spec.sha256, release_id, spec.privacy.pinned_unit, spec.privacy.neighbours,
                         tuple(s.statistic.name for s in plan.statistics), meaning=release_meaning(spec),
-                        name=spec.name, period=release_id if named else None,
+                        name=spec.name, period=period if period is not None else (release_id if named else None),
                         series=None if spec.series is None else {"periods": spec.series.periods,
                                                                  "design": spec.series.design}),
             named, lock_timeout, say,
@@ -211,6 +217,37 @@ def prepare(
         spec, plan, checked.cost, release_id, named, input_timeout, remote, source, input_fmt, engine,
         output_path, fmt, meta_path, report_path, summary_path, book, records, paid, run,
     )
+
+
+def check_series_cap(spec: Spec, status: BudgetStatus | None, ledger_name: str) -> None:
+    """What a series asks of its dataset's cap (issue 26), checked before anything is read (UsageError, exit 2).
+
+    A cap that renews per declared period charges each period of a per_period series on its own (a person's rows in
+    many periods, or in many snapshots, are not disjoint across them, so no one charge covers them all): the tree of
+    running totals, whose every block spans many periods, cannot be charged to one period, so it is refused there. A
+    person unit needs that renewing cap: one charge for all periods would claim parallel composition over periods
+    that one person's rows do not respect (dpcli never keeps the ids that would link them across runs)."""
+    series = spec.series
+    if series is None:
+        return
+    renewing = status is not None and status.per_period
+    if renewing and series.running:
+        raise UsageError(
+            f"dataset '{spec.dataset}' has a cap that renews per declared period in ledger {ledger_name}: a series "
+            f"of design {series.design} cannot be charged there, since each block of its running totals spans many "
+            "periods and so belongs to no one period's cap (and a snapshot's people are in every period)",
+            hint="use series design per_period on this dataset, or the running totals on a dataset with a lifetime "
+            "cap (its rows each in one period)",
+        )
+    if spec.privacy.person is not None and not renewing:
+        raise UsageError(
+            f"a series under a person unit needs a cap that renews per declared period on dataset '{spec.dataset}' "
+            f"(ledger {ledger_name}): one person may have rows in many periods, and one charge for all periods would "
+            "need those rows linked across runs by ids, which dpcli never keeps; under a renewing cap each period is "
+            "charged to its own period's cap, and a person present in k periods has k times the budget",
+            hint=f"`dpcli budget set {spec.dataset} --epsilon E --per period` (a dataset with a lifetime cap or spends "
+            "keeps it: use a new dataset name in the spec's dataset:), or use unit: row",
+        )
 
 
 def _choice(value: str | None, choices: tuple[str, ...], argument: str, option: str) -> str | None:

@@ -39,7 +39,7 @@ from dpcli.run.prepare import UNSTORED_TABLE, load_stored_table, prepare
 from dpcli.run.randomize import find_randomized
 from dpcli.specs.model import Frequency, Spec
 
-__all__ = ["RELEASE_ID", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.run.paid
+__all__ = ["RELEASE_ID", "Pages", "Release", "check_release_id", "release"]  # the release id's rule: dpcli.run.paid
 
 
 @dataclass
@@ -135,7 +135,7 @@ def release(
                          hint="give --period N (or a date-like --release-id)")
     remote, source, input_fmt, engine = ready.remote, ready.source, ready.input_format, ready.engine
     input_timeout, output_path, fmt, meta_path = ready.input_timeout, ready.output, ready.fmt, ready.meta
-    pages = _Pages(ready.report, ready.summary)
+    pages = Pages(ready.report, ready.summary)
     if plan.frequency_only:  # estimates from a randomized file: nothing is spent
         done = _release_frequencies(plan, book, ready.records, source, input_fmt, engine, spark_master, output_path,
                                     fmt, input_timeout, max_input_bytes, on_input_bytes, say, release_id)
@@ -184,7 +184,7 @@ class _TableWork:
     output_path: Path | None
     fmt: str
     meta_path: Path | None
-    pages: _Pages
+    pages: Pages
     say: Callable[[str], None]
     exact: list[ExactStatistic] | None = None
     table: Table | None = None
@@ -235,7 +235,7 @@ class _TableWork:
 
 
 @dataclass
-class _Pages:
+class Pages:
     """``--report`` and ``--summary-md`` of one release: checked with the table before anything is read (one
     checker, dpcli.publish.paths), the summary opened for appending before the spend, both written after the table."""
 

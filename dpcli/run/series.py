@@ -35,7 +35,7 @@ from dpcli.core.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate, check_input
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
 from dpcli.errors import InternalError, UsageError
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Record
+from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import period_key, recorded_pieces
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
@@ -43,7 +43,7 @@ from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, check_series_runnable, make_series_plan
 from dpcli.plan.tree import Block as TreeBlock
 from dpcli.plan.tree import blocks_within, exact_noise_variance, tree_weights
-from dpcli.postprocess.series import estimate_tree, linear_halfwidth, sum_periods
+from dpcli.postprocess.series import estimate_tree, linear_halfwidth, monotone_to_date, sum_periods
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.publish.columns import Ints, LazyColumn, Texts
 from dpcli.publish.sidecar import release_metadata
@@ -51,15 +51,16 @@ from dpcli.publish.store import decode_table, encode_table
 from dpcli.publish.table import Block, Table, build_table
 from dpcli.run.paid import Paid, PaidRun, Unpaid
 from dpcli.run.prepare import prepare
-from dpcli.run.release import Release, write_outputs
+from dpcli.run.release import Pages, Release, write_outputs
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.load import load_spec
-from dpcli.specs.meaning import canonical
+from dpcli.specs.meaning import canonical, release_meaning
 from dpcli.specs.model import Series, Spec
 from dpcli.specs.v1 import PERIOD_COLUMN, SPAN_COLUMN
 
 __all__ = [
-    "SERIES_RELEASE_ID", "PeriodError", "choose_period", "expected_errors", "release_period", "series_plan_doc",
+    "SERIES_RELEASE_ID", "PeriodError", "charge_period", "choose_period", "expected_errors", "release_period",
+    "series_plan_doc",
 ]
 
 # The release id of a series' charge: one per dataset and spec name (dpcli.ledger.base.rerun_key), so a second
@@ -168,6 +169,9 @@ def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
                         "every_seconds": series.period.every},
         "levels": splan.levels if splan.blocks is not None else None,
         "charge": {"epsilon": format_exact(splan.charge.epsilon), "rho": format_exact(splan.charge.rho)},
+        # once for the series; per_period: to each period's own cap (a renewing cap, which a person unit needs;
+        # `dpcli plan --ledger` says so of any series on a renewing-cap dataset)
+        "charged": "per_period" if splan.spec.privacy.person is not None else "once",
         "derivation": splan.derivation(),
         "errors": [{"statistic": e.statistic, "period": e.period, "value": e.value, "to_date": e.to_date}
                    for t in shown for e in expected_errors(splan, t)],
@@ -199,10 +203,14 @@ def release_period(
     on_input_bytes: Callable[[int, int | None], None] | None = None,
     sidecar: str | Path | None = None,
     now: datetime | None = None,
+    report: str | Path | None = None,
+    summary_md: str | Path | None = None,
 ) -> Release:
     """Release period ``period`` (or the one a date-like ``release_id`` names) of a spec with ``series:``; the other
     arguments are ``release``'s. The first period released (whichever it is) makes the series' one charge; later
-    ones spend nothing. A period already released returns its frozen table, reading no input."""
+    ones spend nothing. A period already released returns its frozen table, reading no input. ``report`` and
+    ``summary_md``: the period's HTML report and Markdown summary, as a release's (dpcli.run.release.Pages: checked
+    before anything is read, the summary opened before the spend, both written after the table)."""
     say = progress or (lambda _msg: None)
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -213,10 +221,11 @@ def release_period(
     check_period(series, t, allow_unfinished=True)  # its place in the horizon; whether it has ended: below
     check_series_runnable(spec, engine)
     splan = make_series_plan(spec)
+    charged_to = charge_period(series, t)
     ready = prepare(
         spec, input=input, output=output, ledger=ledger, fmt=fmt, release_id=SERIES_RELEASE_ID,
         lock_timeout=lock_timeout, input_timeout=input_timeout, input_format=input_format, engine=engine,
-        sidecar=sidecar, say=say,
+        sidecar=sidecar, say=say, period=charged_to, report=report, summary_md=summary_md,
     )
     book, run = ready.book, ready.run
     if run.cost != splan.charge:  # the spec's budget, split between the designs' parts: they add up to it exactly
@@ -224,14 +233,35 @@ def release_period(
     series_key = run.key
     plan = dataclasses.replace(splan.main, periods=frozenset({t}))
     work = _PeriodWork(plan, splan, book, run, t, period_key(series_key, t), series_key, ready.output, ready.fmt,
-                       ready.meta, say)
+                       ready.meta, say, Pages(ready.report, ready.summary))
     charge = ready.paid
+    # A renewing cap (issue 26): each period is charged to its own period's cap. The series' charge paid for the
+    # period it was made in; any other period has its own spend (release id ``series:period-N``), made once.
+    period_paid: Record | None = None
+    status = book.status(spec.dataset, ready.records)
+    if status is not None and status.per_period:
+        p = run.purchase
+        work.charged_to = charged_to
+        work.period_run = PaidRun(
+            book, spec.dataset, run.cost,
+            Purchase.of(spec.dataset, p.spec_sha256, f"{SERIES_RELEASE_ID}:period-{t}", p.unit, p.neighbours,
+                        p.statistics, meaning=release_meaning(spec), name=spec.name, period=charged_to),
+            True, lock_timeout, say,
+        )
+    period_run = work.period_run if charge is not None and charge.get("period") != charged_to else None
+    if period_run is not None:
+        period_paid = period_run.earlier_spend(ready.records)
+        work.run = period_run
     if charge is not None:
         frozen = book.frozen_period(work.key, ready.records)
         if frozen is not None:
             say(f"period {t} of this series is released: returning its frozen table, reading no input")
-            return work.rewrite(charge, frozen[1])
+            work.pages.open()
+            return work.rewrite(period_paid or charge, frozen[1])
     check_period(series, t, allow_unfinished, now)  # a period not released yet: has it ended?
+    if period_run is not None and period_paid is None:
+        period_run.check_budget(ready.records)  # this period's cap, before the input is read (exit 4)
+        say(f"budget available in period '{charged_to}'")
     known = recorded_pieces(ready.records, series_key) if charge is not None else {}
     missing = [p for p in work.wanted if p not in known]
     if missing:
@@ -244,9 +274,28 @@ def release_period(
                 work.exact[name] = aggregate(work.piece_plan(name), src.path, input_format=ready.input_format,
                                              on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)
             say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
+    work.pages.open()  # an existing summary file opened before the spend: refused there, nothing is spent
     if charge is None:
         return run.pay(work)
+    if period_run is not None:
+        return period_run.pay(work) if period_paid is None else period_run.draw_pieces(period_paid, work)
     return run.draw_pieces(charge, work)
+
+
+def charge_period(series: Series, t: int) -> str:
+    """The declared period a renewing cap charges period t of a series to (its key; dpcli.ledger.base.PERIOD_KEY):
+    one rule, from the period alone, so that however a run names the period (``--period``, a date-like release id)
+    it is charged to one key. A series with a start: the period's first instant in UTC, as a date (``2027-01-05``)
+    when periods are whole days starting at midnight UTC (the key a plain release of that day's snapshot takes as
+    its release id, so the two share the day's cap), else to the minute (``2027-01-05T06:00Z``); an index series:
+    ``period-N``. Under a lifetime cap the key is not used."""
+    rule = series.period
+    if rule.indexed or rule.every is None:
+        return f"period-{t}"
+    first = rule.bounds(t)[0].astimezone(UTC)
+    if rule.every % 86400 == 0 and (first.hour, first.minute, first.second) == (0, 0, 0):
+        return first.strftime("%Y-%m-%d")
+    return first.strftime("%Y-%m-%dT%H:%M" + (":%S" if first.second else "") + "Z")
 
 
 @dataclass
@@ -265,11 +314,16 @@ class _PeriodWork:
     fmt: str
     meta_path: Path | None
     say: Callable[[str], None]
+    pages: Pages
     exact: dict[str, list[ExactStatistic]] = field(default_factory=dict)  # the pieces not drawn yet: their rows
     drawn: dict[str, bytes] = field(default_factory=dict)
     charged: bool = False  # this run made the series' charge
     waiting_for: str = "its charge"
     stored_note: str = "series charged"
+    # a renewing cap: the period's key, and the run of this period's own spend (when the series' charge paid for
+    # another period)
+    charged_to: str | None = None
+    period_run: PaidRun | None = None
 
     @property
     def wanted(self) -> list[str]:
@@ -308,7 +362,12 @@ class _PeriodWork:
         return self.run.draw_pieces(spend, self)
 
     def republish(self, spend: Record, stored: bytes) -> Release:
-        """A concurrent run charged the series first: this period goes on from its charge."""
+        """A concurrent run charged the series first: this period goes on from its charge; under a renewing cap,
+        from its own period's spend when that charge paid for another period."""
+        if self.period_run is not None and spend.get("period") != self.charged_to:
+            self.run = self.period_run
+            own = self.period_run.earlier_spend(self.book.records())
+            return self.period_run.pay(self) if own is None else self.period_run.draw_pieces(own, self)
         return self.run.draw_pieces(spend, self)
 
     def unstored(self, released: bool) -> str:
@@ -337,7 +396,31 @@ class _PeriodWork:
         return out
 
     def finish(self, charge: Record, paid: Paid) -> Release:
-        records = self.book.records()
+        monotone = self.splan.series.monotone
+        while True:  # once, unless a monotone total's bounds changed (another period frozen) before it was frozen
+            records = self.book.records()
+            table, used = self._table(records)
+            before = frozen_periods(records, self.series_key, self.splan.series.periods)
+            if monotone:
+                table = self._monotone(table, records, before)
+            data = encode_table(table)
+            delivery = Delivery(f"{SERIES_RELEASE_ID}:period-{self.period}", hashlib.sha256(data).hexdigest(),
+                                period=self.period, pieces=tuple(used))
+            current = self._unchanged(before) if monotone else _always
+            done = self.book.freeze_period_if(self.key, data, delivery, current)
+            if done is not None:
+                break
+            self.say("another period was frozen meanwhile: its running total bounds this one's, made again")
+        paid.stored = True
+        self.say(f"period {self.period}'s table frozen")
+        return self._write(charge, decode_table(done[1]), paid)
+
+    def _unchanged(self, before: frozenset[int]) -> Callable[[list[Record]], bool]:
+        """Under the lock: the periods frozen are still ``before`` (a monotone total's bounds have not moved)."""
+        return lambda records: frozen_periods(records, self.series_key, self.splan.series.periods) == before
+
+    def _table(self, records: list[Record]) -> tuple[Table, list[str]]:
+        """Period t's table from the stored pieces, and the pieces it used."""
         known = recorded_pieces(records, self.series_key)
 
         def piece(name: str) -> list[Noisy]:
@@ -349,20 +432,46 @@ class _PeriodWork:
         if series.running:
             own = piece(f"p{t}") if series.per_period else None
             blocks = {b: piece(b.key) for b in blocks_within(t)}
-            table = tree_table(self.splan, t, blocks, own)
-            used = self.wanted
-        else:
-            earlier = range(1, t)
-            to_date = [piece(f"p{s}") for s in earlier] if all(f"p{s}" in known for s in earlier) else None
-            table = period_table(self.plan, t, piece(f"p{t}"), to_date)
-            used = [f"p{s}" for s in range(1, t + 1)] if to_date is not None else [f"p{t}"]
-        data = encode_table(table)
-        delivery = Delivery(f"{SERIES_RELEASE_ID}:period-{self.period}", hashlib.sha256(data).hexdigest(),
-                            period=self.period, pieces=tuple(used))
-        _done, frozen = self.book.freeze_period(self.key, data, delivery)
-        paid.stored = True
-        self.say(f"period {self.period}'s table frozen")
-        return self._write(charge, decode_table(frozen), paid)
+            return tree_table(self.splan, t, blocks, own), self.wanted
+        earlier = range(1, t)
+        to_date = [piece(f"p{s}") for s in earlier] if all(f"p{s}" in known for s in earlier) else None
+        used = [f"p{s}" for s in range(1, t + 1)] if to_date is not None else [f"p{t}"]
+        return period_table(self.plan, t, piece(f"p{t}"), to_date), used
+
+    def _monotone(self, table: Table, records: list[Record], frozen: frozenset[int]) -> Table:
+        """``series.monotone``: each count's running total to date made non-decreasing online
+        (dpcli.postprocess.series.monotone_to_date): at least the nearest earlier period's published total, at most
+        the nearest later one's (the published totals are non-decreasing already, so these are the largest earlier
+        and the smallest later), read from their frozen tables, which are public. Published figures are never
+        revised; each interval is the one from before the projection, widened just enough to hold the value."""
+        cache: dict[int, Table] = {}
+
+        def published(s: int, statistic: str) -> np.ndarray | None:
+            if s not in cache:
+                frozen_table = self.book.frozen_period(period_key(self.series_key, s), records)
+                if frozen_table is None:
+                    raise InternalError(f"period {s} of a series is recorded frozen and has no table")
+                cache[s] = decode_table(frozen_table[1])
+            block = _to_date_of(cache[s], statistic)
+            return None if block is None else _integers(block.value)
+
+        t = self.period
+        earlier = sorted((s for s in frozen if s < t), reverse=True)
+        later = sorted(s for s in frozen if s > t)
+        blocks = []
+        for block in table.blocks:
+            if _span(block) != "to_date" or KINDS[block.kind or "count"].value is not Value.COUNT:
+                blocks.append(block)
+                continue
+            floor = next((v for v in (published(s, block.statistic) for s in earlier) if v is not None), None)
+            ceiling = next((v for v in (published(s, block.statistic) for s in later) if v is not None), None)
+            values = _integers(block.value)
+            projected = monotone_to_date(values, 0.0, floor, ceiling).value
+            value = np.rint(projected).astype(np.int64)
+            low = np.minimum(_integers(block.ci_low), value)
+            high = np.maximum(_integers(block.ci_high), value)
+            blocks.append(dataclasses.replace(block, value=Ints(value), ci_low=Ints(low), ci_high=Ints(high)))
+        return dataclasses.replace(table, blocks=tuple(blocks))
 
     def rewrite(self, charge: Record, frozen: bytes) -> Release:
         return self._write(charge, decode_table(frozen), Unpaid(
@@ -380,10 +489,39 @@ class _PeriodWork:
             meta["reissued"] = True
         out_sha = write_outputs(table, self.output_path, self.fmt, meta, paid, self.meta_path)
         self.say("output written")
-        status = self.book.status(self.plan.spec.dataset)
-        return Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
-                       f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
-                       charged=charged and not reused)
+        status = self.book.status(self.plan.spec.dataset, period=charge.get("period"))  # a renewing cap: the period's
+        result = Release(self.plan, table, charge, status, self.output_path, out_sha, self.book.name,
+                         f"{SERIES_RELEASE_ID}:period-{self.period}", meta, reused=reused, period=self.period,
+                         charged=charged and not reused)
+        return self.pages.write(result, paid.text())  # --report, --summary-md: after the table, as a release's
+
+
+def _always(_records: list[Record]) -> bool:
+    return True
+
+
+def frozen_periods(records: list[Record], series_key: str, periods: int) -> frozenset[int]:
+    """The periods of the series ``series_key`` whose tables are frozen."""
+    return frozenset(
+        int(r.get("series_period")) for r in records
+        if r.type == "released" and type(r.get("series_period")) is int and 1 <= int(r.get("series_period")) <= periods
+        and r.get("release_key") == period_key(series_key, int(r.get("series_period")))
+    )
+
+
+def _to_date_of(table: Table, statistic: str) -> Block | None:
+    """A statistic's running-total block in a period's table (None: that table has none)."""
+    return next((b for b in table.blocks if b.statistic == statistic and _span(b) == "to_date"), None)
+
+
+def _span(block: Block) -> str | None:
+    """A period table's block: its ``span`` (``period`` or ``to_date``; None: an empty block)."""
+    return block.labels[SPAN_COLUMN][0] if len(block) else None
+
+
+def _integers(column: LazyColumn) -> np.ndarray:
+    """A column of whole numbers (a count's published values) as integers."""
+    return np.asarray([int(x) for x in column], dtype=np.int64)
 
 
 def released_period(records: list[Record], key: str) -> Record | None:
@@ -402,9 +540,20 @@ def series_metadata(splan: SeriesPlan, t: int, charge: Record, done: Record | No
         "charge": {"record": charge.seq, "epsilon": str(charge.get("epsilon")), "rho": charge.get("rho", "0")},
         "pieces": [] if done is None else list(done.get("pieces") or []),
         "frozen_record": None if done is None else done.seq,
-        "unit_note": None if splan.spec.privacy.person is not None else (
-            "unit row: the series protects one row; a person with k rows spends k times the budget"),
+        "unit_note": _unit_note(splan, charge),
+
     }
+
+
+def _unit_note(splan: SeriesPlan, charge: Record) -> str | None:
+    """What the series protects, in words (the sidecar's ``series.unit_note``)."""
+    notes = []
+    if splan.spec.privacy.person is None:
+        notes.append("unit row: the series protects one row; a person with k rows spends k times the budget")
+    if charge.get("period") is not None:
+        notes.append(f"each period is charged to its own period's cap (this one: '{charge.get('period')}'): a person "
+                     "present in k periods has k times the budget (k·ε)")
+    return "; ".join(notes) or None
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -700,8 +700,9 @@ def _series(
     """``series:``'s cross-field rules (docs/spec.md, "Series"): start and every together; the period field is an
     input field, not a declared column; no open keys (their keys are chosen from each period's data, so a row's
     period would decide what the series publishes) and no frequency (it spends nothing); running totals for the
-    linear kinds only, never under a person unit; ``running_share`` with design ``both`` only, ``monotone`` with
-    running totals only."""
+    linear kinds only, never under a person unit; ``running_share`` with design ``both`` only. ``monotone`` applies
+    to the running totals to date of counts whichever design publishes them (per_period: the sums of the released
+    periods; running_totals and both: the tree's)."""
     period = raw["period"]
     design = raw.get("design", "per_period")
     if ("start" in period) != ("every" in period):
@@ -738,8 +739,6 @@ def _series(
     if share is not None and design != "both":
         raise RuleError("series.running_share", "only with design both (the running totals' share of the budget)")
     monotone = raw.get("monotone") == "true"
-    if monotone and not running:
-        raise RuleError("series.monotone", "only with running totals (design running_totals or both)")
     rule = PeriodRule(field, period.get("start"), period.get("every"))
     return Series(raw["periods"], rule, design, share if share is not None or design != "both" else Fraction(1, 2),
                   monotone)

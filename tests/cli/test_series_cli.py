@@ -100,7 +100,7 @@ def test_two_processes_at_once_charge_once_and_draw_each_piece_once(work: Path, 
 
 
 @pytest.mark.parametrize(("edit", "words"), [
-    (("unit: row", "unit: {id: pid, max_rows: 3, missing_id: drop}"), b"needs a renewing-cap dataset"),
+    (("unit: row", "unit: {id: pid, max_rows: 3, missing_id: drop}"), b"needs a cap that renews per declared period"),
     (("dataset: admissions", "dataset: admissions\nengine: spark"), b"Spark does not filter rows"),
 ])
 def test_check_refuses_what_a_series_run_refuses(work: Path, edit: tuple[str, str], words: bytes) -> None:
@@ -110,7 +110,8 @@ def test_check_refuses_what_a_series_run_refuses(work: Path, edit: tuple[str, st
         text = text.replace("kind: sum, column: stay}", "kind: sum, column: stay, clamp: row}")
         text = text.replace("kind: mean, column: stay}", "kind: mean, column: stay, clamp: row}")
     spec.write_text(text)
-    checked = run_in_process("check", spec, cwd=work)
+    # a person unit's refusal needs the ledger (a renewing cap would take it): `check --ledger` asks it
+    checked = run_in_process("check", spec, "--ledger", work / "ledger.jsonl", cwd=work)
     released = release(work, "--period", "1", "-o", "x.csv")
     assert checked.returncode == released.returncode == 2
     assert words in checked.stderr

@@ -14,7 +14,6 @@ import pytest
 
 from dpcli.core.accounting import Cap
 from dpcli.engine import aggregate
-from dpcli.errors import UsageError
 from dpcli.ledger import open_ledger
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.series import make_series_plan
@@ -95,10 +94,3 @@ def test_exact_answers_of_a_tree_table_through_the_no_noise_path(work: Path) -> 
     assert (value("n", "period"), value("n", "to_date")) == ("1", "6")
     assert (value("s", "period"), value("s", "to_date")) == ("30", "48")
     assert value("m", "to_date") == "8"
-
-
-def test_monotone_is_refused_by_this_version(work: Path) -> None:
-    text = (work / "series.yaml").read_text().replace("design:", "monotone: true, design:")
-    (work / "series.yaml").write_text(text)
-    with pytest.raises(UsageError, match="monotone"):
-        release_period(work / "series.yaml", period=1, output=work / "x.csv", now=AFTER)

@@ -81,8 +81,6 @@ def test_the_series_is_part_of_the_meaning() -> None:
      "ids kept between runs, which dpcli never stores"),
     ("series: {periods: 3, period: {column: d}, running_share: 1/2}\n", None, None, "series.running_share",
      "only with design both"),
-    ("series: {periods: 3, period: {column: d}, monotone: true}\n", None, None, "series.monotone",
-     "only with running totals"),
     ("series: {periods: 3, period: {column: d}}\n", ("{name: n, kind: count, by: [ov]}",), None,
      "statistics[0]", "open keys are not allowed in a series"),
 ])
