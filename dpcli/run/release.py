@@ -242,6 +242,7 @@ class Pages:
     report: Path | None = None
     summary: Path | None = None
     handle: BinaryIO | None = None
+    book: Ledger | None = None  # a series' period: its ledger, whose frozen tables the report draws the series from
 
     def open(self) -> None:
         """Before the spend: an existing summary file (e.g. $GITHUB_STEP_SUMMARY) opened for appending, so that a
@@ -258,12 +259,14 @@ class Pages:
             paid = Unpaid.reissue(done.spend).text()
         from dpcli.publish.report import render_html, write_report  # matplotlib only for a run that asks for a report
         from dpcli.publish.report_data import from_rows
+        from dpcli.publish.report_series import series_view
         from dpcli.publish.summary import write_summary
 
         try:
             table = done.table
             source = "standard output" if done.output is None else done.output.name
             data = from_rows(table.columns, table.rows(), done.metadata, done.status, done.ledger, source)
+            data.series = series_view(data, self.book)  # None unless the sidecar names a series
             if self.report is not None:
                 write_report(self.report, render_html(data))
             if self.summary is not None:

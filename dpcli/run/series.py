@@ -233,7 +233,7 @@ def release_period(
     series_key = run.key
     plan = dataclasses.replace(splan.main, periods=frozenset({t}))
     work = _PeriodWork(plan, splan, book, run, t, period_key(series_key, t), series_key, ready.output, ready.fmt,
-                       ready.meta, say, Pages(ready.report, ready.summary))
+                       ready.meta, say, Pages(ready.report, ready.summary, book=book))
     charge = ready.paid
     # A renewing cap (issue 26): each period is charged to its own period's cap. The series' charge paid for the
     # period it was made in; any other period has its own spend (release id ``series:period-N``), made once.

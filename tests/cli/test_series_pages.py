@@ -28,8 +28,12 @@ def test_a_period_writes_its_report_and_summary(work: Path) -> None:  # noqa: F8
     again = release(work, "--period", "1", "-o", "again.csv", "--summary-md", "summary.md")
     assert again.returncode == 0, again.stderr
     assert (work / "summary.md").read_text() == summary  # once per period: a re-run appends nothing
-    second = release(work, "--period", "2", "-o", "p2.csv", "--summary-md", "summary.md")
+    second = release(work, "--period", "2", "-o", "p2.csv", "--summary-md", "summary.md", "--report", "p2.html")
     assert second.returncode == 0, second.stderr
+    page = (work / "p2.html").read_text()
+    # drawn in its series, as `dpcli report --ledger` draws it: period 1 read from the ledger's frozen table
+    assert 'id="series-facts"' in page
+    assert "periods are released (1-2)" in page
     assert re.search(r"\(series period 2 of \d+, ledger record 1\)", (work / "summary.md").read_text())
 
 def test_a_renewing_caps_period_names_its_period_and_k_epsilon(work: Path) -> None:  # noqa: F811
