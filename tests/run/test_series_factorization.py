@@ -54,7 +54,8 @@ AFTER = datetime(2027, 2, 1, tzinfo=UTC)
 def work(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     (tmp_path / "series.yaml").write_text(SPEC.replace("DESIGN", request.param))
     (tmp_path / "admissions.csv").write_text("admitted,ward,stay\n" + "".join(f"{d},{w},{s}\n" for d, w, s in ROWS))
-    open_ledger(tmp_path / "ledger.jsonl").set_cap("admissions", Cap(Fraction(10), Fraction(1, 10**5)), allow_raise=False)
+    cap = Cap(Fraction(10), Fraction(1, 10**5))
+    open_ledger(tmp_path / "ledger.jsonl").set_cap("admissions", cap, allow_raise=False)
     return tmp_path
 
 
@@ -86,7 +87,8 @@ def test_exact_answers_through_the_no_noise_path(work: Path) -> None:
     import dataclasses
 
     splan = make_series_plan(load_spec(work / "series.yaml"))
-    assert splan.blocks is not None and splan.factorized
+    assert splan.blocks is not None
+    assert splan.factorized
     blocks = splan.blocks
 
     def period(s: int):  # type: ignore[no-untyped-def]
@@ -129,7 +131,8 @@ def test_the_sensitivity_is_the_largest_column_norm_of_the_rounded_matrix(period
     assert np.abs(square - np.tril(np.ones((periods, periods)))).max() < 1e-3
     spec = parse_spec(SPEC.replace("DESIGN", "running_totals").replace("periods: 3", f"periods: {periods}"))
     splan = make_series_plan(spec)
-    assert splan.blocks is not None and splan.multiplicity == max(norms)
+    assert splan.blocks is not None
+    assert splan.multiplicity == max(norms)
     assert splan.charge.rho == Fraction(1, 2)
     count = splan.blocks.statistics[0].components[0]  # sigma^2 = |c_1|^2 Delta^2 / (2 rho_n), rho_n = (1/2) / 4
     assert count.required_variance() == Fraction(max(norms), 2 * Fraction(1, 8))
@@ -155,7 +158,8 @@ def test_refusals_say_why(changes: dict[str, str], message: str) -> None:
 
 def test_the_default_method_is_the_tree() -> None:
     spec = parse_spec(SPEC.replace("DESIGN", "running_totals").replace(", method: factorization", ""))
-    assert spec.series is not None and spec.series.method == "tree"
+    assert spec.series is not None
+    assert spec.series.method == "tree"
     assert not make_series_plan(spec).factorized
 
 
