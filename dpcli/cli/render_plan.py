@@ -448,8 +448,9 @@ def print_series(doc: dict[str, Any], out: TextIO) -> None:
     """A series' part of ``dpcli plan`` (dpcli.run.series.series_plan_doc)."""
     charge = doc["charge"]
     cost = f"ρ={charge['rho']}" if charge["rho"] != "0" else f"ε={charge['epsilon']}"
-    lines = ["", f"series: {doc['periods']} periods, design {doc['design']}; charged once, {cost}, when the first "
-             "period is released (later periods spend nothing)"]
+    method = f" (method {doc['method']})" if doc.get("method") == "factorization" else ""
+    lines = ["", f"series: {doc['periods']} periods, design {doc['design']}{method}; charged once, {cost}, when the "
+             "first period is released (later periods spend nothing)"]
     lines += [f"  {line}" for line in doc["derivation"]]
     if doc["errors"]:
         lines.append("  expected errors (± at the spec's confidence): period's own value / running total to date")

@@ -39,6 +39,7 @@ from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Record
 from dpcli.ledger.base import period_key, recorded_pieces
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
+from dpcli.plan.factorization import BITS as FACTORIZATION_BITS
 from dpcli.plan.factorization import weights as product_estimate_weights
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, check_series_runnable, make_series_plan
@@ -172,7 +173,11 @@ def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
         "design": series.design,
         "period_rule": {"column": series.period.column, "start": series.period.start,
                         "every_seconds": series.period.every},
-        "levels": splan.levels if splan.blocks is not None else None,
+        "method": series.method if series.running else None,
+        "levels": splan.levels if splan.blocks is not None and not splan.factorized else None,
+        # the factorisation's lattice C = round(2^bits L) and its largest column's squared norm (the sensitivity)
+        "lattice": ({"bits": FACTORIZATION_BITS, "column_norm_squared": splan.multiplicity} if splan.factorized
+                    else None),
         "charge": {"epsilon": format_exact(splan.charge.epsilon), "rho": format_exact(splan.charge.rho)},
         "derivation": splan.derivation(),
         "errors": [{"statistic": e.statistic, "period": e.period, "value": e.value, "to_date": e.to_date}

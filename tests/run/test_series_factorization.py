@@ -1,10 +1,11 @@
 """A series' running totals by the square-root factorisation (``method: factorization``, issue 26): one noisy
 product per period, drawn once at its period from the rows of periods 1..t, the series charged once; the exact
 answers of a period's table through the no-noise path; the sensitivity is the lattice matrix's largest column norm,
-computed here independently; the refusals; and the running total's error variance is the plan's."""
+computed here independently; the refusals; and (slow) the running total's error variance is the plan's."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -163,6 +164,7 @@ def test_the_default_method_is_the_tree() -> None:
     assert not make_series_plan(spec).factorized
 
 
+@pytest.mark.slow  # 1.4 to 5.5 s: 7.3 million draws
 def test_the_running_totals_error_variance_is_the_plans() -> None:
     """Products' noises drawn with dpcli's exact sampler at the plan's sigma^2, R = 20000 replicates at T = 365: the
     empirical variance of the running total's error at t = 365 and t = 200 against weights . weights times the
@@ -186,3 +188,36 @@ def test_the_running_totals_error_variance_is_the_plans() -> None:
         assert float(np.mean(np.abs(errors) <= k)) >= 0.94
     # the analytic figure of docs/benchmarks.md: 4.334 / rho at t = T = 365 (rho the statistic's: 1/8)
     assert abs(stated / 2**0 * Fraction(1, 8) - 4.334) < 0.01
+
+
+def test_plan_prints_the_derivation_and_the_rows_each_run_reads(work: Path) -> None:
+    from tests.helpers import run_in_process
+
+    r = run_in_process("plan", work / "series.yaml", "--at-period", "2")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    norm = column_norm_squared(3)
+    assert "(method factorization); charged once, ρ=0.5" in text
+    assert "round(2^16 L)" in text
+    assert f"|c_1|^2 = {norm} (exact)" in text
+    assert "n: sigma^2 per product cell = count " in text
+    assert "n at period 2: ±" in text
+    assert "period 3: periods 1..3's rows" in text
+    doc = json.loads(run_in_process("plan", work / "series.yaml", "--json").stdout)["series"]
+    assert doc["method"] == "factorization"
+    assert doc["lattice"] == {"bits": 16, "column_norm_squared": norm}
+    assert doc["levels"] is None
+    assert doc["reads"]["3"] == [1, 2, 3]
+
+
+def test_a_refused_method_is_exit_2_before_anything_is_read(work: Path) -> None:
+    from tests.helpers import run_in_process
+
+    text = (work / "series.yaml").read_text().replace("neighbours: add_remove", "neighbours: replace")
+    (work / "series.yaml").write_text(text)
+    r = run_in_process("release", work / "series.yaml", "--period", "1", "-o", "x.csv", "--allow-unfinished",
+                       cwd=work)
+    assert r.returncode == 2
+    assert b"difference of two lattice columns" in r.stderr
+    assert not (work / "x.csv").exists()
+    assert not any(json.loads(line)["type"] == "spend" for line in (work / "ledger.jsonl").read_text().splitlines())
