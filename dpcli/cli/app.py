@@ -227,7 +227,7 @@ def release(
     started = time.monotonic()
     bar_wanted = progress.progress_wanted(sys.stderr, quiet=quiet, as_json=as_json)
     # a series' period: --period, or a release id that may be date-like (then the spec says whether it is a series)
-    loaded = load_spec(spec) if period is not None or release_id is not None else None
+    loaded = load_spec(spec) if period is not None or release_id is not None or allow_unfinished else None
     if period is not None or (loaded is not None and loaded.series is not None):
         if report_path is not None or summary_md is not None:
             raise UsageError("--report and --summary-md are not written for a series' period yet")

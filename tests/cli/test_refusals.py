@@ -180,6 +180,8 @@ def test_a_flag_or_quantile_dimension_is_fine_where_the_table_has_no_such_column
 
 def test_one_list_of_the_tables_columns() -> None:
     """Every column the table can have besides the dimensions is a reserved name, and the report knows the same."""
-    table = Table(dimensions=("d", "quantile"), blocks=(), with_rho=True, with_bins=True, with_flag=True)
+    # a series' period table leads its dimensions with `period` and `span` (dpcli/run/series.py)
+    table = Table(dimensions=("period", "span", "d", "quantile"), blocks=(), with_rho=True, with_bins=True,
+                  with_flag=True)
     assert set(table.columns) - {"d"} == set(OUTPUT_COLUMNS)
     assert frozenset(OUTPUT_COLUMNS) == KNOWN_COLUMNS
