@@ -51,7 +51,7 @@ series: {periods: 3, period: {column: admitted, start: 2027-01-01, every: 1 day}
 AFTER = datetime(2027, 2, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["running_totals", "both"])
+@pytest.fixture(params=["running_totals", pytest.param("both", marks=pytest.mark.slow)])
 def work(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     (tmp_path / "series.yaml").write_text(SPEC.replace("DESIGN", request.param))
     (tmp_path / "admissions.csv").write_text("admitted,ward,stay\n" + "".join(f"{d},{w},{s}\n" for d, w, s in ROWS))
