@@ -421,6 +421,7 @@ def series_metadata(splan: SeriesPlan, t: int, charge: Record, done: Record | No
     return {
         "periods": series.periods,
         "design": series.design,
+        **({"method": series.method} if series.running else {}),
         "period": t,
         "period_rule": {"column": rule.column, "start": rule.start, "every_seconds": rule.every},
         "charge": {"record": charge.seq, "epsilon": str(charge.get("epsilon")), "rho": charge.get("rho", "0")},

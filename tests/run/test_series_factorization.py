@@ -221,3 +221,15 @@ def test_a_refused_method_is_exit_2_before_anything_is_read(work: Path) -> None:
     assert b"difference of two lattice columns" in r.stderr
     assert not (work / "x.csv").exists()
     assert not any(json.loads(line)["type"] == "spend" for line in (work / "ledger.jsonl").read_text().splitlines())
+
+
+def test_the_sidecar_names_the_method_and_the_products(work: Path) -> None:
+    import jsonschema
+
+    from dpcli.publish.sidecar import SIDECAR_SCHEMA
+
+    release_period(work / "series.yaml", period=2, output=work / "p2.csv", now=AFTER)
+    meta = json.loads((work / "p2.csv.meta.json").read_text())
+    jsonschema.validate(meta, json.loads(SIDECAR_SCHEMA.read_text()))
+    assert meta["series"]["method"] == "factorization"
+    assert {"f1", "f2"} <= set(meta["series"]["pieces"])
