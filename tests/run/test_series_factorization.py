@@ -116,8 +116,8 @@ def test_exact_answers_through_the_no_noise_path(work: Path) -> None:
 
 
 def _independent_lattice(periods: int) -> list[int]:
-    """round half up of 2^16 binom(2j, j) / 4^j, with Fractions."""
-    return [math.floor(Fraction(math.comb(2 * j, j) * 2**16, 4**j) + Fraction(1, 2)) for j in range(periods)]
+    """round half up of 2^12 binom(2j, j) / 4^j (k = 12, the stated lattice), with Fractions."""
+    return [math.floor(Fraction(math.comb(2 * j, j) * 2**12, 4**j) + Fraction(1, 2)) for j in range(periods)]
 
 
 @pytest.mark.parametrize("periods", [1, 3, 40])
@@ -127,8 +127,8 @@ def test_the_sensitivity_is_the_largest_column_norm_of_the_rounded_matrix(period
     matrix = [[first[r - c] if r >= c else 0 for c in range(periods)] for r in range(periods)]
     norms = [sum(matrix[r][c] ** 2 for r in range(periods)) for c in range(periods)]
     assert column_norm_squared(periods) == max(norms)
-    # the rounded matrix is a square root of 2^32 times the all-ones lower-triangular one, up to its rounding
-    square = np.array(matrix, dtype=np.float64) @ np.array(matrix, dtype=np.float64) / 2**32
+    # the rounded matrix is a square root of 4^12 times the all-ones lower-triangular one, up to its rounding
+    square = np.array(matrix, dtype=np.float64) @ np.array(matrix, dtype=np.float64) / 4**12
     assert np.abs(square - np.tril(np.ones((periods, periods)))).max() < 1e-3
     spec = parse_spec(SPEC.replace("DESIGN", "running_totals").replace("periods: 3", f"periods: {periods}"))
     splan = make_series_plan(spec)
@@ -198,14 +198,14 @@ def test_plan_prints_the_derivation_and_the_rows_each_run_reads(work: Path) -> N
     text = r.stdout.decode()
     norm = column_norm_squared(3)
     assert "(method factorization); charged once, ρ=0.5" in text
-    assert "round(2^16 L)" in text
+    assert "round(2^12 L)" in text
     assert f"|c_1|^2 = {norm} (exact)" in text
     assert "n: sigma^2 per product cell = count " in text
     assert "n at period 2: ±" in text
     assert "period 3: periods 1..3's rows" in text
     doc = json.loads(run_in_process("plan", work / "series.yaml", "--json").stdout)["series"]
     assert doc["method"] == "factorization"
-    assert doc["lattice"] == {"bits": 16, "column_norm_squared": norm}
+    assert doc["lattice"] == {"bits": 12, "column_norm_squared": norm}
     assert doc["levels"] is None
     assert doc["reads"]["3"] == [1, 2, 3]
 
