@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -18,8 +20,9 @@ import pytest
 from dpcli.core.accounting import Cap
 from dpcli.core.samplers import discrete_gaussian
 from dpcli.engine import aggregate
-from dpcli.errors import SpecError
+from dpcli.errors import SpecError, SpentThenFailed
 from dpcli.ledger import open_ledger
+from dpcli.ledger.base import piece_key
 from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.factorization import column_norm_squared, lattice, weights
 from dpcli.plan.series import make_series_plan
@@ -30,6 +33,7 @@ from dpcli.publish.writers import write_table
 from dpcli.run.series import expected_errors, release_period, tree_table
 from dpcli.run.series_products import exact_products
 from dpcli.specs.load import load_spec, parse_spec
+from tests.pg_server import PgServer, PgUnavailable
 from tests.run.test_series import ROWS
 
 SPEC = """\
@@ -233,3 +237,46 @@ def test_the_sidecar_names_the_method_and_the_products(work: Path) -> None:
     jsonschema.validate(meta, json.loads(SIDECAR_SCHEMA.read_text()))
     assert meta["series"]["method"] == "factorization"
     assert {"f1", "f2"} <= set(meta["series"]["pieces"])
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[PgServer]:
+    server = PgServer()
+    try:
+        server.start()
+    except PgUnavailable as exc:
+        server.stop()
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.postgres
+def test_a_factorised_series_on_postgresql(pg_server: PgServer, tmp_path: Path) -> None:
+    """Products stored and recorded on PostgreSQL: charged once, out of order, a re-run the same bytes, a recorded
+    product deleted by hand is exit 5 (never drawn again)."""
+    url = pg_server.create_schema()
+    text = SPEC.replace("DESIGN", "running_totals").replace("ledger: ledger.jsonl\n", "")
+    (tmp_path / "series.yaml").write_text(text)
+    (tmp_path / "admissions.csv").write_text("admitted,ward,stay\n" + "".join(f"{d},{w},{s}\n" for d, w, s in ROWS))
+    book = open_ledger(url)
+    book.set_cap("admissions", Cap(Fraction(10), Fraction(1, 10**5)), allow_raise=False)
+
+    def run(t: int, out: str) -> Any:
+        return release_period(tmp_path / "series.yaml", period=t, ledger=url, output=tmp_path / out, now=AFTER)
+
+    assert run(2, "p2.csv").charged
+    assert not run(1, "p1.csv").charged
+    assert run(2, "p2-again.csv").reused
+    assert (tmp_path / "p2-again.csv").read_bytes() == (tmp_path / "p2.csv").read_bytes()
+    records = open_ledger(url).records()
+    assert [r.type for r in records].count("spend") == 1
+    assert [p["id"] for r in records if r.type == "pieces" for p in r.get("pieces")] == ["f1", "f2"]
+    series_key = next(r for r in records if r.type == "spend").get("release_key")
+    with book._connection().cursor() as cur:
+        cur.execute("DELETE FROM dpcli_release_store WHERE release_id = %s", (piece_key(series_key, "f1"),))
+    book._connection().commit()
+    with pytest.raises(SpentThenFailed, match="recorded piece f1 is missing"):
+        run(3, "p3.csv")
