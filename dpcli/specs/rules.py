@@ -752,9 +752,9 @@ def _series(
 def _factorization_rules(raw: Loaded, stats: list[Statistic], privacy: Privacy, running: bool) -> None:
     """``method: factorization`` (docs/spec.md, "Series"): running totals only; Gaussian noise under zCDP (its
     sensitivity is an L2 norm: its L1 grows like sqrt(T)); add_remove only (under replace a row moving from period
-    s to s' changes the products by the difference of two columns of the lattice matrix, plus the statistic's own
-    replace change; this version does not compute that bound's maximum over the T^2 pairs); a horizon of at most
-    MAX_FACTORIZATION_PERIODS."""
+    s to s' changes the products by the difference of two columns of the lattice matrix: |c_1|^2 times the by:[period]
+    l2^2 bounds it, 1.24x too much for a plain count at T = 365, and the exact maximum per noise component is not
+    planned: docs/spec.md); a horizon of at most MAX_FACTORIZATION_PERIODS."""
     if not running:
         raise RuleError("series.method", "a running-totals method: only with design running_totals or both")
     if privacy.accounting != "zcdp":
