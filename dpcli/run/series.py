@@ -253,11 +253,12 @@ def release_period(
             say("header has every declared column and the period field")
             products = [t for t in map(product_period, missing) if t is not None]
             if products:  # a factorisation's products: each period's own rows aggregated once, then combined
+                if splan.blocks is None:
+                    raise InternalError("a factorisation's products need its plan")
                 blocks_plan = splan.blocks
                 work.exact.update(exact_products(products, series.periods, lambda s: aggregate(
-                    dataclasses.replace(blocks_plan, periods=frozenset({s})) if blocks_plan is not None else plan,
-                    src.path, input_format=ready.input_format, on_bytes=on_input_bytes,
-                    max_input_bytes=max_input_bytes)))
+                    dataclasses.replace(blocks_plan, periods=frozenset({s})), src.path,
+                    input_format=ready.input_format, on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)))
             for name in (p for p in missing if product_period(p) is None):  # from the rows of its own periods
                 work.exact[name] = aggregate(work.piece_plan(name), src.path, input_format=ready.input_format,
                                              on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)
