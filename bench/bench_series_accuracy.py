@@ -44,6 +44,8 @@ from fractions import Fraction
 import numpy as np
 
 from dpcli.core.samplers import discrete_gaussian, discrete_laplace
+from dpcli.plan.factorization import column_norm_squared
+from dpcli.plan.factorization import weights as product_weights
 from dpcli.plan.tree import (
     blocks_within,
     cover,
@@ -119,11 +121,22 @@ def factorisation_row(periods: int, bits: int | None) -> Row:
     return Row(name, noise * np.cumsum(f.reconstruct**2), noise * np.cumsum(inverse**2))
 
 
+def released_factorisation_row(periods: int) -> Row:
+    """``method: factorization`` as dpcli releases it (dpcli.plan.factorization: its exact lattice, rounded half up,
+    and its estimate weights), in the same units: sigma^2 times rho = |c_1|^2 / 2."""
+    noise = column_norm_squared(periods) / 2
+    pairs = [product_weights(periods, t) for t in range(1, periods + 1)]
+    return Row("factorisation as released (method: factorization)",
+               noise * np.array([float(total @ total) for _period, total in pairs]),
+               noise * np.array([float(period @ period) for period, _total in pairs]))
+
+
 def table(periods: int, mechanism: str, bits: int) -> list[Row]:
     h = levels(periods)
     if mechanism == "gaussian":
         # sigma^2 = 1 / (2 rho) for a period, h / (2 rho) for a block (rho / h each)
-        return [*tree_rows(periods, 0.5, h / 2), factorisation_row(periods, bits), factorisation_row(periods, None)]
+        return [*tree_rows(periods, 0.5, h / 2), factorisation_row(periods, bits), factorisation_row(periods, None),
+                released_factorisation_row(periods)]
     # a period's scale 1 / epsilon (variance 2 / epsilon^2), a block's h / epsilon
     return tree_rows(periods, 2.0, 2.0 * h * h)
 
@@ -201,11 +214,19 @@ def halfwidths(periods: int) -> None:
         "tree, cover sum": (np.ones(len(cover(periods))), Fraction(h) / (2 * rho), h / epsilon),
         "tree + Honaker (GLS)": (honaker, Fraction(h) / (2 * rho), h / epsilon),
     }
+    _, released = product_weights(periods, periods)
+    # Gaussian only: no Laplace scale (0), its Laplace cells print a dash
+    released_variance = Fraction(column_norm_squared(periods)) / (2 * rho)
+    designs["factorisation as released (Gaussian only)"] = (released, released_variance, Fraction(0))
     print(f"\n95% half-width of the running total at t = T = {periods} (rho = {rho}, epsilon = {epsilon})")
     print("| design | Gaussian: rigorous | 1.96 sd | Laplace: rigorous | 1.96 sd |")
     print("|---|---|---|---|---|")
     for design, (w, variance, scale) in designs.items():
         g_sd = math.sqrt(exact_noise_variance("discrete_gaussian", variance) * float(w @ w))
+        if not scale:
+            gaussian = linear_halfwidth(w, "discrete_gaussian", variance)
+            print(f"| {design} | {gaussian:.1f} | {1.96 * g_sd:.1f} | — | — |")
+            continue
         l_sd = math.sqrt(exact_noise_variance("discrete_laplace", scale) * float(w @ w))
         print(f"| {design} | {linear_halfwidth(w, 'discrete_gaussian', variance):.1f} | {1.96 * g_sd:.1f} |"
               f" {linear_halfwidth(w, 'discrete_laplace', scale):.1f} | {1.96 * l_sd:.1f} |")

@@ -87,3 +87,46 @@ def test_a_row_moved_between_periods_is_the_by_period_derivation() -> None:
     plan = make_plan(parse_spec(spec_text(privacy="unit: row, neighbours: replace, epsilon: 1",
                                           extra="series: {periods: 3, period: {column: d}}\n")))
     assert plan.statistics[0].components[0].sensitivity == 2
+
+
+@st.composite
+def factorized_cases(draw: st.DrawFn) -> tuple[str, list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """An add/remove neighbour of a factorised series (``method: factorization``: Gaussian, add_remove only)."""
+    stats = draw(st.lists(st.sampled_from(STATISTICS), min_size=1, max_size=3, unique=True))
+    text = spec_text({"k": "{type: category, categories: [a, b]}", "x": "{type: int, bounds: [-5, 10]}"},
+                     [s.replace("}", ", mechanism: gaussian}") for s in stats],
+                     privacy="unit: row, neighbours: add_remove, rho: 1",
+                     extra="series: {periods: 3, period: {column: d}, design: running_totals, "
+                           "method: factorization}\n")
+    rows = draw(st.lists(row, max_size=8))
+    return text, rows, [*rows, draw(row)]
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(factorized_cases())
+def test_one_record_changes_the_factorisations_products_by_at_most_their_sensitivity(
+    case: tuple[str, list[tuple[str, str, str]], list[tuple[str, str, str]]],
+) -> None:
+    """Every product (C x)_1..(C x)_T of both files: the squared L2 distance over them all is at most |c_1|^2 times
+    each component's per-row l2_squared, i.e. what the products' noise is drawn for (sigma^2 = that / (2 rho))."""
+    from dpcli.plan.series import make_series_plan
+    from dpcli.run.series_products import exact_products
+
+    text, rows, other = case
+    splan = make_series_plan(parse_spec(text))
+    plan = splan.blocks
+    assert plan is not None
+    assert splan.factorized
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = _write(Path(tmp) / "a.csv", rows), _write(Path(tmp) / "b.csv", other)
+        products = [exact_products([1, 2, 3], 3, lambda s, f=f: aggregate(  # type: ignore[misc]
+            dataclasses.replace(plan, periods=frozenset({s})), f)) for f in (a, b)]
+    for i, sp in enumerate(plan.statistics):
+        for comp in sp.components:
+            diff = np.concatenate([
+                np.asarray(products[0][f"f{t}"][i].part(comp.role), dtype=object)
+                - np.asarray(products[1][f"f{t}"][i].part(comp.role), dtype=object) for t in (1, 2, 3)
+            ])
+            l2_squared = sum(int(v) ** 2 for v in diff)
+            assert l2_squared <= splan.multiplicity * comp.l2_squared, (sp.statistic.name, comp.role, l2_squared)

@@ -448,13 +448,14 @@ def print_series(doc: dict[str, Any], out: TextIO) -> None:
     """A series' part of ``dpcli plan`` (dpcli.run.series.series_plan_doc)."""
     charge = doc["charge"]
     cost = f"ρ={charge['rho']}" if charge["rho"] != "0" else f"ε={charge['epsilon']}"
+    method = f" (method {doc['method']})" if doc.get("method") == "factorization" else ""
     if doc.get("charged") == "per_period":
-        lines = ["", f"series: {doc['periods']} periods, design {doc['design']}; each period charged {cost} to its "
-                 "own period's cap when first released (a cap that renews per declared period: a person present in k "
-                 "periods has k·ε)"]
+        lines = ["", f"series: {doc['periods']} periods, design {doc['design']}{method}; each period charged {cost} "
+                 "to its own period's cap when first released (a cap that renews per declared period: a person "
+                 "present in k periods has k·ε)"]
     else:
-        lines = ["", f"series: {doc['periods']} periods, design {doc['design']}; charged once, {cost}, when the "
-                 "first period is released (later periods spend nothing)"]
+        lines = ["", f"series: {doc['periods']} periods, design {doc['design']}{method}; charged once, {cost}, when "
+                 "the first period is released (later periods spend nothing)"]
     lines += [f"  {line}" for line in doc["derivation"]]
     if doc["errors"]:
         lines.append("  expected errors (± at the spec's confidence): period's own value / running total to date")

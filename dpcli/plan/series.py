@@ -10,8 +10,13 @@ derivation, which periods' rows the run of a period reads, and the expected erro
   block per level, so each block is drawn at 1/h of the running totals' budget (epsilon/h, rho/h), its derivation
   the same by:[period] one at each level (a count under replace: L1 2 per block, 2h over the tree).
 - both: the budget split by running_share.
+- ``method: factorization`` (running totals under Gaussian zCDP, add_remove): instead of the tree, one noisy
+  product per period, (C x)_t + z_t with C the square root of the all-ones lower-triangular matrix rounded onto an
+  integer lattice (dpcli.plan.factorization); a row changes the products by one column of C, so each product is
+  drawn at 1 / |c_1|^2 of the running totals' rho (|c_1|^2 the largest column's squared norm, an exact integer).
 
-A series' charge is its whole budget, once: the sum of the per-period plan's and h times the block plan's.
+A series' charge is its whole budget, once: the sum of the per-period plan's and h (or |c_1|^2) times the block
+plan's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from fractions import Fraction
 
 from dpcli.core.accounting import Budget, format_exact
 from dpcli.errors import InternalError, UsageError
+from dpcli.plan.factorization import BITS, column_norm_squared
 from dpcli.plan.model import Plan, make_plan
 from dpcli.plan.tree import Block, ending_at, levels
 from dpcli.specs.model import Series, Spec
@@ -42,7 +48,18 @@ class SeriesPlan:
     series: Series
     levels: int  # h = ceil(log2(T + 1))
     per_period: Plan | None  # each period's statistics (designs per_period and both)
-    blocks: Plan | None  # each block of the tree (designs running_totals and both)
+    blocks: Plan | None  # each block of the tree, or each product (designs running_totals and both)
+
+    @property
+    def factorized(self) -> bool:
+        """The running totals are the factorisation's products (``method: factorization``), not the tree's blocks."""
+        return self.series.running and self.series.method == "factorization"
+
+    @property
+    def multiplicity(self) -> int:
+        """How many shares of one draw the running totals' part makes: h blocks per row (the tree), or |c_1|^2
+        (the factorisation: each product's plan is at 1 / |c_1|^2 of the part)."""
+        return column_norm_squared(self.series.periods) if self.factorized else self.levels
 
     @property
     def charge(self) -> Budget:
@@ -51,8 +68,8 @@ class SeriesPlan:
         if self.per_period is not None:
             eps, rho, delta = self.per_period.epsilon, self.per_period.rho, self.per_period.selection_delta
         if self.blocks is not None:
-            eps += self.levels * self.blocks.epsilon
-            rho += self.levels * self.blocks.rho
+            eps += self.multiplicity * self.blocks.epsilon
+            rho += self.multiplicity * self.blocks.rho
         return Budget(eps, rho, delta)
 
     @property
@@ -86,7 +103,19 @@ class SeriesPlan:
                 out.append(f"per-period values: each period from its own rows at {part}, "
                            "charged once for all T periods (parallel composition; on a dataset whose cap renews per "
                            "declared period, once to each period's cap: a person present in k periods has k·ε)")
-        if self.blocks is not None:
+        if self.blocks is not None and self.factorized:
+            share = Fraction(1) if self.per_period is None else (s.running_share or Fraction(0))
+            norm = self.multiplicity
+            out.append(f"running totals: the square-root factorisation on the lattice C = round(2^{BITS} L) (L the "
+                       "square root of the all-ones lower-triangular matrix, coefficients of (1 - x)^(-1/2)); one "
+                       "noisy product per period, (C x)_t + z_t, from the rows of periods 1..t")
+            out.append(f"a row in period s changes the products by column s of C: the largest column's squared norm "
+                       f"|c_1|^2 = {norm} (exact), so each product is drawn at {format_exact(share)}/|c_1|^2 of the "
+                       f"rho: sigma^2 = |c_1|^2 Delta^2 / (2 rho_statistic), Delta the statistic's per-row L2")
+            for sp in self.blocks.statistics:
+                variances = ", ".join(f"{c.role} {format_exact(c.required_variance())}" for c in sp.components)
+                out.append(f"  {sp.statistic.name}: sigma^2 per product cell = {variances}")
+        elif self.blocks is not None:
             share = Fraction(1) if self.per_period is None else (s.running_share or Fraction(0))
             unit = "rho" if self.spec.privacy.accounting == "zcdp" else "epsilon"
             out.append(f"running totals: a binary tree of dyadic blocks, h = ceil(log2(T + 1)) = {self.levels} levels; "
@@ -103,10 +132,13 @@ class SeriesPlan:
 
 
 def periods_read(series: Series, t: int) -> list[int]:
-    """The periods whose rows the run of period t reads when periods come in order: its own (per_period), and the
-    periods of the tree's blocks that end at t (each drawn from every row of its periods)."""
+    """The periods whose rows the run of period t reads when periods come in order: its own (per_period), the
+    periods of the tree's blocks that end at t (each drawn from every row of its periods), or every period 1..t (the
+    factorisation's product t weighs them all)."""
     first = t
-    if series.running:
+    if series.running and series.method == "factorization":
+        first = 1
+    elif series.running:
         blocks: list[Block] = ending_at(t)
         first = min(b.first for b in blocks)
     return list(range(first, t + 1))
@@ -132,8 +164,13 @@ def make_series_plan(spec: Spec) -> SeriesPlan:
     if series.design == "per_period":
         per_period = make_plan(spec)
     elif series.design == "running_totals":
-        blocks = make_plan(spec, Fraction(1, h))
+        blocks = make_plan(spec, Fraction(1, _draws(series, h)))
     else:
         per_period = make_plan(spec, 1 - share)
-        blocks = make_plan(spec, share / h)
+        blocks = make_plan(spec, share / _draws(series, h))
     return SeriesPlan(spec, series, h, per_period, blocks)
+
+
+def _draws(series: Series, h: int) -> int:
+    """What one draw of the running totals gets of their part: 1/h (a tree's block) or 1/|c_1|^2 (a product)."""
+    return column_norm_squared(series.periods) if series.method == "factorization" else h

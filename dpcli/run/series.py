@@ -39,10 +39,13 @@ from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Purchase, Recor
 from dpcli.ledger.base import period_key, recorded_pieces
 from dpcli.mechanisms.noise import draw_noise
 from dpcli.mechanisms.noisy import Noisy, decode_noisy, encode_noisy
+from dpcli.plan.factorization import BITS as FACTORIZATION_BITS
+from dpcli.plan.factorization import weights as product_estimate_weights
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan, check_series_runnable, make_series_plan
 from dpcli.plan.tree import Block as TreeBlock
 from dpcli.plan.tree import blocks_within, exact_noise_variance, tree_weights
+from dpcli.postprocess.factorization import estimate_products
 from dpcli.postprocess.series import estimate_tree, linear_halfwidth, monotone_to_date, sum_periods
 from dpcli.postprocess.values import MEAN_DIGITS_BELOW_PRECISION
 from dpcli.publish.columns import Ints, LazyColumn, Texts
@@ -52,6 +55,7 @@ from dpcli.publish.table import Block, Table, build_table
 from dpcli.run.paid import Paid, PaidRun, Unpaid
 from dpcli.run.prepare import prepare
 from dpcli.run.release import Pages, Release, write_outputs
+from dpcli.run.series_products import exact_products, product_name, product_period
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.load import load_spec
 from dpcli.specs.meaning import canonical, release_meaning
@@ -147,7 +151,10 @@ def expected_errors(splan: SeriesPlan, t: int) -> list[PeriodError]:
             total = linear_halfwidth(np.ones(t), comp.mechanism, _parameter(sp, 0), confidence) * unit
         else:
             block = splan.blocks.statistics[i]
-            _blocks, period_weights, to_date_weights = tree_weights(t)
+            if splan.factorized:
+                period_weights, to_date_weights = product_estimate_weights(splan.series.periods, t)
+            else:
+                _blocks, period_weights, to_date_weights = tree_weights(t)
             mechanism, parameter = block.components[0].mechanism, _parameter(block, 0)
             total = linear_halfwidth(to_date_weights, mechanism, parameter, confidence) * unit
             value = (comp.halfwidth(confidence) * unit if splan.per_period is not None
@@ -167,7 +174,11 @@ def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
         "design": series.design,
         "period_rule": {"column": series.period.column, "start": series.period.start,
                         "every_seconds": series.period.every},
-        "levels": splan.levels if splan.blocks is not None else None,
+        "method": series.method if series.running else None,
+        "levels": splan.levels if splan.blocks is not None and not splan.factorized else None,
+        # the factorisation's lattice C = round(2^bits L) and its largest column's squared norm (the sensitivity)
+        "lattice": ({"bits": FACTORIZATION_BITS, "column_norm_squared": splan.multiplicity} if splan.factorized
+                    else None),
         "charge": {"epsilon": format_exact(splan.charge.epsilon), "rho": format_exact(splan.charge.rho)},
         # once for the series; per_period: to each period's own cap (a renewing cap, which a person unit needs;
         # `dpcli plan --ledger` says so of any series on a renewing-cap dataset)
@@ -270,7 +281,15 @@ def release_period(
                 say("input spooled")
             check_input(spec, src.path, ready.input_format)
             say("header has every declared column and the period field")
-            for name in missing:  # each piece from the rows of its own periods (the engine filters them)
+            products = [t for t in map(product_period, missing) if t is not None]
+            if products:  # a factorisation's products: each period's own rows aggregated once, then combined
+                if splan.blocks is None:
+                    raise InternalError("a factorisation's products need its plan")
+                blocks_plan = splan.blocks
+                work.exact.update(exact_products(products, series.periods, lambda s: aggregate(
+                    dataclasses.replace(blocks_plan, periods=frozenset({s})), src.path,
+                    input_format=ready.input_format, on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)))
+            for name in (p for p in missing if product_period(p) is None):  # from the rows of its own periods
                 work.exact[name] = aggregate(work.piece_plan(name), src.path, input_format=ready.input_format,
                                              on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)
             say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
@@ -331,6 +350,8 @@ class _PeriodWork:
         the tree inside [1, t] (``b<level>.<index>``)."""
         series = self.splan.series
         own = [f"p{self.period}"] if series.per_period else []
+        if self.splan.factorized:  # the factorisation's products of periods 1..t
+            return own + [product_name(s) for s in range(1, self.period + 1)]
         return own + ([b.key for b in blocks_within(self.period)] if series.running else [])
 
     def piece_plan(self, name: str) -> Plan:
@@ -340,6 +361,9 @@ class _PeriodWork:
             if self.splan.per_period is None:
                 raise InternalError(f"piece {name} of a series without per-period values")
             return dataclasses.replace(self.splan.per_period, periods=frozenset({int(name[1:])}))
+        product = product_period(name)
+        if product is not None and self.splan.blocks is not None:  # noise only: its exact values are combined
+            return dataclasses.replace(self.splan.blocks, periods=frozenset(range(1, product + 1)))
         block = _block(name)
         if self.splan.blocks is None:
             raise InternalError(f"piece {name} of a series without a tree")
@@ -431,7 +455,8 @@ class _PeriodWork:
         series = self.splan.series
         if series.running:
             own = piece(f"p{t}") if series.per_period else None
-            blocks = {b: piece(b.key) for b in blocks_within(t)}
+            blocks: Pieces = ([piece(product_name(s)) for s in range(1, t + 1)] if self.splan.factorized
+                              else {b: piece(b.key) for b in blocks_within(t)})
             return tree_table(self.splan, t, blocks, own), self.wanted
         earlier = range(1, t)
         to_date = [piece(f"p{s}") for s in earlier] if all(f"p{s}" in known for s in earlier) else None
@@ -535,6 +560,7 @@ def series_metadata(splan: SeriesPlan, t: int, charge: Record, done: Record | No
     return {
         "periods": series.periods,
         "design": series.design,
+        **({"method": series.method} if series.running else {}),
         "period": t,
         "period_rule": {"column": rule.column, "start": rule.start, "every_seconds": rule.every},
         "charge": {"record": charge.seq, "epsilon": str(charge.get("epsilon")), "rho": charge.get("rho", "0")},
@@ -667,24 +693,37 @@ def _block(name: str) -> TreeBlock:
     return TreeBlock(int(level), int(index))
 
 
-def tree_table(splan: SeriesPlan, t: int, blocks: Mapping[TreeBlock, list[Noisy]], own: list[Noisy] | None) -> Table:
+# the running totals' noisy state at t: the tree's blocks inside [1, t], or the factorisation's products 1..t
+Pieces = Mapping[TreeBlock, list[Noisy]] | list[list[Noisy]]
+
+
+def _parts(blocks: Pieces, i: int, role: str) -> Mapping[TreeBlock, np.ndarray] | list[np.ndarray]:
+    """One noise part of statistic i in every piece."""
+    if isinstance(blocks, list):
+        return [_part(getattr(n[i], role)) for n in blocks]
+    return {b: _part(getattr(n[i], role)) for b, n in blocks.items()}
+
+
+def tree_table(splan: SeriesPlan, t: int, blocks: Pieces, own: list[Noisy] | None) -> Table:
     """Period t's table from the tree's noisy blocks inside [1, t] (Honaker's estimates, dpcli.postprocess.series)
-    and, under design both, the period's own piece: each statistic's period value (``span`` ``period``: the
-    per-period release's, else the tree's estimate) and its running total to date (``span`` ``to_date``: the tree's),
+    or the factorisation's products 1..t (dpcli.postprocess.factorization), and, under design both, the period's
+    own piece: each statistic's period value (``span`` ``period``: the per-period release's, else the estimate)
+    and its running total to date (``span`` ``to_date``: the estimate),
     each interval a rigorous tail bound of the estimate's combination of exact noises at the spec's confidence.
     Counts are rounded to whole numbers and sums to their grid, the intervals outwards (post-processing)."""
     plan = splan.blocks
     if plan is None:
         raise InternalError("a tree's table needs the tree")
     confidence = float(plan.confidence)
-    template = build_table(plan, blocks[TreeBlock(0, t - 1)])  # the labels and layout of one draw of the statistics
-    levels = splan.levels
+    # the labels and layout of one draw of the statistics
+    template = build_table(plan, blocks[-1] if isinstance(blocks, list) else blocks[TreeBlock(0, t - 1)])
+    levels = splan.multiplicity
     own_blocks = None
     if own is not None and splan.per_period is not None:
         own_blocks = build_table(dataclasses.replace(splan.per_period, periods=frozenset({t})), own).blocks
     period_rows, total_rows = [], []
     for i, (sp, block) in enumerate(zip(plan.statistics, template.blocks, strict=True)):
-        # each block's share, times h: the statistic's share of the running totals' budget
+        # each block's share, times h (a product's, times |c_1|^2): the statistic's share of the running totals' budget
         whole = None if block.epsilon is None else block.epsilon * levels
         shown = dataclasses.replace(block, epsilon=whole, rho=None if block.rho is None else block.rho * levels)
         period, total = _tree_columns(plan, sp, i, blocks, t, confidence)
@@ -700,14 +739,14 @@ def tree_table(splan: SeriesPlan, t: int, blocks: Mapping[TreeBlock, list[Noisy]
 
 
 def _tree_columns(
-    plan: Plan, sp: StatisticPlan, i: int, blocks: Mapping[TreeBlock, list[Noisy]], t: int, confidence: float,
+    plan: Plan, sp: StatisticPlan, i: int, blocks: Pieces, t: int, confidence: float,
 ) -> tuple[tuple[Texts, Texts, Texts], tuple[Texts, Texts, Texts]]:
     """A linear statistic's (value, ci_low, ci_high) texts for period t's own value and its running total."""
     meaning = KINDS[sp.statistic.kind].value
     if meaning is Value.MEAN:
         part = (1 + confidence) / 2
-        sums = _estimate(sp, 0, {b: _part(n[i].sums) for b, n in blocks.items()}, t, part)
-        counts = _estimate(sp, 1, {b: _part(n[i].counts) for b, n in blocks.items()}, t, part)
+        sums = _estimate(sp, 0, _parts(blocks, i, "sums"), t, part)
+        counts = _estimate(sp, 1, _parts(blocks, i, "counts"), t, part)
         out = []
         for which in (0, 1):  # the period's value, then the running total
             (s, ks), (n, kc) = sums[which], counts[which]
@@ -716,7 +755,7 @@ def _tree_columns(
         return (out[0][0], out[0][1], out[0][2]), (out[1][0], out[1][1], out[1][2])
     comp = sp.components[0]
     role = "sums" if meaning is Value.SUM else "counts"
-    estimates = _estimate(sp, 0, {b: _part(getattr(n[i], role)) for b, n in blocks.items()}, t, confidence)
+    estimates = _estimate(sp, 0, _parts(blocks, i, role), t, confidence)
     columns = []
     for values, k in estimates:
         unit = comp.unit
@@ -733,11 +772,21 @@ def _tree_columns(
 
 
 def _estimate(
-    sp: StatisticPlan, index: int, noisy: Mapping[TreeBlock, np.ndarray], t: int, confidence: float,
+    sp: StatisticPlan, index: int, noisy: Mapping[TreeBlock, np.ndarray] | list[np.ndarray], t: int,
+    confidence: float,
 ) -> list[tuple[np.ndarray, float]]:
-    """The tree's estimates of one noise part at t, each with its half-width: [(period, k), (to_date, k)]."""
+    """The tree's (or the factorisation's) estimates of one noise part at t, each with its half-width:
+    [(period, k), (to_date, k)]."""
     comp = sp.components[index]
     parameter = _parameter(sp, index)
+    if isinstance(noisy, list):
+        products = estimate_products(noisy)
+        return [
+            (products.period, linear_halfwidth(products.period_weights, comp.mechanism, parameter, confidence)
+             + float(products.period_margin.max(initial=0.0))),
+            (products.to_date, linear_halfwidth(products.to_date_weights, comp.mechanism, parameter, confidence)
+             + float(products.to_date_margin.max(initial=0.0))),
+        ]
     estimate = estimate_tree(noisy, t, exact_noise_variance(comp.mechanism, parameter))
     return [
         (estimate.period, linear_halfwidth(estimate.period_weights, comp.mechanism, parameter, confidence)),

@@ -327,6 +327,7 @@ class Series:
     design: str = "per_period"  # "per_period" | "running_totals" | "both"
     running_share: Fraction | None = None  # design both: the running totals' share of the series' budget
     monotone: bool = False  # running totals of counts projected non-decreasing (post-processing)
+    method: str = "tree"  # the running totals' mechanism: "tree" (dyadic blocks) | "factorization" (Gaussian only)
 
     @property
     def per_period(self) -> bool:

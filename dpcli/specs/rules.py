@@ -58,6 +58,7 @@ from dpcli.specs.v1 import (
     FLAG_COLUMN,
     MAX_CANDIDATES,
     MAX_CELLS,
+    MAX_FACTORIZATION_PERIODS,
     PERIOD_COLUMN,
     POSTPROCESS,
     PRIVACY,
@@ -739,9 +740,36 @@ def _series(
     if share is not None and design != "both":
         raise RuleError("series.running_share", "only with design both (the running totals' share of the budget)")
     monotone = raw.get("monotone") == "true"
+    method = raw.get("method", "tree")
+    if method == "factorization":
+        _factorization_rules(raw, stats, privacy, running)
     rule = PeriodRule(field, period.get("start"), period.get("every"))
     return Series(raw["periods"], rule, design, share if share is not None or design != "both" else Fraction(1, 2),
-                  monotone)
+                  monotone, method)
+
+
+def _factorization_rules(raw: Loaded, stats: list[Statistic], privacy: Privacy, running: bool) -> None:
+    """``method: factorization`` (docs/spec.md, "Series"): running totals only; Gaussian noise under zCDP (its
+    sensitivity is an L2 norm: its L1 grows like sqrt(T)); add_remove only (under replace a row moving from period
+    s to s' changes the products by the difference of two columns of the lattice matrix: |c_1|^2 times the by:[period]
+    l2^2 bounds it, 1.24x too much for a plain count at T = 365, and the exact maximum per noise component is not
+    planned: docs/spec.md); a horizon of at most MAX_FACTORIZATION_PERIODS."""
+    if not running:
+        raise RuleError("series.method", "a running-totals method: only with design running_totals or both")
+    if privacy.accounting != "zcdp":
+        raise RuleError("series.method", "factorization adds Gaussian noise (its sensitivity is an L2 norm, its L1 "
+                        "grows like sqrt(T)): give privacy a rho (zCDP), or use method tree")
+    for i, s in enumerate(stats):
+        if s.mechanism != "gaussian":
+            raise RuleError(f"statistics[{i}].mechanism", "series method factorization draws Gaussian noise only: "
+                            "use mechanism gaussian, or method tree")
+    if privacy.neighbours == "replace":
+        raise RuleError("series.method", "factorization is offered under add_remove only: under replace a row "
+                        "moving between periods changes the products by the difference of two lattice columns, a "
+                        "bound this version does not compute; use method tree (its replace bound is exact)")
+    if raw["periods"] > MAX_FACTORIZATION_PERIODS:
+        raise RuleError("series.periods", f"at most {MAX_FACTORIZATION_PERIODS} periods with method factorization "
+                        "(its run at period t aggregates each of periods 1..t): use method tree")
 
 
 def _raise(exc: SpecError) -> None:

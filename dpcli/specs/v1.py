@@ -382,6 +382,10 @@ class UnitField:
 # `series:` (issue 26): a public horizon of T periods released under one charge (docs/spec.md, "Series")
 MAX_PERIODS = 100_000
 SERIES_DESIGNS = ("per_period", "running_totals", "both")
+SERIES_METHODS = ("tree", "factorization")
+# method factorization: its estimates weigh every product drawn so far (O(T^2) weights), and the run of period t
+# aggregates each of periods 1..t: a horizon beyond this is refused (the tree serves any T)
+MAX_FACTORIZATION_PERIODS = 10_000
 EVERY_UNITS = {"minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 _EVERY = re.compile(r"\s*([1-9][0-9]{0,5})\s+(minute|hour|day|week)s?\s*")
 _START = re.compile(
@@ -461,6 +465,10 @@ SERIES = Section(
         "running_share": Number(Fraction(0), Fraction(99, 100), low_open=True, range_name="running share"),
         "monotone": Choice(BOOL_KEYS, "'{value}' is not a boolean (true or false)", boolean=True,
                            description="running totals of counts projected non-decreasing (post-processing)"),
+        "method": Choice(SERIES_METHODS, "'{value}' is not a running-totals method (one of: {choices})",
+                         description="the running totals' mechanism: tree (default: dyadic blocks, Honaker's "
+                                     "estimates) or factorization (Gaussian zCDP, add_remove: the square-root "
+                                     "factorisation on an integer lattice)"),
     },
     required=("periods", "period"),
     description="a series: T periods released under one charge (docs/spec.md, Series)",
