@@ -26,7 +26,6 @@ from dpcli.plan.tree import blocks_within
 from dpcli.publish.writers import write_table
 from dpcli.run.prepare import prepare
 from dpcli.run.series import SERIES_RELEASE_ID, release_period, tree_table
-from dpcli.run.series_input import SeriesInput
 from dpcli.specs.load import load_spec
 from tests.helpers import run_in_process
 
@@ -80,6 +79,8 @@ def test_a_tree_reads_each_needed_period_file_and_rows_count_by_their_own_field(
     """Period 2 of a tree, first: its pieces b0.0, b0.1, b1.0 need periods 1 and 2, so the run reads both files. The
     period-2 row in file 1 counts in period 2, the period-1 row in file 2 in period 1, the period-3 row in file 1
     nowhere (period 3 is not needed); the exact tables of period 2 match plain sums over each period's rows."""
+    from dpcli.run.series_input import SeriesInput
+
     work = _work(tmp_path, "running_totals")
     spec = load_spec(work / "series.yaml")
     splan = make_series_plan(spec)
