@@ -183,3 +183,15 @@ def test_plan_lists_each_runs_files_check_accepts_the_template_and_verbose_names
     assert run.returncode == 0, run.stderr
     assert "period 1's file: " in run.stderr.decode()
     assert "adm-2027-01-01.csv" in run.stderr.decode()
+
+
+def test_the_output_may_not_be_a_period_file(tmp_path: Path) -> None:
+    from dpcli.errors import UsageError
+
+    work = _work(tmp_path, "per_period")
+    target = work / "data" / "adm-2027-01-02.csv"
+    before = target.read_bytes()
+    with pytest.raises(UsageError, match="input"):
+        release_period(work / "series.yaml", period=2, output=target, now=AFTER)
+    assert target.read_bytes() == before
+    assert _types(work) == ["cap"]
