@@ -177,7 +177,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "statistics": {"type": "array", "items": {"type": "object"}},
         "columns": {"type": "array", "items": {"type": "object"}, "description": "a randomize spec's plan"},
         "series": {"type": "object", "description": "a series: its charge, horizon, design, derivation, errors at "
-                   "chosen periods and the periods each run reads"},
+                   "chosen periods and the periods (with an input template, the files) each run reads"},
     }),
     "audit": _document("audit", ["dataset"], {
         "dataset": {"type": "string"}, "ok": {"type": "boolean"},

@@ -466,4 +466,8 @@ def print_series(doc: dict[str, Any], out: TextIO) -> None:
         span = str(periods[0]) if len(periods) == 1 else f"{periods[0]}..{periods[-1]}"
         lines.append(f"    period {t}: period {span}'s rows" if len(periods) == 1 else
                      f"    period {t}: periods {span}'s rows")
+        files = (doc.get("files") or {}).get(t)
+        if files:  # an input template: the files that run opens
+            lines.append(f"      file {files[0]}" if len(files) == 1 else
+                         f"      {len(files)} files: {files[0]} .. {files[-1]}")
     out.write("\n".join(lines) + "\n")

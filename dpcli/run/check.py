@@ -16,6 +16,7 @@ from pathlib import Path
 from dpcli.errors import BudgetRefused, DpcliError, LedgerError
 from dpcli.ledger import open_ledger, resolve_ledger
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
+from dpcli.run.series_input import uses_template
 from dpcli.specs.load import spec_errors
 from dpcli.specs.randomize import is_randomize_spec
 
@@ -121,7 +122,10 @@ def _check_release(
             return CheckResult(path, (exc, other))
     except DpcliError as exc:  # the plan, the options, the paths, the pin: nothing after them is checked
         return CheckResult(path, (exc,))
-    if ready.source is not None:  # standard input, or a URL that only Spark reads, is not checked
+    # standard input, a URL that only Spark reads, and a series' per-period template (each run checks the files of
+    # the periods it reads: dpcli.run.series_input) are not checked
+    template = uses_template(ready.spec, input)
+    if ready.source is not None and not template:
         try:
             check_input(ready.spec, ready.source, ready.input_format)
         except DpcliError as exc:
@@ -131,7 +135,7 @@ def _check_release(
     plan = ready.plan
     return CheckResult(
         path, (), statistics=len(plan.statistics), size=ready.cost.text(), cost=plan.cost_text(),
-        input_checked=None if ready.source is None else str(ready.source),
+        input_checked=None if ready.source is None or template else str(ready.source),
         ledger=None if ready.ledger is None else ready.ledger.name,
         release_id=ready.release_id if ready.named else None,
         paid_record=None if ready.paid is None else ready.paid.seq,

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from dpcli.core.accounting import format_exact
-from dpcli.engine import ExactStatistic, aggregate, check_input
-from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile
+from dpcli.engine import ExactStatistic
+from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES
 from dpcli.errors import InternalError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Delivery, Ledger, Purchase, Record
 from dpcli.ledger.base import period_key, recorded_pieces
@@ -55,6 +55,7 @@ from dpcli.publish.table import Block, Table, build_table
 from dpcli.run.paid import Paid, PaidRun, Unpaid
 from dpcli.run.prepare import prepare
 from dpcli.run.release import Pages, Release, write_outputs
+from dpcli.run.series_input import SeriesInput, needed_periods, period_files
 from dpcli.run.series_products import exact_products, product_name, product_period
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.load import load_spec
@@ -166,7 +167,7 @@ def expected_errors(splan: SeriesPlan, t: int) -> list[PeriodError]:
 def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
     """``dpcli plan``'s series section: the charge, horizon, design, derivation, errors at chosen periods, and which
     periods' rows each run reads (when periods come in order)."""
-    series = splan.series
+    series, spec = splan.series, splan.spec
     shown = sorted({t for t in at if 1 <= t <= series.periods})
     reads = sorted({*range(1, min(series.periods, 8) + 1), series.periods})
     return {
@@ -187,6 +188,9 @@ def series_plan_doc(splan: SeriesPlan, at: list[int]) -> dict[str, Any]:
         "errors": [{"statistic": e.statistic, "period": e.period, "value": e.value, "to_date": e.to_date}
                    for t in shown for e in expected_errors(splan, t)],
         "reads": {str(t): splan.reads(t) for t in reads},
+        # an input template: the files those runs open (dpcli.run.series_input); else the one input has every row
+        "files": None if spec.input_template is None else {
+            str(t): [str(path) for _, path in period_files(spec, splan.reads(t))] for t in reads},
     }
 
 
@@ -276,22 +280,18 @@ def release_period(
     known = recorded_pieces(ready.records, series_key) if charge is not None else {}
     missing = [p for p in work.wanted if p not in known]
     if missing:
-        with InputFile(ready.source, ready.input_timeout, max_input_bytes, on_input_bytes) as src:
-            if src.spooled:
-                say("input spooled")
-            check_input(spec, src.path, ready.input_format)
-            say("header has every declared column and the period field")
+        plans = {name: work.piece_plan(name) for name in missing}
+        # the one input, or the template's file of every period the pieces need (dpcli.run.series_input)
+        with SeriesInput(ready, input, needed_periods(plans.values()), max_input_bytes, on_input_bytes, say) as rows:
             products = [t for t in map(product_period, missing) if t is not None]
             if products:  # a factorisation's products: each period's own rows aggregated once, then combined
                 if splan.blocks is None:
                     raise InternalError("a factorisation's products need its plan")
                 blocks_plan = splan.blocks
-                work.exact.update(exact_products(products, series.periods, lambda s: aggregate(
-                    dataclasses.replace(blocks_plan, periods=frozenset({s})), src.path,
-                    input_format=ready.input_format, on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)))
+                work.exact.update(exact_products(products, series.periods, lambda s: rows.aggregate(
+                    dataclasses.replace(blocks_plan, periods=frozenset({s})))))
             for name in (p for p in missing if product_period(p) is None):  # from the rows of its own periods
-                work.exact[name] = aggregate(work.piece_plan(name), src.path, input_format=ready.input_format,
-                                             on_bytes=on_input_bytes, max_input_bytes=max_input_bytes)
+                work.exact[name] = rows.aggregate(plans[name])
             say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
     work.pages.open()  # an existing summary file opened before the spend: refused there, nothing is spent
     if charge is None:

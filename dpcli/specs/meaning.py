@@ -29,6 +29,7 @@ __all__ = ["meaning_sha256", "randomize_meaning", "release_meaning"]
 # spec that differs in it is refused, never given a table paid for another question.
 _NOT_MEANING = frozenset({
     "input", "output", "ledger", "source", "sha256", "csv", "quoted_line_breaks", "input_format", "engine", "name",
+    "input_template",  # where a series' per-period files are
     "expected_rows",  # planning only (dpcli.plan.what_if)
 })
 # A statistic's fields that only planning reads (dpcli.plan.what_if): they change no mechanism and no output

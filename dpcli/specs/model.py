@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from dpcli.errors import InternalError
+from dpcli.specs.input_template import InputTemplate
 from dpcli.specs.kinds import KINDS
 from dpcli.specs.v1 import PERIOD_COLUMN, QUANTILE_COLUMN
 
@@ -397,6 +398,8 @@ class Spec:
     # and name: dpcli.ledger.base.rerun_key)
     name: str | None = None
     series: Series | None = None  # `series:` (issue 26): periods released under one charge
+    # `input:` naming one file per period of the series ({date}, {period}); `input` is then its text as a path
+    input_template: InputTemplate | None = None
 
     @property
     def id_column(self) -> str | None:

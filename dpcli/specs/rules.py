@@ -19,6 +19,7 @@ from dpcli.core.locations import is_ledger_url, is_url
 from dpcli.errors import SpecError
 from dpcli.specs.fields import MAX_TOTAL_DIGITS, OPEN, Loaded, Name, RuleError, list_value, undeclared
 from dpcli.specs.grid import candidate_grid, quantile_bins
+from dpcli.specs.input_template import DATE, InputTemplate, date_refusal, is_template
 from dpcli.specs.kinds import KINDS, ColumnNeed
 from dpcli.specs.model import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -663,6 +664,9 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         return p if is_url(p) else path_field("input")
 
     ledger = fields.get("ledger")
+    template = out.attempt(_input_template, fields.get("input"), series, base)
+    if out.count():
+        return None
 
     return Spec(
         version=fields["version"],
@@ -692,7 +696,32 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         postprocess=MappingProxyType(postprocess or {}),
         name=fields.get("name"),
         series=series,
+        input_template=template,
     )
+
+
+def _input_template(text: str | None, series: Series | None, base: Path) -> InputTemplate | None:
+    """``input:`` naming one file per period (dpcli.specs.input_template): a series' only, local, and ``{date}``
+    only where it names each period's first hour or day; None for a plain path, ``-`` or a URL without one."""
+    if text is None or not is_template(text):
+        return None
+    if is_url(text):
+        raise RuleError("input", "a template ({date}, {period}) names local files that dpcli opens itself, one per "
+                        "period: not a URL")
+    if series is None:
+        raise RuleError("input", "a template ({date}, {period}) names one file per period of a series: this spec has "
+                        "no series: (give one file)")
+    if series.method == "factorization":
+        # every product reads periods 1..t and each period's rows may be in any file: t runs over t files each
+        raise RuleError("input", "a template ({date}, {period}) is not read by method factorization: its run at "
+                        "period t aggregates each period 1..t, and each would scan every one of the t files; give one "
+                        "cumulative file (input:, or --input)")
+    rule = series.period
+    if DATE in text:
+        refusal = date_refusal(None if rule.indexed else rule.start_time(), rule.every)
+        if refusal is not None:
+            raise RuleError("input", refusal)
+    return InputTemplate(base, text)
 
 
 def _series(

@@ -564,7 +564,8 @@ TOP = Section(
             description="names this spec among several on one dataset sharing a release id: a release id is paid "
             "once per dataset and name",
         ),
-        "input": PathText("CSV path relative to this file, or -"),
+        "input": PathText("CSV path relative to this file, or -; a series' may name one file per period: "
+                          "data/{date}.csv, data/{period}.csv"),
         "output": PathText("output path relative to this file, or -"),
         "ledger": Ledger("ledger path relative to this file"),
         "input_format": Choice(
