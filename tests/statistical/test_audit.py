@@ -339,7 +339,8 @@ def only(plan: Plan, names: tuple[str, ...]) -> Plan:
     return dataclasses.replace(plan, statistics=tuple(sp for sp in plan.statistics if sp.statistic.name in names))
 
 
-@pytest.mark.slow  # statistical, ~1 s (its replace twin stays in make test): make test-slow (issue 28: the default suite's budget)
+# statistical, ~1 s (its replace twin stays in make test): make test-slow (issue 28: the default suite's budget)
+@pytest.mark.slow
 def test_halved_laplace_scales_are_flagged_add_remove():
     names = ("n", "total_income", "mean_hours")
     broken = scaled_laplace(only(pure("add_remove"), names), names, Fraction(1, 2))
