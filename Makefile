@@ -108,6 +108,7 @@ bench: venv
 	$(BIN)/python bench/bench_samplers.py
 	$(BIN)/python bench/bench_cells.py
 	$(BIN)/python bench/bench_plan.py
+	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_series_accuracy.py
 	$(BIN)/python bench/bench_opendp.py
 	$(BIN)/python bench/bench_person_floor.py

@@ -7,9 +7,12 @@ settings, before any thread starts (dpcli/core/resources.py).
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 from dpcli.core import signals
+from dpcli.core.version import __version__
 from dpcli.errors import Interrupted
 
 
@@ -17,6 +20,9 @@ def main() -> None:
     signals.install()
     warnings.simplefilter("ignore")  # no warning's source line on stderr (dpcli.cli.app._quiet_warnings says why)
     try:
+        if sys.argv[1:] == ["--version"] and _version_written():
+            signals.finish(last=True)
+            return
         from dpcli.core import resources
 
         resources.set_allocators()
@@ -24,6 +30,17 @@ def main() -> None:
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted_while_starting(exc)
     run()
+
+
+def _version_written() -> bool:
+    """``dpcli --version`` alone, the one answer that needs no command line: written here, before typer and the
+    commands are loaded (docs/benchmarks.md, "Start-up"). One unbuffered write of a short line: where it cannot be
+    made (standard output closed, full, a closed pipe) nothing was written, and the command line answers as before."""
+    try:
+        os.write(1, f"dpcli {__version__}\n".encode())
+    except OSError:
+        return False
+    return True
 
 
 def _interrupted_while_starting(exc: BaseException) -> None:

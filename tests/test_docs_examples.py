@@ -62,6 +62,8 @@ NOT_RUN = {
     "python3 -m venv .venv && .venv/bin/pip install ./dist/dpcli-0.3.0-py3-none-any.whl": INSTALL,
     "bash bench/opendp_venv.sh": "a benchmark in a venv of its own, with OpenDP installed from PyPI",
     ".venv/bin/python -m pytest tests/cli -q": "part of this suite",
+    '/usr/bin/time -v .venv/bin/python -m pytest -q -p no:xdist --durations=0 -m "not slow and not spark and not '
+    'postgres"': "the suite itself, serially (docs/benchmarks.md measures it)",
 }
 NO_OP = {". .venv/bin/activate"}
 GENERATED_HELP = {"cli.md"}

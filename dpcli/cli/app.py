@@ -477,7 +477,8 @@ def plan(
         else:
             sys.stdout.write(render_plan.randomize_plan_text(randomize_plan))
         return
-    the_plan = prepare_spec(spec).plan  # every check of the spec alone that a release makes (exit 2)
+    # every check of the spec alone that a release makes (exit 2), its labels built but not formatted (no polars)
+    the_plan = prepare_spec(spec, format_labels=False).plan
     if rows:
         from dpcli.plan.what_if import with_expected_rows
 

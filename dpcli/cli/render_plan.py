@@ -131,13 +131,14 @@ def selection_text(plan: Plan) -> list[str]:
 def frequency_rows(plan: Plan) -> list[dict[str, Any]]:
     """Per ``kind: frequency`` statistic: the randomization it reads and its estimate's error, from public numbers
     (k, ε) and the randomized file's row count n, which the plan does not know: the half-width is a factor × √n."""
-    from dpcli.mechanisms.randomized_response import CONFIDENCE, error_factor, keep_probability
-
     rows = []
     for sp in plan.statistics:
         stat = sp.statistic
         if not isinstance(stat, Frequency):
             continue
+        # here: its samplers' numpy only for a plan that has a frequency statistic
+        from dpcli.mechanisms.randomized_response import CONFIDENCE, error_factor, keep_probability
+
         epsilon = stat.randomized_epsilon
         rows.append({
             "statistic": stat.name, "kind": stat.kind, "column": stat.column, "cells": sp.cells,

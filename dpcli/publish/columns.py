@@ -9,14 +9,13 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-import numpy as np
-
 from dpcli.core.accounting import format_exact
 from dpcli.specs.model import GridBins
 
-# polars is imported inside the functions that format a column (when a table is written or stored): `dpcli budget
-# show` never pays for it
+# polars and numpy are imported inside the functions that format a column (when a table is written or stored):
+# `dpcli budget show` never pays for them, nor `dpcli plan`, which builds the label columns without formatting them
 if TYPE_CHECKING:
+    import numpy as np
     import polars as pl
 
 # A bin's label '[lo..hi)': never a comma, quote or line break, so it needs no quoting (dpcli 0.2: '[lo, hi)')
@@ -169,6 +168,8 @@ class KeyLabels(LazyColumn):
         self.keys, self.inner, self.rows = tuple(keys), int(inner), int(rows)
 
     def _codes(self, i: int, j: int) -> np.ndarray:
+        import numpy as np
+
         return (np.arange(i, j, dtype=np.int64) // self.inner) % len(self.keys)
 
     def _gather(self, texts: list[str], i: int, j: int) -> pl.Series:
@@ -240,6 +241,8 @@ class GridLabels(LazyColumn):
             edges = self._edges(i % self.bin_count, n + 1)
             lo, hi = edges.slice(0, n), edges.slice(1, n)
         else:
+            import numpy as np
+
             b = (np.arange(i, j, dtype=np.int64) // self.inner) % self.bin_count
             first, last = int(b.min()), int(b.max())
             edges = self._edges(first, last - first + 2)
@@ -318,6 +321,8 @@ class Masked(LazyColumn):
     """A number column with some rows hidden (suppressed cells): empty in CSV, null in JSON, None as row text."""
 
     def __init__(self, inner: LazyColumn, hidden: np.ndarray):
+        import numpy as np
+
         self.inner, self.hidden, self.rows = inner, np.asarray(hidden, dtype=bool), len(inner)
 
     def _mask(self, series: pl.Series, i: int, j: int, blank: str) -> pl.Series:

@@ -4,9 +4,8 @@ open-key statistic's released entries, and the check that every label column can
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-
-import numpy as np
 
 from dpcli.core.accounting import format_exact
 from dpcli.errors import InternalError
@@ -29,7 +28,7 @@ def label_columns(keys: Sequence[Sequence[str] | EdgeBins | GridBins]) -> list[L
     """Per dimension, the label column of the product of the dimensions (first dimension slowest), made on demand:
     declared keys, or a numeric histogram's bins. O(1) memory in the number of cells."""
     sizes = [k.count if isinstance(k, EdgeBins | GridBins) else len(k) for k in keys]
-    total = int(np.prod(sizes, dtype=object)) if sizes else 1
+    total = math.prod(sizes)  # exact: an int, never an overflowing int64
     out: list[LazyColumn] = []
     inner = total
     for k, size in zip(keys, sizes, strict=True):
@@ -70,6 +69,8 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
     """The label columns of an open-key statistic's released entries (dimension -> one label per entry): the open
     dimension's key text as it is, each declared dimension's key from the entry's code (first dimension slowest).
     Texts columns: the writers quote and escape each one (commas, quotes, line breaks, any character)."""
+    import numpy as np  # here, not at the top: `dpcli plan` builds labels without numpy
+
     from dpcli.mechanisms.selection import declared_sizes
 
     if sp.selection is None:
@@ -92,14 +93,17 @@ def entry_labels(sp: StatisticPlan, keys: Sequence[tuple[int, str]]) -> dict[str
     return {name: out[name] for name in stat.dimensions}
 
 
-def check_labels(plan: Plan) -> None:
+def check_labels(plan: Plan, format_rows: bool = True) -> None:
     """Build every label column of the plan and format its first and last rows both ways, before the spend: label
-    code that can fail fails while nothing is paid. Cheap at any size (two rows per column)."""
+    code that can fail fails while nothing is paid. Cheap at any size (two rows per column). ``format_rows=False``
+    builds the columns only: formatting is polars' work, which ``dpcli plan`` does not import."""
     for sp, labels in zip(plan.statistics, statistic_labels(plan), strict=True):
         if labels is None and sp.selection is None:  # a top_k's labels: some of its column's declared keys
             continue
         if labels is None:  # open keys: the label code of one entry (code 0 is a declared cell of every statistic)
             labels = entry_labels(sp, [(0, "k")])
+        if not format_rows:
+            continue
         for column in labels.values():
             for i in {0, len(column) - 1}:
                 column.csv(i, i + 1), column.json(i, i + 1), column.text(i, i + 1)

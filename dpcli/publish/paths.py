@@ -28,7 +28,6 @@ from typing import BinaryIO
 from dpcli.core.locations import is_ledger_url
 from dpcli.errors import InputError, UsageError
 from dpcli.ledger import Ledger
-from dpcli.publish.sidecar import sidecar_path
 
 __all__ = [
     "Protected", "append", "check_init_target", "check_output_target", "check_release_paths", "check_target",
@@ -122,6 +121,8 @@ def check_output_target(
 ) -> None:
     """Refuse an output (or its sidecar) that is not a new name or a regular file, or that is one of the files the
     release reads or the ledger keeps (exit 2); its directory must exist and be writable (exit 3, as before)."""
+    from dpcli.publish.sidecar import sidecar_path  # its table module (numpy) only where an output is checked
+
     keep = Protected().add(spec, "the spec").add(input, "the input file").add(ledger, "the ledger")
     keep.files += [(p, "a file of the ledger") for p in protected]
     keep.trees += list(protected_trees)

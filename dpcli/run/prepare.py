@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpcli.core.accounting import Budget
 from dpcli.core.locations import is_url
 from dpcli.core.resources import check_address_space, check_open_files
-from dpcli.engine import input_format as format_of
 from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, check_input_timeout, input_path
 from dpcli.errors import BudgetRefused, LedgerError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, Ledger, Purchase, Record, open_ledger, resolve_ledger
@@ -33,15 +33,16 @@ from dpcli.plan.series import check_series_runnable
 from dpcli.publish.labels import check_labels
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
-from dpcli.publish.sidecar import sidecar_path
-from dpcli.publish.store import decode_table
-from dpcli.publish.table import Table
-from dpcli.publish.writers import output_format
 from dpcli.run.paid import RELEASE_ID, PaidRun, check_release_id, run_release_id
 from dpcli.specs.load import load_spec
 from dpcli.specs.meaning import release_meaning
 from dpcli.specs.model import Spec
 from dpcli.specs.v1 import ENGINES, INPUT_FORMATS
+
+# The input's format, the table's writers, store and sidecar (numpy, polars) are imported where a run is prepared:
+# `dpcli plan` needs the spec's checks alone and starts without them (docs/benchmarks.md, "Start-up")
+if TYPE_CHECKING:
+    from dpcli.publish.table import Table
 
 __all__ = [
     "RELEASE_ID", "CheckedSpec", "Prepared", "check_release_id", "check_series_cap", "load_stored_table", "prepare",
@@ -60,14 +61,17 @@ class CheckedSpec:
     cost: ReleaseCost
 
 
-def prepare_spec(spec: Spec | str | Path) -> CheckedSpec:
+def prepare_spec(spec: Spec | str | Path, *, format_labels: bool = True) -> CheckedSpec:
     """The checks of a spec alone, in the order a release makes them (SpecError, exit 2): valid, plannable, within
-    the size limits (cells, memory estimate), its table's labels buildable, its consistency policy within its cap."""
+    the size limits (cells, memory estimate), its table's labels buildable, its consistency policy within its cap.
+    ``format_labels=False`` (``dpcli plan``) builds the labels without writing their first and last rows, the one
+    part that needs polars: plan starts without it (docs/benchmarks.md, "Start-up")."""
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     plan = make_plan(spec)
     cost = check_cost(plan)  # over a public size limit (cells, memory estimate): exit 2, nothing read or spent
-    check_labels(plan)  # the table's labels are made from the spec: any failure there comes before the spend
+    # the table's labels are made from the spec: any failure there comes before the spend
+    check_labels(plan, format_rows=format_labels)
     if spec.postprocess:  # the finest table's cap of `postprocess: {consistent: true}`, before the spend
         from dpcli.postprocess.consistency import check_plan
 
@@ -142,6 +146,9 @@ def prepare(
     nothing. Of a named release id already paid for, neither: a release writes the stored table again. ``period``:
     the declared period a renewing cap charges the run to (a series' period's key, dpcli.run.series); by default a
     named release id."""
+    from dpcli.engine import input_format as format_of
+    from dpcli.publish.writers import output_format
+
     say = say or (lambda _msg: None)
     checked = prepare_spec(spec)
     spec, plan = checked.spec, checked.plan
@@ -282,6 +289,8 @@ def _page_paths(
     summary_path = None if summary is None else named_path(os.fspath(summary), "summary")
     if report_path is None and summary_path is None:
         return report_path, summary_path
+    from dpcli.publish.sidecar import sidecar_path
+
     keep = Protected().add(spec_file, "the spec").add(source, "the input file").add_ledger(book, location)
     keep.add(output, "the output").add(meta_path or (None if output is None else sidecar_path(output)),
                                        "the output's sidecar")
@@ -311,6 +320,8 @@ def load_stored_table(book: Ledger, release_id: str, spend: Record, stored: byte
     """A stored table's bytes as a Table: this version's compact form, or dpcli 0.2's text form. Hash-checked by the
     ledger, so a failure means a dpcli whose store format this one does not know (a newer one): exit 5, the id never
     drawn again."""
+    from dpcli.publish.store import decode_table
+
     try:
         return decode_table(stored)
     except (ValueError, KeyError, TypeError):

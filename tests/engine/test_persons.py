@@ -424,8 +424,11 @@ def test_partials_add_up(tmp_path: Path) -> None:
     whole = PersonRows(plan, SECRET)
     whole.add(pl.DataFrame(rows, schema=schema))
     parts = [PersonRows(plan, SECRET) for _ in range(3)]
-    for row in rows:
-        parts[hash(row[ID_COLUMN]) % 3].add(pl.DataFrame([row], schema=schema))
+    for i, part in enumerate(parts):
+        # each partition's persons, in batches of 8 rows (as Arrow batches come): a person's rows span batches
+        mine = [row for row in rows if hash(row[ID_COLUMN]) % 3 == i]
+        for start in range(0, len(mine), 8):
+            part.add(pl.DataFrame(mine[start : start + 8], schema=schema))
     expected = engine_cells(whole.finish())
     assert engine_cells(exact_from_frames(plan, [p.cell_frames() for p in parts])) == expected
     assert used_columns(plan.spec) == ["sex", "country", "amount"]

@@ -16,15 +16,15 @@ import pytest
 from dpcli.core.accounting import Cap
 from dpcli.errors import LedgerError, UsageError
 from dpcli.ledger import JsonlLedger
-from tests.helpers import clean_env, run_dpcli
+from tests.helpers import clean_env, run_in_process
 from tests.ledger.test_hardening import KEY, lines, one_line_error
 
 
 def keyed_ledger(work: Path) -> Path:
     led = work / "L.jsonl"
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led, env=KEY).returncode == 0
+    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led, env=KEY).returncode == 0
     for i in range(2):
-        r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / f"o{i}.csv",
+        r = run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / f"o{i}.csv",
                       "--ledger", led, env=KEY)
         assert r.returncode == 0, r.stderr
     return led
@@ -32,19 +32,20 @@ def keyed_ledger(work: Path) -> Path:
 
 def test_a_rollback_with_a_forged_head_is_detected_with_a_key(work: Path) -> None:
     led = keyed_ledger(work)
-    assert run_dpcli("ledger", "verify", "--ledger", led, env=KEY).returncode == 0
+    assert run_in_process("ledger", "verify", "--ledger", led, env=KEY).returncode == 0
     genuine = led.read_text().splitlines(keepends=True)
     # roll back to the first spend (a genuine prefix: every record's MAC is valid) and write the head it would have
     led.write_text("".join(genuine[:2]))
     seq1 = json.loads(genuine[1])
     (work / "L.jsonl.head").write_text(json.dumps({"seq": 1, "hash": seq1["hash"]}) + "\n")
-    one_line_error(run_dpcli("ledger", "verify", "--ledger", led, env=KEY), 5, "not authenticated with the ledger key")
+    one_line_error(run_in_process("ledger", "verify", "--ledger", led, env=KEY), 5,
+                   "not authenticated with the ledger key")
     (work / "L.jsonl.head").write_text(json.dumps({"seq": 1, "hash": seq1["hash"], "mac": "0" * 64}) + "\n")
-    one_line_error(run_dpcli("budget", "show", "--ledger", led, env=KEY), 5, "not authenticated")
+    one_line_error(run_in_process("budget", "show", "--ledger", led, env=KEY), 5, "not authenticated")
     (work / "L.jsonl.head").unlink()
-    one_line_error(run_dpcli("ledger", "verify", "--ledger", led, env=KEY), 5, "head file", "is missing")
-    r = run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "again.csv", "--ledger", led,
-                  env=KEY)
+    one_line_error(run_in_process("ledger", "verify", "--ledger", led, env=KEY), 5, "head file", "is missing")
+    r = run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "again.csv",
+                       "--ledger", led, env=KEY)
     one_line_error(r, 5)
     assert led.read_text() == "".join(genuine[:2])
     assert not (work / "again.csv").exists()
@@ -60,7 +61,7 @@ def test_a_keyed_ledger_head_from_dpcli_0_2_is_sealed_by_the_operator(work: Path
     with pytest.raises(LedgerError, match="does not end at head"):
         JsonlLedger(led, key=key).seal_head(lines(led)[1]["hash"])
     JsonlLedger(led, key=key).seal_head(last["hash"])
-    assert run_dpcli("ledger", "verify", "--ledger", led, env=KEY).returncode == 0
+    assert run_in_process("ledger", "verify", "--ledger", led, env=KEY).returncode == 0
 
 
 def test_a_new_keyed_ledger_has_an_authenticated_head_from_its_first_record(tmp_path: Path) -> None:
@@ -105,6 +106,6 @@ def test_published_head_tells_a_mistyped_path_from_a_rollback(work: Path) -> Non
 
 def test_verify_against_a_mistyped_path_says_cannot_read(work: Path) -> None:
     led = work / "L.jsonl"
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
-    r = run_dpcli("ledger", "verify", "--ledger", led, "--against", work / "o.csv.meta.jsn")
+    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
+    r = run_in_process("ledger", "verify", "--ledger", led, "--against", work / "o.csv.meta.jsn")
     one_line_error(r, 2, "cannot read")

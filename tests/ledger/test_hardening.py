@@ -1,7 +1,8 @@
 """Issue 9, the ledger's part: one lock per ledger file whatever its name, charges on a fixed grid, appends that a
 full disk cannot tear, an authenticated head, hostile ledger files, read-only ledgers and odd environments.
 
-Every test runs the real code: the `dpcli` command in a subprocess, or the library against real files. Faults are
+Every test runs the real code: the `dpcli` command in a subprocess (in this process where only its outcome is
+checked), or the library against real files. Faults are
 real where the machine allows (a small tmpfs, a read-only mount, permissions without CAP_DAC_OVERRIDE) and
 otherwise injected into the `os` module of a child process, never into dpcli's own functions.
 """
@@ -28,7 +29,7 @@ from dpcli.core.accounting import Budget, Cap
 from dpcli.errors import BudgetRefused, LedgerError
 from dpcli.ledger import JsonlLedger, Purchase
 from dpcli.ledger.base import budgets, canonical
-from tests.helpers import clean_env, mounted_tmpfs, run_dpcli
+from tests.helpers import clean_env, mounted_tmpfs, run_dpcli, run_in_process
 
 KEY = {"DPCLI_LEDGER_KEY": "k-" + "x" * 30}
 
@@ -160,13 +161,13 @@ def test_two_processes_spending_through_two_hard_links_never_both_pass_a_cap_for
 
 def test_a_hard_linked_ledger_is_refused_by_every_command_through_every_name(work: Path) -> None:
     led, other = work / "L.jsonl", work / "H.jsonl"
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
+    assert run_in_process("budget", "set", "toy", "--epsilon", "1", "--ledger", led).returncode == 0
     os.link(led, other)
     before = led.read_bytes()
     for name in (led, other):
-        one_line_error(run_dpcli("budget", "show", "--ledger", name), 5, "hard links", "2 names")
-        one_line_error(run_dpcli("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "o.csv",
-                                 "--ledger", name), 5, "hard links")
+        one_line_error(run_in_process("budget", "show", "--ledger", name), 5, "hard links", "2 names")
+        one_line_error(run_in_process("release", work / "spec.yaml", "-i", work / "data.csv", "-o", work / "o.csv",
+                                      "--ledger", name), 5, "hard links")
     assert led.read_bytes() == before
     assert not (work / "o.csv").exists()
     assert not (work / "H.jsonl.head").exists()

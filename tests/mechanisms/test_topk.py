@@ -22,7 +22,7 @@ from dpcli.plan.model import make_plan
 from dpcli.plan.scales import choice_gap
 from dpcli.publish.table import build_table
 from dpcli.specs.load import parse_spec
-from tests.helpers import run_dpcli
+from tests.helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "tests" / "data" / "adult.csv"
@@ -176,13 +176,13 @@ def test_the_count_gap_bound_holds_where_it_is_tight() -> None:
 def test_plan_prints_the_sensitivity_its_reason_and_the_count_gap(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text("  - {name: top, kind: top_k, column: occupation, k: 3}\n"), encoding="utf-8")
-    run = run_dpcli("plan", spec)
+    run = run_in_process("plan", spec)
     assert run.returncode == 0, run.stderr
     out = run.stdout.decode()
     assert "top choice 14 exponential 1 3×1/3 t=3" in " ".join(out.split())
     assert "top (choice): add/remove one row changes a key's count by at most D=1" in out
     assert "a top_k's or mode's ±error is a count gap" in out
-    doc = json.loads(run_dpcli("plan", spec, "--json").stdout)["statistics"][0]
+    doc = json.loads(run_in_process("plan", spec, "--json").stdout)["statistics"][0]
     assert (doc["mechanism"], doc["epsilon"], doc["scale"], doc["draws"], doc["choices"]) == (
         "exponential", "1/3", "3", 3, 14
     )
@@ -307,14 +307,14 @@ def test_release_writes_ranks_without_intervals_and_a_rerun_returns_the_same_byt
         encoding="utf-8",
     )
     ledger = tmp_path / "ledger.jsonl"
-    assert run_dpcli("budget", "set", "adult", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    assert run_in_process("budget", "set", "adult", "--epsilon", "5", "--ledger", ledger).returncode == 0
     for fmt in ("csv", "json"):
         out = tmp_path / f"out.{fmt}"
         args = ("release", spec, "--ledger", ledger, "--output", out, "--release-id", fmt, "--quiet")
-        assert run_dpcli(*args).returncode == 0
+        assert run_in_process(*args).returncode == 0
         first = out.read_bytes()
         out.unlink()
-        assert run_dpcli(*args).returncode == 0
+        assert run_in_process(*args).returncode == 0
         assert out.read_bytes() == first
     csv_lines = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()
     assert csv_lines[0] == "statistic,kind,column,occupation,value,ci_low,ci_high,epsilon"

@@ -20,7 +20,7 @@ from dpcli.mechanisms.noise import exact_noisy
 from dpcli.plan.model import make_plan
 from dpcli.publish.table import build_table
 from dpcli.specs.load import parse_spec
-from tests.helpers import run_dpcli
+from tests.helpers import run_in_process
 
 HEAD = """version: 1
 dataset: d
@@ -201,10 +201,10 @@ def test_release_writes_levels_without_intervals_and_reuse_gives_the_same_bytes(
         "  - {name: qs, kind: quantile, column: x, q: [0.9, 0.1], by: [c]}\n  - {name: n, kind: count}\n"
     ).replace("dataset: d\n", "dataset: d\ninput: d.csv\n"))
     ledger = tmp_path / "ledger.jsonl"
-    assert run_dpcli("budget", "set", "d", "--epsilon", "5", "--ledger", ledger).returncode == 0
-    first = run_dpcli("release", spec, "--ledger", ledger, "--release-id", "r1", "-o", tmp_path / "a.json")
+    assert run_in_process("budget", "set", "d", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    first = run_in_process("release", spec, "--ledger", ledger, "--release-id", "r1", "-o", tmp_path / "a.json")
     assert first.returncode == 0, first.stderr
-    again = run_dpcli("release", spec, "--ledger", ledger, "--release-id", "r1", "-o", tmp_path / "b.json")
+    again = run_in_process("release", spec, "--ledger", ledger, "--release-id", "r1", "-o", tmp_path / "b.json")
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     rows = json.loads((tmp_path / "a.json").read_text())
@@ -319,13 +319,13 @@ def test_release_writes_interval_numbers_and_audit_says_the_draws_are_not_audite
         "  - {name: m, kind: median, column: x, by: [c], interval: {share: 0.5}}\n", budget="epsilon: 4"
     ).replace("dataset: d\n", "dataset: d\ninput: d.csv\n"))
     ledger = tmp_path / "ledger.jsonl"
-    assert run_dpcli("budget", "set", "d", "--epsilon", "5", "--ledger", ledger).returncode == 0
-    out = run_dpcli("release", spec, "--ledger", ledger, "-o", tmp_path / "a.json")
+    assert run_in_process("budget", "set", "d", "--epsilon", "5", "--ledger", ledger).returncode == 0
+    out = run_in_process("release", spec, "--ledger", ledger, "-o", tmp_path / "a.json")
     assert out.returncode == 0, out.stderr
     rows = json.loads((tmp_path / "a.json").read_text())
     for r in rows:
         assert 0 <= r["ci_low"] <= r["value"] <= r["ci_high"] <= 20
-    audit = run_dpcli("audit", spec, "--trials", "1000", "--json")
+    audit = run_in_process("audit", spec, "--trials", "1000", "--json")
     assert audit.returncode == 0, audit.stderr
     report = json.loads(audit.stdout)
     assert any(n.startswith("NOT AUDITED: the interval draws of m ") for n in report["notes"])

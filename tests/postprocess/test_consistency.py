@@ -65,6 +65,7 @@ def test_gls_weights_by_variance() -> None:
     assert out["by_sex"].tolist() == [50, 50]
 
 
+@pytest.mark.slow  # statistical (2,500 fits, ~2 s): make test-slow (issue 28: the default suite's budget)
 def test_consistency_lowers_the_error_on_average() -> None:
     # the total is measured three times over (total, margin, finest): its GLS error is far below the raw one's
     rng = np.random.default_rng(7)

@@ -4,6 +4,7 @@ internal no-noise path on every input format, the fallback, and the interval ari
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
@@ -161,9 +162,20 @@ def test_plan_text_names_the_squares_grid():
 # exact answers (the internal no-noise path: mechanisms.exact_noisy, never reachable from the CLI)
 
 
+@functools.cache
 def adult_rows() -> list[dict[str, str]]:
     with open(ADULT, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+@functools.cache
+def adult_truth(column: str, sex: str | None) -> tuple[int, Fraction]:
+    """The rows and the exact sample variance of an adult.csv column (of one sex, or all), once for the three
+    formats: (n·Σx² − (Σx)²) / (n(n − 1)) in integers, sample_variance's two-pass value exactly, without its Fraction
+    sums over 32k rows (most of these tests' time)."""
+    values = [int(r[column]) for r in adult_rows() if sex is None or r["sex"] == sex]
+    n, total, squares = len(values), sum(values), sum(v * v for v in values)
+    return n, Fraction(n * squares - total * total, n * (n - 1))
 
 
 def sample_variance(values: list[Fraction]) -> Fraction:
@@ -218,23 +230,15 @@ def test_exact_variance_and_std_of_adult_on_every_format(adult_files, fmt):
     rows = [dict(zip(table.columns, row, strict=True)) for row in table.rows()]
     got = {(r["statistic"], r["sex"]): (Fraction(r["value"]), Fraction(r["ci_low"]), Fraction(r["ci_high"]))
            for r in rows}
-    data = adult_rows()
     milli = Fraction(1, 1000)
-    ages = {None: [Fraction(int(r["age"])) for r in data]}
-    hours = {None: [Fraction(int(r["hours_per_week"])) for r in data]}
-    for sex in ("Female", "Male"):
-        ages[sex] = [Fraction(int(r["age"])) for r in data if r["sex"] == sex]
-        hours[sex] = [Fraction(int(r["hours_per_week"])) for r in data if r["sex"] == sex]
     # age: squares on a grid of 1 (exact), released to 0.001 (variance) and 0.001 (std)
-    true = sample_variance(ages[None])
+    true = adult_truth("age", None)[1]
     assert got[("age_var", None)][0] == rounded(true, milli)
     for sex in ("Female", "Male"):
-        assert got[("age_std", sex)][0] == sqrt_rounded(sample_variance(ages[sex]), milli)
+        assert got[("age_std", sex)][0] == sqrt_rounded(adult_truth("age", sex)[1], milli)
     # hours: squares on a grid of 0.001 (each within 0.0005 of the true one); std released to 0.00000001
     for (name, sex), (value, low, high) in got.items():
-        values = (ages if name.startswith("age") else hours)[sex]
-        truth = sample_variance(values)
-        n = len(values)
+        n, truth = adult_truth("age" if name.startswith("age") else "hours_per_week", sex)
         if name.startswith("hours"):
             # each square within 0.0005 of the true one (a grid of 0.001), the variance released on a grid of 10^-6
             slack = Fraction(n, n - 1) / 2000 + Fraction(1, 10**6)

@@ -34,7 +34,7 @@ from dpcli.publish.table import Table, build_table
 from dpcli.publish.writers import HashingWriter, write_csv, write_json
 from dpcli.specs.load import parse_spec
 from dpcli.specs.model import GridBins
-from tests.helpers import measured, run_dpcli
+from tests.helpers import measured, run_dpcli, run_in_process
 
 HEADER = """\
 version: 1
@@ -66,10 +66,10 @@ OVER = (
 def test_over_the_cell_limit_is_exit_2_before_the_input_is_opened_and_nothing_is_spent(tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text(HEADER + "".join(f"  - {s}\n" for s in OVER))
     led = tmp_path / "ledger.jsonl"
-    assert run_dpcli("budget", "set", "toy", "--epsilon", "10", "--ledger", led).returncode == 0
+    assert run_in_process("budget", "set", "toy", "--epsilon", "10", "--ledger", led).returncode == 0
     before = led.read_bytes()
     # the input does not exist: the refusal comes first, so it says nothing about the input (exit 2, not 3)
-    r = run_dpcli("release", tmp_path / "spec.yaml", "-i", tmp_path / "missing.csv", "-o", tmp_path / "o.csv",
+    r = run_in_process("release", tmp_path / "spec.yaml", "-i", tmp_path / "missing.csv", "-o", tmp_path / "o.csv",
                   "--ledger", led)
     assert r.returncode == 2, r.stderr
     assert "10000001 cell(s)" in r.stderr.decode()
@@ -78,7 +78,7 @@ def test_over_the_cell_limit_is_exit_2_before_the_input_is_opened_and_nothing_is
     assert not (tmp_path / "o.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.jsonl", "ledger.jsonl.head", "spec.yaml"]
     for command in ("check", "plan"):
-        assert run_dpcli(command, tmp_path / "spec.yaml").returncode == 2
+        assert run_in_process(command, tmp_path / "spec.yaml").returncode == 2
 
 
 def test_cost_is_a_function_of_the_spec_alone() -> None:

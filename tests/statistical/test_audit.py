@@ -339,6 +339,8 @@ def only(plan: Plan, names: tuple[str, ...]) -> Plan:
     return dataclasses.replace(plan, statistics=tuple(sp for sp in plan.statistics if sp.statistic.name in names))
 
 
+# statistical, ~1 s (its replace twin stays in make test): make test-slow (issue 28: the default suite's budget)
+@pytest.mark.slow
 def test_halved_laplace_scales_are_flagged_add_remove():
     names = ("n", "total_income", "mean_hours")
     broken = scaled_laplace(only(pure("add_remove"), names), names, Fraction(1, 2))
@@ -395,6 +397,7 @@ def test_variance_and_std_within_claim(neighbours):
     assert {s.statistic for s in report.statistics if s.scope == "component"} >= {"var_hours/squares"}
 
 
+@pytest.mark.slow  # statistical, ~1.5 s: make test-slow (issue 28: the default suite's budget)
 def test_halved_variance_scales_are_flagged():
     """Every part of a variance and a std given half its noise scale: one added row at a bound moves the count, the
     centred sum and the sum of squares at their worst together, so each part and each statistic spends 2x."""
@@ -406,6 +409,7 @@ def test_halved_variance_scales_are_flagged():
     ))
 
 
+@pytest.mark.slow  # statistical, ~1 s: make test-slow (issue 28: the default suite's budget)
 def test_halved_l2_sensitivity_is_flagged():
     """The real plan, with each Gaussian sum part's variance replaced by the one for half its L2 sensitivity."""
     text = spec_text(
@@ -468,6 +472,7 @@ def test_pre_fix_l2_of_a_centred_mean_by_under_replace_is_flagged():
     assert whole.within_claim
 
 
+@pytest.mark.slow  # statistical, ~2.5 s: make test-slow (issue 28: the default suite's budget)
 def test_the_release_is_audited_jointly():
     statistics = (
         "statistics:\n"

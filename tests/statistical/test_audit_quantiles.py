@@ -47,6 +47,7 @@ def test_quantiles_within_claim(neighbours):
     assert stats_["(release)"].claimed_epsilon == 3
 
 
+@pytest.mark.slow  # statistical, ~5 s: make test-slow (issue 28: the default suite's budget)
 def test_halved_quantile_scales_are_flagged():
     names = ("median_hours", "age_levels")
     broken = scaled_laplace(only(quantile_plan("add_remove"), names), names, Fraction(1, 2))
@@ -71,6 +72,7 @@ statistics:
 """
 
 
+@pytest.mark.slow  # statistical, ~3 s: make test-slow (issue 28: the default suite's budget)
 def test_quantile_interval_count_is_audited_and_its_draws_are_said_not_to_be():
     plan = make_plan(parse_spec(spec_text("add_remove", "epsilon: 1", INTERVAL_STATISTICS)))
     report = run(plan)
