@@ -26,10 +26,12 @@ of those weights and the products' sigma^2 (a rigorous tail bound of the exact n
 from __future__ import annotations
 
 from functools import cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dpcli.errors import InternalError
+
+if TYPE_CHECKING:  # numpy is imported where weights are computed: `dpcli plan` starts without it
+    import numpy as np
 
 # the lattice: C = round(2^BITS L); fixed and public. 12: at every T <= 10^4 its variance is within 0.003% of the real
 # L's (docs/benchmarks.md), and a product's sigma^2 grows with 4^BITS against the exact sampler's limit (2^46): 16
@@ -62,6 +64,8 @@ def column_norm_squared(periods: int) -> int:
 @cache
 def _inverse(periods: int) -> np.ndarray:
     """D, C^-1's first column (floats): the first T coefficients of 1 / C(x), by forward substitution."""
+    import numpy as np
+
     c = np.array(lattice(periods), dtype=np.float64)
     d = np.zeros(periods)
     d[0] = 1.0 / c[0]
@@ -74,6 +78,8 @@ def _inverse(periods: int) -> np.ndarray:
 def weights(periods: int, t: int) -> tuple[np.ndarray, np.ndarray]:
     """The weights on the noisy products y_1..y_t of period t's value and of the running total to t (in that order):
     D[t - s] and B[t - s] for s = 1..t."""
+    import numpy as np
+
     if not 1 <= t <= periods:
         raise InternalError(f"period {t} of a factorisation over {periods} periods")
     d = _inverse(periods)[:t]

@@ -18,10 +18,12 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dpcli.errors import InternalError
+
+if TYPE_CHECKING:  # numpy is imported where weights are computed: `dpcli plan` starts without it
+    import numpy as np
 
 
 def levels(periods: int) -> int:
@@ -160,6 +162,8 @@ def _down(starts: list[np.ndarray], t: int) -> list[np.ndarray]:
     """Weights on the blocks y_b of sum_b starts[b] e_b (e: the bottom-up estimates; starts indexed [level][index]
     like blocks_within(t)): e_b = v_l y_b + (1 - v_l)(e_left + e_right) pushes a block's coefficient to its
     children times (1 - v_l); a block's own weight is v_l times its coefficient."""
+    import numpy as np
+
     top = t.bit_length() - 1
     coefficient = starts[top].copy()
     weights = [np.zeros(0)] * (top + 1)
@@ -176,6 +180,8 @@ def _down(starts: list[np.ndarray], t: int) -> list[np.ndarray]:
 def tree_weights(t: int) -> tuple[tuple[Block, ...], np.ndarray, np.ndarray]:
     """The blocks inside [1, t] and the GLS weights (Honaker's estimator, dpcli/postprocess/series.py) of period t's
     value and of the running total to t on them: each estimate is sum_b w_b y_b, its error sum_b w_b Z_b."""
+    import numpy as np
+
     blocks = tuple(blocks_within(t))
     top = t.bit_length() - 1
     sizes = [t >> level for level in range(top + 1)]
