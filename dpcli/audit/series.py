@@ -9,7 +9,9 @@ charge covers it, every piece at once.
   periods (and with another column too, a row moving between periods and cells).
 - **Pieces, through the real engine.** The pieces audited are those the candidate rows can reach: per_period, the
   level-0 piece of every period a candidate's field puts it in (and the base's); running totals, every block of the
-  tree (dpcli.plan.tree) holding one of those periods, at most h per period. Each is aggregated by the real engine
+  tree (dpcli.plan.tree) holding one of those periods, at most h per period; ``method: factorization``, every
+  product f<t> from the first period reached to T (a row in period s changes every product t >= s), each the run's
+  own combination (dpcli.run.series_products.exact_products) of the periods' exact values. Each period or block is aggregated by the real engine
   with the real period assignment (the plan of its family with ``periods`` set to the piece's periods, as a period's
   run does). A piece no candidate row reaches has the same exact values under D and D' (the same noise law under
   both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree. Which periods a
