@@ -9,15 +9,15 @@ charge covers it, every piece at once.
   periods (and with another column too, a row moving between periods and cells).
 - **Pieces, through the real engine.** The pieces audited are those the candidate rows can reach: per_period, the
   level-0 piece of every period a candidate's field puts it in (and the base's); running totals, every block of the
-  tree (dpcli.plan.tree) holding one of those periods, at most h per period; ``method: factorization``, every
-  product f<t> from the first period reached to T (a row in period s changes every product t >= s), each the run's
-  own combination (dpcli.run.series_products.exact_products) of the periods' exact values. Each period or block is aggregated by the real engine
-  with the real period assignment (the plan of its family with ``periods`` set to the piece's periods, as a period's
-  run does). A piece no candidate row reaches has the same exact values under D and D' (the same noise law under
-  both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree. Which periods a
-  candidate's field names is read with the engine's own rule (dpcli.engine.periods.period_index); every candidate
-  dataset is also aggregated over all the other periods together, where it must equal the base: a row the engine put
-  in a period its field does not name is a bug (InternalError), never a silent gap in the search.
+  tree (dpcli.plan.tree) holding one of those periods, at most h per period; ``method: factorization``, every product
+  f<t> from the first period reached to T (a row in period s changes every product t >= s), each the run's own
+  combination (dpcli.run.series_products.exact_products) of the periods' exact values. Each period or block is
+  aggregated by the real engine with the real period assignment (the plan of its family with ``periods`` set to the
+  piece's periods, as a period's run does). A piece no candidate row reaches has the same exact values under D and D'
+  (the same noise law under both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree.
+  Which periods a candidate's field names is read with the engine's own rule (dpcli.engine.periods.period_index);
+  every candidate dataset is also aggregated over all the other periods together, where it must equal the base: a row
+  the engine put in a period its field does not name is a bug (InternalError), never a silent gap in the search.
 - **Targets over all pieces at once.** The audit plan lists, per family and level (per-period values; each level of
   the tree), the family's statistics with their cells laid out piece after piece: one noise component per family, so
   every piece is noised at its own plan's noise (a block at its per-block share). A statistic's target covers every
