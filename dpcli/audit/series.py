@@ -14,7 +14,8 @@ charge covers it, every piece at once.
   combination (dpcli.run.series_products.exact_products) of the periods' exact values. Each period or block is
   aggregated by the real engine with the real period assignment (the plan of its family with ``periods`` set to the
   piece's periods, as a period's run does). A piece no candidate row reaches has the same exact values under D and D'
-  (the same noise law under both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree.
+  (the same noise law under both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree
+  (a factorisation's products, though, are combined in O(T²) per candidate dataset).
   Which periods a candidate's field names is read with the engine's own rule (dpcli.engine.periods.period_index);
   every candidate dataset is also aggregated over all the other periods together, where it must equal the base: a row
   the engine put in a period its field does not name is a bug (InternalError), never a silent gap in the search.
