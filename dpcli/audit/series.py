@@ -9,13 +9,16 @@ charge covers it, every piece at once.
   periods (and with another column too, a row moving between periods and cells).
 - **Pieces, through the real engine.** The pieces audited are those the candidate rows can reach: per_period, the
   level-0 piece of every period a candidate's field puts it in (and the base's); running totals, every block of the
-  tree (dpcli.plan.tree) holding one of those periods, at most h per period. Each is aggregated by the real engine
-  with the real period assignment (the plan of its family with ``periods`` set to the piece's periods, as a period's
-  run does). A piece no candidate row reaches has the same exact values under D and D' (the same noise law under
-  both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree. Which periods a
-  candidate's field names is read with the engine's own rule (dpcli.engine.periods.period_index); every candidate
-  dataset is also aggregated over all the other periods together, where it must equal the base: a row the engine put
-  in a period its field does not name is a bug (InternalError), never a silent gap in the search.
+  tree (dpcli.plan.tree) holding one of those periods, at most h per period; ``method: factorization``, every product
+  f<t> from the first period reached to T (a row in period s changes every product t >= s), each the run's own
+  combination (dpcli.run.series_products.exact_products) of the periods' exact values. Each period or block is
+  aggregated by the real engine with the real period assignment (the plan of its family with ``periods`` set to the
+  piece's periods, as a period's run does). A piece no candidate row reaches has the same exact values under D and D'
+  (the same noise law under both, which no test can use), so T = 8,760 costs what T = 8 does, times h for the tree
+  (a factorisation's products, though, are combined in O(T²) per candidate dataset).
+  Which periods a candidate's field names is read with the engine's own rule (dpcli.engine.periods.period_index);
+  every candidate dataset is also aggregated over all the other periods together, where it must equal the base: a row
+  the engine put in a period its field does not name is a bug (InternalError), never a silent gap in the search.
 - **Targets over all pieces at once.** The audit plan lists, per family and level (per-period values; each level of
   the tree), the family's statistics with their cells laid out piece after piece: one noise component per family, so
   every piece is noised at its own plan's noise (a block at its per-block share). A statistic's target covers every
@@ -48,6 +51,7 @@ from dpcli.errors import InternalError, UsageError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan
 from dpcli.plan.tree import Block
+from dpcli.run.series_products import exact_products, product_name
 from dpcli.specs.model import Series
 
 __all__ = ["SeriesLayout", "base_period_text", "layout_of", "period_texts", "periods_of", "series_field"]
@@ -123,6 +127,7 @@ class Piece:
 
     periods: frozenset[int]
     label: str
+    product: int | None = None  # the factorisation's product t (its value: sum_{s <= t} C[t - s] x_s), else None
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,13 @@ class SeriesLayout:
         if per_period is not None:
             groups.append(Group(per_period, tuple(Piece(frozenset({t}), f"period {t}") for t in reached),
                                 "per-period values"))
-        if blocks is not None:
+        if blocks is not None and splan.factorized:
+            # a row in period s changes every product t >= s (by C[t - s] times its change): all from the first reached
+            groups.append(Group(blocks, tuple(
+                Piece(frozenset(range(1, t + 1)), f"product {product_name(t)}", t)
+                for t in range(reached[0], series.periods + 1)
+            ), "running totals, factorisation products"))
+        elif blocks is not None:
             for level in range(splan.levels):
                 chosen = sorted({Block(level, (t - 1) >> level) for t in reached})
                 pieces = tuple(
@@ -209,6 +220,9 @@ class SeriesLayout:
         self._base: list[list[ExactStatistic]] | None = None  # per piece in group order: the base's exact values
         self._base_path: Path | None = None
         self._others: dict[frozenset[int], list[ExactStatistic]] = {}
+        self._reached = frozenset(reached)
+        self._base_periods: dict[int, list[ExactStatistic]] = {}  # the base's exact values per reached period
+        self._empty: list[ExactStatistic] | None = None  # a period no candidate reaches (no base row in it either)
         self._lock = threading.Lock()
 
     # -- the layout
@@ -236,14 +250,18 @@ class SeriesLayout:
         together must be the base's."""
         pieces = self._pieces()
         if texts is None:
-            self._base = [self._aggregate(dataclasses.replace(plan, periods=p.periods), path) for plan, p in pieces]
+            products = self._products(path, None)
+            self._base = [products[product_name(p.product)] if p.product is not None else
+                          self._aggregate(dataclasses.replace(plan, periods=p.periods), path) for plan, p in pieces]
             self._base_path = path
             per_piece = self._base
         else:
             if self._base is None:
                 raise InternalError("a candidate aggregated before the base")
             named = frozenset(t for t in periods_of(self.series, [str(x) for x in texts]) if t is not None)
+            products = self._products(path, named)
             per_piece = [
+                products[product_name(p.product)] if p.product is not None else
                 self._aggregate(dataclasses.replace(plan, periods=p.periods), path) if p.periods & named else base
                 for (plan, p), base in zip(pieces, self._base, strict=True)
             ]
@@ -255,6 +273,38 @@ class SeriesLayout:
             k += len(g.pieces)
             out += [_concatenate([row[j] for row in rows]) for j in range(self.size)]
         return out
+
+    def _products(self, path: Path, named: frozenset[int] | None) -> dict[str, list[ExactStatistic]]:
+        """The factorisation's products of a dataset by the run's own code (exact_products), from each period's
+        exact values by the real engine: a period a candidate's field names from the candidate, any other from the
+        base (equal to the candidate's there: _check_others). ``named`` None: the base, each reached period
+        aggregated once; a period no text reaches holds no base row, so its values are the engine's over all of them
+        together (checked to be empty)."""
+        wanted = [p.product for g in self.groups for p in g.pieces if p.product is not None]
+        if not wanted or self.blocks is None:
+            return {}
+        period_plan = self.blocks
+        if named is None:
+            self._base_periods = {s: self._aggregate(dataclasses.replace(period_plan, periods=frozenset({s})), path)
+                                  for s in sorted(self._reached)}
+            rest = frozenset(range(1, self.series.periods + 1)) - self._reached
+            if rest:
+                empty = self._aggregate(dataclasses.replace(period_plan, periods=rest), path)
+                if any(np.any(np.asarray(v) != 0) for e in empty for v in (e.counts, e.sums) if v is not None):
+                    raise InternalError("the audit's base dataset has a row in a period no candidate reaches")
+                self._empty = empty
+            named = frozenset()
+
+        def period_values(s: int) -> list[ExactStatistic]:
+            if s in named:
+                return self._aggregate(dataclasses.replace(period_plan, periods=frozenset({s})), path)
+            if s in self._base_periods:
+                return self._base_periods[s]
+            if self._empty is None:
+                raise InternalError(f"period {s}'s values asked of the audit before the base's")
+            return self._empty
+
+        return exact_products(wanted, self.series.periods, period_values)
 
     def _check_others(self, path: Path, named: frozenset[int], texts: Sequence[str]) -> None:
         others = frozenset(range(1, self.series.periods + 1)) - named
@@ -281,12 +331,11 @@ class SeriesLayout:
     def targets(self, delta: Fraction) -> list[Target]:
         """Per statistic (and per part of a mean) over every piece, then the series against its one charge."""
         spec = self.spec
-        h = self.splan.levels
         families: list[tuple[Plan, int]] = []  # (audited family plan, how many times the charge counts it)
         if self.per_period is not None:
             families.append((self.per_period, 1))
         if self.blocks is not None:
-            families.append((self.blocks, h))
+            families.append((self.blocks, self.splan.multiplicity))  # h blocks, or |c_1|^2 shares (products)
         out: list[Target] = []
         every: list[tuple[int, str]] = []
         for j, stat in enumerate(spec.statistics):

@@ -4,7 +4,7 @@ the search (its pair's exact loss is twice the claim) and by the noise (ε lower
 
 Error budget (no seeds, no retries), as in tests/statistical/test_audit.py, whose helpers this file uses: each audit
 runs at confidence 1 - ALPHA (ALPHA = 1e-8), so each "within claim" assertion fails by chance with probability at
-most 1e-8 (three here: 3e-8); each "flagged" assertion takes the event Z >= L of the audit's own event set, computes
+most 1e-8 (four here: 4e-8); each "flagged" assertion takes the event Z >= L of the audit's own event set, computes
 the ε lower bound it guarantees with probability >= 1 - 2Q (Q = 1e-8) from its exact probabilities, checks that this
 exceeds the claim, then that the audit's does (two here: 4e-8). In all below 1e-7.
 """
@@ -44,6 +44,10 @@ CORRECT = {
         "unit: row, neighbours: replace, rho: 0.5, delta: 0.000001",
         ["{name: s, kind: sum, column: stay, mechanism: gaussian}", "{name: n, kind: count}"],
         DATED % (4, ", design: both")),
+    "running totals by factorisation, add_remove, Gaussian": series_plan(
+        "unit: row, neighbours: add_remove, rho: 0.5, delta: 0.000001",
+        ["{name: n, kind: count, by: [ward], mechanism: gaussian}"],
+        DATED % (8, ", design: running_totals, method: factorization")),
 }
 
 
