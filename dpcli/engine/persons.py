@@ -81,6 +81,7 @@ from dpcli.engine.cells import (
     squared,
     used_columns,
 )
+from dpcli.engine.periods import period_rows
 from dpcli.errors import InputError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.squares import square_step
@@ -244,6 +245,9 @@ class PersonRows:
         self.plan = plan
         self.unit: PersonUnit = unit
         self.used = used_columns(plan.spec)
+        # a series: only the rows of this run's periods, kept BEFORE a person's rows are bounded, so the K rows kept
+        # in a period never depend on that person's rows in other periods (None: not a series)
+        self.periods = period_rows(plan)
         self.seeds = Seeds.of(secret)
         # an empty text cell reads as a null one (no key is empty): both are hashed as null, so that a CSV (where an
         # empty field is null, a quoted one empty) and a typed file keep the same rows
@@ -315,7 +319,8 @@ class PersonRows:
         return keyed.sort(_KEY), singles
 
     def _normal(self, rows: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
-        return rows.lazy().select(ID_COLUMN, *self.used).with_columns(self.normal)
+        frame = rows.lazy() if self.periods is None else rows.lazy().filter(self.periods)
+        return frame.select(ID_COLUMN, *self.used).with_columns(self.normal)
 
     def _keyed(self, read: pl.LazyFrame) -> pl.LazyFrame:
         """The rows of ``read`` (normalised) with an id: the id's hash and text, h, the sort key and the cells held."""
