@@ -1030,10 +1030,15 @@ class Ledger(ABC):
 
         return self._locked(body)
 
-    def load_piece(self, series_key: str, piece: str, records: list[Record] | None = None) -> bytes:
+    def load_piece(
+        self, series_key: str, piece: str, records: list[Record] | None = None, known: Mapping[str, str] | None = None,
+    ) -> bytes:
         """A recorded piece's stored bytes; LedgerError (exit 5) when it is missing or altered: a recorded piece is
-        never drawn again (a second draw of the same noisy state would let the two be averaged)."""
-        known = recorded_pieces(self.records() if records is None else records, series_key)
+        never drawn again (a second draw of the same noisy state would let the two be averaged). ``known``: the
+        series' recorded pieces (recorded_pieces), when the caller loads many (else read from the records: a table
+        of t periods would read them t times)."""
+        if known is None:
+            known = recorded_pieces(self.records() if records is None else records, series_key)
         if piece not in known:
             raise InternalError(f"piece {piece} of a series is loaded before it is recorded")
         data = self.load_table(piece_key(series_key, piece))

@@ -449,7 +449,7 @@ class _PeriodWork:
 
         def piece(name: str) -> list[Noisy]:
             data = self.drawn.get(name)
-            return decode_noisy(data if data is not None else self.book.load_piece(self.series_key, name, records))
+            return decode_noisy(data if data is not None else self.book.load_piece(self.series_key, name, known=known))
 
         t = self.period
         series = self.splan.series
