@@ -179,8 +179,9 @@ class SeriesLayout:
         series = splan.series
         if spec.privacy.person is not None:
             raise UsageError(
-                "a series under a person unit is not released by this version (it needs a renewing-cap dataset): "
-                "nothing to audit", hint="use unit: row"
+                "the audit of a series under a person unit is not built in this version: each of its periods is a "
+                "person-level release of that period's rows, charged to its own period's cap",
+                hint="audit one period as a release: the same spec without series:",
             )
         self.splan, self.series, self.spec = splan, series, spec
         self.field = series_field(series)

@@ -245,3 +245,15 @@ def test_audit_of_a_series_covers_every_period_against_its_one_charge(tmp_path):
     assert n["row_d"]["admitted"] != n["row_d_prime"]["admitted"]  # it moved between periods
     assert sorted(c["cell"].split()[0] for c in n["differing_cells"]) == ["period", "period"]
     assert any("series: T = 365 periods" in note for note in report["notes"])
+
+
+def test_the_audit_of_a_person_unit_series_is_refused_saying_how_to_audit_a_period(tmp_path):
+    """A person-unit series runs on a renewing cap, each period a person-level release of its own rows; its series
+    audit is not built: exit 2 before anything, saying so and how to audit one period (never a wrong mechanism)."""
+    spec = tmp_path / "series.yaml"
+    spec.write_text(SERIES.replace("unit: row", "unit: {id: pid, max_rows: 2, missing_id: drop}")
+                    .replace("neighbours: replace", "neighbours: add_remove"))
+    result = dpcli("audit", str(spec), "--trials", "1000", cwd=tmp_path)
+    assert result.returncode == 2
+    assert b"not built in this version" in result.stderr
+    assert b"the same spec without series:" in result.stderr
