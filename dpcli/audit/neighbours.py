@@ -357,7 +357,17 @@ class _Engine:
         path.write_bytes(self.bom + self.term.join(lines) + self.term)
         if self.series is not None:  # piece by piece (dpcli.audit.series)
             field = self.index[self.series.field]
-            return self.series.aggregate(path, None if person is None else [row[field] for row in person])
+            texts = None if person is None else [row[field] for row in person]
+            if self.person is None:
+                return self.series.aggregate(path, texts)
+            exact = self.series.aggregate(path, texts, AUDIT_SECRET)
+            if person is not None and texts is not None:
+                kept = self.series.within(texts)
+                if not all(kept):  # the same dataset with only the person's rows in the audited period
+                    own = tuple(row for row, k in zip(person, kept, strict=True) if k)
+                    alone = self.base if not own else self._run(own, path.with_name(f"{path.stem}-own.csv"))
+                    self.series.check_within(exact, alone, texts)
+            return exact
         if self.person is None:
             return aggregate(self.plan, path)
         return aggregate(self.plan, path, secret=AUDIT_SECRET)
@@ -657,8 +667,8 @@ def _candidates(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng
     by_cell = list({tuple(row[eng.index[c]] for c in own): row for row in distinct}.values())[:spread]
     persons: list[Person] = [(row,) for row in rows]
     persons += [(row,) * many for row in rows]
-    persons.append(tuple(by_cell))
-    persons.append(tuple(row for row in by_cell for _ in range(per_cell)))
+    repeated = tuple(row for row in by_cell for _ in range(per_cell))
+    persons += [tuple(by_cell), repeated]
     opened = [c for c in own if _is_open(spec.columns[c])]
     for name in opened:
         # new keys only this person holds, as many as the bounds could let through and one more; keys both datasets
@@ -669,10 +679,27 @@ def _candidates(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng
         for keys in (new, shared, shared[: len(shared) // 2] + new[: len(new) // 2 + 1]):
             persons.append(tuple(keys))
             persons.append(tuple(row for row in keys for _ in range(per_cell)))
-    persons += _filled(spec, sp, values, eng)
+    filled = _filled(spec, sp, values, eng)
+    persons += filled
+    if eng.series is not None:
+        persons += _elsewhere(eng, values, many, [(rows[0],), tuple(by_cell), repeated, *filled])
     for missing in ("", "\ufffd"):
         persons += [(_set(row, {"id": idx}, {"id": missing}),) for row in rows]
     return list(dict.fromkeys(persons))
+
+
+def _elsewhere(eng: _Engine, values: dict[str, list[str]], many: int, mixed: list[Person]) -> list[Person]:
+    """A series under a person unit: a person with rows outside the audited period (in other periods, before the
+    start, after period T, missing, unparseable; each repeated past K and R), alone and added to persons with rows in
+    it (``mixed``): their rows elsewhere must change nothing of the period's release (dpcli.audit.series)."""
+    series = eng.series
+    if series is None:
+        raise InternalError("rows outside the audited period of a release without a series")
+    texts = values[series.field]
+    outside = tuple(_set(eng.base_row, eng.index, {series.field: text})
+                    for text, inside in zip(texts, series.within(texts), strict=True) if not inside
+                    for _ in range(many))
+    return [outside, *(person + outside for person in mixed)]
 
 
 def _filled(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]], eng: _Engine) -> list[Person]:

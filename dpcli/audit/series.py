@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from fractions import Fraction
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -47,7 +48,7 @@ from dpcli.audit.targets import Target, without_interval_draws
 from dpcli.core.accounting import zcdp_to_epsilon
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.engine.periods import period_index
-from dpcli.errors import InternalError, UsageError
+from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.series import SeriesPlan
 from dpcli.plan.tree import Block
@@ -58,12 +59,20 @@ __all__ = ["SeriesLayout", "base_period_text", "layout_of", "period_texts", "per
 
 # The base rows' period: the middle of period 1 (or index 1)
 BASE_PERIOD = 1
+# Under a person unit, the period whose release is audited (the base rows' own)
+AUDITED_PERIOD = BASE_PERIOD
 _MICROSECOND = timedelta(microseconds=1)
 # Offsets a candidate instant is written with (east and west of UTC, one not a whole hour)
 _EAST = timezone(timedelta(hours=5, minutes=30))
 _WEST = timezone(timedelta(hours=-8))
 
-Aggregate = Callable[[Plan, Path], list[ExactStatistic]]
+
+
+class Aggregate(Protocol):
+    """The aggregation of one piece: the real engine's (dpcli.engine.aggregate), or a faulty one a test hands in.
+    ``secret``: the person-level key of the rows' choice (None under unit: row)."""
+
+    def __call__(self, plan: Plan, path: Path, *, secret: bytes | None = None) -> list[ExactStatistic]: ...
 
 
 def series_field(series: Series) -> str:
@@ -177,12 +186,10 @@ class SeriesLayout:
     def __init__(self, splan: SeriesPlan, per_period: Plan | None, blocks: Plan | None, aggregate: Aggregate) -> None:
         spec = splan.spec
         series = splan.series
-        if spec.privacy.person is not None:
-            raise UsageError(
-                "the audit of a series under a person unit is not built in this version: each of its periods is a "
-                "person-level release of that period's rows, charged to its own period's cap",
-                hint="audit one period as a release: the same spec without series:",
-            )
+        # a person unit (per_period only: dpcli.specs.rules refuses its running totals): one period's release
+        self.person = spec.privacy.person is not None
+        if self.person and (blocks is not None or per_period is None):
+            raise InternalError("a series under a person unit has per-period values only")
         self.splan, self.series, self.spec = splan, series, spec
         self.field = series_field(series)
         self.per_period, self.blocks = per_period, blocks
@@ -190,7 +197,10 @@ class SeriesLayout:
         texts = [base_period_text(series), *period_texts(series)]
         reached = sorted({t for t in periods_of(series, texts) if t is not None})
         groups: list[Group] = []
-        if per_period is not None:
+        if per_period is not None and self.person:
+            groups.append(Group(per_period, (Piece(frozenset({AUDITED_PERIOD}), f"period {AUDITED_PERIOD}"),),
+                                "one period's values"))
+        elif per_period is not None:
             groups.append(Group(per_period, tuple(Piece(frozenset({t}), f"period {t}") for t in reached),
                                 "per-period values"))
         if blocks is not None and splan.factorized:
@@ -244,16 +254,26 @@ class SeriesLayout:
     def _pieces(self) -> list[tuple[Plan, Piece]]:
         return [(g.plan, p) for g in self.groups for p in g.pieces]
 
-    def aggregate(self, path: Path, texts: Sequence[str] | None) -> list[ExactStatistic]:
+    def _run(self, plan: Plan, path: Path, secret: bytes | None) -> list[ExactStatistic]:
+        return self._aggregate(plan, path) if secret is None else self._aggregate(plan, path, secret=secret)
+
+    def aggregate(self, path: Path, texts: Sequence[str] | None, secret: bytes | None = None) -> list[ExactStatistic]:
         """A candidate dataset's exact values, piece after piece (the audit plan's statistics). ``texts``: the
         candidate's period fields (None: the base dataset, read first). Only the pieces holding a period a
         candidate's field names are aggregated (the others are the base's); the dataset over every other period
-        together must be the base's."""
+        together must be the base's. Under a person unit (``secret``: the audit's fixed key of the rows' choice) the
+        audited period alone, whatever periods the candidate's rows name: its rows elsewhere are checked by
+        ``check_within``."""
+        if self.person:
+            if secret is None:
+                raise InternalError("a person-unit series aggregated without the audit's secret")
+            plan, piece = self._pieces()[0]
+            return self._run(dataclasses.replace(plan, periods=piece.periods), path, secret)
         pieces = self._pieces()
         if texts is None:
             products = self._products(path, None)
             self._base = [products[product_name(p.product)] if p.product is not None else
-                          self._aggregate(dataclasses.replace(plan, periods=p.periods), path) for plan, p in pieces]
+                          self._run(dataclasses.replace(plan, periods=p.periods), path, secret) for plan, p in pieces]
             self._base_path = path
             per_piece = self._base
         else:
@@ -263,7 +283,7 @@ class SeriesLayout:
             products = self._products(path, named)
             per_piece = [
                 products[product_name(p.product)] if p.product is not None else
-                self._aggregate(dataclasses.replace(plan, periods=p.periods), path) if p.periods & named else base
+                self._run(dataclasses.replace(plan, periods=p.periods), path, secret) if p.periods & named else base
                 for (plan, p), base in zip(pieces, self._base, strict=True)
             ]
             self._check_others(path, named, texts)
@@ -274,6 +294,24 @@ class SeriesLayout:
             k += len(g.pieces)
             out += [_concatenate([row[j] for row in rows]) for j in range(self.size)]
         return out
+
+    def within(self, texts: Sequence[str]) -> list[bool]:
+        """Under a person unit: which of a candidate person's rows (their period fields) the audited period holds,
+        by the engine's own rule."""
+        return [t == AUDITED_PERIOD for t in periods_of(self.series, [str(x) for x in texts])]
+
+    def check_within(self, whole: list[ExactStatistic], own: list[ExactStatistic], texts: Sequence[str]) -> None:
+        """Under a person unit: the audited period's exact values with a candidate person's every row (``whole``)
+        must be those with only the person's rows in that period (``own``): a person's rows in other periods (or in
+        none) never change a period's release, neither by being counted there nor by taking the place of the
+        period's own rows when the person's rows are bounded (a filter after the bounding, or none)."""
+        if not _same(whole, own):
+            shown = ", ".join(repr(str(t))[:60] for t in list(dict.fromkeys(texts))[:3])
+            raise InternalError(
+                f"a person's rows in other periods (period fields {shown}) change period {AUDITED_PERIOD}'s exact "
+                "values: the engine must keep only the period's rows before it bounds a person's rows "
+                "(dpcli.engine.persons.PersonRows.periods)"
+            )
 
     def _products(self, path: Path, named: frozenset[int] | None) -> dict[str, list[ExactStatistic]]:
         """The factorisation's products of a dataset by the run's own code (exact_products), from each period's
@@ -352,7 +390,8 @@ class SeriesLayout:
             else:
                 eps = sum((w * _claimed_epsilon(plan.statistics[j]) for plan, w in families), Fraction(0))
                 claim = (eps, Fraction(0), eps, "ε")
-            out.append(Target(stat.name, "statistic", f"{stat.kind} (series)", mechanism, roles, *claim, columns))
+            scope = f"period {AUDITED_PERIOD}" if self.person else "series"
+            out.append(Target(stat.name, "statistic", f"{stat.kind} ({scope})", mechanism, roles, *claim, columns))
             if len(first.components) > 1:
                 for comp in first.components:
                     parts = tuple((i, comp.role) for i in indices)
@@ -365,23 +404,35 @@ class SeriesLayout:
                                   Fraction(0))
                         claim = (eps, Fraction(0), eps, "ε")
                     out.append(Target(f"{stat.name}/{comp.role}", "component",
-                                      f"{stat.kind} ({comp.role} part, series)", comp.mechanism, parts, *claim,
+                                      f"{stat.kind} ({comp.role} part, {scope})", comp.mechanism, parts, *claim,
                                       columns))
         mechanisms = {sp.mechanism for sp in self.plan.statistics}
         mechanism = mechanisms.pop() if len(mechanisms) == 1 else "mixed"
         columns = tuple(dict.fromkeys(c for t in out if t.scope == "statistic" for c in t.columns))
         kind = f"{self.size} statistics, {self.series.periods} periods, design {self.series.design}"
+        label = "(series)"
+        if self.person:  # one period's release against one period's cap (the series' per-period budget)
+            label = f"(period {AUDITED_PERIOD})"
+            kind = f"{self.size} statistics, period {AUDITED_PERIOD} of {self.series.periods}, its own period's cap"
         if spec.privacy.accounting == "pure":
             eps = sum((w * plan.epsilon for plan, w in families), Fraction(0))
-            out.append(Target("(series)", "release", kind, mechanism, tuple(every), eps, Fraction(0), eps, "ε",
+            out.append(Target(label, "release", kind, mechanism, tuple(every), eps, Fraction(0), eps, "ε",
                               columns))
         else:
             rho = sum((w * plan.rho for plan, w in families), Fraction(0))
-            out.append(Target("(series)", "release", kind, mechanism, tuple(every), zcdp_to_epsilon(rho, delta),
+            out.append(Target(label, "release", kind, mechanism, tuple(every), zcdp_to_epsilon(rho, delta),
                               delta, rho, "ρ", columns))
         return out
 
     def describe(self) -> str:
+        if self.person:
+            return (f"under a person unit each period is a person-level release of that period's rows, charged to "
+                    f"its own period's cap: period {AUDITED_PERIOD}'s release is audited against one period's budget, "
+                    "the candidate persons' rows in that period and in others (other periods, before the start, "
+                    "after period T, missing, unparseable), each candidate dataset through the real engine at the "
+                    f"per-period plan; and period {AUDITED_PERIOD}'s exact values with a person's every row must be "
+                    "those with only the person's rows in it. The series as a whole protects a person present in "
+                    "k periods at k times the per-period budget (k·ε: the renewing cap)")
         shown = "; ".join(f"{g.name}: {', '.join(p.label for p in g.pieces)}" for g in self.groups)
         return f"the pieces candidate rows reach, each aggregated by the real engine: {shown}"
 

@@ -120,9 +120,53 @@ def test_a_wrong_per_block_share_is_caught(tmp_path: Path) -> None:
 
 def test_an_engine_that_counts_a_row_outside_its_period_is_caught(tmp_path: Path) -> None:
     """Fault injection: an engine that reads every period's rows whatever the piece (the series' filter lost)."""
-    def every_period(plan: Plan, path: Path) -> list[ExactStatistic]:
-        return aggregate(dataclasses.replace(plan, periods=frozenset({1, 2, 3})), path)
+    def every_period(plan: Plan, path: Path, *, secret: bytes | None = None) -> list[ExactStatistic]:
+        return aggregate(dataclasses.replace(plan, periods=frozenset({1, 2, 3})), path, secret=secret)
 
     splan = series_plan("add_remove", INDEXED % "")
     with pytest.raises(InternalError, match="in a period its field does not put it in"):
+        search(splan, tmp_path, layout_of(splan, every_period)[0])
+
+
+PERSON = "unit: {id: pid, max_rows: 2, missing_id: drop}, neighbours: %s, epsilon: 1"
+
+
+def person_series_plan(neighbours: str = "add_remove", stats: list[str] | None = None) -> SeriesPlan:
+    return make_series_plan(parse_spec(spec_text(
+        {"k": "{type: category, categories: [a, b]}"}, stats or ["{name: n, kind: count}"],
+        privacy=PERSON % neighbours, extra=INDEXED % "",
+    )))
+
+
+def test_a_person_unit_series_audits_one_period_against_one_periods_cap(tmp_path: Path) -> None:
+    """Under a person unit each period is a person-level release of its own rows, charged to its own period's cap:
+    period 1's release is audited against the per-period budget, with candidate persons' rows in period 1 and in
+    others (and none); a person with K rows in period 1 reaches the claim exactly, never past it."""
+    splan = person_series_plan()
+    assert splan.per_period is not None
+    found = search(splan, tmp_path)
+    assert list(found) == ["n", "(period 1)"]
+    whole = found["(period 1)"]
+    assert whole.target.claimed_loss == splan.per_period.epsilon == 1  # one period's budget, not k periods'
+    assert whole.pair_loss == 1  # a count of K = 2 rows at ε / 2 per row
+    assert [c.label for c in whole.noised] == ["period 1"]
+
+
+@pytest.mark.slow  # ~1.6 s: two statistics, every pair of candidate persons
+def test_a_person_unit_series_under_replace_stays_within_one_periods_claim(tmp_path: Path) -> None:
+    splan = person_series_plan("replace", ["{name: n, kind: count}", "{name: h, kind: histogram, column: k}"])
+    found = search(splan, tmp_path)
+    for label in ("n", "h", "(period 1)"):
+        assert 0 < found[label].pair_loss <= found[label].target.claimed_loss, label
+
+
+def test_an_engine_that_ignores_the_period_filter_under_a_person_unit_is_caught(tmp_path: Path) -> None:
+    """Fault injection: a person-level engine that reads every period's rows whatever the period audited. A person
+    keeps at most K rows either way, so the period's loss stays within its claim; what catches it is that a
+    person's rows in other periods change the period's exact values."""
+    def every_period(plan: Plan, path: Path, *, secret: bytes | None = None) -> list[ExactStatistic]:
+        return aggregate(dataclasses.replace(plan, periods=frozenset({1, 2, 3})), path, secret=secret)
+
+    splan = person_series_plan()
+    with pytest.raises(InternalError, match="a person's rows in other periods"):
         search(splan, tmp_path, layout_of(splan, every_period)[0])
