@@ -63,7 +63,8 @@ candidate the release's sampler draws.
 
 **A series** (a spec with ``series:``, dpcli.audit.series): candidate rows carry the period field, each piece (a
 period's, a tree block's) is aggregated by the real engine, each statistic is audited over all its pieces at once and
-the series (``(series)``) against its one charge.
+the series (``(series)``) against its one charge. Under a person unit (per_period, on a renewing cap) one period's
+release (``(period 1)``) is audited against one period's budget, with candidate persons' rows in it and elsewhere.
 
 It is evidence, not a proof: a lower bound that stays below the claim does not show the mechanism private (other
 datasets or events might show more, and a finite sample cannot see rare events); one above it proves a bug.
@@ -292,7 +293,13 @@ def audit(
         "events are on the log-likelihood ratio of D' to D at the noisy values before post-processing (a release's "
         "numbers are a function of them), at thresholds fixed before any noise is drawn",
     ]
-    if layout is not None:
+    if layout is not None and layout.person:
+        notes.append(
+            f"series under a person unit: T = {layout.series.periods} periods, design {layout.series.design}; "
+            f"candidate persons' rows carry the period field {layout.field} (in the audited period and in others, "
+            "before the start, after period T, with offsets, naive, missing, unparseable); " + layout.describe()
+        )
+    elif layout is not None:
         notes.append(
             f"series: T = {layout.series.periods} periods, design {layout.series.design}; candidate rows carry the "
             f"period field {layout.field} (in periods, at their first and last instants, before the start, after "

@@ -131,10 +131,11 @@ def test_an_engine_that_counts_a_row_outside_its_period_is_caught(tmp_path: Path
 PERSON = "unit: {id: pid, max_rows: 2, missing_id: drop}, neighbours: %s, epsilon: 1"
 
 
-def person_series_plan(neighbours: str = "add_remove", stats: list[str] | None = None) -> SeriesPlan:
+def person_series_plan(neighbours: str = "add_remove", stats: list[str] | None = None,
+                       series: str = INDEXED % "") -> SeriesPlan:
     return make_series_plan(parse_spec(spec_text(
         {"k": "{type: category, categories: [a, b]}"}, stats or ["{name: n, kind: count}"],
-        privacy=PERSON % neighbours, extra=INDEXED % "",
+        privacy=PERSON % neighbours, extra=series,
     )))
 
 
@@ -150,6 +151,16 @@ def test_a_person_unit_series_audits_one_period_against_one_periods_cap(tmp_path
     assert whole.target.claimed_loss == splan.per_period.epsilon == 1  # one period's budget, not k periods'
     assert whole.pair_loss == 1  # a count of K = 2 rows at ε / 2 per row
     assert [c.label for c in whole.noised] == ["period 1"]
+
+
+@pytest.mark.slow  # ~2 s: about 300 engine runs
+def test_a_person_unit_series_with_a_dated_field_audits_period_1_through_every_case_of_the_field(
+        tmp_path: Path) -> None:
+    """Hourly periods, T = 8,760: a person's rows at period 1's first and last instants, in period 2, at T, before
+    the start, after T, with offsets, naive, missing, unparseable: period 1's release within one period's claim, and
+    the person's rows elsewhere changing none of its exact values."""
+    found = search(person_series_plan(series=DATED % (8760, "")), tmp_path)
+    assert found["(period 1)"].pair_loss == found["(period 1)"].target.claimed_loss == 1
 
 
 @pytest.mark.slow  # ~1.6 s: two statistics, every pair of candidate persons

@@ -247,13 +247,25 @@ def test_audit_of_a_series_covers_every_period_against_its_one_charge(tmp_path):
     assert any("series: T = 365 periods" in note for note in report["notes"])
 
 
-def test_the_audit_of_a_person_unit_series_is_refused_saying_how_to_audit_a_period(tmp_path):
-    """A person-unit series runs on a renewing cap, each period a person-level release of its own rows; its series
-    audit is not built: exit 2 before anything, saying so and how to audit one period (never a wrong mechanism)."""
+def test_the_audit_of_a_person_unit_series_audits_one_period_against_one_periods_cap(tmp_path):
+    """A person-unit series runs on a renewing cap, each period a person-level release of its own rows charged to its
+    own period's cap: `dpcli audit` audits period 1's release against the per-period budget, neighbours differing by
+    one person whose rows lie in that period and in others, and says that a person present in k periods has k·ε."""
     spec = tmp_path / "series.yaml"
+    # an index field keeps it quick (a dated field's candidates: tests/audit/test_series_audit.py, slow)
     spec.write_text(SERIES.replace("unit: row", "unit: {id: pid, max_rows: 2, missing_id: drop}")
-                    .replace("neighbours: replace", "neighbours: add_remove"))
-    result = dpcli("audit", str(spec), "--trials", "1000", cwd=tmp_path)
-    assert result.returncode == 2
-    assert b"not built in this version" in result.stderr
-    assert b"the same spec without series:" in result.stderr
+                    .replace("neighbours: replace", "neighbours: add_remove")
+                    .replace("periods: 365, period: {column: admitted, start: 2027-01-01, every: 1 day}",
+                             "periods: 3, period: {column: day}"))
+    result = dpcli("audit", str(spec), "--trials", "1000", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["spent"] is False
+    assert [s["statistic"] for s in report["statistics"]] == ["n", "(period 1)"]
+    n, period = report["statistics"]
+    assert Fraction(n["claimed_epsilon"]) == 1 == Fraction(period["claimed_epsilon"]) == Fraction(n["pair_loss"])
+    assert {r["pid"] for r in n["rows_d_prime"]} == {"dpcli-audit-person"}
+    assert [c["cell"] for c in n["differing_cells"]] == ["period 1"]
+    note = next(x for x in report["notes"] if x.startswith("series under a person unit"))
+    assert "k periods at k times the per-period budget (k·ε: the renewing cap)" in note
