@@ -26,6 +26,14 @@ charge covers it, every piece at once.
   the pure ε summed over the pieces, or ρ summed (a Laplace part in zCDP counting ε²/2 per family and level: the
   levels of the tree compose, the periods of one level in parallel).
 
+- **Under a person unit** (per_period only, on a renewing cap) each period is a person-level release of its own rows,
+  charged to its own period's cap: the audit is period 1's release (one piece, ``(period 1)``) at the per-period plan
+  and its period filter (the engine keeps the period's rows before it bounds a person's), against one period's
+  budget. Candidate persons hold rows in period 1 and elsewhere (dpcli.audit.neighbours adds persons with rows
+  outside it); instead of the row unit's check over the other periods (which a person's rows there legitimately
+  change), each candidate person's dataset must give period 1 the exact values of the same dataset with only the
+  person's rows in period 1 (``within``, ``check_within``). A person present in k periods has k·ε over the series.
+
 The tree is audited from the plan's block structure (``SeriesPlan.blocks`` and dpcli.plan.tree): a block's noisy state
 is its statistics' exact values over the block's periods' rows plus the block plan's noise.
 """
