@@ -8,6 +8,7 @@ from __future__ import annotations
 import decimal
 import itertools
 import math
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -300,6 +301,7 @@ class _Engine:
             self.base_row = (*base, PERSON_ID)
             self.base_rows = [(*row, f"{BASE_ID}-{j}") for j, row in enumerate([base] * BASE_ROWS + shared)]
         self.files = 0
+        self._recheck = threading.Lock()
         self._dialect()
         self.base = self._run(None, self._name())
         self.deltas: dict[Person, Delta] = {}
@@ -366,6 +368,9 @@ class _Engine:
                 if not all(kept):  # the same dataset with only the person's rows in the audited period
                     own = tuple(row for row, k in zip(person, kept, strict=True) if k)
                     alone = self.base if not own else self._run(own, path.with_name(f"{path.stem}-own.csv"))
+                    if own:
+                        with self._recheck:  # load() names every file before its workers start: only they count here
+                            self.files += 1
                     self.series.check_within(exact, alone, texts)
             return exact
         if self.person is None:
