@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dpcli.engine.cells import ExactStatistic
     from dpcli.engine.csv_header import check_header, read_header
-    from dpcli.engine.polars_engine import aggregate, check_input
+    from dpcli.engine.polars_engine import aggregate, aggregate_periods, check_input
     from dpcli.engine.source import input_format
 
 # name -> the module that defines it
@@ -29,11 +29,14 @@ _PUBLIC = {
     "check_header": "dpcli.engine.csv_header",
     "read_header": "dpcli.engine.csv_header",
     "aggregate": "dpcli.engine.polars_engine",
+    "aggregate_periods": "dpcli.engine.polars_engine",
     "check_input": "dpcli.engine.polars_engine",
     "input_format": "dpcli.engine.source",
 }
 
-__all__ = ["ExactStatistic", "aggregate", "check_header", "check_input", "input_format", "read_header"]
+__all__ = [
+    "ExactStatistic", "aggregate", "aggregate_periods", "check_header", "check_input", "input_format", "read_header",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
-from dpcli.engine.periods import period_rows
+from dpcli.engine.periods import PERIOD_FIELD, period_index, period_rows
 from dpcli.errors import InternalError
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.squares import largest_square, square_step
@@ -303,16 +303,31 @@ def largest_term(plan: Plan) -> int:
     return biggest
 
 
-class Queries:
-    """The groupings of one release, applicable to any frame of the used columns; results of several frames add up."""
+# a series' rows grouped by their period (``Queries(..., by_period=True)``): the group key of the period's index
+PERIOD_GROUP = "\0period:index"
 
-    def __init__(self, plan: Plan, sum_type: pl.DataType):
+
+class Queries:
+    """The groupings of one release, applicable to any frame of the used columns; results of several frames add up.
+
+    ``by_period`` (a series): every grouping also groups by the row's period, so that one scan gives each of the
+    plan's periods its own exact aggregates (``CellTotals.result``: each statistic's cells, period after period)."""
+
+    def __init__(self, plan: Plan, sum_type: pl.DataType, by_period: bool = False):
         self.rows = period_rows(plan)
         self.groups = groupings(plan)
+        self.periods: tuple[int, ...] | None = None
+        if by_period:
+            if plan.spec.series is None or plan.periods is None or any(sp.selection is not None
+                                                                       for sp in plan.statistics):
+                raise InternalError("rows are grouped by period in a series without open keys, for chosen periods")
+            self.periods = tuple(sorted(plan.periods))
         self.queries: list[Query] = []
         self.recipes: list[list[Recipe]] = []
         for group in self.groups:
             q = Query()
+            if self.periods is not None and plan.spec.series is not None:
+                q.key(PERIOD_GROUP, period_index(plan.spec.series, pl.col(PERIOD_FIELD)))
             self.recipes.append([recipe(plan.spec, plan.statistics[i], q, sum_type) for i in group])
             self.queries.append(q)
 
@@ -349,6 +364,7 @@ class CellTotals:
         self.plan = plan
         self.slots = [(i, r) for group, recipes in zip(queries.groups, queries.recipes, strict=True)
                       for i, r in zip(group, recipes, strict=True)]
+        self.periods = queries.periods
         self.group_of = {i: g for g, group in enumerate(queries.groups) for i in group}
         self.parts: list[list[pl.DataFrame]] = [[] for _ in plan.statistics]
         self.rows = [0] * len(plan.statistics)
@@ -357,7 +373,8 @@ class CellTotals:
         """``grouped``: per grouping, the chunk's grouped frames (negated ones included)."""
         for i, recipe in self.slots:
             for frame in grouped[self.group_of[i]]:
-                codes = cell_codes(frame, recipe)
+                codes = cell_codes(frame, recipe, None if self.periods is None
+                                   else (self.periods, self.plan.statistics[i].cells))
                 self.parts[i].append(codes)
                 self.rows[i] += codes.height
             if self.rows[i] > self.COMPACT_ROWS:
@@ -365,13 +382,25 @@ class CellTotals:
                 self.rows[i] = self.parts[i][0].height
 
     def result(self) -> list[ExactStatistic]:
-        return [cell_arrays(sp, compact(parts)) for sp, parts in zip(self.plan.statistics, self.parts, strict=True)]
+        """Per statistic, its cells' totals; grouped by period, its cells of each period in turn (``periods``
+        times the statistic's cells, in the order of ``Queries.periods``)."""
+        periods = 1 if self.periods is None else len(self.periods)
+        return [cell_arrays(sp, compact(parts), sp.cells * periods)
+                for sp, parts in zip(self.plan.statistics, self.parts, strict=True)]
 
 
-def cell_codes(frame: pl.DataFrame, recipe: Recipe) -> pl.DataFrame:
+def cell_codes(
+    frame: pl.DataFrame, recipe: Recipe, by_period: tuple[tuple[int, ...], int] | None = None,
+) -> pl.DataFrame:
     """A grouped result as (declared cell code[, open key], count, sum) rows: category text decoded to declared keys
-    (undeclared text and values outside the bins drop out), one row per distinct group."""
+    (undeclared text and values outside the bins drop out), one row per distinct group. ``by_period``: (the periods,
+    the statistic's cells): the code is the period's place among them times the cells, plus the cell's."""
     code, key = recipe.cell(pl.col)
+    if by_period is not None:
+        periods, cells = by_period
+        place = pl.col(PERIOD_GROUP).replace_strict(periods, range(len(periods)), default=None,
+                                                    return_dtype=pl.Int64)
+        code = place * cells + code
     columns = [code.alias("code")]
     present = pl.col("code").is_not_null()
     if key is not None:
@@ -398,9 +427,11 @@ def compact(parts: list[pl.DataFrame]) -> pl.DataFrame:
     return both.group_by(cell).agg(totals)
 
 
-def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
-    """Per-cell totals as arrays over every declared cell (cells nobody falls in are zeros); for an open-key
-    statistic, one entry per observed cell, in (code, key) order."""
+def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame, size: int | None = None) -> ExactStatistic:
+    """Per-cell totals as arrays over every declared cell (cells nobody falls in are zeros; ``size``: the arrays'
+    length, the statistic's cells unless grouped by period); for an open-key statistic, one entry per observed cell,
+    in (code, key) order."""
+    size = sp.cells if size is None else size
     if sp.selection is not None:  # an open-key statistic
         if "key" not in cells.columns:  # nothing observed
             cells = pl.DataFrame(schema={"code": pl.Int64, "key": pl.String, "n": pl.Int64})
@@ -413,19 +444,33 @@ def cell_arrays(sp: StatisticPlan, cells: pl.DataFrame) -> ExactStatistic:
                             dtype=object)
         return ExactStatistic(cells["n"].to_numpy().astype(np.int64), sums, keys)
     idx = cells["code"].to_numpy().astype(np.int64)
-    counts = np.zeros(sp.cells, dtype=np.int64)
+    counts = np.zeros(size, dtype=np.int64)
     counts[idx] = cells["n"].to_numpy().astype(np.int64)
     sums = squares = None
     if KINDS[sp.statistic.kind].sums_column:
-        sums = _object_cells(sp, idx, cells, "s")
+        sums = _object_cells(size, idx, cells, "s")
     if KINDS[sp.statistic.kind].sums_squares:
-        squares = _object_cells(sp, idx, cells, "s2")
+        squares = _object_cells(size, idx, cells, "s2")
     return ExactStatistic(counts, sums, squares=squares)
 
 
-def _object_cells(sp: StatisticPlan, idx: np.ndarray, cells: pl.DataFrame, name: str) -> np.ndarray:
+def split_periods(stats: list[ExactStatistic], periods: tuple[int, ...]) -> dict[int, list[ExactStatistic]]:
+    """Statistics grouped by period (``CellTotals.result`` of ``Queries(..., by_period=True)``) -> each period's."""
+    out: dict[int, list[ExactStatistic]] = {}
+    for k, period in enumerate(periods):
+        own = []
+        for stat in stats:
+            cells = len(stat.counts) // len(periods)
+            part = slice(k * cells, (k + 1) * cells)
+            own.append(ExactStatistic(stat.counts[part], None if stat.sums is None else stat.sums[part],
+                                      squares=None if stat.squares is None else stat.squares[part]))
+        out[period] = own
+    return out
+
+
+def _object_cells(size: int, idx: np.ndarray, cells: pl.DataFrame, name: str) -> np.ndarray:
     """A summed column of the per-cell totals over every declared cell, as Python ints (0 where nobody fell)."""
-    out = np.zeros(sp.cells, dtype=object)
+    out = np.zeros(size, dtype=object)
     out[:] = 0
     if name in cells.columns:
         for j, s in zip(idx.tolist(), cells[name].to_list(), strict=True):

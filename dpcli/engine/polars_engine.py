@@ -31,7 +31,15 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from dpcli.engine.cells import CellTotals, ExactStatistic, Queries, column_types, largest_term, used_columns
+from dpcli.engine.cells import (
+    CellTotals,
+    ExactStatistic,
+    Queries,
+    column_types,
+    largest_term,
+    split_periods,
+    used_columns,
+)
 from dpcli.engine.columnar import (
     check_streaming,
     collect_columnar,
@@ -58,7 +66,9 @@ _BOM = b"\xef\xbb\xbf"
 # what polars sniffs at the start of a buffer (see read_lines)
 _SNIFFED = (_BOM, b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
 
-__all__ = ["CsvLayout", "ExactStatistic", "LineAggregator", "aggregate", "check_fields", "check_input"]
+__all__ = [
+    "CsvLayout", "ExactStatistic", "LineAggregator", "aggregate", "aggregate_periods", "check_fields", "check_input",
+]
 
 
 @dataclass(frozen=True)
@@ -138,9 +148,10 @@ class LineAggregator:
     for ``dpcli.engine.persons.PersonRows``); its lines are read exactly as for the totals.
     """
 
-    def __init__(self, plan: Plan, layout: CsvLayout):
+    def __init__(self, plan: Plan, layout: CsvLayout, by_period: bool = False):
         spec = plan.spec
         self.plan = plan
+        self.by_period = by_period  # a series' rows grouped by their period (dpcli.engine.cells.Queries)
         self.used = used_columns(spec)
         self.eol = layout.eol
         position = {name: i for i, name in enumerate(layout.names)}
@@ -159,7 +170,7 @@ class LineAggregator:
         """Int64 sums where no sum over the chunk can overflow them, else Int128 (measured: Int128 sums cost ~25%
         of the scan). A chunk of B bytes has at most B + 1 lines, so |sum| <= (B + 1) * the largest term."""
         if wide not in self._queries:
-            self._queries[wide] = Queries(self.plan, pl.Int128() if wide else pl.Int64())
+            self._queries[wide] = Queries(self.plan, pl.Int128() if wide else pl.Int64(), self.by_period)
         return self._queries[wide]
 
     def add(self, data: bytes) -> None:
@@ -283,6 +294,31 @@ def aggregate(
     person-level release's 32-byte secret (``dpcli.engine.persons``); None draws a fresh one. ``max_input_bytes``:
     the cap on a compressed input's decompressed size, and on a Parquet file's used columns decompressed
     (InputError, exit 3, past it: the engine reads before the spend)."""
+    return _aggregate(plan, path, input_format, on_bytes, secret, max_input_bytes, by_period=False)
+
+
+def aggregate_periods(
+    plan: Plan,
+    path: Path,
+    *,
+    input_format: str | None = None,
+    on_bytes: OnBytes | None = None,
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> dict[int, list[ExactStatistic]]:
+    """A series' exact aggregates of each of the plan's periods (``plan.periods``), from one read of the input: as
+    ``aggregate`` of the plan restricted to that period's rows, for every period at once (the rows grouped by their
+    own period field). Memory: the plan's cells times its periods (and the grouped chunks in flight). Not under a
+    person unit: a person's rows are bounded over the whole scan, not per period."""
+    if plan.spec.privacy.person is not None or plan.periods is None:
+        raise InternalError("a series' periods are aggregated together for a row unit and chosen periods")
+    grouped = _aggregate(plan, path, input_format, on_bytes, None, max_input_bytes, by_period=True)
+    return split_periods(grouped, tuple(sorted(plan.periods)))
+
+
+def _aggregate(
+    plan: Plan, path: Path, input_format: str | None, on_bytes: OnBytes | None, secret: bytes | None,
+    max_input_bytes: int, by_period: bool,
+) -> list[ExactStatistic]:
     path = Path(path)
     spec = plan.spec
     fmt = input_format_of(path, input_format, spec.input_format)
@@ -299,7 +335,7 @@ def aggregate(
             return persons.finish()
         # typed columns (dpcli.engine.columnar): the schema stands for the header; Int128 sums, as a compressed
         # file's row count is not bounded by its size
-        queries = Queries(plan, pl.Int128())
+        queries = Queries(plan, pl.Int128(), by_period)
         with reading:
             grouped = collect_columnar(
                 path, fmt, spec, used_columns(spec), queries.apply, max_input_bytes
@@ -315,8 +351,8 @@ def aggregate(
             # no warning, no panic text (polars may name or quote what it read): nothing about the data
             check_fields(path, source.header.names, spec, source.delimiter)
             if spec.quoted_line_breaks:
-                return _rfc_file(path, source, plan, persons)
-            aggregator = LineAggregator(plan, source.layout)
+                return _rfc_file(path, source, plan, persons, by_period)
+            aggregator = LineAggregator(plan, source.layout, by_period)
             if persons is not None:
                 aggregator.rows_all(source.chunks(), persons)
                 return persons.finish()
@@ -365,7 +401,9 @@ def _project(frame: pl.LazyFrame, columns: list[pl.Expr]) -> pl.LazyFrame:
     return frame.select(columns) if columns else frame
 
 
-def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | None) -> list[ExactStatistic]:
+def _rfc_file(
+    path: Path, source: CsvSource, plan: Plan, persons: PersonRows | None, by_period: bool = False,
+) -> list[ExactStatistic]:
     """``csv.quoted_line_breaks``: polars' RFC 4180 reader over the whole file (the spec vouches for its writer),
     on its streaming engine. A record may span any number of lines, so the file cannot be cut into chunks of lines:
     only a plain UTF-8 file is read this way."""
@@ -380,7 +418,7 @@ def _rfc_file(path: Path, source: CsvSource, plan: Plan, persons: PersonRows | N
     used = used_columns(spec)
     reader = line_reader(spec.columns, layout.names, used, layout.eol, source.delimiter, spec.id_column,
                          period_field_of(spec))
-    queries = Queries(plan, pl.Int128())
+    queries = Queries(plan, pl.Int128(), by_period)
     skip = 1 if spec.csv.header else 0
     frame = _project(
         pl.scan_csv(path, skip_rows=skip, glob=False, **reader.options(quoting=True)), reader.select

@@ -17,6 +17,7 @@ is never revised (no vintages).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -55,7 +56,7 @@ from dpcli.publish.table import Block, Table, build_table
 from dpcli.run.paid import Paid, PaidRun, Unpaid
 from dpcli.run.prepare import prepare
 from dpcli.run.release import Pages, Release, write_outputs
-from dpcli.run.series_input import SeriesInput, needed_periods, period_files
+from dpcli.run.series_input import SeriesInput, added, needed_periods, period_files
 from dpcli.run.series_products import exact_products, product_name, product_period
 from dpcli.specs.kinds import KINDS, Value
 from dpcli.specs.load import load_spec
@@ -283,14 +284,19 @@ def release_period(
         plans = {name: work.piece_plan(name) for name in missing}
         # the one input, or the template's file of every period the pieces need (dpcli.run.series_input)
         with SeriesInput(ready, input, needed_periods(plans.values()), max_input_bytes, on_input_bytes, say) as rows:
-            products = [t for t in map(product_period, missing) if t is not None]
-            if products:  # a factorisation's products: each period's own rows aggregated once, then combined
+            running = [p for p in missing if not p.startswith("p")]  # the tree's blocks, the factorisation's products
+            if running:
+                # one read of each file, its rows grouped by period: each needed period's exact aggregates (memory:
+                # the needed periods times the cells), then each block the sum of its periods', each product their
+                # integer combination (linear kinds only: counts and fixed-point sums add exactly)
                 if splan.blocks is None:
-                    raise InternalError("a factorisation's products need its plan")
-                blocks_plan = splan.blocks
-                work.exact.update(exact_products(products, series.periods, lambda s: rows.aggregate(
-                    dataclasses.replace(blocks_plan, periods=frozenset({s})))))
-            for name in (p for p in missing if product_period(p) is None):  # from the rows of its own periods
+                    raise InternalError("a series' running totals need their plan")
+                by_period = rows.aggregate_periods(dataclasses.replace(
+                    splan.blocks, periods=frozenset(needed_periods(plans[p] for p in running))))
+                products = [t for t in map(product_period, running) if t is not None]
+                work.exact.update(exact_products(products, series.periods, by_period.__getitem__))
+                work.exact.update(block_sums([_block(p) for p in running if product_period(p) is None], by_period))
+            for name in (p for p in missing if p.startswith("p")):  # a period's own piece: from its rows
                 work.exact[name] = rows.aggregate(plans[name])
             say(f"exact aggregates of the rows of {len(missing)} piece(s) computed")
     work.pages.open()  # an existing summary file opened before the spend: refused there, nothing is spent
@@ -299,6 +305,36 @@ def release_period(
     if period_run is not None:
         return period_run.pay(work) if period_paid is None else period_run.draw_pieces(period_paid, work)
     return run.draw_pieces(charge, work)
+
+
+def block_sums(
+    blocks: list[TreeBlock], by_period: Mapping[int, list[ExactStatistic]],
+) -> dict[str, list[ExactStatistic]]:
+    """Each tree block's exact aggregates: the sum of its periods' (``by_period`` holds every period of every
+    block), as differences of running sums over the periods given (exact integers: a block's periods are all there,
+    so the periods between its ends that are given are exactly its own)."""
+    if not blocks:
+        return {}
+    order = sorted(by_period)
+    to_date: list[list[ExactStatistic]] = []  # to_date[k]: the sum over order[:k + 1]
+    for t in order:
+        to_date.append(by_period[t] if not to_date else [added(a, b) for a, b in zip(to_date[-1], by_period[t],
+                                                                                      strict=True)])
+    out = {}
+    for block in blocks:
+        last = bisect.bisect_right(order, block.last) - 1
+        before = bisect.bisect_left(order, block.first) - 1
+        if last < 0 or order[last] != block.last or before + 1 >= len(order) or order[before + 1] != block.first:
+            raise InternalError(f"block {block.key}'s periods were not aggregated")
+        out[block.key] = to_date[last] if before < 0 else [_less(a, b) for a, b in zip(to_date[last], to_date[before],
+                                                                                      strict=True)]
+    return out
+
+
+def _less(a: ExactStatistic, b: ExactStatistic) -> ExactStatistic:
+    """The exact aggregates of the rows of ``a``'s that are not ``b``'s (``b``'s rows among ``a``'s)."""
+    return ExactStatistic(a.counts - b.counts, None if a.sums is None or b.sums is None else a.sums - b.sums,
+                          squares=None if a.squares is None or b.squares is None else a.squares - b.squares)
 
 
 def charge_period(series: Series, t: int) -> str:

@@ -7,7 +7,9 @@ the file of every period whose rows the pieces it draws need, each opened by dpc
        count twice), none of them the output or its sidecar (exit 2), before any is opened
     -> each opened as an input is today (a stream spooled, the same caps and timeout) and its header checked
     -> a piece's exact aggregates: the sum over every opened file of the engine's aggregates of that file's rows
-       whose own field puts them in the piece's periods (the field decides, never the file)
+       whose own field puts them in the piece's periods (the field decides, never the file); the running totals'
+       pieces (tree blocks, the factorisation's products) from one read of each file, its rows grouped by their
+       period (``aggregate_periods``), each piece the sum (or the products' integer combination) of its periods'
 
 Every check here is about the operator's files (their names, presence, identity), never about their content, and
 all of them come before anything is spent. Exact aggregates add up over disjoint sets of rows (each file's rows are
@@ -24,7 +26,7 @@ from types import TracebackType
 
 import numpy as np
 
-from dpcli.engine import ExactStatistic, aggregate, check_input
+from dpcli.engine import ExactStatistic, aggregate, aggregate_periods, check_input
 from dpcli.engine.inputs import InputFile
 from dpcli.errors import InputError, InternalError
 from dpcli.plan.model import Plan
@@ -32,7 +34,7 @@ from dpcli.publish.paths import check_release_paths
 from dpcli.run.prepare import Prepared
 from dpcli.specs.model import Spec
 
-__all__ = ["SeriesInput", "needed_periods", "period_files", "uses_template"]
+__all__ = ["SeriesInput", "added", "needed_periods", "period_files", "uses_template"]
 
 
 def uses_template(spec: Spec, explicit_input: str | Path | None) -> bool:
@@ -153,15 +155,28 @@ class SeriesInput:
         for path in self.paths:
             part = aggregate(plan, path, input_format=self.ready.input_format, on_bytes=self.on_input_bytes,
                              max_input_bytes=self.max_input_bytes)
-            total = part if total is None else [_added(a, b) for a, b in zip(total, part, strict=True)]
+            total = part if total is None else [added(a, b) for a, b in zip(total, part, strict=True)]
+        if total is None:
+            raise InternalError("a series' run reads at least one file")
+        return total
+
+    def aggregate_periods(self, plan: Plan) -> dict[int, list[ExactStatistic]]:
+        """Each of ``plan.periods``' exact aggregates over every file this run opened, each file read once (its rows
+        grouped by their own period field): a piece of several periods is the sum of its periods' (exact integers)."""
+        total: dict[int, list[ExactStatistic]] | None = None
+        for path in self.paths:
+            part = aggregate_periods(plan, path, input_format=self.ready.input_format, on_bytes=self.on_input_bytes,
+                                     max_input_bytes=self.max_input_bytes)
+            total = part if total is None else {
+                t: [added(a, b) for a, b in zip(total[t], part[t], strict=True)] for t in total}
         if total is None:
             raise InternalError("a series' run reads at least one file")
         return total
 
 
-def _added(a: ExactStatistic, b: ExactStatistic) -> ExactStatistic:
-    """Two files' exact aggregates of one statistic, added cell by cell (declared cells only: a series has no open
-    keys)."""
+def added(a: ExactStatistic, b: ExactStatistic) -> ExactStatistic:
+    """Two sets of rows' exact aggregates of one statistic (two files', two periods'), added cell by cell (declared
+    cells only: a series has no open keys)."""
     if a.keys is not None or b.keys is not None:
         raise InternalError("a series has no open-key statistic")
 

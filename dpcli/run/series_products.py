@@ -1,6 +1,7 @@
 """The exact products of a series' factorisation (``method: factorization``, dpcli.plan.factorization): product t
-is sum_{s <= t} C[t - s] x_s over the exact aggregates x_s of each period s's own rows, in exact integers. Each
-period is aggregated once per run, from its own rows only (the engine filters them), whatever file holds them;
+is sum_{s <= t} C[t - s] x_s over the exact aggregates x_s of each period s's own rows, in exact integers. Every
+period's aggregates come from one read of the run's input, its rows grouped by their own period (the engine places
+them), whatever file holds them;
 only the noisy products are ever stored (the caller adds the noise)."""
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def product_period(name: str) -> int | None:
 def exact_products(
     products: list[int], periods: int, aggregate_period: Callable[[int], list[ExactStatistic]],
 ) -> dict[str, list[ExactStatistic]]:
-    """The exact products ``products`` (periods of a horizon of ``periods``), each period 1..max aggregated once
-    by ``aggregate_period`` (its own rows only)."""
+    """The exact products ``products`` (periods of a horizon of ``periods``) from each period 1..max's exact
+    aggregates, ``aggregate_period(s)`` (its own rows only)."""
     if not products:
         return {}
     last = max(products)

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 import pytest
 
-from dpcli.engine import aggregate
+from dpcli.engine import aggregate, aggregate_periods
 from dpcli.engine.periods import period_index
 from dpcli.errors import InputError, InternalError
 from dpcli.plan.model import Plan, make_plan
@@ -37,8 +37,8 @@ ROWS = [
 EXPECTED = {1: (3, [2, 1], 15), 2: (2, [1, 1], 3), 3: (0, [0, 0], 0)}
 
 
-def daily_plan(periods: set[int] | None) -> Plan:
-    spec = parse_spec(spec_text(COLUMNS, STATS, extra=(
+def daily_plan(periods: set[int] | None, csv: str | None = None) -> Plan:
+    spec = parse_spec(spec_text(COLUMNS, STATS, csv=csv, extra=(
         "series: {periods: 3, period: {column: admitted, start: 2027-01-01, every: 1 day}}\n")))
     plan = make_plan(spec)
     return plan if periods is None else dataclasses.replace(plan, periods=frozenset(periods))
@@ -63,6 +63,24 @@ def test_a_period_aggregates_its_own_rows_only(admissions: Path, period: int) ->
 
 def test_periods_together_add_up(admissions: Path) -> None:
     assert answers(daily_plan({1, 2, 3}), admissions) == (5, [3, 2], 18)
+
+
+@pytest.mark.parametrize("read", ["lines", "parquet", "quoted_line_breaks"])
+def test_periods_grouped_in_one_read_are_each_periods_own(admissions: Path, tmp_path: Path, read: str) -> None:
+    """aggregate_periods: one read, its rows grouped by period, gives each period what aggregate of that period
+    alone gives (the line reader, a typed file, the RFC 4180 reader)."""
+    path, csv = admissions, None
+    if read == "parquet":
+        path = tmp_path / "admissions.parquet"
+        pl.read_csv(admissions, infer_schema=False).write_parquet(path)
+    elif read == "quoted_line_breaks":
+        csv = "quoted_line_breaks: true"
+    grouped = aggregate_periods(daily_plan({1, 2, 3}, csv), path)
+    assert sorted(grouped) == [1, 2, 3]
+    for period, (count, wards, stays) in grouped.items():
+        assert (int(count.counts[0]), wards.counts.tolist(), int(stays.sums[0])) == EXPECTED[period]  # type: ignore[index]
+        alone = aggregate(daily_plan({period}, csv), path)
+        assert [s.counts.tolist() for s in alone] == [s.counts.tolist() for s in (count, wards, stays)]
 
 
 def test_a_series_plan_without_periods_is_never_aggregated(admissions: Path) -> None:
