@@ -712,10 +712,10 @@ def _input_template(text: str | None, series: Series | None, base: Path) -> Inpu
         raise RuleError("input", "a template ({date}, {period}) names one file per period of a series: this spec has "
                         "no series: (give one file)")
     if series.method == "factorization":
-        # every product reads periods 1..t and each period's rows may be in any file: t runs over t files each
+        # every product reads periods 1..t: each run would open every period's file so far (up to 10,000)
         raise RuleError("input", "a template ({date}, {period}) is not read by method factorization: its run at "
-                        "period t aggregates each period 1..t, and each would scan every one of the t files; give one "
-                        "cumulative file (input:, or --input)")
+                        "period t reads every period 1..t, so it would open t files each run; give one cumulative "
+                        "file (input:, or --input)")
     rule = series.period
     if DATE in text:
         refusal = date_refusal(None if rule.indexed else rule.start_time(), rule.every)
