@@ -12,7 +12,10 @@ trap 'rm -rf "$work"' EXIT
 "$python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$work/dist" "$root"
 wheel=("$work"/dist/dpcli-*.whl)
 echo "wheel-check: built ${wheel[0]##*/}"
-"$python" -m zipfile -l "${wheel[0]}" | grep -q 'dpcli/py.typed' || { echo "wheel-check: py.typed missing" >&2; exit 1; }
+# listed to a file, not piped: `grep -q` stops reading at its match, and under pipefail the lister's broken pipe failed
+# the check once the wheel's listing outgrew the pipe's buffer
+"$python" -m zipfile -l "${wheel[0]}" > "$work/listing"
+grep -q 'dpcli/py.typed' "$work/listing" || { echo "wheel-check: py.typed missing" >&2; exit 1; }
 
 "$python" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${wheel[0]}"
