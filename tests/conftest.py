@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.helpers import run_in_process
+from tests.pg_server import PgServer, PgUnavailable
 
 _UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
@@ -72,3 +73,20 @@ def _default_signal_dispositions() -> Iterator[None]:
     for signum, handler in saved.items():
         if handler is not None:
             signal.signal(signum, handler)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server (tests/pg_server.py) for every ledger test of a session (of an xdist worker): each
+    test makes its own schema (``create_schema``). Skipped where none can start (`-m "not postgres"` leaves them
+    out)."""
+    server = PgServer()
+    try:
+        server.start()
+    except PgUnavailable as exc:
+        server.stop()
+        pytest.skip(f"no PostgreSQL server for the ledger tests: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()

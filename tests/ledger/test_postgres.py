@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import TOY_SPEC, clean_env
-from tests.pg_server import PgServer, PgUnavailable
+from tests.pg_server import PgServer
 
 # a real PostgreSQL server (tests/pg_server.py): `-m "not postgres"` leaves these out where none can start
 pytestmark = pytest.mark.postgres
@@ -27,20 +27,6 @@ pytestmark = pytest.mark.postgres
 SPEC = TOY_SPEC
 
 DATA = "age\n34\n71\n15\n52\n"
-
-
-@pytest.fixture(scope="session")
-def pg_server():
-    server = PgServer()
-    try:
-        server.start()
-    except PgUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no PostgreSQL server for the ledger tests: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

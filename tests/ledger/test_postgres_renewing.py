@@ -1,5 +1,6 @@
 """A renewing cap (issue 26, `budget set --per period`) on the PostgreSQL ledger backend, through the real `dpcli`
-command against a real throwaway server (tests/pg_server.py; the fixtures are test_postgres.py's)."""
+command against a real throwaway server (tests/pg_server.py, started by tests/conftest.py's pg_server; the other
+fixtures are test_postgres.py's)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import TOY_SPEC
-from tests.ledger.test_postgres import budget_json, dpcli, ok, pg_server, pg_url, release, rows, work  # noqa: F401
+from tests.ledger.test_postgres import budget_json, dpcli, ok, pg_url, release, rows, work  # noqa: F401
 
 pytestmark = pytest.mark.postgres
 

@@ -7,7 +7,6 @@ are refused when the chain is read. The series end to end on PostgreSQL: tests/l
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -20,25 +19,11 @@ from dpcli.errors import LedgerError, SpentThenFailed
 from dpcli.ledger import Delivery, Ledger, open_ledger
 from dpcli.ledger.base import GENESIS, Record, new_record, piece_key, verify_chain
 from dpcli.run.series import release_period
-from tests.pg_server import PgServer, PgUnavailable
+from tests.pg_server import PgServer
 from tests.run.test_series import ROWS, SPEC
 
 DATASET = "admissions"
 SERIES = "s" * 40
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    server = PgServer()
-    try:
-        server.start()
-    except PgUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["jsonl", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -13,7 +13,7 @@ from dpcli.ledger import JsonlLedger
 from dpcli.ledger.base import budgets
 from tests.helpers import clean_env, run_dpcli
 from tests.ledger.test_hardening import names_of
-from tests.ledger.test_postgres import pg_server, pg_url  # noqa: F401 - the throwaway PostgreSQL server's fixtures
+from tests.ledger.test_postgres import pg_url  # noqa: F401 - a schema on the throwaway server (tests/conftest.py)
 
 
 def soak_calls(spec: Path, data: Path, out: Path, names: list[str]) -> list[list[str]]:

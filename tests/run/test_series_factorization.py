@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -33,7 +32,7 @@ from dpcli.publish.writers import write_table
 from dpcli.run.series import expected_errors, release_period, tree_table
 from dpcli.run.series_products import exact_products
 from dpcli.specs.load import load_spec, parse_spec
-from tests.pg_server import PgServer, PgUnavailable
+from tests.pg_server import PgServer
 from tests.run.test_series import ROWS
 
 SPEC = """\
@@ -237,20 +236,6 @@ def test_the_sidecar_names_the_method_and_the_products(work: Path) -> None:
     jsonschema.validate(meta, json.loads(SIDECAR_SCHEMA.read_text()))
     assert meta["series"]["method"] == "factorization"
     assert {"f1", "f2"} <= set(meta["series"]["pieces"])
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    server = PgServer()
-    try:
-        server.start()
-    except PgUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.postgres

@@ -5,7 +5,6 @@ running totals are refused there. On JSONL and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from dpcli.errors import BudgetRefused, UsageError
 from dpcli.ledger import open_ledger
 from dpcli.ledger.base import Record
 from dpcli.run.series import release_period
-from tests.pg_server import PgServer, PgUnavailable
+from tests.pg_server import PgServer
 from tests.run.test_series import AFTER, ROWS, SPEC
 
 PERSON = (SPEC.replace("unit: row", "unit: {id: pid, max_rows: 3, missing_id: drop}")
@@ -25,20 +24,6 @@ PERSON = (SPEC.replace("unit: row", "unit: {id: pid, max_rows: 3, missing_id: dr
 
 TREE = (SPEC.replace("  - {name: q, kind: median, column: stay}\n", "")  # a median has no running total
         .replace("every: 1 day}}", "every: 1 day}, design: DESIGN}"))
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    server = PgServer()
-    try:
-        server.start()
-    except PgUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["jsonl", pytest.param("postgres", marks=pytest.mark.postgres)])
