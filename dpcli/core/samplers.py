@@ -80,12 +80,12 @@ rejection sampling with a uniform proposal. A trial is a uniform index J (``inte
 exp(-(num/den) gaps[J]); the answer is J of the first accepted trial. Trials are iid, so the first accepted J has
 P(J = i | accepted) proportional to (1/m) exp(-(num/den) gap_i): exactly the law. Work fixed by m = len(gaps) and
 num/den, never by the gaps: the trials come in batches of B = 45 m, every trial of a batch is drawn and flipped
-(the index draws and the flips each use work set by their own random bits), and the acceptances are whole-array
-comparisons. A 0 gap (required) is accepted whenever it is proposed, so a batch has no accepted trial with
-probability at most (1 - 1/m)**B <= exp(-45) < 2**-64; only then is another batch drawn, the one data-dependent
-extra work (as the rare fallbacks above, stated, not hidden). Gaps saturate at GAP_CAP as for permute-and-flip
-(never accepted unless num = 0). ``exponential_mechanism_sample`` draws many independent indices (the tests and the
-audit) from the same trials, kept in trial order, without the fixed batches.
+(the index draws and the flips each use work set by their own random bits), and the acceptances and the first of
+them are whole-array operations. A 0 gap (required) is accepted whenever it is proposed, so a batch has no accepted
+trial with probability at most (1 - 1/m)**B <= exp(-45) < 2**-64; only then is another batch drawn, the one
+data-dependent extra work (as the rare fallbacks above, stated, not hidden). Gaps saturate at GAP_CAP as for
+permute-and-flip (never accepted unless num = 0). ``exponential_mechanism_sample`` draws many independent indices
+(the tests and the audit) from the same trials, kept in trial order, without the fixed batches.
 
 Vectorisation
 -------------
@@ -987,10 +987,12 @@ def exponential_mechanism(gaps: npt.ArrayLike, num: int, den: int, source: Rando
     rate = _rate(num, den)
     g = _checked_gaps(gaps)
     batch = EM_TRIALS_PER_CANDIDATE * g.size
+    positions = np.arange(batch, dtype=np.int64)
     while True:
         index, accepted = _em_trials(src, g, *rate, batch)
-        first = int(np.argmax(accepted))
-        if accepted[first]:
+        # the first accepted trial by a full-array minimum (a boolean argmax would stop at the first True)
+        first = int(np.where(accepted, positions, batch).min())
+        if first < batch:
             return int(index[first])
 
 

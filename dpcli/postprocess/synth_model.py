@@ -53,7 +53,7 @@ IPF_ROUNDS = 200
 IPF_FLOOR = 1e-4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TreeModel:
     """A consistent tree model: ``one_way[a]`` the distribution of column a (float64, sums to 1), ``pairs[(a, b)]`` the
     joint distribution of a measured pair (size_a x size_b, margins one_way[a] and one_way[b]), ``total`` the
