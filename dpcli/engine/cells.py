@@ -227,6 +227,8 @@ class Recipe:
     total: str | None  # summed column (sum/mean)
     open_dim: tuple[str, Column] | None = None  # (key column, open column): its text is the cell's key, not a code
     squares: str | None = None  # summed rounded centred squares (variance/std)
+    # a synth marginal's category/bool columns whose missing cells are the last code (the dimension's size - 1)
+    kept_missing: frozenset[str] = frozenset()
 
     def cell(self, key: Callable[[str], pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
         """The cell of a group (or a row): its code over the declared dimensions (null outside every declared cell)
@@ -234,6 +236,8 @@ class Recipe:
         code: pl.Expr = pl.lit(0, dtype=pl.Int64)
         for name, column, size in self.dims:
             index = key(name) if column is None else key_index(column, key(name))
+            if column is not None and column.name in self.kept_missing:
+                index = index.fill_null(size - 1)
             code = code * size + index
         text = None if self.open_dim is None else open_key(self.open_dim[1], key(self.open_dim[0]))
         return code, text
@@ -248,22 +252,22 @@ def marginal_dims(spec: Spec, stat: Marginal, q: Query) -> list[tuple[str, Colum
         column = spec.columns[d]
         if bins is not None:
             idx = edge_bin_index(column, bins, numeric_value(column))
-            size = bins.count
+            if kept:
+                idx = idx.fill_null(bins.count)
+            dims.append((q.key(f"code:{d}:{bins!r}:{kept}", idx), None, bins.count + kept))
         else:
-            # category/bool codes are read per row here (not after grouping, as a statistic's): the missing code
-            # must follow the same rule as every declared key, impute and other: included
-            idx = key_index(column, pl.col(d))
-            size = len(column.keys)
-        if kept:
-            idx, size = idx.fill_null(size), size + 1
-        dims.append((q.key(f"code:{d}:{bins!r}:{kept}", idx), None, size))
+            # grouped by raw text and decoded after grouping, as a statistic's keys (Recipe.cell): a kept missing
+            # cell (null, undeclared, unreadable) is decoded to the last code there
+            dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys) + kept))
     return dims
 
 
 def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Recipe:
     stat = sp.statistic
     if isinstance(stat, Marginal):
-        return Recipe(tuple(marginal_dims(spec, stat, q)), None, None)
+        kept = frozenset(d for d, b, k in zip(stat.columns, stat.column_bins, stat.kept_missing, strict=True)
+                         if k and b is None)
+        return Recipe(tuple(marginal_dims(spec, stat, q)), None, None, kept_missing=kept)
     dims: list[tuple[str, Column | None, int]] = []
     opened: tuple[str, Column] | None = None
     for d in stat.dimensions:

@@ -107,7 +107,8 @@ def test_epsilon_with_delta_is_a_zcdp_budget() -> None:
      "synth.shares: the shares must add up to 1, got 7/6"),
     (synth_text(synth_extra="  shares: {one_way: 0, select: 1/2, measure: 1/2}\n"),
      "synth.shares.one_way: a share must be in (0, 1], got 0"),
-    (synth_text("    sex: {}\n"), "synth.columns: synthesises 2 to 64 columns (the marginals are pairs of them), got 1"),
+    (synth_text("    sex: {}\n"),
+     "synth.columns: synthesises 2 to 64 columns (the marginals are pairs of them), got 1"),
     (synth_text(SYNTH_COLUMNS + "    hour: {}\n"),
      "synth.columns.hour: 'hour' is not a declared column; did you mean 'hours'?"),
     (synth_text(synth_extra="  rows: 0\n"), "synth.rows: the value must be in [1, 1000000000], got 0"),
@@ -136,10 +137,12 @@ def test_the_synth_section_is_part_of_the_meaning() -> None:
     base = release_meaning(parse_spec(synth_text()))
     assert release_meaning(parse_spec(synth_text().replace("mst\n", "mst\n  rows: 100\n"))) != base
     assert release_meaning(parse_spec(synth_text("    age: {bins: [17, 50, 91]}\n    sex: {}\n"))) != base
-    assert release_meaning(parse_spec(synth_text("    sex: {}\n    age: {bins: [17, 25, 35, 45, 55, 65, 91]}\n"))) != base
+    swapped = "    sex: {}\n    age: {bins: [17, 25, 35, 45, 55, 65, 91]}\n"
+    assert release_meaning(parse_spec(synth_text(swapped))) != base
     assert release_meaning(parse_spec(synth_text(SYNTH_COLUMNS.replace("{}", "{missing: keep}")))) != base
     # only meaning counts: the same section written otherwise is the same release
-    assert release_meaning(parse_spec(synth_text("    age: {bins: [17, 25, 35, 45, 55, 65, 91.0]}\n    sex: \n"))) == base
+    respelled = "    age: {bins: [17, 25, 35, 45, 55, 65, 91.0]}\n    sex: \n"
+    assert release_meaning(parse_spec(synth_text(respelled))) == base
 
 
 def test_the_schema_declares_synth_and_requires_one_of_the_two_sections() -> None:
