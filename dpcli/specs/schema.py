@@ -71,7 +71,8 @@ def spec_schema() -> Schema:
             "`dpcli check`, not by this schema."
         ),
         **TOP.schema(),
-        "oneOf": [{"required": [key]} for key in PUBLISHES],  # statistics: or synth:, never both
+        # statistics: or synth:, never both (each branch lists every required key: a branch is a whole document)
+        "oneOf": [{"required": [*TOP.required, key]} for key in PUBLISHES],
         "$defs": {
             "number_text": {
                 "type": "string",

@@ -148,7 +148,8 @@ def test_the_synth_section_is_part_of_the_meaning() -> None:
 def test_the_schema_declares_synth_and_requires_one_of_the_two_sections() -> None:
     schema = spec_schema()
     assert "synth" in schema["properties"]
-    assert schema["oneOf"] == [{"required": ["statistics"]}, {"required": ["synth"]}]
+    base = ["version", "dataset", "privacy", "columns"]
+    assert schema["oneOf"] == [{"required": [*base, "statistics"]}, {"required": [*base, "synth"]}]
     jsonschema = pytest.importorskip("jsonschema")
     import yaml
 
