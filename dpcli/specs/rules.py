@@ -588,7 +588,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
     if "synth" in top:
         return _synth_spec(top, fields, csv, priv, columns, bad_columns, source, base_dir, sha256, out)
     if "statistics" not in top:
-        out.attempt(_raise, SpecError("statistics", "required field is missing (or synth: for a synthetic CSV)"))
+        out.attempt(_raise, SpecError("statistics", "required field is missing"))
         return None
     raw_stats = out.attempt(list_value, "statistics", top["statistics"], 1) or []
     loaded: list[tuple[str, Loaded] | None] = [
