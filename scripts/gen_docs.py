@@ -259,10 +259,12 @@ def limits_table() -> list[str]:
 
 def release_size() -> str:
     from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
-    from dpcli.specs.kinds import KINDS
+    from dpcli.specs.kinds import INTERNAL_KINDS, KINDS
 
     by_cost: dict[int, list[str]] = {}
     for kind, entry in KINDS.items():
+        if kind in INTERNAL_KINDS:
+            continue  # a synth spec's marginals: not a statistic a release spec names
         by_cost.setdefault(entry.memory_per_cell, []).append(kind)
     costs = ", ".join(
         f"{cost} B for {' and '.join(', '.join(f'`{k}`' for k in kinds).rsplit(', ', 1))}"
