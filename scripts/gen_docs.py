@@ -116,6 +116,10 @@ def describe(kind: Any) -> str:
         return "`true` \\| `false` \\| a list of field names"
     if isinstance(kind, v1.ColumnMap):
         return "a mapping of column name to [column](#columnsname)"
+    if isinstance(kind, v1.SynthColumnMap):
+        return "a mapping of declared column name to [its coding](#synthcolumnsname)"
+    if isinstance(kind, v1.SynthRows):
+        return f"`{v1.NOISY_ROWS}`, or an integer (digits only) in [1, {v1.MAX_SYNTH_ROWS}]"
     if isinstance(kind, v1.StatisticList):
         return "a list of [statistics](#statistics)"
     if isinstance(kind, f.Section):
@@ -174,6 +178,7 @@ def spec_fields() -> str:
         ("interval", v1.INTERVAL), ("target", v1.TARGET),
         ("postprocess", v1.POSTPROCESS), ("postprocess.small_cells", v1.SMALL_CELLS),
         ("series", v1.SERIES), ("series.period", v1.PERIOD),
+        ("synth", v1.SYNTH), ("synth.shares", v1.SYNTH_SHARES), ("synth.columns.NAME", v1.SYNTH_COLUMN),
     ]
     SECTION_TITLES.update({id(section): title for title, section in sections})
     out = [
@@ -254,10 +259,12 @@ def limits_table() -> list[str]:
 
 def release_size() -> str:
     from dpcli.plan.cost import MAX_RELEASE_CELLS, MAX_RELEASE_MEMORY_MB, MEMORY_BASE_MB
-    from dpcli.specs.kinds import KINDS
+    from dpcli.specs.kinds import INTERNAL_KINDS, KINDS
 
     by_cost: dict[int, list[str]] = {}
     for kind, entry in KINDS.items():
+        if kind in INTERNAL_KINDS:
+            continue  # a synth spec's marginals: not a statistic a release spec names
         by_cost.setdefault(entry.memory_per_cell, []).append(kind)
     costs = ", ".join(
         f"{cost} B for {' and '.join(', '.join(f'`{k}`' for k in kinds).rsplit(', ', 1))}"

@@ -104,7 +104,7 @@ def test_paths_are_relative_to_the_spec_directory(tmp_path):
 
 TOP_ALLOWED = (
     "(allowed: version, dataset, name, input, output, ledger, input_format, engine, csv, privacy, columns, statistics, "
-    "confidence, expected_rows, postprocess, series)"
+    "confidence, expected_rows, postprocess, series, synth)"
 )
 STAT_ALLOWED = (
     "(allowed: name, kind, column, by, bins, weight, epsilon, rho, mechanism, of, clamp, delta, q, step, k, "
