@@ -68,6 +68,25 @@ reaches it only with probability below exp(-2**13) at any temperature the plan a
 the gaps), so saturation changes no draw. Pure eps-DP at the exponential mechanism's temperature (2 D / eps; D / eps
 for a monotone utility), expected utility at least the exponential mechanism's; not claimed eps-bounded-range.
 
+The exponential mechanism, exact (``exponential_mechanism``; synthetic data's selections)
+----------------------------------------------------------------------------------------
+``exponential_mechanism(gaps, num, den)`` returns index i with probability exactly proportional to
+exp(-(num/den) gap_i): the exponential mechanism's own law, which permute-and-flip's is not. Why it exists beside
+permute-and-flip: the exponential mechanism at rate eps / (2 D) (utility of sensitivity D) is eps-bounded-range,
+hence eps**2/8-zCDP (Durfee & Rogers 2019; Cesar & Rogers 2021), a quarter of the eps**2/2 that a pure eps-DP draw
+costs; MST selects d - 1 pairs and is charged that way. The bound needs the exact law, so the draw is exact:
+rejection sampling with a uniform proposal. A trial is a uniform index J (``integers_below``) and one flip G
+(``_flips``: P(G >= g) = exp(-g num/den)); it is accepted iff G >= gaps[J], which has probability
+exp(-(num/den) gaps[J]); the answer is J of the first accepted trial. Trials are iid, so the first accepted J has
+P(J = i | accepted) proportional to (1/m) exp(-(num/den) gap_i): exactly the law. Work fixed by m = len(gaps) and
+num/den, never by the gaps: the trials come in batches of B = 45 m, every trial of a batch is drawn and flipped
+(the index draws and the flips each use work set by their own random bits), and the acceptances and the first of
+them are whole-array operations. A 0 gap (required) is accepted whenever it is proposed, so a batch has no accepted
+trial with probability at most (1 - 1/m)**B <= exp(-45) < 2**-64; only then is another batch drawn, the one
+data-dependent extra work (as the rare fallbacks above, stated, not hidden). Gaps saturate at GAP_CAP as for
+permute-and-flip (never accepted unless num = 0). ``exponential_mechanism_sample`` draws many independent indices
+(the tests and the audit) from the same trials, kept in trial order, without the fixed batches.
+
 Vectorisation
 -------------
 Every loop is over *rounds*; a round processes all still-undecided draws of the vector with numpy
@@ -92,9 +111,11 @@ noise value moves that sum by a few rounds of one lane, against a total of order
 natural spread is of order ``sqrt(size)``. So that a one-cell release is not its own timing oracle,
 ``discrete_laplace`` and ``discrete_gaussian`` always sample at least ``_MIN_BATCH`` = 1024 lanes and
 return the first ``size`` (the decoys' work is counted, their values discarded).
-Selection draws (permute-and-flip) are stronger: their keystream use and rounds are a function of m, k and the
-temperature and of the random bits only (every candidate is flipped, whatever its gap; the gaps only enter whole-array
-comparisons); ``tests/mechanisms/test_selection_work.py`` checks that neighbouring datasets consume the same bytes.
+Selection draws (permute-and-flip; the exponential mechanism but for its extra batch of probability below 2**-64)
+are stronger: their keystream use and rounds are a function of m, k and the temperature and of the random bits only
+(every candidate, or trial, is flipped, whatever its gap; the gaps only enter whole-array comparisons);
+``tests/mechanisms/test_selection_work.py`` and ``tests/core/test_exponential_mechanism.py`` check that neighbouring
+datasets consume the same bytes.
 Not protected: the total is still a (weak, statistical) function of the multiset of noise values, e.g.
 a large ``|noise|`` costs its lane more geometric rounds, so someone timing many repeated releases
 could average; a co-located attacker with cache, branch-predictor or power side channels (numpy and
@@ -133,6 +154,8 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "exponential_choice",
+    "exponential_mechanism",
+    "exponential_mechanism_sample",
     "exponential_sample",
     "geometric_exp",
     "permute_and_flip",
@@ -920,4 +943,71 @@ def exponential_sample(
     for start in range(0, n, rows):
         stop = min(start + rows, n)
         out[start:stop] = _permute_and_flip(src, np.broadcast_to(gaps, (stop - start, gaps.size)), *rate)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# selection: the exponential mechanism, exactly (its own law, for bounded-range accounting)
+# --------------------------------------------------------------------------------------------------
+
+#: Trials per batch of ``exponential_mechanism``, per candidate: a batch has no accepted trial with probability at
+#: most (1 - 1/m)**(45 m) <= exp(-45) < 2**-64 (a 0 gap is accepted whenever proposed).
+EM_TRIALS_PER_CANDIDATE = 45
+
+
+def _em_trials(src: RandomSource, gaps: np.ndarray, num: int, den: int, trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """``trials`` iid trials of the rejection sampler: a uniform index J in [0, m) and whether its flip accepts it
+    (probability exp(-(num/den) gaps[J])). The index draws and the flips use work set by their own random bits; the
+    gaps only enter the final whole-array comparison."""
+    index = src.integers_below(gaps.size, size=trials)
+    flips = _flips(src, num, den, trials)
+    accepted: np.ndarray = flips >= gaps[index]
+    return index, accepted
+
+
+def _checked_gaps(gaps: npt.ArrayLike) -> np.ndarray:
+    g = np.asarray(gaps)
+    if g.dtype != np.int64 or g.ndim != 1 or not g.size:
+        raise ValueError("gaps must be a non-empty 1-d int64 array")
+    if int(g.min()) != 0 or int(g.max()) > GAP_CAP:
+        raise ValueError("gaps must lie in [0, GAP_CAP] with at least one 0 (best - score; see saturated_gaps)")
+    return g
+
+
+def exponential_mechanism(gaps: npt.ArrayLike, num: int, den: int, source: RandomSource | None = None) -> int:
+    """One index of ``gaps`` (a non-empty 1-d int64 array in [0, GAP_CAP] holding a 0: best - score, see
+    ``saturated_gaps``) with P(i) proportional to exp(-(num/den) gaps[i]), exactly: the exponential mechanism.
+
+    For a utility of sensitivity D at budget eps, the rate is eps / (2 D): eps-DP and eps-bounded-range, so
+    eps**2/8-zCDP (Cesar & Rogers 2021). Rejection sampling with a uniform proposal in batches of
+    ``EM_TRIALS_PER_CANDIDATE * len(gaps)`` trials, every trial drawn and flipped: the CSPRNG bytes used depend on
+    len(gaps), num/den and the random bits only, except the extra batch drawn when a whole batch has no accepted
+    trial (probability below 2**-64). See the module docstring."""
+    src = source if source is not None else default_source()
+    rate = _rate(num, den)
+    g = _checked_gaps(gaps)
+    batch = EM_TRIALS_PER_CANDIDATE * g.size
+    positions = np.arange(batch, dtype=np.int64)
+    while True:
+        index, accepted = _em_trials(src, g, *rate, batch)
+        # the first accepted trial by a full-array minimum (a boolean argmax would stop at the first True)
+        first = int(np.where(accepted, positions, batch).min())
+        if first < batch:
+            return int(index[first])
+
+
+def exponential_mechanism_sample(
+    gaps: npt.ArrayLike, num: int, den: int, size: int, source: RandomSource | None = None
+) -> np.ndarray:
+    """``size`` independent draws of ``exponential_mechanism`` (int64 indices), vectorised: the same trials, the
+    accepted ones kept in trial order (iid, each from the exact law), without the fixed-work batches (for tests and
+    the audit, which see no data)."""
+    src = source if source is not None else default_source()
+    rate = _rate(num, den)
+    g = _checked_gaps(gaps)
+    n = _as_count(size, "size")
+    out = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _CHUNK):
+        stop = min(start + _CHUNK, n)
+        out[start:stop] = _collect_accepted(stop - start, lambda k: _em_trials(src, g, *rate, k))
     return out
