@@ -5,8 +5,9 @@ sidecar naming every public parameter.
 Values only ever come from the spec: a category's declared keys, a bool's ``false``/``true``, and for a numeric
 column a point of the column's grid inside the code's declared bin and inside the column's bounds (``values:
 uniform``, ``low`` or ``mid``); a kept missing code is an empty cell. Which value a row gets within its bin is drawn
-from the seeded post-processing generator (dpcli.postprocess.synth_model.seeded_generator): floats are fine there,
-since nothing it touches is private, and the seed stored with the measurements makes a re-run write the same bytes.
+from a generator keyed by the seed stored with the measurements (post-processing: nothing it touches is private), read
+as raw 64-bit words (never numpy's distribution methods, whose streams may change between numpy versions), so a
+re-run writes the same bytes.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def grid_range(column: Column, bins: Bins, i: int) -> tuple[int, int]:
     return low, high
 
 
-def _grid_points(column: Column, synth_column: SynthColumn, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _grid_points(column: Column, synth_column: SynthColumn, codes: np.ndarray, words: np.random.PCG64) -> np.ndarray:
     """A grid point for each row's bin code (int64, in grid units): uniform among the bin's in-bounds points, its
     least one, or the one nearest its middle (ties: the lower), as ``values:`` says."""
     bins = _bins(synth_column)
@@ -92,9 +93,10 @@ def _grid_points(column: Column, synth_column: SynthColumn, codes: np.ndarray, r
             middle = (bins.edge(i) + bins.edge(i + 1)) / 2 / p
             mids.append(min(max(math.ceil(middle - Fraction(1, 2)), a), b))
         return np.array(mids, dtype=np.int64)[safe]
-    # uniform: one draw per row, whatever its code (the work does not depend on the codes either)
-    span = (high - low + 1)[safe]
-    return low[safe] + np.floor(rng.random(len(codes)) * span).astype(np.int64).clip(0, span - 1)
+    # uniform: one raw 64-bit word per row, whatever its code, taken modulo the bin's span (a bias below
+    # span / 2**64: post-processing only, and negligible)
+    span = (high - low + 1)[safe].astype(np.uint64)
+    return low[safe] + (words.random_raw(len(codes)).astype(np.uint64) % span).astype(np.int64)
 
 
 def _value_texts(column: Column, points: np.ndarray) -> pl.Series:
@@ -112,9 +114,9 @@ def _value_texts(column: Column, points: np.ndarray) -> pl.Series:
     return pl.select(scaled_text(pl.lit(scaled), digits)).to_series()
 
 
-def synthetic_csv(spec: Spec, codes: np.ndarray, rng: np.random.Generator) -> bytes:
+def synthetic_csv(spec: Spec, codes: np.ndarray, key: bytes) -> bytes:
     """The synthetic file: a header of the synth columns' names, then one line per row of ``codes`` (rows × columns,
-    each a code of its column), every cell a value of the declared domain."""
+    each a code of its column), every cell a value of the declared domain; values within bins drawn from ``key``."""
     import polars as pl
 
     from dpcli.publish.columns import csv_field, csv_texts
@@ -131,7 +133,8 @@ def synthetic_csv(spec: Spec, codes: np.ndarray, rng: np.random.Generator) -> by
             raise InternalError(f"synthetic code outside column {sc.name!r}'s domain")
         name = f"c{j}"
         if column.numeric:
-            values = _value_texts(column, _grid_points(column, sc, col, rng))
+            words = np.random.PCG64(int.from_bytes(hashlib.sha256(key + j.to_bytes(4, "big")).digest(), "big"))
+            values = _value_texts(column, _grid_points(column, sc, col, words))
             if sc.missing == "keep":
                 values = pl.select(pl.when(pl.lit(pl.Series(col)) == size - 1).then(pl.lit(MISSING_TEXT))
                                    .otherwise(pl.lit(values))).to_series()

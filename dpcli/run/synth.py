@@ -34,7 +34,7 @@ from dpcli.errors import InternalError, OutputError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Purchase, Record, open_ledger, resolve_ledger
 from dpcli.mechanisms.mst import pair_scores, select_tree
 from dpcli.plan.synth import SynthPlan, make_synth_plan
-from dpcli.postprocess.synth_model import fit_tree, noisy_total, sample_codes, seeded_generator
+from dpcli.postprocess.synth_model import fit_tree, noisy_total, sample_codes
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.publish.sidecar import release_time
@@ -103,7 +103,8 @@ def draw_state(plan: SynthPlan, exact: Sequence[Any], noise: Noise = _gaussian,
     counts = [np.asarray(e.counts, dtype=np.int64) for e in exact]
     one_way = tuple(c + noise(plan.one_way_sigma2, len(c)) for c in counts[:d])
     exact_pairs = {pair: counts[d + k] for k, pair in enumerate(plan.candidates)}
-    scores = pair_scores(plan.sizes, plan.candidates, exact_pairs, one_way)
+    # the independence model's size: a released number (the noisy one-ways' total), never the true n
+    scores = pair_scores(exact_pairs, one_way, noisy_total(one_way, plan.one_way_sigma2))
     selected = select_tree(d, plan.candidates, scores, *plan.rate, source=src)
     pairs = tuple(exact_pairs[p] + noise(plan.pair_sigma2, len(exact_pairs[p])) for p in selected)
     return State(one_way, tuple(selected), pairs, src.random_bytes(32))
@@ -300,15 +301,14 @@ class _SynthWork:
         plan = self.plan
         spec = plan.spec
         measured = _measured(plan, state)
-        model = fit_tree(plan.sizes, [m.counts for m in measured[:len(plan.sizes)]], plan.one_way_sigma2,
-                         {pair: m.counts.reshape(plan.sizes[pair[0]], plan.sizes[pair[1]])
-                          for pair, m in zip(state.selected, measured[len(plan.sizes):], strict=True)},
-                         plan.pair_sigma2)
-        rows = plan.declared_rows if plan.declared_rows is not None else noisy_total(state.one_way,
-                                                                                      plan.one_way_sigma2)
+        model_pairs = {pair: counts for pair, counts in zip(state.selected, state.pairs, strict=True)}
+        model = fit_tree(plan.sizes, list(state.one_way), plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
+        rows = plan.declared_rows
+        if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n
+            rows = noisy_total(state.one_way, plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
         codes = sample_codes(model, rows, state.seed)
         self.say("model estimated and rows sampled")
-        data = synthetic_csv(spec, codes, seeded_generator(values_key(state.seed)))
+        data = synthetic_csv(spec, codes, values_key(state.seed))
         # the synthetic file's own marginals over the measured ones (the report's fit: public against public)
         fitted = [synthetic_counts(codes, plan.sizes, m.columns) for m in measured] if self.report else []
         del codes
