@@ -231,6 +231,8 @@ def specs(
         body = f"{{type: category, categories: open, max_length: {draw(st.sampled_from([1, 2, 3, 8, 64]))}}}"
         keyed.append((Col("o", "category", keys=OPEN_TEXTS, open=True), body))
     form = draw(st.sampled_from(forms))
+    if kinds == SYNTH_KINDS:
+        return draw(synth_spec(neighbours, form, numerics, keyed))
     n_stats = draw(st.integers(1, 4))
     mechanisms = []
     for _ in range(n_stats):
@@ -258,6 +260,38 @@ def specs(
         *(f"  {c.name}: {body}" for c, body in numerics + keyed),
         "statistics:",
         *(f"  - {s}" for s in stats),
+    ]
+    return "\n".join(lines) + "\n", [c for c, _ in numerics + keyed]
+
+
+SYNTH_KINDS = ("marginal",)  # a synth spec (issue 27): its one-way and pair marginals, as dpcli.plan.synth plans them
+
+
+@st.composite
+def synth_spec(
+    draw: st.DrawFn, neighbours: str, form: str, numerics: list[tuple[Col, str]], keyed: list[tuple[Col, str]],
+) -> tuple[str, list[Col]]:
+    """A synth spec over the drawn columns: numeric ones binned by edges covering their bounds (one or two bins),
+    each column's missing cells dropped or kept as a code of their own."""
+    chosen = []
+    for c, _ in numerics + keyed:
+        parts = [f"missing: {draw(st.sampled_from(['drop', 'keep']))}"]
+        if c.type in ("int", "float"):
+            middle = c.lo + floor((c.hi - c.lo) / 2 / c.step) * c.step
+            edges = [c.lo, *([middle] if middle > c.lo else []), c.hi + c.step]
+            parts.append("bins: [" + ", ".join(dec(e) for e in edges) + "]")
+        chosen.append(f"    {c.name}: {{{', '.join(parts)}}}")
+    budget = "rho: 1" if form != "epsilon_delta" else "epsilon: 3, delta: 1e-6"
+    lines = [
+        "version: 1",
+        "dataset: d",
+        f"privacy: {{unit: row, neighbours: {neighbours}, {budget}}}",
+        "columns:",
+        *(f"  {c.name}: {body}" for c, body in numerics + keyed),
+        "synth:",
+        "  method: mst",
+        "  columns:",
+        *chosen,
     ]
     return "\n".join(lines) + "\n", [c for c, _ in numerics + keyed]
 

@@ -542,6 +542,7 @@ def plan(
 ) -> None:
     """Show, without reading any data, each statistic's mechanism, sensitivity, ε share, scale and error."""
     from dpcli.run.prepare import prepare_spec
+    from dpcli.specs.load import is_synth_spec
     from dpcli.specs.randomize import is_randomize_spec
 
     if is_randomize_spec(spec):
@@ -552,6 +553,19 @@ def plan(
             messages.document(documents.stamped("plan", randomize_plan), indent=2)
         else:
             sys.stdout.write(render_plan.randomize_plan_text(randomize_plan))
+        return
+    if is_synth_spec(spec):
+        if epsilons or targets or ledger is not None or rows or at_period or period is not None:
+            raise UsageError("--epsilon, --target, --ledger, --release-id, --expected-rows and --at-period plan a "
+                             "spec's statistics: a synth spec's plan is its own (give the spec alone)")
+        from dpcli.plan.synth import make_synth_plan
+        from dpcli.specs.load import load_spec
+
+        synth_doc = render_plan.synth_plan_doc(make_synth_plan(load_spec(spec)))
+        if as_json:
+            messages.document(documents.stamped("plan", synth_doc), indent=2)
+        else:
+            sys.stdout.write(render_plan.synth_plan_text(synth_doc))
         return
     # every check of the spec alone that a release makes (exit 2), its labels built but not formatted (no polars)
     the_plan = prepare_spec(spec, format_labels=False).plan
@@ -756,7 +770,8 @@ def _check_doc(result: CheckResult) -> dict[str, Any]:
     return {
         "valid": result.valid, "spec": str(result.spec),
         "problems": [_problem(p) for p in result.problems],
-        "randomize": result.randomize, "statistics": result.statistics, "size": result.size, "cost": result.cost,
+        "randomize": result.randomize, "synth": result.synth, "statistics": result.statistics, "size": result.size,
+        "cost": result.cost,
         "input_checked": result.input_checked, "ledger": result.ledger, "release_id": result.release_id,
         "paid_record": result.paid_record,
     }

@@ -173,6 +173,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "problems": {"type": "array", "items": PROBLEM,
                      "description": "every problem found: each error of the spec, the ledger's, the input header's"},
         "randomize": {"type": "boolean"},
+        "synth": {"type": "boolean", "description": "a synth spec (checked: its spec, plan and input header)"},
         "statistics": {"type": ["integer", "null"]},
         "size": {**TEXT_OR_NULL, "description": "cells and memory estimate, in words"},
         "cost": {**TEXT_OR_NULL, "description": "what the release charges, in words"},
@@ -187,6 +188,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "dataset": {"type": "string"}, "epsilon": EXACT,
         "statistics": {"type": "array", "items": {"type": "object"}},
         "columns": {"type": "array", "items": {"type": "object"}, "description": "a randomize spec's plan"},
+        "synth": {"type": "object", "description": "a synth spec's plan: its domain, rho per step, sigma^2 per "
+                  "marginal, the selection's epsilon and the derivations"},
         "series": {"type": "object", "description": "a series: its charge, horizon, design, derivation, errors at "
                    "chosen periods and the periods (with an input template, the files) each run reads"},
     }),

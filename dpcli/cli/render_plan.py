@@ -20,6 +20,7 @@ from dpcli.specs.model import Frequency, Mean
 from dpcli.specs.v1 import MAX_RELEASE_EPSILON
 
 if TYPE_CHECKING:
+    from dpcli.plan.synth import SynthPlan
     from dpcli.run.prepare import LedgerOutlook  # the commands' layer, loaded by plan --ledger alone
     from dpcli.specs.randomize import RandomizeSpec
 
@@ -189,6 +190,74 @@ def randomize_plan_text(plan: dict[str, Any]) -> str:
         f"{c['keep_probability']:.4g}; a frequency estimated from the output: "
         f"±{c['frequency_error95_per_sqrt_rows']:.4g}·√n at 95% for n rows"
         for c in plan["columns"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def synth_plan_doc(plan: SynthPlan) -> dict[str, Any]:
+    """``dpcli plan`` of a synth spec: the domain, rho per step, sigma^2 per marginal, the selection's epsilon, and
+    how each follows (dpcli.plan.synth)."""
+    from dpcli.core.accounting import zcdp_to_epsilon
+
+    synth, delta = plan.synth, plan.spec.privacy.delta
+    return {
+        "dataset": plan.spec.dataset,
+        "synth": {
+            "method": synth.method,
+            "neighbours": plan.spec.privacy.neighbours,
+            "rows": "noisy" if synth.rows is None else synth.rows,
+            "rho": format_exact(plan.rho),
+            "charge_rho": format_exact(plan.charge.rho),
+            "delta": None if delta is None else format_exact(delta),
+            "epsilon_at_delta": None if delta is None else format_exact(zcdp_to_epsilon(plan.charge.rho, delta)),
+            "domain": [
+                {"column": sc.name, "codes": size, "labels": list(labels), "missing": sc.missing,
+                 **({"values": sc.values} if sc.bins is not None else {})}
+                for sc, size, labels in zip(synth.columns, plan.sizes, plan.labels, strict=True)
+            ],
+            "candidates": len(plan.candidates),
+            "max_cells": synth.max_cells,
+            "one_way": {"marginals": len(plan.sizes), "rho_each": format_exact(plan.one_way_rho),
+                        "rho": format_exact(plan.rho_one_way), "sigma2": format_exact(plan.one_way_sigma2),
+                        "l2_squared": plan.l2_squared},
+            "selection": {"draws": plan.rounds, "epsilon_each": format_exact(plan.epsilon_select),
+                          "rho": format_exact(plan.rho_select), "score_sensitivity": plan.score_sensitivity,
+                          "rate": f"{plan.rate[0]}/{plan.rate[1]}",
+                          "accounting": "bounded range: epsilon^2/8 zCDP per draw (Cesar & Rogers 2021)"},
+            "pairs": {"marginals": plan.rounds, "rho_each": format_exact(plan.pair_rho),
+                      "rho": format_exact(plan.rho_measure), "sigma2": format_exact(plan.pair_sigma2),
+                      "l2_squared": plan.l2_squared},
+            "derivations": list(plan.derivations),
+        },
+    }
+
+
+def synth_plan_text(doc: dict[str, Any]) -> str:
+    """``dpcli plan``'s text of a synth spec, from its document."""
+    from dpcli.plan.budget import cost_text
+
+    s = doc["synth"]
+    rows = "the noisy total" if s["rows"] == "noisy" else f"{s['rows']:,}"
+    delta = None if s["delta"] is None else Fraction(s["delta"])
+    one, sel, pairs = s["one_way"], s["selection"], s["pairs"]
+    lines = [
+        f"plan for dataset '{doc['dataset']}': a synthetic CSV by {s['method'].upper()} over {len(s['domain'])} "
+        f"columns ({s['neighbours']} neighbours), output rows: {rows}; no data read",
+        f"charge: {cost_text(Fraction(0), Fraction(s['charge_rho']), delta, Fraction(0))} of the spec's "
+        f"ρ={format_decimal(Fraction(s['rho']), 10)}",
+        "domain (codes per column):",
+        *(f"  {c['column']}: {c['codes']} codes: {', '.join(label or '(missing)' for label in c['labels'])}"
+          for c in s["domain"]),
+        "ρ per step:",
+        f"  one-way marginals: {one['marginals']} × {format_decimal(Fraction(one['rho_each']), 10)} = "
+        f"{format_decimal(Fraction(one['rho']), 10)}, σ²={format_decimal(Fraction(one['sigma2']), 10)} each",
+        f"  selection: {sel['draws']} draws × ε_sel²/8, ε_sel={format_decimal(Fraction(sel['epsilon_each']), 12)} "
+        f"(Δ_u={sel['score_sensitivity']}, rate {sel['rate']}) = {format_decimal(Fraction(sel['rho']), 10)}",
+        f"  measured pairs: {pairs['marginals']} of {s['candidates']} candidates × "
+        f"{format_decimal(Fraction(pairs['rho_each']), 10)} = {format_decimal(Fraction(pairs['rho']), 10)}, "
+        f"σ²={format_decimal(Fraction(pairs['sigma2']), 10)} each",
+        "derivations:",
+        *(f"  {line}" for line in s["derivations"]),
     ]
     return "\n".join(lines) + "\n"
 

@@ -44,7 +44,17 @@ from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.squares import largest_square, square_step
 from dpcli.specs.grid import candidate_grid, quantile_bins
 from dpcli.specs.kinds import KINDS
-from dpcli.specs.model import Column, GridBins, Histogram, Quantile, Spec, histogram_bins, summed_column
+from dpcli.specs.model import (
+    Bins,
+    Column,
+    GridBins,
+    Histogram,
+    Marginal,
+    Quantile,
+    Spec,
+    histogram_bins,
+    summed_column,
+)
 
 # Largest product of (cells + 1) grouped in one query. Past it the group-by's hash table (at most one entry per
 # distinct combination, bounded by the row count too) could grow large, so statistics are grouped separately.
@@ -144,8 +154,11 @@ def bin_index(spec: Spec, sp: StatisticPlan, value: pl.Expr) -> pl.Expr:
     stat = sp.statistic
     if not isinstance(stat, Histogram):
         raise ValueError(f"statistic {stat.name!r}: only a histogram has bins")
-    bins = histogram_bins(stat)
-    column = spec.columns[stat.column]
+    return edge_bin_index(spec.columns[stat.column], histogram_bins(stat), value)
+
+
+def edge_bin_index(column: Column, bins: Bins, value: pl.Expr) -> pl.Expr:
+    """The bin of ``bins`` a numeric value of ``column`` already on its integer grid lies in; null outside them."""
     p = column.precision
     if p is None:  # the spec's loader gives a histogram's numeric column its precision
         raise InternalError(f"column {column.name!r} is binned without its precision")
@@ -214,6 +227,8 @@ class Recipe:
     total: str | None  # summed column (sum/mean)
     open_dim: tuple[str, Column] | None = None  # (key column, open column): its text is the cell's key, not a code
     squares: str | None = None  # summed rounded centred squares (variance/std)
+    # a synth marginal's category/bool columns whose missing cells are the last code (the dimension's size - 1)
+    kept_missing: frozenset[str] = frozenset()
 
     def cell(self, key: Callable[[str], pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
         """The cell of a group (or a row): its code over the declared dimensions (null outside every declared cell)
@@ -221,13 +236,38 @@ class Recipe:
         code: pl.Expr = pl.lit(0, dtype=pl.Int64)
         for name, column, size in self.dims:
             index = key(name) if column is None else key_index(column, key(name))
+            if column is not None and column.name in self.kept_missing:
+                index = index.fill_null(size - 1)
             code = code * size + index
         text = None if self.open_dim is None else open_key(self.open_dim[1], key(self.open_dim[0]))
         return code, text
 
 
+def marginal_dims(spec: Spec, stat: Marginal, q: Query) -> list[tuple[str, Column | None, int]]:
+    """A synth marginal's dimensions (docs/spec.md, "Synthetic data"): each column's codes, its declared keys' or its
+    own bins' indices, and with ``kept_missing`` the last code for a missing cell (else the row drops out). Keys are
+    shared between marginals of the same column and coding, so d one-ways and every pair group by d keys."""
+    dims: list[tuple[str, Column | None, int]] = []
+    for d, bins, kept in zip(stat.columns, stat.column_bins, stat.kept_missing, strict=True):
+        column = spec.columns[d]
+        if bins is not None:
+            idx = edge_bin_index(column, bins, numeric_value(column))
+            if kept:
+                idx = idx.fill_null(bins.count)
+            dims.append((q.key(f"code:{d}:{bins!r}:{kept}", idx), None, bins.count + kept))
+        else:
+            # grouped by raw text and decoded after grouping, as a statistic's keys (Recipe.cell): a kept missing
+            # cell (null, undeclared, unreadable) is decoded to the last code there
+            dims.append((q.key(f"raw:{d}", pl.col(d)), column, len(column.keys) + kept))
+    return dims
+
+
 def recipe(spec: Spec, sp: StatisticPlan, q: Query, sum_type: pl.DataType) -> Recipe:
     stat = sp.statistic
+    if isinstance(stat, Marginal):
+        kept = frozenset(d for d, b, k in zip(stat.columns, stat.column_bins, stat.kept_missing, strict=True)
+                         if k and b is None)
+        return Recipe(tuple(marginal_dims(spec, stat, q)), None, None, kept_missing=kept)
     dims: list[tuple[str, Column | None, int]] = []
     opened: tuple[str, Column] | None = None
     for d in stat.dimensions:
@@ -283,7 +323,7 @@ def groupings(plan: Plan) -> list[list[int]]:
 def used_columns(spec: Spec) -> list[str]:
     used: dict[str, None] = {}
     for s in spec.statistics:
-        for name in (*s.by, *([s.column] if s.column else [])):
+        for name in (*s.dimensions, *s.by, *([s.column] if s.column else [])):
             used.setdefault(name, None)
     return list(used)
 

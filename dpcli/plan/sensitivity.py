@@ -50,6 +50,7 @@ from dpcli.specs.model import (
     Count,
     Frequency,
     Histogram,
+    Marginal,
     PersonUnit,
     Quantile,
     Spec,
@@ -448,6 +449,8 @@ def components(
     if isinstance(stat, Frequency):
         # no noise: the randomized file was paid for by `dpcli randomize` (dpcli.mechanisms.randomized_response)
         return ()
+    if isinstance(stat, Marginal):  # a synth spec's marginal: a count over its cells (row unit only)
+        return (_count_component(path, stat, neighbours, budget, f"the marginal of {' x '.join(stat.columns)}"),)
     if isinstance(stat, (Count, Histogram, TopK)):  # a top_k here has open keys: ranked after their selection
         what = "the count" if isinstance(stat, Count) else "the histogram" if isinstance(stat, Histogram) else (
             "the counts of the keys (ranked after their partition selection)"

@@ -11,13 +11,14 @@ header is checked too, both listed when both fail. Reads the input's header only
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from dpcli.errors import BudgetRefused, DpcliError, LedgerError
 from dpcli.ledger import open_ledger, resolve_ledger
 from dpcli.ledger.base import DEFAULT_LOCK_TIMEOUT
 from dpcli.run.series_input import uses_template
-from dpcli.specs.load import spec_errors
+from dpcli.specs.load import is_synth_spec, spec_errors
 from dpcli.specs.randomize import is_randomize_spec
 
 __all__ = ["CheckResult", "check_spec"]
@@ -31,6 +32,7 @@ class CheckResult:
     spec: Path
     problems: tuple[DpcliError, ...]
     randomize: bool = False  # a randomize spec (``randomize: {columns: ...}``)
+    synth: bool = False  # a synth spec (``synth: {...}``)
     verdict: str | None = None  # a valid randomize spec's one-line verdict
     statistics: int | None = None
     size: str | None = None  # the release's cells and memory estimate, as release's limits word them
@@ -67,6 +69,8 @@ def check_spec(
     if is_randomize_spec(path):
         return _check_randomize(path, input, output, ledger, release_id)
     errors = spec_errors(path)
+    if not errors and is_synth_spec(path):
+        return _check_synth(path, input, input_format, output, ledger, release_id)
     if errors:
         problems: list[DpcliError] = list(errors)
         if ledger is not None:  # the ledger named on the command line is checked too: one run lists both
@@ -93,6 +97,39 @@ def _check_randomize(
     except DpcliError as exc:
         return CheckResult(path, (exc,), randomize=True)
     return CheckResult(path, (), randomize=True, verdict=verdict)
+
+
+def _check_synth(
+    path: Path, input: str | None, input_format: str | None, output: str | None,  # noqa: A002
+    ledger: str | None, release_id: str | None,
+) -> CheckResult:
+    """A synth spec (issue 27): the spec, its plan's refusals (the domain's sizes: dpcli.plan.synth) and its input's
+    header (every declared column). The run's own checks (ledger, release id, output) come with ``dpcli synth``."""
+    from dpcli.engine import check_input
+    from dpcli.engine.inputs import input_path
+    from dpcli.errors import UsageError
+    from dpcli.plan.budget import cost_text
+    from dpcli.plan.synth import make_synth_plan
+    from dpcli.specs.load import load_spec
+
+    if output is not None or ledger is not None or release_id is not None:
+        refused = UsageError("--output, --ledger and --release-id check a release spec; `dpcli check` of a synth "
+                             "spec checks the spec, its plan and its input")
+        return CheckResult(path, (refused,), synth=True)
+    try:
+        spec = load_spec(path)
+        plan = make_synth_plan(spec)
+        source = input_path(input, spec.input if isinstance(spec.input, Path) else None)
+        if source is not None:
+            check_input(plan.exact_plan.spec, source, input_format)
+    except DpcliError as exc:
+        return CheckResult(path, (exc,), synth=True)
+    checked = "" if source is None else f"; {source} has every declared column"
+    cost = cost_text(Fraction(0), plan.charge.rho, spec.privacy.delta, Fraction(0))
+    return CheckResult(path, (), synth=True, verdict=(
+        f"dpcli: {path} is valid: a synthetic CSV of {len(plan.sizes)} columns by {plan.synth.method.upper()}, "
+        f"{len(plan.candidates)} candidate pairs, charging {cost}{checked}"
+    ), cost=cost, input_checked=None if source is None else str(source))
 
 
 def _check_release(

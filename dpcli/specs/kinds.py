@@ -126,4 +126,11 @@ KINDS = _kinds(
     Kind("frequency", Family.RANDOMIZED, Value.FREQUENCY, Interval.ESTIMATE, ColumnNeed.KEYS, has_bins=False,
          sums_column=False, sums_squares=False, bounded=False, open_keys=False, postprocess=False, nonnegative=False,
          rounded=False, consistent=False, target=False, memory_per_cell=48, linear=False),
+    # internal (INTERNAL_KINDS): a synth spec's one- and two-way marginals (dpcli.plan.synth), counted by the engine
+    # as a count by their columns (numeric ones by their bins), never written under a spec's statistics:
+    Kind("marginal", Family.ADDITIVE, Value.COUNT, Interval.NOISE, ColumnNeed.NONE, has_bins=False,
+         sums_column=False, sums_squares=False, bounded=False, open_keys=False, postprocess=False, nonnegative=False,
+         rounded=False, consistent=False, target=False, memory_per_cell=48, linear=False),
 )
+# Kinds that planning makes and a spec's statistics: never names (the declaration leaves them out: dpcli.specs.v1)
+INTERNAL_KINDS = frozenset({"marginal"})

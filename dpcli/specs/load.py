@@ -238,3 +238,14 @@ def printable(text: str) -> str:
 
 def _replace_hash(spec: Spec, digest: str) -> Spec:
     return replace(spec, sha256=digest)
+
+
+def is_synth_spec(path: str | Path) -> bool:
+    """Whether the file is a synth spec (a top-level ``synth:`` and no ``statistics:``), for the commands that take
+    either kind (plan, check). A file that cannot be read or parsed is not: the release loader then reports why."""
+    try:
+        _, text = read_spec_text(path)
+        doc = load_yaml(text)
+    except SpecError:
+        return False
+    return isinstance(doc, dict) and "synth" in doc and "statistics" not in doc

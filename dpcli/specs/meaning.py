@@ -1,7 +1,8 @@
 """A spec's canonical meaning: what a re-run under a paid release id must ask for to be given the paid result.
 
 It is the typed spec's fields that define the mechanisms and what they publish (release: the dataset, privacy, the
-declared columns' types, bounds, grids, bins and keys, the statistics, their post-processing and the confidence;
+declared columns' types, bounds, grids, bins and keys, the statistics, their post-processing and the confidence, or
+a synth spec's ``synth:`` section;
 randomize: the dataset, privacy and the chosen columns), written as canonical JSON (keys sorted, numbers as exact
 fractions ``p/q``, defaults filled in by the loader) and hashed. The spec's text is not in it: comments, whitespace,
 key order and number spelling (``0.5``, ``1/2``, ``5e-1``) never change it, nor do the fields that say where things
@@ -38,8 +39,11 @@ _PLANNING_ONLY = ("target", "expected_rows")
 
 def release_meaning(spec: Spec) -> str:
     """The sha256 of a release spec's canonical meaning (hex)."""
-    return meaning_sha256({"command": "release", **_meaning_fields(spec),
-                           "statistics": [_statistic(s) for s in spec.statistics]})
+    fields = _meaning_fields(spec)
+    if spec.synth is None:
+        # a spec without synth: means what it meant before synth: existed (its paid release ids keep their meaning)
+        del fields["synth"]
+    return meaning_sha256({"command": "release", **fields, "statistics": [_statistic(s) for s in spec.statistics]})
 
 
 def randomize_meaning(spec: RandomizeSpec) -> str:

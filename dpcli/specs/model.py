@@ -228,8 +228,28 @@ class Frequency(_StatisticFields):
         return (self.column,)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Marginal(_StatisticFields):
+    """A synth spec's one- or two-way marginal (internal kind ``marginal``: made by dpcli.plan.synth, never written
+    under ``statistics:``): the counts of rows per code combination of its columns, in row-major code order (first
+    column slowest), exactly like a count by its columns. A category/bool column's codes are its declared keys'
+    indices, a numeric column's its bin indices (``column_bins``); with ``kept_missing`` a missing cell is the last
+    code, else its row is left out."""
+
+    kind: ClassVar[str] = "marginal"
+    column: ClassVar[None] = None
+    bins: ClassVar[None] = None  # a histogram's one bins field; a marginal's are per column (column_bins)
+    columns: tuple[str, ...]  # one or two synth columns
+    column_bins: tuple[Bins | None, ...]  # per column: a numeric column's bins, None for category/bool
+    kept_missing: tuple[bool, ...]  # per column: a missing cell is the column's last code
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return self.columns
+
+
 # A statistic, typed per kind (a tagged union on ``kind``); the kinds that read a column
-Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency
+Statistic = Count | Histogram | Sum | Mean | Quantile | TopK | Variance | Frequency | Marginal
 AnyStatistic = TypeVar("AnyStatistic", bound=_StatisticFields)  # any of them, its own type kept
 ColumnStatistic = Histogram | Sum | Mean | Quantile | TopK | Variance
 
@@ -373,6 +393,28 @@ class PostProcess:
 
 
 @dataclass(frozen=True)
+class SynthColumn:
+    """One column of ``synth.columns``: how its cells become codes (docs/spec.md, "Synthetic data")."""
+
+    name: str
+    bins: Bins | None  # numeric: required (covering the column's bounds); None for category/bool
+    values: str = "uniform"  # numeric only: an output value in its bin, uniform | low | mid
+    missing: str = "drop"  # drop | keep (a missing cell is the extra last code, written as an empty cell)
+
+
+@dataclass(frozen=True)
+class Synth:
+    """``synth:`` (issue 27): a synthetic CSV of ``columns`` from noisy marginals (dpcli.plan.synth plans it)."""
+
+    method: str  # "mst"
+    columns: tuple[SynthColumn, ...]  # in output order
+    rows: int | None = None  # the output's rows; None: the noisy total
+    shares: tuple[Fraction, Fraction, Fraction] = (Fraction(1, 3), Fraction(1, 3), Fraction(1, 3))  # one_way, select,
+    # measure
+    max_cells: int = 1_000_000  # one marginal's cells at most (public)
+
+
+@dataclass(frozen=True)
 class Spec:
     version: str
     dataset: str
@@ -400,6 +442,7 @@ class Spec:
     series: Series | None = None  # `series:` (issue 26): periods released under one charge
     # `input:` naming one file per period of the series ({date}, {period}); `input` is then its text as a path
     input_template: InputTemplate | None = None
+    synth: Synth | None = None  # `synth:` (issue 27): a synthetic CSV instead of statistics (statistics is then ())
 
     @property
     def id_column(self) -> str | None:
@@ -424,6 +467,18 @@ class Spec:
                 seen.setdefault(QUANTILE_COLUMN, None)
         return tuple(seen)
 
+
+def synth_sizes(spec: Spec) -> tuple[int, ...]:
+    """Each synth column's number of codes: its declared keys (bool: false, true) or bins, plus one when missing
+    cells are kept (the last code)."""
+    if spec.synth is None:
+        raise InternalError("a spec without synth: has no synth columns")
+    sizes = []
+    for sc in spec.synth.columns:
+        column = spec.columns[sc.name]
+        size = sc.bins.count if sc.bins is not None else len(column.keys)
+        sizes.append(size + (1 if sc.missing == "keep" else 0))
+    return tuple(sizes)
 
 
 def periodic(stat: AnyStatistic) -> AnyStatistic:

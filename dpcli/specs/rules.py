@@ -7,6 +7,7 @@ comes from its builder in ``STATISTIC_BUILDERS``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -43,6 +44,8 @@ from dpcli.specs.model import (
     Statistic,
     Std,
     Sum,
+    Synth,
+    SynthColumn,
     Target,
     TopK,
     Variance,
@@ -56,6 +59,7 @@ from dpcli.specs.v1 import (
     COLUMN,
     CSV,
     DEFAULT_KEY_LENGTH,
+    DEFAULT_SYNTH_MAX_CELLS,
     FLAG_COLUMN,
     MAX_CANDIDATES,
     MAX_CELLS,
@@ -68,6 +72,7 @@ from dpcli.specs.v1 import (
     SOMETIMES_COLUMNS,
     SPAN_COLUMN,
     STATISTIC,
+    SYNTH,
     TOP,
     GridSpec,
 )
@@ -580,6 +585,11 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         else:
             columns[name] = column
 
+    if "synth" in top:
+        return _synth_spec(top, fields, csv, priv, columns, bad_columns, source, base_dir, sha256, out)
+    if "statistics" not in top:
+        out.attempt(_raise, SpecError("statistics", "required field is missing (or synth: for a synthetic CSV)"))
+        return None
     raw_stats = out.attempt(list_value, "statistics", top["statistics"], 1) or []
     loaded: list[tuple[str, Loaded] | None] = [
         out.attempt(STATISTIC.load, f"statistics[{i}]", raw, out.list) for i, raw in enumerate(raw_stats)
@@ -805,3 +815,154 @@ def _raise(exc: SpecError) -> None:
     raise exc
 
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# synth: (issue 27): a synthetic CSV of the declared columns from noisy marginals (docs/spec.md, "Synthetic data")
+
+
+def _synth_spec(
+    top: Loaded, fields: Loaded, csv: Loaded | None, priv: Loaded | None, columns: dict[str, Column],
+    bad_columns: set[str], source: str, base_dir: Path | None, sha256: str, out: ErrorCollector,
+) -> Spec | None:
+    """A synth spec: the top level's shared fields, a zCDP row-level budget and ``synth:`` in place of
+    ``statistics:`` (its Spec has no statistics). Its refusals are the rules JSON Schema cannot express."""
+    for key, why in (
+        ("statistics", "a spec publishes statistics or a synthetic CSV, not both: put the statistics in a spec of "
+                       "their own"),
+        ("series", "a synthetic CSV is one release, not a series of periods"),
+        ("postprocess", "applies to statistics; a synthetic CSV is post-processed by its own estimation"),
+        ("expected_rows", "planning of statistics' errors; a synthetic CSV's plan gives each marginal's noise"),
+    ):
+        if key in top:
+            out.attempt(_raise, RuleError(key, why))
+    raw = out.attempt(SYNTH.load, "synth", top["synth"], out.list)
+    if raw is None or priv is None or csv is None or out.count():
+        return None
+    privacy = out.attempt(_synth_privacy, priv)
+    synth = out.attempt(_synth, raw, columns, bad_columns)
+    text = fields.get("input")
+    if text is not None and is_template(text):
+        out.attempt(_raise, RuleError("input", "a template ({date}, {period}) names one file per period of a series: "
+                                      "a synthetic CSV reads one input (give its path)"))
+    header = csv.get("header", True)
+    if isinstance(header, tuple):
+        missing = [name for name in columns if name not in header]
+        if missing:
+            out.attempt(_raise, RuleError(
+                "csv.header", f"declared column(s) not among the fields it names: {', '.join(missing)[:200]}"
+            ))
+    if privacy is None or synth is None or out.count():
+        return None
+    base = base_dir if base_dir is not None else Path(".")
+
+    def path_field(key: str) -> Path | None:
+        p = fields.get(key)
+        return None if p is None else Path("-") if p == "-" else base / p
+
+    ledger = fields.get("ledger")
+    return Spec(
+        version=fields["version"],
+        dataset=fields["dataset"],
+        privacy=privacy,
+        columns=MappingProxyType(columns),
+        statistics=(),
+        input=text if is_url(text) else path_field("input"),
+        output=path_field("output"),
+        ledger=ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),
+        source=source,
+        sha256=sha256,
+        quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
+        csv=CsvDialect(
+            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
+            encoding=csv.get("encoding", "utf-8"),
+            header=header is True,
+            names=header if isinstance(header, tuple) else None,
+            line_end=csv.get("line_end"),
+            max_record_bytes=csv.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
+        ),
+        input_format=fields.get("input_format"),
+        engine=fields.get("engine", "polars"),
+        confidence=fields.get("confidence", Fraction(95, 100)),
+        name=fields.get("name"),
+        synth=synth,
+    )
+
+
+def _synth_privacy(priv: Loaded) -> Privacy:
+    """A synth spec's budget: zCDP (MST measures with Gaussian noise and charges its selections by the bounded-range
+    bound, both in rho), stated as ``rho`` or as ``epsilon`` with ``delta``; a row unit."""
+    if isinstance(priv.get("unit", "row"), dict):
+        raise RuleError("privacy.unit", "a person unit is not available for synth: one person's K rows would "
+                        "multiply every marginal's sensitivity and the selection score's by K (not built in this "
+                        "version); use unit: row")
+    eps, delta, rho = priv.get("epsilon"), priv.get("delta"), priv.get("rho")
+    if rho is None and (eps is None or delta is None):
+        raise RuleError("privacy.epsilon" if eps is not None else "privacy.rho",
+                        "synth is a zCDP mechanism: give privacy.rho, or epsilon and delta")
+    return Privacy("row", priv.get("neighbours", "add_remove"), eps, delta, rho, "zcdp")
+
+
+def _synth(raw: Loaded, columns: Mapping[str, Column], bad_columns: set[str]) -> Synth:
+    if raw["method"] == "aim":
+        raise RuleError("synth.method", "aim is not built in this version: use mst")
+    shares = raw.get("shares")
+    split = (Fraction(1, 3),) * 3 if shares is None else (shares["one_way"], shares["select"], shares["measure"])
+    if sum(split) != 1:
+        raise RuleError("synth.shares", f"the shares must add up to 1, got {format_exact(sum(split, Fraction(0)))}")
+    chosen = []
+    for name, body in raw["columns"].items():
+        path = f"synth.columns.{name}"
+        if name in bad_columns:
+            continue  # refused where it is declared
+        if name not in columns:
+            raise RuleError(path, undeclared(name, columns))
+        chosen.append(_synth_column(path, columns[name], body))
+    return Synth(raw["method"], tuple(chosen), raw.get("rows"), (split[0], split[1], split[2]),
+                 raw.get("max_cells", DEFAULT_SYNTH_MAX_CELLS))
+
+
+def _synth_column(path: str, column: Column, body: Loaded) -> SynthColumn:
+    if column.open:
+        raise RuleError(path, f"'{column.name}' is open: a synthetic CSV's values come from the declared domain "
+                        "only; declare its categories")
+    if not column.numeric:
+        for key in ("bins", "values"):
+            if key in body:
+                raise RuleError(f"{path}.{key}", f"only for a numeric column: a {column.type} column's codes are its "
+                                "declared keys")
+        return SynthColumn(column.name, None, missing=body.get("missing", "drop"))
+    lo, hi = column.bounds or (Fraction(0), Fraction(0))
+    if "bins" not in body:
+        raise RuleError(f"{path}.bins", f"required for a numeric column, covering its bounds [{format_exact(lo)}, "
+                        f"{format_exact(hi)}]: edges, e.g. {{bins: [{format_exact(lo)}, ..., {format_exact(hi + 1)}]}}"
+                        f", or a grid {{bins: {{start: {format_exact(lo)}, stop: {format_exact(hi + 1)}, step: S}}}}")
+    bins = _bins(f"{path}.bins", body["bins"])
+    _covers(f"{path}.bins", column, bins)
+    return SynthColumn(column.name, bins, body.get("values", "uniform"), body.get("missing", "drop"))
+
+
+def _covers(path: str, column: Column, bins: Bins) -> None:
+    """Every value of the column's grid within its bounds lies in exactly one bin, and every bin holds one."""
+    glo, ghi = column.grid_bounds
+    step = column.grid_step
+    first, last = bins.edge(0), bins.edge(bins.count)
+    if first > glo * step or last <= ghi * step:
+        raise RuleError(path, f"the bins [{format_exact(first)}, {format_exact(last)}) must cover the column's "
+                        f"bounds [{format_exact(glo * step)}, {format_exact(ghi * step)}]: every value in exactly one "
+                        "bin (the last edge above the high bound)")
+    if bins.count > MAX_CELLS:  # an edge list this long is over the spec's size limit anyway
+        raise RuleError(path, f"{bins.count} bins is over the limit of {MAX_CELLS}")
+    if isinstance(bins, GridBins):
+        # an even grid: each bin holds a grid point when the step is at least the precision; the first and last
+        # hold one because the bins start at or below the low bound and end above the high one
+        if bins.step < step:
+            raise RuleError(f"{path}.step", f"bins narrower than the column's precision {format_exact(step)}")
+        if bins.edge(1) <= glo * step or bins.edge(bins.count - 1) > ghi * step:
+            raise RuleError(path, "a bin lies outside the column's bounds: it could never hold a value")
+        return
+    thresholds = [max(glo, min(ghi + 1, math.ceil(e / step))) for e in bins.edges]
+    for j in range(1, len(thresholds)):
+        if thresholds[j] <= thresholds[j - 1]:
+            raise RuleError(f"{path}[{j}]", f"bin [{format_exact(bins.edge(j - 1))}, {format_exact(bins.edge(j))}) "
+                            "holds no value of the column's grid within its bounds")

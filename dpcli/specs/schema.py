@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 
 from dpcli.specs.fields import NUMBER_PATTERN, Schema
-from dpcli.specs.v1 import COLUMN, STATISTIC, TOP
+from dpcli.specs.v1 import COLUMN, PUBLISHES, STATISTIC, TOP
 
 SCHEMA_ID = "https://dpcli.invalid/schema/spec-v1.json"
 
@@ -71,6 +71,8 @@ def spec_schema() -> Schema:
             "`dpcli check`, not by this schema."
         ),
         **TOP.schema(),
+        # statistics: or synth:, never both (each branch lists every required key: a branch is a whole document)
+        "oneOf": [{"required": [*TOP.required, key]} for key in PUBLISHES],
         "$defs": {
             "number_text": {
                 "type": "string",

@@ -37,7 +37,7 @@ from dpcli.specs.fields import (
     list_value,
     text_value,
 )
-from dpcli.specs.kinds import KINDS
+from dpcli.specs.kinds import INTERNAL_KINDS, KINDS
 
 SPEC_VERSION = "1"
 
@@ -50,7 +50,7 @@ MAX_CELLS = 10_000_000  # per statistic (a million-cell grid is fine; ten billio
 MAX_CANDIDATES = 1_000_000  # a quantile's candidate grid (docs/spec.md, "Quantiles and the median")
 
 COLUMN_TYPES = ("int", "float", "category", "bool")
-STATISTIC_KINDS = tuple(KINDS)  # each kind's traits: dpcli/specs/kinds.py
+STATISTIC_KINDS = tuple(k for k in KINDS if k not in INTERNAL_KINDS)  # each kind's traits: dpcli/specs/kinds.py
 MAX_TOP_K = 1000  # top_k: the most keys one statistic ranks (k draws of the exponential mechanism)
 NEIGHBOURS = ("add_remove", "replace")
 MISSING_ID = ("drop", "person")  # a row whose id is missing: left out, or a person of its own
@@ -475,6 +475,86 @@ SERIES = Section(
 )
 
 
+# `synth:` (issue 27): a synthetic CSV of the declared columns from noisy marginals (docs/spec.md, "Synthetic data")
+SYNTH_METHODS = ("mst", "aim")  # aim: declared so its refusal can say why ("not built"), never run
+SYNTH_VALUES = ("uniform", "low", "mid")  # a numeric column's output value within its bin
+SYNTH_MISSING = ("drop", "keep")  # a missing cell: its row left out of that column's marginals, or a code of its own
+MIN_SYNTH_COLUMNS, MAX_SYNTH_COLUMNS = 2, 64
+MAX_SYNTH_ROWS = 10**9
+DEFAULT_SYNTH_MAX_CELLS = 1_000_000  # one marginal's cells (a public limit; at most MAX_CELLS)
+NOISY_ROWS = "noisy"  # synth.rows: the noisy total (post-processing), never the true n
+
+SYNTH_COLUMN = Section(
+    {
+        "bins": BinsField(),
+        "values": Choice(SYNTH_VALUES, "'{value}' is not one of: {choices}",
+                         description="numeric columns: an output value is a grid point drawn uniformly in its bin "
+                                     "(uniform, default), the bin's least (low) or the one nearest its middle (mid)"),
+        "missing": Choice(SYNTH_MISSING, "'{value}' is not one of: {choices}",
+                          description="drop (default): a row missing this column is left out of its marginals; keep: "
+                                      "missing is a code of its own, written as an empty cell"),
+    },
+    description="how one declared column is coded: category/bool by its declared keys, numeric by its bins",
+)
+
+
+@dataclass(eq=False, repr=False)
+class SynthColumnMap:
+    """``synth.columns``: the declared columns to synthesise, in output order, each with its coding (SYNTH_COLUMN)."""
+
+    def load(self, path: str, raw: Any) -> dict[str, Loaded]:
+        if not isinstance(raw, dict):
+            raise SpecError(path, "expected a mapping of declared columns (name: {bins, values, missing})")
+        if not MIN_SYNTH_COLUMNS <= len(raw) <= MAX_SYNTH_COLUMNS:
+            raise SpecError(path, f"synthesises {MIN_SYNTH_COLUMNS} to {MAX_SYNTH_COLUMNS} columns (the marginals "
+                            f"are pairs of them), got {len(raw)}")
+        return {str(name): SYNTH_COLUMN.load(f"{path}.{name}", {} if body in (None, "") else body)
+                for name, body in raw.items()}
+
+    def schema(self) -> Schema:
+        return {
+            "type": "object", "minProperties": MIN_SYNTH_COLUMNS, "maxProperties": MAX_SYNTH_COLUMNS,
+            "propertyNames": {"pattern": f"^{NAME_PATTERN}$"}, "additionalProperties": SYNTH_COLUMN.schema(),
+            "description": "declared columns to synthesise, in output order; numeric ones need bins covering their "
+                           "bounds",
+        }
+
+
+@dataclass(eq=False, repr=False)
+class SynthRows:
+    """``synth.rows``: ``noisy`` (the noisy total, post-processing of a released count) or a declared integer."""
+
+    def load(self, path: str, raw: Any) -> int | None:
+        if text_value(path, raw) == NOISY_ROWS:
+            return None
+        return Whole(1, MAX_SYNTH_ROWS).load(path, raw)
+
+    def schema(self) -> Schema:
+        return {"anyOf": [{"const": NOISY_ROWS}, Whole(1, MAX_SYNTH_ROWS).schema()],
+                "description": "the output's rows: noisy (default: the noisy total) or a declared number"}
+
+
+_SHARE = Number(Fraction(0), Fraction(1), low_open=True, range_name="a share")
+SYNTH_SHARES = Section(
+    {"one_way": _SHARE, "select": _SHARE, "measure": _SHARE},
+    required=("one_way", "select", "measure"),
+    description="the budget's split between the one-way marginals, the tree's selection and the pairs' measurement "
+                "(each > 0, summing to 1; default a third each)",
+)
+SYNTH = Section(
+    {
+        "method": Choice(SYNTH_METHODS, "'{value}' is not a synthesis method (one of: {choices})",
+                         description="mst: McKenna et al. 2021 (aim: not built in this version)"),
+        "rows": SynthRows(),
+        "shares": SYNTH_SHARES,
+        "max_cells": Whole(1, MAX_CELLS, f"the most cells one marginal may have (default {DEFAULT_SYNTH_MAX_CELLS})"),
+        "columns": SynthColumnMap(),
+    },
+    required=("method", "columns"),
+    description="publish a synthetic CSV of these columns from noisy marginals (docs/spec.md, Synthetic data)",
+)
+
+
 PRIVACY = Section(
     {
         "unit": UnitField(),
@@ -584,6 +664,10 @@ TOP = Section(
         "expected_rows": Whole(1, MAX_EXPECTED_ROWS, "rows with a value per cell, for the plan's mean errors"),
         "postprocess": POSTPROCESS,
         "series": SERIES,
+        "synth": SYNTH,
     },
-    required=("version", "dataset", "privacy", "columns", "statistics"),
+    # statistics: or synth: (dpcli.specs.rules.build_spec requires one of them; the schema says so too)
+    required=("version", "dataset", "privacy", "columns"),
 )
+# One of these sections says what a release publishes (a spec names exactly one)
+PUBLISHES = ("statistics", "synth")
