@@ -110,7 +110,8 @@ def _value_texts(column: Column, points: np.ndarray) -> pl.Series:
     if digits is None:  # a precision like 1/3: no finite decimal; the text the table would give such a value
         return pl.Series([format_decimal(int(k) * p) for k in points.tolist()], dtype=pl.String)
     multiplier = int(p * 10**digits)
-    scaled = pl.Series(points, dtype=pl.Int64).cast(pl.Int128) * multiplier
+    # k·p = k·multiplier / 10**digits: within the column's bounds, so the product is a small int64
+    scaled = pl.Series(points.astype(np.int64) * multiplier, dtype=pl.Int64)
     return pl.select(scaled_text(pl.lit(scaled), digits)).to_series()
 
 

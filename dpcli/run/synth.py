@@ -129,7 +129,7 @@ class Synthesized:
 
     @property
     def rho_spent(self) -> Fraction:
-        return Fraction(0) if self.reused else self.plan.budget.rho
+        return Fraction(0) if self.reused else self.plan.charge.rho
 
     @property
     def method(self) -> str:
@@ -209,7 +209,7 @@ def synth(
     records = book.records()
     say("ledger chain verified")
     run = PaidRun(
-        book, spec.dataset, plan.budget,
+        book, spec.dataset, plan.charge,
         Purchase.of(spec.dataset, spec.sha256, release_id, spec.privacy.pinned_unit, spec.privacy.neighbours,
                     tuple(sc.name for sc in spec.synth.columns), SYNTH_COMMAND, meaning=release_meaning(spec),
                     name=spec.name, period=release_id if named else None),
@@ -303,7 +303,7 @@ class _SynthWork:
         measured = _measured(plan, state)
         model_pairs = {pair: counts for pair, counts in zip(state.selected, state.pairs, strict=True)}
         model = fit_tree(plan.sizes, list(state.one_way), plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
-        rows = plan.declared_rows
+        rows = plan.synth.rows
         if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n
             rows = noisy_total(state.one_way, plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
         codes = sample_codes(model, rows, state.seed)
@@ -384,14 +384,14 @@ def synth_metadata(plan: SynthPlan, spend: Record, state: State, rows: int) -> d
         "unit": spec.privacy.unit,
         "neighbours": spec.privacy.neighbours,
         "accounting": "zcdp",
-        "rho": format_exact(plan.budget.rho),
-        "rows": {"published": rows, "from": "declared" if plan.declared_rows is not None else "noisy total"},
+        "rho": format_exact(plan.charge.rho),
+        "rows": {"published": rows, "from": "declared" if plan.synth.rows is not None else "noisy total"},
         "domain": domain,
         "steps": [
             {"step": "one_way", "rho": format_exact(plan.rho_one_way), "noise": "discrete Gaussian",
              "sigma2": format_exact(plan.one_way_sigma2), "marginals": [[n] for n in names]},
             {"step": "select", "rho": format_exact(plan.rho_select), "mechanism": "exponential (exact)",
-             "rounds": len(names) - 1, "epsilon_per_round": format_exact(plan.selection_epsilon),
+             "rounds": len(names) - 1, "epsilon_per_round": format_exact(plan.epsilon_select),
              "score_sensitivity": plan.score_sensitivity, "accounting": "bounded range: epsilon^2/8 per round",
              "selected": [[names[a], names[b]] for a, b in state.selected]},
             {"step": "measure", "rho": format_exact(plan.rho_measure), "noise": "discrete Gaussian",
