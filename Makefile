@@ -41,6 +41,11 @@ demo: venv sample-data
 	$(BIN)/dpcli budget set admissions --epsilon 3 --ledger .demo/ledger.jsonl
 	$(BIN)/dpcli release configs/series.yaml --ledger .demo/ledger.jsonl --release-id 2026-01-01 --output .demo/day1.csv
 	$(BIN)/dpcli release configs/series.yaml --ledger .demo/ledger.jsonl --release-id 2026-01-02 --output -
+	# a synthetic copy of Adult (MST), charged to the same cap; the same release id again spends nothing
+	$(BIN)/dpcli plan configs/synth.yaml
+	$(BIN)/dpcli synth configs/synth.yaml --ledger .demo/ledger.jsonl --release-id synth-1 --output .demo/adult-synthetic.csv
+	$(BIN)/dpcli synth configs/synth.yaml --ledger .demo/ledger.jsonl --release-id synth-1 --output .demo/adult-synthetic.csv
+	head -5 .demo/adult-synthetic.csv
 	$(BIN)/dpcli budget show --ledger .demo/ledger.jsonl
 
 # The default suite (under 5 minutes on 2 cores); the slow statistical and soak tests run in `make test-slow`,

@@ -331,6 +331,82 @@ def randomize(
     messages.info(render_run.randomize_text(result))
 
 
+@app.command(
+    cls=DpcliCommand,
+    epilog=_example("dpcli synth configs/synth.yaml --ledger ledger.jsonl --release-id 2026-11 -o synthetic.csv"),
+)
+def synth(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="The synth spec (YAML, with synth: {method: mst, ...})."),
+    input: str | None = InputOpt,  # noqa: A002 - the contract's name
+    output: str | None = OutputOpt,
+    ledger: str | None = LedgerOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (errors are still printed)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Progress on stderr: each phase by name."),
+    lock_timeout: float = LockOpt,
+    release_id: str | None = typer.Option(
+        None, "--release-id", envvar="DPCLI_RELEASE_ID", metavar="ID",
+        help="Name this release: the same dataset, spec and id estimate again from the stored measurements, write "
+        "the same bytes and spend nothing. Without it every run is a new release.",
+    ),
+    marginals: str | None = typer.Option(
+        None, "--marginals", metavar="PATH",
+        help="Write the noisy marginals table here (default: OUTPUT.marginals.csv beside an output file).",
+    ),
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="PATH",
+        help="Write the sidecar (every public parameter) here (default: OUTPUT.meta.json beside an output file).",
+    ),
+    report_path: str | None = typer.Option(
+        None, "--report", metavar="PATH",
+        help="Also write an HTML report: the fit to the published measurements, beside the noise's size.",
+    ),
+    input_timeout: float = typer.Option(
+        DEFAULT_INPUT_TIMEOUT, "--input-timeout", envvar="DPCLI_INPUT_TIMEOUT", metavar="SECONDS",
+        help="Seconds without a byte from stdin or a FIFO before giving up with exit 3 (0: wait forever).",
+    ),
+    max_input_bytes: str = typer.Option(
+        f"{DEFAULT_MAX_INPUT_BYTES >> 30}G", "--max-input-bytes", envvar="DPCLI_MAX_INPUT_BYTES", metavar="N",
+        help="Cap on stdin, a FIFO, or a compressed, Parquet or Arrow input's decompressed size (e.g. 16G).",
+    ),
+    input_format: InputFormat | None = typer.Option(
+        None, "--input-format", case_sensitive=False, help="The input's format (default: from its extension).",
+    ),
+    engine: Engine | None = typer.Option(
+        None, "--engine", case_sensitive=False, help="Who computes the exact marginals (default: the spec's).",
+    ),
+    spark_master: str = typer.Option(
+        "local[*]", "--spark-master", envvar="SPARK_MASTER", metavar="URL", help="The Spark master's URL.",
+    ),
+) -> None:
+    """Write a synthetic CSV from noisy marginals (MST): charged like a release; values only from the spec.
+
+    The noisy marginals it was fitted to and a sidecar of every public parameter are written beside it."""
+    from dpcli.core import signals
+    from dpcli.run.synth import synth as run
+
+    if verbose and quiet:
+        raise UsageError("--verbose and --quiet contradict each other: give one")
+    result = run(
+        spec, input=input, output=output, ledger=ledger, release_id=release_id, marginals=marginals, sidecar=meta,
+        report=report_path, lock_timeout=lock_timeout, input_timeout=input_timeout,
+        max_input_bytes=parse_size(max_input_bytes),
+        input_format=None if input_format is None else input_format.value,
+        engine=None if engine is None else engine.value, spark_master=spark_master,
+        progress=_progress_printer if verbose else None,
+    )
+    signals.finish()  # the file is written: a late signal changes nothing
+    if as_json:
+        sys.stderr.write(json.dumps(documents.stamped("synth", render_run.synth_summary(result))) + "\n")
+        return
+    if result.reused:
+        # said even with --quiet: a re-run that drew no new noise must never pass unnoticed
+        messages.info(render_run.synth_reissued(result))
+        return
+    if not quiet:
+        messages.info(render_run.synth_text(result))
+
+
 # where a ledger was named, in the words of the command line
 LEDGER_SOURCES = {"explicit": "--ledger", "environment": "$DPCLI_LEDGER", "spec": "the spec's ledger:"}
 

@@ -18,7 +18,7 @@ from typing import Any
 STDOUT_COMMANDS = frozenset({
     "check", "plan", "audit", "report", "init", "budget set", "budget show", "ledger show", "ledger verify",
 })
-COMMANDS = ("release", "randomize", *sorted(STDOUT_COMMANDS))
+COMMANDS = ("release", "randomize", "synth", *sorted(STDOUT_COMMANDS))
 VERSION = 1
 
 
@@ -156,6 +156,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "output": {"type": "string"}, "output_sha256": {"type": "string"}, "ledger": {"type": "string"},
         "ledger_record": {"type": "integer"}, "release_id": {"type": "string"}, "reused": {"type": "boolean"},
         "period": RELEASE["period"], "cap_note": RELEASE["cap_note"],
+    }),
+    "synth": _document("synth", ["dataset", "rho_spent", "ledger_record", "release_id", "reused"], {
+        "dataset": {"type": "string"}, "method": {"type": "string"},
+        "columns": {"type": "array", "items": {"type": "string"}},
+        "selected": {"type": "array", "items": {"type": "array", "items": {"type": "string"}},
+                     "description": "the pairs the tree selected, in selection order"},
+        "rows": {"type": "integer", "description": "synthetic rows written: declared, or from the noisy total"},
+        "rho_spent": EXACT, "epsilon_remaining": EXACT_OR_NULL, "epsilon_cap": EXACT_OR_NULL,
+        "output": {"type": "string"}, "marginals": TEXT_OR_NULL, "sidecar": TEXT_OR_NULL, "report": TEXT_OR_NULL,
+        "ledger": {"type": "string"}, "ledger_record": {"type": "integer"}, "release_id": {"type": "string"},
+        "reused": {"type": "boolean"}, "period": RELEASE["period"], "cap_note": RELEASE["cap_note"],
     }),
     "check": _document("check", ["valid", "spec", "problems"], {
         "valid": {"type": "boolean"}, "spec": {"type": "string"},

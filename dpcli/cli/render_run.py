@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from dpcli.run.randomize import Randomized
     from dpcli.run.release import Release
+    from dpcli.run.synth import Synthesized
 
 
 def release_summary(result: Release, warning: str | None, report: str | None, with_report: bool) -> dict[str, Any]:
@@ -150,4 +151,49 @@ def randomize_text(result: Randomized) -> str:
         f"'{result.spec.dataset}' to {where}\n"
         f"  spent ε={eps(result.spec.epsilon)} per record; {_left_text(status)}\n"
         f"  ledger {result.ledger}, record {result.spend.seq}, output sha256 {result.output_sha256[:16]}"
+    )
+
+
+def synth_summary(result: Synthesized) -> dict[str, Any]:
+    """``dpcli synth --json``'s summary: public facts only (the synthetic row count is declared or noisy, never n)."""
+    status = result.status
+    return {
+        "dataset": result.plan.spec.dataset,
+        "method": result.method,
+        "columns": list(result.columns),
+        "selected": [list(pair) for pair in result.selected],
+        "rows": result.rows,
+        "rho_spent": format_exact(result.rho_spent),
+        "epsilon_remaining": None if status is None or status.remaining is None else format_exact(status.remaining),
+        "epsilon_cap": None if status is None or status.cap is None else format_exact(status.cap),
+        "output": "-" if result.output is None else str(result.output),
+        "marginals": None if result.marginals is None else str(result.marginals),
+        "sidecar": None if result.sidecar is None else str(result.sidecar),
+        "report": None if result.report is None else str(result.report),
+        "ledger": result.ledger,
+        "ledger_record": result.spend.seq,
+        "release_id": result.release_id,
+        "reused": result.reused,
+        **_period_json(status),
+    }
+
+
+def synth_reissued(result: Synthesized) -> str:
+    return (
+        f"dpcli: release id '{result.release_id}' of this spec was paid for by ledger record {result.spend.seq}: "
+        "its synthetic data was estimated again from the stored measurements and written; nothing spent"
+    )
+
+
+def synth_text(result: Synthesized) -> str:
+    status = result.status
+    where = "standard output" if result.output is None else str(result.output)
+    tree = ", ".join(f"{a}×{b}" for a, b in result.selected)
+    beside = [str(p) for p in (result.marginals, result.sidecar, result.report) if p is not None]
+    return (
+        f"dpcli: wrote {result.rows} synthetic row(s) of {len(result.columns)} column(s) of "
+        f"'{result.plan.spec.dataset}' to {where} ({result.method.upper()}; tree: {tree})\n"
+        + (f"  beside it: {', '.join(beside)}\n" if beside else "")
+        + f"  spent ρ={eps(result.rho_spent)}; {_left_text(status)}\n"
+        f"  ledger {result.ledger}, record {result.spend.seq}, head {result.spend.hash[:16]}"
     )

@@ -1,0 +1,195 @@
+"""What ``dpcli synth`` publishes (issue 27), all made from released values only: the synthetic CSV (codes sampled
+from the model turned into the declared domain's values), the table of noisy marginals it was fitted to, and the
+sidecar naming every public parameter.
+
+Values only ever come from the spec: a category's declared keys, a bool's ``false``/``true``, and for a numeric
+column a point of the column's grid inside the code's declared bin and inside the column's bounds (``values:
+uniform``, ``low`` or ``mid``); a kept missing code is an empty cell. Which value a row gets within its bin is drawn
+from a generator keyed by the seed stored with the measurements (post-processing: nothing it touches is private), read
+as raw 64-bit words (never numpy's distribution methods, whose streams may change between numpy versions), so a
+re-run writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcli.core.accounting import decimal_places, format_decimal, format_exact
+from dpcli.errors import InternalError
+from dpcli.plan.bins import bin_label
+from dpcli.specs.model import Bins, Column, Spec, SynthColumn
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["Measured", "code_labels", "grid_range", "marginals_csv", "synthetic_csv"]
+
+MISSING_TEXT = ""  # a kept missing code's cell: empty, as a missing cell of the input is
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One published noisy marginal: the synth columns it is over (their indices), its noisy integer counts in
+    row-major code order (the first column slowest) and its noise's variance σ²."""
+
+    columns: tuple[int, ...]
+    counts: np.ndarray  # int64
+    sigma2: Fraction
+
+
+def code_labels(column: Column, synth_column: SynthColumn) -> list[str]:
+    """Each code's label, in code order: declared keys, a bin's interval ('[17..25)'), then '' for a kept missing."""
+    if column.numeric:
+        bins = _bins(synth_column)
+        labels = [bin_label(bins, i) for i in range(bins.count)]
+    else:
+        labels = list(column.keys)
+    if synth_column.missing == "keep":
+        labels.append(MISSING_TEXT)
+    return labels
+
+
+def _bins(synth_column: SynthColumn) -> Bins:
+    if synth_column.bins is None:  # the spec's loader refuses a numeric synth column without bins
+        raise InternalError(f"synth column {synth_column.name!r} has no bins")
+    return synth_column.bins
+
+
+def grid_range(column: Column, bins: Bins, i: int) -> tuple[int, int]:
+    """The grid points (integers k, value k·precision) of bin i inside the column's bounds: [low, high]. The bin is
+    [e_i, e_{i+1}), so k ≥ ceil(e_i/p) and k ≤ ceil(e_{i+1}/p) − 1, as the engine bins (dpcli.engine.cells.bin_index).
+    A bin holding no in-bounds point (the spec's loader refuses one) gives the nearest bound: still a declared value."""
+    p = column.grid_step
+    lo, hi = column.grid_bounds
+    low = max(math.ceil(bins.edge(i) / p), lo)
+    high = min(math.ceil(bins.edge(i + 1) / p) - 1, hi)
+    if low > high:
+        low = high = min(max(low, lo), hi)
+    return low, high
+
+
+def _grid_points(column: Column, synth_column: SynthColumn, codes: np.ndarray, words: np.random.PCG64) -> np.ndarray:
+    """A grid point for each row's bin code (int64, in grid units): uniform among the bin's in-bounds points, its
+    least one, or the one nearest its middle (ties: the lower), as ``values:`` says."""
+    bins = _bins(synth_column)
+    ranges = [grid_range(column, bins, i) for i in range(bins.count)]
+    low = np.array([r[0] for r in ranges], dtype=np.int64)
+    high = np.array([r[1] for r in ranges], dtype=np.int64)
+    known = codes < bins.count  # a kept missing code has no value
+    safe = np.where(known, codes, 0)
+    if synth_column.values == "low":
+        return low[safe]
+    if synth_column.values == "mid":
+        p = column.grid_step
+        mids = []
+        for i, (a, b) in enumerate(ranges):
+            middle = (bins.edge(i) + bins.edge(i + 1)) / 2 / p
+            mids.append(min(max(math.ceil(middle - Fraction(1, 2)), a), b))
+        return np.array(mids, dtype=np.int64)[safe]
+    # uniform: one raw 64-bit word per row, whatever its code, taken modulo the bin's span (a bias below
+    # span / 2**64: post-processing only, and negligible)
+    span = (high - low + 1)[safe].astype(np.uint64)
+    return low[safe] + (words.random_raw(len(codes)).astype(np.uint64) % span).astype(np.int64)
+
+
+def _value_texts(column: Column, points: np.ndarray) -> pl.Series:
+    """The exact decimal text of k·precision for each grid point k (the column's grid: '41', '0.25', '-3.5')."""
+    import polars as pl
+
+    from dpcli.publish.columns import scaled_text
+
+    p = column.grid_step
+    digits = decimal_places(p.denominator)
+    if digits is None:  # a precision like 1/3: no finite decimal; the text the table would give such a value
+        return pl.Series([format_decimal(int(k) * p) for k in points.tolist()], dtype=pl.String)
+    multiplier = int(p * 10**digits)
+    # k·p = k·multiplier / 10**digits: within the column's bounds, so the product is a small int64
+    scaled = pl.Series(points.astype(np.int64) * multiplier, dtype=pl.Int64)
+    return pl.select(scaled_text(pl.lit(scaled), digits)).to_series()
+
+
+def synthetic_csv(spec: Spec, codes: np.ndarray, key: bytes) -> bytes:
+    """The synthetic file: a header of the synth columns' names, then one line per row of ``codes`` (rows × columns,
+    each a code of its column), every cell a value of the declared domain; values within bins drawn from ``key``."""
+    import polars as pl
+
+    from dpcli.publish.columns import csv_field, csv_texts
+
+    synth = _synth(spec)
+    if codes.ndim != 2 or codes.shape[1] != len(synth.columns):
+        raise InternalError("synthetic codes of the wrong shape")
+    texts: dict[str, pl.Series] = {}
+    for j, sc in enumerate(synth.columns):
+        column = spec.columns[sc.name]
+        col = codes[:, j].astype(np.int64)
+        size = len(code_labels(column, sc))
+        if len(col) and (int(col.min()) < 0 or int(col.max()) >= size):
+            raise InternalError(f"synthetic code outside column {sc.name!r}'s domain")
+        name = f"c{j}"
+        if column.numeric:
+            words = np.random.PCG64(int.from_bytes(hashlib.sha256(key + j.to_bytes(4, "big")).digest(), "big"))
+            values = _value_texts(column, _grid_points(column, sc, col, words))
+            if sc.missing == "keep":
+                values = pl.select(pl.when(pl.lit(pl.Series(col)) == size - 1).then(pl.lit(MISSING_TEXT))
+                                   .otherwise(pl.lit(values))).to_series()
+            texts[name] = values.alias(name)
+        else:
+            labels = csv_texts(pl.Series(code_labels(column, sc), dtype=pl.String))
+            texts[name] = labels.gather(pl.Series(col, dtype=pl.UInt32)).alias(name)
+    header = ",".join(csv_field(sc.name) for sc in synth.columns) + "\n"
+    if not len(codes):
+        return header.encode("utf-8")
+    frame = pl.DataFrame(texts)
+    body = frame.select(pl.concat_str(list(frame.columns), separator=",")).to_series()
+    return header.encode("utf-8") + ("\n".join(body.to_list()) + "\n").encode("utf-8")
+
+
+def marginals_csv(spec: Spec, measured: Sequence[Measured]) -> bytes:
+    """The noisy marginals the synthetic file was fitted to, one line per cell: ``marginal`` (its columns joined by
+    ``*``), up to two (column, value) pairs, the noisy count and its noise's variance. The table users can
+    re-estimate from."""
+    import polars as pl
+
+    from dpcli.publish.columns import csv_field, csv_texts
+
+    synth = _synth(spec)
+    lines = ["marginal,column_1,value_1,column_2,value_2,noisy_count,noise_variance"]
+    for m in measured:
+        names = [synth.columns[i].name for i in m.columns]
+        labels = [code_labels(spec.columns[n], synth.columns[i]) for n, i in zip(names, m.columns, strict=True)]
+        sizes = [len(x) for x in labels]
+        if int(np.prod(sizes)) != len(m.counts):
+            raise InternalError(f"marginal {'*'.join(names)} has {len(m.counts)} counts for {np.prod(sizes)} cells")
+        grids = np.unravel_index(np.arange(len(m.counts)), sizes)
+        parts: list[pl.Series] = [pl.Series([csv_field("*".join(names))] * len(m.counts), dtype=pl.String)]
+        for k in range(2):
+            if k < len(names):
+                keys = csv_texts(pl.Series(labels[k], dtype=pl.String))
+                parts.append(pl.Series([csv_field(names[k])] * len(m.counts), dtype=pl.String))
+                parts.append(keys.gather(pl.Series(grids[k], dtype=pl.UInt32)))
+            else:
+                parts.extend([pl.Series([""] * len(m.counts), dtype=pl.String)] * 2)
+        parts.append(pl.Series(m.counts, dtype=pl.Int64).cast(pl.String))
+        parts.append(pl.Series([format_exact(m.sigma2)] * len(m.counts), dtype=pl.String))
+        frame = pl.DataFrame({f"p{i}": s for i, s in enumerate(parts)})
+        lines.extend(frame.select(pl.concat_str(list(frame.columns), separator=",")).to_series().to_list())
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def values_key(seed: bytes) -> bytes:
+    """The key of the generator that places values within their bins: derived from the stored seed, apart from the
+    one the model samples codes with."""
+    return hashlib.sha256(b"dpcli synth values\0" + seed).digest()
+
+
+def _synth(spec: Spec) -> Any:
+    if spec.synth is None:
+        raise InternalError("a synth output is made for a spec with synth:")
+    return spec.synth
