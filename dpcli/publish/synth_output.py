@@ -29,7 +29,7 @@ from dpcli.specs.model import Bins, Column, Spec, SynthColumn
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["Measured", "code_labels", "grid_range", "marginals_csv", "synthetic_csv"]
+__all__ = ["Measured", "SyntheticWriter", "code_labels", "grid_range", "marginals_csv", "synthetic_csv", "values_key"]
 
 MISSING_TEXT = ""  # a kept missing code's cell: empty, as a missing cell of the input is
 
@@ -115,40 +115,63 @@ def _value_texts(column: Column, points: np.ndarray) -> pl.Series:
     return pl.select(scaled_text(pl.lit(scaled), digits)).to_series()
 
 
+class SyntheticWriter:
+    """The synthetic file, written a block of rows at a time: a header of the synth columns' names, then one line
+    per row of codes (rows × columns, each a code of its column), every cell a value of the declared domain. Values
+    within bins come from one generator per column keyed by ``key``, read in row order, so the bytes do not depend on
+    how the rows are cut into blocks; memory is one block's, whatever the row count."""
+
+    def __init__(self, spec: Spec, key: bytes) -> None:
+        import polars as pl
+
+        from dpcli.publish.columns import csv_texts
+
+        self.spec = spec
+        self.synth = _synth(spec)
+        self.columns = [spec.columns[sc.name] for sc in self.synth.columns]
+        self.sizes = [len(code_labels(c, sc)) for c, sc in zip(self.columns, self.synth.columns, strict=True)]
+        self.labels = [None if c.numeric else csv_texts(pl.Series(code_labels(c, sc), dtype=pl.String))
+                       for c, sc in zip(self.columns, self.synth.columns, strict=True)]
+        self.words = [np.random.PCG64(int.from_bytes(hashlib.sha256(key + j.to_bytes(4, "big")).digest(), "big"))
+                      for j in range(len(self.columns))]
+
+    def header(self) -> bytes:
+        from dpcli.publish.columns import csv_field
+
+        return (",".join(csv_field(sc.name) for sc in self.synth.columns) + "\n").encode("utf-8")
+
+    def block(self, codes: np.ndarray) -> bytes:
+        import polars as pl
+
+        if codes.ndim != 2 or codes.shape[1] != len(self.columns):
+            raise InternalError("synthetic codes of the wrong shape")
+        if not len(codes):
+            return b""
+        texts: dict[str, pl.Series] = {}
+        for j, (column, sc) in enumerate(zip(self.columns, self.synth.columns, strict=True)):
+            col = codes[:, j].astype(np.int64)
+            size = self.sizes[j]
+            if int(col.min()) < 0 or int(col.max()) >= size:
+                raise InternalError(f"synthetic code outside column {sc.name!r}'s domain")
+            name = f"c{j}"
+            labels = self.labels[j]
+            if labels is None:  # numeric: a grid point in the code's bin (a kept missing code: an empty cell)
+                values = _value_texts(column, _grid_points(column, sc, col, self.words[j]))
+                if sc.missing == "keep":
+                    values = pl.select(pl.when(pl.lit(pl.Series(col)) == size - 1).then(pl.lit(MISSING_TEXT))
+                                       .otherwise(pl.lit(values))).to_series()
+                texts[name] = values.alias(name)
+            else:
+                texts[name] = labels.gather(pl.Series(col, dtype=pl.UInt32)).alias(name)
+        # every text is already a CSV field (keys quoted where needed, numbers never): written as they are
+        return pl.DataFrame(texts).write_csv(include_header=False, quote_style="never", line_terminator="\n").encode(
+            "utf-8")
+
+
 def synthetic_csv(spec: Spec, codes: np.ndarray, key: bytes) -> bytes:
-    """The synthetic file: a header of the synth columns' names, then one line per row of ``codes`` (rows × columns,
-    each a code of its column), every cell a value of the declared domain; values within bins drawn from ``key``."""
-    import polars as pl
-
-    from dpcli.publish.columns import csv_field, csv_texts
-
-    synth = _synth(spec)
-    if codes.ndim != 2 or codes.shape[1] != len(synth.columns):
-        raise InternalError("synthetic codes of the wrong shape")
-    texts: dict[str, pl.Series] = {}
-    for j, sc in enumerate(synth.columns):
-        column = spec.columns[sc.name]
-        col = codes[:, j].astype(np.int64)
-        size = len(code_labels(column, sc))
-        if len(col) and (int(col.min()) < 0 or int(col.max()) >= size):
-            raise InternalError(f"synthetic code outside column {sc.name!r}'s domain")
-        name = f"c{j}"
-        if column.numeric:
-            words = np.random.PCG64(int.from_bytes(hashlib.sha256(key + j.to_bytes(4, "big")).digest(), "big"))
-            values = _value_texts(column, _grid_points(column, sc, col, words))
-            if sc.missing == "keep":
-                values = pl.select(pl.when(pl.lit(pl.Series(col)) == size - 1).then(pl.lit(MISSING_TEXT))
-                                   .otherwise(pl.lit(values))).to_series()
-            texts[name] = values.alias(name)
-        else:
-            labels = csv_texts(pl.Series(code_labels(column, sc), dtype=pl.String))
-            texts[name] = labels.gather(pl.Series(col, dtype=pl.UInt32)).alias(name)
-    header = ",".join(csv_field(sc.name) for sc in synth.columns) + "\n"
-    if not len(codes):
-        return header.encode("utf-8")
-    frame = pl.DataFrame(texts)
-    body = frame.select(pl.concat_str(list(frame.columns), separator=",")).to_series()
-    return header.encode("utf-8") + ("\n".join(body.to_list()) + "\n").encode("utf-8")
+    """The whole synthetic file for ``codes`` at once (SyntheticWriter's header and one block)."""
+    writer = SyntheticWriter(spec, key)
+    return writer.header() + writer.block(codes)
 
 
 def marginals_csv(spec: Spec, measured: Sequence[Measured]) -> bytes:

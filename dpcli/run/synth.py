@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -34,11 +34,11 @@ from dpcli.errors import InternalError, OutputError, UsageError
 from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Purchase, Record, open_ledger, resolve_ledger
 from dpcli.mechanisms.mst import pair_scores, select_tree
 from dpcli.plan.synth import SynthPlan, make_synth_plan
-from dpcli.postprocess.synth_model import fit_tree, noisy_total, sample_codes
+from dpcli.postprocess.synth_model import fit_tree, iter_codes, noisy_total
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.publish.sidecar import release_time
-from dpcli.publish.synth_output import Measured, code_labels, marginals_csv, synthetic_csv, values_key
+from dpcli.publish.synth_output import Measured, SyntheticWriter, code_labels, marginals_csv, values_key
 from dpcli.run.paid import Paid, PaidRun, Unpaid, leaves_nothing, run_release_id, what_failed
 from dpcli.specs.load import load_spec
 from dpcli.specs.meaning import release_meaning
@@ -306,17 +306,30 @@ class _SynthWork:
         rows = plan.synth.rows
         if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n
             rows = noisy_total(state.one_way, plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
-        codes = sample_codes(model, rows, state.seed)
-        self.say("model estimated and rows sampled")
-        data = synthetic_csv(spec, codes, values_key(state.seed))
-        # the synthetic file's own marginals over the measured ones (the report's fit: public against public)
-        fitted = [synthetic_counts(codes, plan.sizes, m.columns) for m in measured] if self.report else []
-        del codes
+        self.say("model estimated")
         table = marginals_csv(spec, measured)
         meta = synth_metadata(plan, spend, state, rows)
+        writer = SyntheticWriter(spec, values_key(state.seed))
+        # the synthetic file's own marginals over the measured ones (the report's fit: public against public)
+        fitted = [np.zeros(len(m.counts), dtype=np.int64) for m in measured]
+
+        def write_rows(fh: IO[bytes]) -> None:
+            """The rows a block at a time (memory: one block's, whatever the row count)."""
+            fh.write(writer.header())
+            for block in iter_codes(model, rows, state.seed):
+                fh.write(writer.block(block))
+                if self.report is not None:
+                    for f, m in zip(fitted, measured, strict=True):
+                        f += synthetic_counts(block, plan.sizes, m.columns)
+
         targets = [p for p in (self.output, self.marginals, self.sidecar, self.report) if p is not None]
         try:
             with leaves_nothing(*targets):
+                if self.output is None:
+                    write_rows(sys.stdout.buffer)
+                    sys.stdout.buffer.flush()
+                else:
+                    atomic_write(self.output, write_rows)
                 if self.marginals is not None:
                     atomic_write(self.marginals, lambda fh: fh.write(table))
                 if self.sidecar is not None:
@@ -327,11 +340,6 @@ class _SynthWork:
 
                     page = render_synth_report(spec, meta, measured, fitted).encode("utf-8")
                     atomic_write(self.report, lambda fh: fh.write(page))
-                if self.output is None:
-                    sys.stdout.buffer.write(data)
-                    sys.stdout.buffer.flush()
-                else:
-                    atomic_write(self.output, lambda fh: fh.write(data))
         except OSError as exc:
             raise OutputError(f"could not write the synthetic data ({what_failed(exc)}); {paid.text()}",
                               hint=paid.hint()) from None
