@@ -29,9 +29,24 @@ import numpy as np
 from dpcli.core.accounting import format_exact
 from dpcli.core.files import atomic_write
 from dpcli.core.samplers import RandomSource, default_source, discrete_gaussian
-from dpcli.engine.inputs import DEFAULT_INPUT_TIMEOUT, DEFAULT_MAX_INPUT_BYTES, InputFile, check_input_timeout, input_path
+from dpcli.engine.inputs import (
+    DEFAULT_INPUT_TIMEOUT,
+    DEFAULT_MAX_INPUT_BYTES,
+    InputFile,
+    check_input_timeout,
+    input_path,
+)
 from dpcli.errors import InternalError, OutputError, UsageError
-from dpcli.ledger import DEFAULT_LOCK_TIMEOUT, BudgetStatus, Delivery, Ledger, Purchase, Record, open_ledger, resolve_ledger
+from dpcli.ledger import (
+    DEFAULT_LOCK_TIMEOUT,
+    BudgetStatus,
+    Delivery,
+    Ledger,
+    Purchase,
+    Record,
+    open_ledger,
+    resolve_ledger,
+)
 from dpcli.mechanisms.mst import pair_scores, select_tree
 from dpcli.plan.synth import SynthPlan, make_synth_plan
 from dpcli.postprocess.synth_model import fit_tree, iter_codes, noisy_total
@@ -301,7 +316,7 @@ class _SynthWork:
         plan = self.plan
         spec = plan.spec
         measured = _measured(plan, state)
-        model_pairs = {pair: counts for pair, counts in zip(state.selected, state.pairs, strict=True)}
+        model_pairs = dict(zip(state.selected, state.pairs, strict=True))
         model = fit_tree(plan.sizes, list(state.one_way), plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
         rows = plan.synth.rows
         if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n
@@ -345,7 +360,7 @@ class _SynthWork:
                               hint=paid.hint()) from None
         self.say("output written")
         status = self.book.status(spec.dataset, period=spend.get("period"))
-        names = tuple((spec.synth.columns[a].name, spec.synth.columns[b].name) for a, b in state.selected)
+        names = tuple((plan.columns[a], plan.columns[b]) for a, b in state.selected)
         return Synthesized(plan, spend, status, self.output, self.marginals, self.sidecar, self.report,
                            self.book.name, self.release_id, rows, names, reused)
 
@@ -376,9 +391,9 @@ def synth_metadata(plan: SynthPlan, spend: Record, state: State, rows: int) -> d
         column = spec.columns[sc.name]
         entry: dict[str, Any] = {"column": sc.name, "type": column.type, "codes": code_labels(column, sc),
                                  "missing": sc.missing}
-        if column.numeric:
-            lo, hi = column.bounds or (None, None)
-            entry.update(values=sc.values, bounds=[format_exact(lo), format_exact(hi)] if lo is not None else None,
+        if column.numeric and column.bounds is not None:
+            lo, hi = column.bounds
+            entry.update(values=sc.values, bounds=[format_exact(lo), format_exact(hi)],
                          precision=format_exact(column.grid_step))
         domain.append(entry)
     names = [sc.name for sc in synth.columns]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import random
 import subprocess
@@ -55,7 +56,7 @@ def _people(path: Path, n: int = 600, seed: int = 7) -> None:
             sex = rng.choice(["F", "M"])
             age = rng.randint(10, 99)  # some out of bounds: clamped
             employed = rng.choice(["true", "false", "1", "0", "maybe"])
-            city = rng.choice(CITIES + ["", "Atlantis"])  # empty and undeclared: missing (kept as a code)
+            city = rng.choice([*CITIES, "", "Atlantis"])  # empty and undeclared: missing (kept as a code)
             income = rng.choice([str(rng.uniform(-50, 1200)), "n/a", ""])
             w.writerow([age, income, sex, employed, city, rng.random()])
 
@@ -92,7 +93,8 @@ def test_values_only_from_the_declared_domain(tmp_path: Path) -> None:
     for age, income, sex, employed, city in body:
         assert age in lows  # values: low -> each bin's least in-bounds grid point
         value = Fraction(income)
-        assert 0 <= value <= 1000 and (value * 2).denominator == 1  # on the 0.5 grid, inside the bounds
+        assert 0 <= value <= 1000  # inside the bounds
+        assert (value * 2).denominator == 1  # on the 0.5 grid
         assert sex in {"F", "M"}
         assert employed in {"false", "true"}
         assert city in {*CITIES, ""}  # "" is the kept missing code, never "Atlantis"
@@ -124,7 +126,8 @@ def test_json_summary_and_declared_rows(tmp_path: Path) -> None:
     done = _synth(tmp_path, "--json")
     assert done.returncode == 0, done.stderr.decode()
     doc = json.loads(done.stderr.decode().strip().splitlines()[-1])
-    assert doc["rows"] == 123 and doc["reused"] is False
+    assert doc["rows"] == 123
+    assert doc["reused"] is False
     assert doc["columns"] == ["age", "income", "sex", "employed", "city"]
     assert len(doc["selected"]) == 4
     assert Fraction(doc["rho_spent"]) <= 2
@@ -175,11 +178,13 @@ def test_a_failure_while_estimating_is_exit_5_and_the_rerun_finishes_it(tmp_path
     failed = subprocess.run([sys.executable, "-c", _FAILING, *args], capture_output=True, env=clean_env(),
                             cwd=tmp_path, timeout=120)
     assert failed.returncode == 5, failed.stderr.decode()
-    assert b"out of memory after the spend" in failed.stderr and b"record 1" in failed.stderr
+    assert b"out of memory after the spend" in failed.stderr
+    assert b"record 1" in failed.stderr
     assert not (tmp_path / "out.csv").exists()
     again = _synth(tmp_path, "--release-id", "r9")
     assert again.returncode == 0, again.stderr.decode()
-    assert (tmp_path / "out.csv").exists() and _spends(tmp_path) == 1
+    assert (tmp_path / "out.csv").exists()
+    assert _spends(tmp_path) == 1
 
 
 def test_refused_before_the_spend_when_the_marginals_table_is_the_input(tmp_path: Path) -> None:
@@ -195,7 +200,7 @@ def test_numeric_values_stay_in_their_bins(tmp_path: Path, values: str) -> None:
     done = _synth(tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out.csv").read_text(encoding="utf-8"))))
-    mids = {(lo + hi) // 2 if (lo + hi) % 2 == 0 else (lo + hi - 1) // 2 for lo, hi in zip(AGE_BINS, AGE_BINS[1:])}
+    mids = {(lo + hi) // 2 if (lo + hi) % 2 == 0 else (lo + hi - 1) // 2 for lo, hi in itertools.pairwise(AGE_BINS)}
     for r in rows:
         age = int(r["age"])
         assert 18 <= age <= 90
