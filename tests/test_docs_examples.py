@@ -271,17 +271,20 @@ def test_every_config_checks_plans_and_releases(config: Path, tmp_path: Path) ->
     spec = cwd / "configs" / config.name
     dataset = next(line.split(":", 1)[1].strip() for line in config.read_text(encoding="utf-8").splitlines()
                    if line.startswith("dataset:"))
-    period = ["--period", "1"] if "\nseries:" in config.read_text(encoding="utf-8") else []  # a series: one period
+    text = config.read_text(encoding="utf-8")
+    period = ["--period", "1"] if "\nseries:" in text else []  # a series: one period
+    command = "synth" if "\nsynth:" in text else "release"  # a synth spec is written by dpcli synth
     for args in (
         ["check", spec],
         ["plan", spec],
         ["budget", "set", dataset, "--epsilon", "10", "--delta", "1e-5", "--ledger", cwd / "ledger.jsonl"],
-        ["release", spec, *period, "--ledger", cwd / "ledger.jsonl", "--output", cwd / "out.csv", "--quiet"],
+        [command, spec, *period, "--ledger", cwd / "ledger.jsonl", "--output", cwd / "out.csv", "--quiet"],
     ):
         r = run_in_process(*args, cwd=cwd)
         assert r.returncode == 0, (args[0], r.stderr.decode())
     table = (cwd / "out.csv").read_text(encoding="utf-8").splitlines()
-    assert table[0].startswith("statistic,"), table[:3]
+    header = "age,hours_per_week" if command == "synth" else "statistic,"
+    assert table[0].startswith(header), table[:3]
     assert len(table) > 1, table[:3]
 
 
