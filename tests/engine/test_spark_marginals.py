@@ -5,7 +5,6 @@ candidate pair, on the Adult extract (cut into several splits) and on a file of 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -46,7 +45,7 @@ def test_adult_marginals_are_the_polars_engines(spark):
 def test_hostile_cells_give_the_polars_engines_marginals(spark, tmp_path):
     header = b"age,hours_per_week,sex,income,workclass"
     rng = random.Random(11)
-    lines = [b",".join(rng.choice(hostile_lines(rng, 1)[0].split(b",") + [b"", b"40", b"Male", b">50K"])
+    lines = [b",".join(rng.choice([*hostile_lines(rng, 1)[0].split(b","), b"", b"40", b"Male", b">50K"])
                        for _ in range(5)) for _ in range(400)]
     data = tmp_path / "h.csv"
     data.write_bytes(header + b"\n" + b"\n".join(lines) + b"\n")
