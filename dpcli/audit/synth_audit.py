@@ -63,6 +63,9 @@ SELECTION = "(selection)"
 # At most this many columns are spread evenly in one estimate (besides "all of them"): the patterns that move some
 # pairs' scores up and others down need the columns a candidate row changes, and a row changes at most two
 MAX_SPREAD_COLUMNS = 2
+# Under replace, neighbouring pairs searched per estimate at most about this many (every pair of candidate rows when
+# they are fewer): the search's work stays bounded for a spec with many columns
+MAX_REPLACE_PAIRS = 20_000
 
 
 def audit_synth(
@@ -206,8 +209,11 @@ def _search(plan: SynthPlan, cands: CandidateCounts, trials: int, alpha: float) 
     if plan.spec.privacy.neighbours == "add_remove":
         left = np.zeros(len(keys) - 1, dtype=np.int64)
         right = np.arange(1, len(keys), dtype=np.int64)
-    else:
-        combos = np.array(list(itertools.combinations(range(1, len(keys)), 2)), dtype=np.int64).reshape(-1, 2)
+    else:  # replace: two candidate rows; past MAX_REPLACE_PAIRS, the first row from an even subset of them
+        n = len(keys) - 1
+        stride = max(1, math.ceil(n * (n - 1) / 2 / MAX_REPLACE_PAIRS))
+        combos = np.array([(a, b) for a, b in itertools.combinations(range(1, n + 1), 2) if (a - 1) % stride == 0],
+                          dtype=np.int64).reshape(-1, 2)
         left, right = combos[:, 0], combos[:, 1]
     worst: _Found | None = None
     telling: _Found | None = None
