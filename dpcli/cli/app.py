@@ -690,7 +690,7 @@ def audit_command(
 
         report = audit_synth(loaded, trials=trials)
     else:
-        report = run(loaded, trials=trials)
+        report = run(spec, trials=trials)
     if as_json:
         doc = documents.stamped("audit", report.as_dict(), 0 if report.ok else AuditFailed.exit_code)
         messages.document(doc, indent=2, ensure_ascii=False)
