@@ -75,7 +75,7 @@ _REPLACE_MOVES_TWO_CELLS = Case(
 )
 
 
-@settings(max_examples=_examples(25), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
+@settings(max_examples=_examples(15), deadline=None, suppress_health_check=_HEALTH, report_multiple_bugs=False)
 @given(case=cases(EVERYTHING, forms=("rho", "epsilon_delta"), kinds=SYNTH_KINDS),
        values=st.lists(st.integers(-5, 30), min_size=1, max_size=24), total=st.integers(0, 60))
 @example(case=_REPLACE_MOVES_TWO_CELLS, values=[0, 2, 1, 0, 1], total=3)
