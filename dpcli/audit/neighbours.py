@@ -20,7 +20,7 @@ import numpy as np
 from dpcli.audit import required
 from dpcli.audit.bounds import PRECISION, release_probability
 from dpcli.audit.series import SeriesLayout, base_period_text, period_texts
-from dpcli.audit.targets import ASSUMED_DELTA, Target, audit_targets
+from dpcli.audit.targets import ASSUMED_DELTA, Target, audit_targets, marginal_columns
 from dpcli.core.accounting import format_exact
 from dpcli.engine import ExactStatistic, aggregate
 from dpcli.errors import InternalError
@@ -29,7 +29,7 @@ from dpcli.plan.bins import bin_label
 from dpcli.plan.model import Plan, StatisticPlan
 from dpcli.plan.quantiles import INTERVAL_COUNT
 from dpcli.specs.grid import candidate_grid, quantile_bins
-from dpcli.specs.model import Column, EdgeBins, GridBins, Histogram, Quantile, Spec, histogram_bins
+from dpcli.specs.model import Column, EdgeBins, GridBins, Histogram, Marginal, Quantile, Spec, histogram_bins
 
 BASE_ROWS = 3
 # Past this many combinations of a statistic's own columns, each column keeps two values in the combinations (two
@@ -187,6 +187,9 @@ def _values(spec: Spec) -> dict[str, list[str]]:
             for stat in spec.statistics:
                 if isinstance(stat, Histogram) and stat.column == name and stat.bins is not None:
                     ks += _bin_starts(column, stat.bins)
+                if isinstance(stat, Marginal):  # a synth marginal's bins (one per column)
+                    ks += [k for c, b in zip(stat.columns, stat.column_bins, strict=True) if c == name and b is not None
+                           for k in _bin_starts(column, b)]
             width = ghi - glo
             texts = [_grid_text(column, k) for k in ks]
             texts += [_grid_text(column, glo - width - 1), _grid_text(column, ghi + width + 1), "", UNPARSEABLE]
@@ -416,6 +419,8 @@ class _Engine:
     def cell_label(self, i: int, cell: Cell) -> str:
         """A noised cell's keys and bins; in a series, its piece first."""
         sp = self.plan.statistics[i]
+        if isinstance(sp.statistic, Marginal) and isinstance(cell, int):
+            return _marginal_label(self.plan.spec, sp.statistic, cell)
         if self.series is None or not isinstance(cell, int):
             return _cell_label(sp, cell)
         piece, inner = self.series.piece_of(i, cell)
@@ -631,7 +636,7 @@ def _statistic_rows(spec: Spec, sp: StatisticPlan, values: dict[str, list[str]],
     stat = sp.statistic
     # a series' period field is one of every statistic's own columns: a row in each period, and moving between them
     period = [spec.series.period.column] if spec.series is not None else []
-    own = list(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []), *period)))
+    own = list(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []), *marginal_columns(stat), *period)))
     choices = [values[c] for c in own]
     if math.prod(len(c) for c in choices) > ROW_CAP:
         choices = [_reduced(spec, c) for c in own]
@@ -834,18 +839,25 @@ def _search(plan: Plan, targets: list[Target], eng: _Engine) -> dict[str, _Best]
 
 
 def find_neighbours(
-    plan: Plan, folder: Path, delta: Fraction | None = None, series: SeriesLayout | None = None
+    plan: Plan, folder: Path, delta: Fraction | None = None, series: SeriesLayout | None = None,
+    datasets: list[CandidateCounts] | None = None,
 ) -> tuple[list[Neighbours], int]:
     """The search alone (no noise): every target's worst neighbouring pair, and how many datasets the engine ran.
 
     ``delta`` is only used for the claims of Gaussian targets (default: the spec's, else ``ASSUMED_DELTA``). A series
-    (``series``: its layout, whose ``plan`` is ``plan``) is searched over every piece at once."""
+    (``series``: its layout, whose ``plan`` is ``plan``) is searched over every piece at once. ``datasets`` (unit:
+    row, no series): receives every candidate dataset the search aggregated, with its exact counts (a synth audit
+    searches its selection over them, dpcli.audit.synth_audit)."""
     spec = plan.spec
     if delta is None:
         delta = spec.privacy.delta if spec.privacy.delta is not None else ASSUMED_DELTA
     targets = audit_targets(plan, delta) if series is None else series.targets(delta)
     eng = _Engine(plan, folder, series)
     best = _search(plan, targets, eng)
+    if datasets is not None:
+        if eng.person is not None or series is not None:
+            raise InternalError("candidate counts are kept for a release with unit: row and no series")
+        datasets.append(_candidate_counts(eng))
     out = []
     for t in targets:
         b = best[t.label]
@@ -864,6 +876,35 @@ def find_neighbours(
         text = _describe(spec, t, eng, p1, p2, loss, b.searched, noised)
         out.append(Neighbours(t, p1, p2, loss, b.searched, tuple(noised), text, tuple(choices)))
     return out, eng.files
+
+
+@dataclass(frozen=True)
+class CandidateCounts:
+    """The search's candidate datasets (the base rows plus at most one candidate row; unit: row, no series), each
+    aggregated by the real engine: its exact counts of every statistic of the plan (dpcli.audit.synth_audit reads a
+    synth plan's pair marginals from them). ``counts[None]`` is the base rows alone."""
+
+    columns: tuple[str, ...]  # the CSV's columns, the order of each candidate row
+    base_row: Row
+    base_rows: int
+    counts: dict[Person | None, tuple[np.ndarray, ...]]
+
+
+def _candidate_counts(eng: _Engine) -> CandidateCounts:
+    """Every candidate dataset the search aggregated (the base rows alone, and with each candidate row), as each
+    statistic's exact counts (its "count" part)."""
+    base = tuple(np.asarray(e.counts, dtype=np.int64) for e in eng.base)
+    counts: dict[Person | None, tuple[np.ndarray, ...]] = {None: base}
+    for person, delta in eng.deltas.items():
+        vectors = []
+        for i, b in enumerate(base):
+            v = b.copy()
+            for cell, diff in delta[i]["count"].items():
+                if isinstance(cell, int):
+                    v[cell] += diff
+            vectors.append(v)
+        counts[person] = tuple(vectors)
+    return CandidateCounts(tuple(eng.columns), eng.base_row, len(eng.base_rows), counts)
 
 
 def _noised_cells(
@@ -938,6 +979,23 @@ def _cell_label(sp: StatisticPlan, cell: Cell) -> str:
         rest, k = divmod(rest, sizes[j])
         parts.append(keys[k] if keys is not None else bin_label(histogram_bins(stat), k))
     return ", ".join(reversed(parts))
+
+
+def _marginal_label(spec: Spec, stat: Marginal, cell: int) -> str:
+    """A synth marginal's cell: each column's key (bool: false, true), bin, or "(missing)" for a kept missing code."""
+    codes = []
+    rest = cell
+    for name, bins, kept in reversed(list(zip(stat.columns, stat.column_bins, stat.kept_missing, strict=True))):
+        size = (bins.count if bins is not None else len(spec.columns[name].keys)) + int(kept)
+        rest, k = divmod(rest, size)
+        codes.append((name, bins, kept, k, size))
+    parts = []
+    for name, bins, kept, k, size in reversed(codes):
+        if kept and k == size - 1:
+            parts.append("(missing)")
+        else:
+            parts.append(bin_label(bins, k) if bins is not None else spec.columns[name].keys[k])
+    return ", ".join(parts)
 
 
 def _show(row: Row, names: list[str], index: dict[str, int]) -> str:

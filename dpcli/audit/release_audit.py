@@ -87,7 +87,7 @@ from typing import Any
 
 from dpcli.audit.bounds import clopper_pearson, epsilon_bound
 from dpcli.audit.events import EventCount, count_hits, event_thresholds
-from dpcli.audit.neighbours import NoisedCell, Person, PersonPair, choice_loss, find_neighbours
+from dpcli.audit.neighbours import CandidateCounts, NoisedCell, Person, PersonPair, choice_loss, find_neighbours
 from dpcli.audit.series import layout_of
 from dpcli.audit.targets import ASSUMED_DELTA, without_interval_draws
 from dpcli.core.accounting import format_exact
@@ -239,12 +239,17 @@ def audit(
     spec: Spec | Plan | SeriesPlan | str | Path,
     trials: int = DEFAULT_TRIALS,
     confidence: float = DEFAULT_CONFIDENCE,
+    datasets: list[CandidateCounts] | None = None,
 ) -> AuditReport:
     """Audit every statistic, part of a mean and the release of a spec (or of a plan, e.g. a deliberately broken one
     in a test); a spec with ``series:`` (or a series plan) every piece of its series at once (dpcli.audit.series).
-    No data read."""
+    No data read. ``datasets``: receives the search's candidate datasets (``find_neighbours``; a synth audit reads
+    them, dpcli.audit.synth_audit)."""
     if not isinstance(spec, Plan | SeriesPlan):
         loaded = spec if isinstance(spec, Spec) else load_spec(spec)
+        if loaded.synth is not None:
+            raise UsageError("a synth spec's measurements and selection are audited by "
+                             "dpcli.audit.synth_audit.audit_synth (the command line's dpcli audit SPEC)")
         spec = make_series_plan(loaded) if loaded.series is not None else make_plan(loaded)
     splan = spec if isinstance(spec, SeriesPlan) else None
     plan = spec.main if isinstance(spec, SeriesPlan) else spec
@@ -281,9 +286,9 @@ def audit(
             f"δ={format_exact(ASSUMED_DELTA)}"
         )
     with tempfile.TemporaryDirectory(prefix="dpcli-audit-") as tmp:
-        found, datasets = find_neighbours(plan, Path(tmp), delta, layout)
+        found, aggregated = find_neighbours(plan, Path(tmp), delta, layout, datasets)
     notes += [
-        f"neighbouring pairs found by search: {datasets} synthetic datasets aggregated by the real engine; each "
+        f"neighbouring pairs found by search: {aggregated} synthetic datasets aggregated by the real engine; each "
         "target keeps the pair whose exact difference has the largest privacy loss under the plan's noise (Laplace "
         "Σ|Δ|/t as ε, Gaussian Σ Δ²/(2σ²) as ρ), the release the pair with the largest total",
         "a pair whose loss exceeds the claim is a violation without any noise drawn",
@@ -391,5 +396,5 @@ def audit(
         confidence=confidence,
         statistics=tuple(results),
         notes=tuple(notes),
-        datasets_aggregated=datasets,
+        datasets_aggregated=aggregated,
     )

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from dpcli.core.accounting import zcdp_to_epsilon
 from dpcli.plan.model import Plan
+from dpcli.specs.model import Marginal, Statistic
 
 # A zCDP spec with a rho and no delta has no (epsilon, delta) claim to test; the audit uses this delta and says so.
 ASSUMED_DELTA = Fraction(1, 10**6)
@@ -37,7 +38,7 @@ def audit_targets(plan: Plan, delta: Fraction) -> list[Target]:
     out = []
     for i, sp in enumerate(plan.statistics):
         stat = sp.statistic
-        columns = tuple(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []))))
+        columns = tuple(dict.fromkeys((*stat.by, *([stat.column] if stat.column else []), *marginal_columns(stat))))
         roles = tuple((i, c.role) for c in sp.components)
         if sp.mechanism == "discrete_gaussian":
             claim = (zcdp_to_epsilon(sp.rho, delta), delta, sp.rho, "ρ")
@@ -72,6 +73,9 @@ def audit_targets(plan: Plan, delta: Fraction) -> list[Target]:
     mechanisms = {sp.mechanism for sp in plan.statistics}
     mechanism = mechanisms.pop() if len(mechanisms) == 1 else "mixed"
     columns = tuple(dict.fromkeys(c for t in out if t.scope == "statistic" for c in t.columns))
+    if spec.synth is not None:
+        out.append(_synth_measurement(plan, delta, columns))
+        return out
     parts = tuple((i, c.role) for i, sp in enumerate(plan.statistics) for c in sp.components)
     selections = sum((sp.selection.delta for sp in plan.statistics if sp.selection is not None), Fraction(0))
     if spec.privacy.accounting == "pure":
@@ -81,6 +85,25 @@ def audit_targets(plan: Plan, delta: Fraction) -> list[Target]:
         claim = (zcdp_to_epsilon(plan.rho, delta - selections), delta, plan.rho, "ρ")
     out.append(Target("(release)", "release", f"{len(plan.statistics)} statistics", mechanism, parts, *claim, columns))
     return out
+
+
+def marginal_columns(stat: Statistic) -> tuple[str, ...]:
+    """A synth marginal's columns (its cells' dimensions); none for any other statistic (its by: and column)."""
+    return stat.columns if isinstance(stat, Marginal) else ()
+
+
+def _synth_measurement(plan: Plan, delta: Fraction, columns: tuple[str, ...]) -> Target:
+    """A synth spec's engine plan (dpcli.plan.synth: the d one-way marginals, then every candidate pair) has no
+    release of all its statistics: MST measures the d one-ways and the d - 1 pairs the selection chose. Given the
+    selection (adaptive composition) that is one Gaussian release of d + d - 1 marginals, charged rho_one_way +
+    rho_measure whichever spanning tree was chosen (every pair costs the same); audited here on one of them, the star
+    of the first column (the first d - 1 candidates). Every pair is audited on its own as well."""
+    d = sum(1 for sp in plan.statistics if len(sp.statistic.dimensions) == 1)
+    measured = range(2 * d - 1)
+    parts = tuple((i, c.role) for i in measured for c in plan.statistics[i].components)
+    rho = sum((plan.statistics[i].rho for i in measured), Fraction(0))
+    return Target("(measurement)", "release", f"{d} one-ways + {d - 1} pairs", "discrete_gaussian", parts,
+                  zcdp_to_epsilon(rho, delta), delta, rho, "ρ", columns)
 
 
 def without_interval_draws(plan: Plan) -> tuple[Plan, list[str]]:

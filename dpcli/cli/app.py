@@ -682,7 +682,15 @@ def audit_command(
             raise AuditFailed(f"audit: {names} of the randomized response does not deliver its claim: the "
                               f"empirical ε lower bound exceeds it (confidence {rr.confidence})")
         return
-    report = run(spec, trials=trials)
+    from dpcli.specs.load import load_spec
+
+    loaded = load_spec(spec)
+    if loaded.synth is not None:  # MST's measurements and selection (dpcli.audit.synth_audit)
+        from dpcli.audit.synth_audit import audit_synth
+
+        report = audit_synth(loaded, trials=trials)
+    else:
+        report = run(spec, trials=trials)
     if as_json:
         doc = documents.stamped("audit", report.as_dict(), 0 if report.ok else AuditFailed.exit_code)
         messages.document(doc, indent=2, ensure_ascii=False)
