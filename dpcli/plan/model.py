@@ -212,8 +212,8 @@ def make_plan(spec: Spec, scale: Fraction = Fraction(1)) -> Plan:
 def _make_plan(spec: Spec, scale: Fraction) -> Plan:
     if spec.synth is not None:
         # its statistics are none: a release would publish an empty table under the synth spec's meaning
-        raise SpecError("synth", "a synth spec's synthetic CSV is written by `dpcli synth SPEC` (dpcli plan and "
-                        "dpcli check read it too): release and audit publish a spec's statistics")
+        raise SpecError("synth", "a synth spec's synthetic CSV is written by `dpcli synth SPEC` (dpcli plan, "
+                        "dpcli check and dpcli audit read it too): release publishes a spec's statistics")
     plans = []
     neighbours = spec.privacy.neighbours
     selection_deltas = _split_selection_deltas(spec)
