@@ -34,8 +34,10 @@ from dpcli.specs.v1 import BOOL_KEYS, MAX_CELLS
 
 # The code label of a kept missing cell: the synthetic CSV writes it as an empty cell
 MISSING_LABEL = ""
-# The exact exponential-mechanism sampler takes its rate as num/den with both below this (dpcli.core.samplers)
-RATE_LIMIT = 2**62
+# The exact exponential-mechanism sampler takes its rate as num/den with both at most this (dpcli.core.samplers):
+# a rate past it would fail in the draw, after the spend, so the plan refuses it before. Its value, not an import:
+# the samplers load numpy, and `dpcli plan` starts without it (tests/plan/test_synth_plan.py checks they agree)
+RATE_LIMIT = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -152,9 +154,9 @@ def _make_synth_plan(spec: Spec) -> SynthPlan:
     if rho_select > rho * select:  # rounded down above: never reached
         raise InternalError("the selection's charge exceeds its share")
     rate = epsilon_select / (2 * score_sensitivity)
-    if rate.numerator >= RATE_LIMIT or rate.denominator >= RATE_LIMIT:
+    if rate.numerator > RATE_LIMIT or rate.denominator > RATE_LIMIT:
         raise SpecError("privacy.rho", "too many digits for the exact sampler: the selection's rate needs a "
-                        "numerator and denominator below 2^62 (write a shorter decimal)")
+                        "numerator and denominator of at most 2^48 (write a shorter decimal)")
     coded = [(sc.bins, sc.missing == "keep") for sc in synth.columns]
     marginals: list[Statistic] = [
         Marginal(name=f"one_way:{names[i]}", columns=(names[i],), column_bins=(coded[i][0],),

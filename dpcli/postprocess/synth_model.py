@@ -289,17 +289,22 @@ def _uniforms(raw: np.ndarray) -> np.ndarray:
 
 
 def _draw(cdf: np.ndarray, parent_codes: np.ndarray | None, u: np.ndarray) -> np.ndarray:
-    """Inverse-CDF draws: row ``parent_codes`` of ``cdf`` (row 0 for a root) at the uniforms ``u``. The rows are laid
-    end to end, row v shifted by v, so one sorted search serves every parent code; a cell of probability 0 (a flat
-    step) is never drawn."""
+    """Inverse-CDF draws: row ``parent_codes`` of ``cdf`` (row 0 for a root) at the uniforms ``u``: the number of the
+    row's steps at or below u, so a cell of probability 0 (a flat step) is never drawn. Each row is compared as it is
+    (shifting rows end to end into one sorted array would round parent + u up to the next row near u = 1, and merge
+    steps finer than the shift's last bit): rows grouped by parent code, one sorted search per parent."""
     size = cdf.shape[1]
     if parent_codes is None:
         root: np.ndarray = np.minimum(np.searchsorted(cdf[0], u, side="right"), size - 1)
         return root
-    shifted = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).reshape(-1)
-    index = np.searchsorted(shifted, parent_codes + u, side="right") - parent_codes.astype(np.int64) * size
-    clipped: np.ndarray = np.clip(index, 0, size - 1)
-    return clipped
+    out = np.empty(len(u), dtype=np.int64)
+    order = np.argsort(parent_codes, kind="stable")
+    bounds = np.searchsorted(parent_codes[order], np.arange(cdf.shape[0] + 1), side="left")
+    for parent in range(cdf.shape[0]):
+        rows = order[bounds[parent]:bounds[parent + 1]]
+        if len(rows):
+            out[rows] = np.minimum(np.searchsorted(cdf[parent], u[rows], side="right"), size - 1)
+    return out
 
 
 def _generator(seed: bytes) -> np.random.PCG64:

@@ -110,9 +110,12 @@ def _value_texts(column: Column, points: np.ndarray) -> pl.Series:
     if digits is None:  # a precision like 1/3: no finite decimal; the text the table would give such a value
         return pl.Series([format_decimal(int(k) * p) for k in points.tolist()], dtype=pl.String)
     multiplier = int(p * 10**digits)
-    # k·p = k·multiplier / 10**digits: within the column's bounds, so the product is a small int64
-    scaled = pl.Series(points.astype(np.int64) * multiplier, dtype=pl.Int64)
-    return pl.select(scaled_text(pl.lit(scaled), digits)).to_series()
+    # k·p = k·multiplier / 10**digits, formed in 128 bits: k is up to 2^53 grid steps, the multiplier up to 10^digits,
+    # so the product can pass int64 (a precision of 1/32 and bounds of 2·10^14 did: it wrapped, printing values out
+    # of their bin and bounds)
+    scaled = pl.lit(pl.Series(points.astype(np.int64), dtype=pl.Int64)).cast(pl.Int128) * pl.lit(multiplier,
+                                                                                                dtype=pl.Int128)
+    return pl.select(scaled_text(scaled, digits)).to_series()
 
 
 class SyntheticWriter:

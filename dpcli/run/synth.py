@@ -29,6 +29,7 @@ import numpy as np
 from dpcli.core.accounting import format_exact
 from dpcli.core.files import atomic_write
 from dpcli.core.samplers import RandomSource, default_source, discrete_gaussian
+from dpcli.core.version import __version__
 from dpcli.engine.inputs import (
     DEFAULT_INPUT_TIMEOUT,
     DEFAULT_MAX_INPUT_BYTES,
@@ -58,7 +59,7 @@ from dpcli.run.paid import Paid, PaidRun, Unpaid, leaves_nothing, run_release_id
 from dpcli.specs.load import load_spec
 from dpcli.specs.meaning import release_meaning
 from dpcli.specs.model import Spec, Synth
-from dpcli.specs.v1 import ENGINES, INPUT_FORMATS
+from dpcli.specs.v1 import ENGINES, INPUT_FORMATS, MAX_SYNTH_ROWS
 
 __all__ = ["STATE_FORMAT", "SYNTH_COMMAND", "Synthesized", "draw_state", "synth"]
 
@@ -319,8 +320,9 @@ class _SynthWork:
         model_pairs = dict(zip(state.selected, state.pairs, strict=True))
         model = fit_tree(plan.sizes, list(state.one_way), plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
         rows = plan.synth.rows
-        if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n
-            rows = noisy_total(state.one_way, plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
+        if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n,
+            # at most what a spec may declare (at a tiny ρ the noise alone could ask for a file of any size)
+            rows = min(noisy_total(state.one_way, plan.one_way_sigma2, model_pairs, plan.pair_sigma2), MAX_SYNTH_ROWS)
         self.say("model estimated")
         table = marginals_csv(spec, measured)
         meta = synth_metadata(plan, spend, state, rows)
@@ -399,6 +401,10 @@ def synth_metadata(plan: SynthPlan, spend: Record, state: State, rows: int) -> d
     names = [sc.name for sc in synth.columns]
     return {
         "contract": "dpcli.synth/1",
+        # a re-run writes the same bytes with the same dpcli, numpy and polars (the estimate's floats and the CSV
+        # writer are theirs): the versions that made this file
+        "dpcli_version": __version__,
+        "made_with": {"numpy": np.__version__, "polars": _polars_version()},
         "release_id": spend.get("release_id"),
         "release_time": release_time(spend),
         "dataset": spec.dataset,
@@ -423,3 +429,9 @@ def synth_metadata(plan: SynthPlan, spend: Record, state: State, rows: int) -> d
         ],
         "ledger": {"record": spend.seq, "head": spend.hash},
     }
+
+
+def _polars_version() -> str:
+    import polars as pl
+
+    return str(pl.__version__)

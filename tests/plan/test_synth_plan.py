@@ -133,3 +133,12 @@ def test_the_derivations_say_how_each_number_follows() -> None:
     assert lines[0].startswith("domain: age 6 × sex 2 × ok 3 codes; 3 candidate pairs")
     assert any("bounded-range bound, ε_sel²/8 each (Cesar & Rogers 2021)" in line for line in lines)
     assert lines[-1].startswith("charge: ρ = ")
+
+
+def test_the_plans_rate_limit_is_the_samplers() -> None:
+    """A rate the sampler refuses would fail in the draw, after the spend: the plan refuses it before (its limit is
+    written out, not imported, so that `dpcli plan` starts without numpy)."""
+    from dpcli.core.samplers import MAX_PARAM
+    from dpcli.plan.synth import RATE_LIMIT
+
+    assert RATE_LIMIT == MAX_PARAM
