@@ -20,11 +20,18 @@ clipping and normalising each pair alone (on Adult, 2-way total variation 0.039 
 consistency does most of that, the projections (rather than clipping) a little at small rho.
 
 Sampling (``sample_codes``, ``iter_codes``): each tree component from its least column (its distribution), then each
-column from its parent's code through P(child | parent), in breadth-first order. The randomness is post-processing
-randomness from a 32-byte seed: numpy's PCG64 bit generator seeded with the seed's 256 bits (SeedSequence), whose raw
-64-bit stream numpy keeps stable across versions; uniforms are made from the raw words here (the top 53 bits), not by
-a numpy distribution method, so the same seed and model give the same codes byte for byte on a re-run. Row r uses the
-raw words r*d .. r*d + d - 1 (column i the i-th), so the codes do not depend on how the rows are chunked.
+column from its parent's code through P(child | parent), in breadth-first order, SAMPLING_BLOCK rows at a time and
+**stratified**: within a block, the m rows of one parent code are put in a random order and the j-th takes u =
+(j + U)/m (one uniform U per group) in the inverse CDF of P(child | parent). Each row's u is still uniform, so each
+row's code has exactly the model's law, but the group's counts are m·P(child | parent) within one instead of
+binomial: the file's one-way and tree-pair marginals match the model's to rounding, not to √m. Drawing rows
+independently instead left sampling error above the measurements' own at large ρ (on Adult at ε = 3, one-way total
+variation 0.0032 against Private-PGM's 0.0010, which distributes its counts the same way). The randomness is
+post-processing randomness from a 32-byte seed: numpy's PCG64 bit generator seeded with the seed's 256 bits
+(SeedSequence), whose raw 64-bit stream numpy keeps stable across versions; uniforms are made from the raw words here
+(the top 53 bits), not by a numpy distribution method, so the same seed and model give the same codes byte for byte on
+a re-run. The words a block takes depend on its size and the columns' sizes only, and blocks are a constant size, so
+the codes do not depend on how the caller asks for them to be chunked.
 """
 
 from __future__ import annotations
@@ -318,22 +325,51 @@ def _check_rows(rows: int) -> None:
         raise InternalError("rows must be an int >= 0")
 
 
+SAMPLING_BLOCK = 1 << 16  # rows sampled together (stratified within the block); a constant: the bytes depend on it
+
+
+def _sample_block(plan: list[tuple[int, int | None, np.ndarray]], d: int, block: int,
+                  bits: np.random.PCG64) -> np.ndarray:
+    """One block of rows, each column stratified within its parent's groups (module docstring): the rows of a group
+    of m rows in a random order, the j-th of them at u = (j + U)/m with one U per group, so each row's u is uniform
+    (its code has exactly P(child | parent)) and the group's counts are m·P(child | parent) within one. The words
+    drawn depend on the block's size and the columns' sizes only."""
+    codes = np.empty((block, d), dtype=np.int32)
+    for column, parent, cdf in plan:
+        groups = cdf.shape[0]
+        parent_codes = np.zeros(block, dtype=np.int64) if parent is None else codes[:, parent].astype(np.int64)
+        keys = bits.random_raw(block)
+        offsets = _uniforms(bits.random_raw(groups))
+        order = np.lexsort((keys, parent_codes))
+        sizes = np.bincount(parent_codes, minlength=groups)
+        starts = np.cumsum(sizes) - sizes
+        rank = np.empty(block, dtype=np.int64)
+        rank[order] = np.arange(block, dtype=np.int64) - starts[parent_codes[order]]
+        u = (rank + offsets[parent_codes]) / sizes[parent_codes]
+        codes[:, column] = _draw(cdf, None if parent is None else parent_codes, u)
+    return codes
+
+
 def iter_codes(model: TreeModel, rows: int, seed: bytes, chunk_rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
     """``rows`` rows of codes drawn from ``model``, in blocks of at most ``chunk_rows`` rows (int32 arrays of shape
-    (block, d), column i in [0, sizes[i])): the same rows, whatever ``chunk_rows``, for the same seed."""
+    (block, d), column i in [0, sizes[i])): the same rows, whatever ``chunk_rows``, for the same seed (they are
+    sampled SAMPLING_BLOCK rows at a time and cut as asked)."""
     _check_rows(rows)
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise InternalError("chunk_rows must be a positive int")
     bits = _generator(seed)
     d = len(model.sizes)
     plan = [(column, parent, _cdf(table, model.one_way[column])) for column, parent, table in _order(model)]
-    for start in range(0, rows, chunk_rows):
-        block = min(chunk_rows, rows - start)
-        u = _uniforms(bits.random_raw(block * d).reshape(block, d))
-        codes = np.empty((block, d), dtype=np.int32)
-        for column, parent, cdf in plan:
-            codes[:, column] = _draw(cdf, None if parent is None else codes[:, parent], u[:, column])
-        yield codes
+    pending: list[np.ndarray] = []
+    held = 0
+    for start in range(0, rows, SAMPLING_BLOCK):
+        pending.append(_sample_block(plan, d, min(SAMPLING_BLOCK, rows - start), bits))
+        held += len(pending[-1])
+        while held >= chunk_rows or (held and start + SAMPLING_BLOCK >= rows):
+            joined = np.concatenate(pending) if len(pending) > 1 else pending[0]
+            out, rest = joined[:chunk_rows], joined[chunk_rows:]
+            yield out
+            pending, held = ([rest] if len(rest) else []), len(rest)
 
 
 def sample_codes(model: TreeModel, rows: int, seed: bytes) -> np.ndarray:
