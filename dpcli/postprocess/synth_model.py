@@ -339,7 +339,7 @@ def _sample_block(plan: list[tuple[int, int | None, np.ndarray]], d: int, block:
         groups = cdf.shape[0]
         parent_codes = np.zeros(block, dtype=np.int64) if parent is None else codes[:, parent].astype(np.int64)
         keys = bits.random_raw(block)
-        offsets = _uniforms(bits.random_raw(groups))
+        offsets = _uniforms(np.asarray(bits.random_raw(groups), dtype=np.uint64))
         order = np.lexsort((keys, parent_codes))
         sizes = np.bincount(parent_codes, minlength=groups)
         starts = np.cumsum(sizes) - sizes
@@ -381,4 +381,59 @@ def sample_codes(model: TreeModel, rows: int, seed: bytes) -> np.ndarray:
     for block in iter_codes(model, rows, seed):
         out[start : start + len(block)] = block
         start += len(block)
+    return out
+
+
+COMPRESS_SIGMAS = 3  # a code whose noisy one-way count is below 3σ is merged with the other such codes (MST's rule)
+
+
+def compress_domain(one_way_noisy: npt.ArrayLike, sigma2: Variance) -> np.ndarray:
+    """MST's domain compression (McKenna, Miklau & Sheldon 2021, section 4): from a column's RELEASED noisy one-way,
+    the map of each code to its compressed code: the codes whose noisy count reaches 3σ keep a code of their own (in
+    their order), the others share one last code, when there are at least two of them (else nothing is merged).
+    Post-processing of released values only, so the pairs measured on the compressed domain keep their
+    sensitivity (a row is in one compressed cell) while having fewer cells of noise."""
+    counts = np.asarray(one_way_noisy, dtype=np.float64)
+    small = counts < COMPRESS_SIGMAS * math.sqrt(float(sigma2))
+    out = np.arange(counts.size, dtype=np.int64)
+    if int(small.sum()) < 2:
+        return out
+    kept = np.flatnonzero(~small)
+    out[kept] = np.arange(kept.size)
+    out[small] = kept.size
+    return out
+
+
+def compressed_size(code_map: np.ndarray) -> int:
+    return int(code_map.max()) + 1 if code_map.size else 0
+
+
+def compress_counts(counts: npt.ArrayLike, maps: Sequence[np.ndarray]) -> np.ndarray:
+    """A marginal's integer counts (row-major over its columns' codes) summed onto the compressed codes: flat, row-major
+    over the compressed sizes (int64, exact)."""
+    shape = tuple(m.size for m in maps)
+    table = np.asarray(counts, dtype=np.int64).reshape(shape)
+    out = np.zeros(tuple(compressed_size(m) for m in maps), dtype=np.int64)
+    np.add.at(out, np.ix_(*maps), table)
+    return out.reshape(-1)
+
+
+def expand_codes(codes: np.ndarray, code_map: np.ndarray, one_way_noisy: npt.ArrayLike,
+                 bits: np.random.PCG64) -> np.ndarray:
+    """Compressed codes back to the column's own codes: a kept code is itself; a row of the merged code takes one of
+    the merged codes with probability proportional to its released noisy one-way count (negatives as 0; all 0:
+    uniform). One raw word per row, whatever its code (post-processing randomness from the run's seed)."""
+    u = _uniforms(np.asarray(bits.random_raw(len(codes)), dtype=np.uint64))
+    size = compressed_size(code_map)
+    codes = np.asarray(codes, dtype=np.int64)
+    if size == code_map.size:  # nothing merged: the map is the identity
+        return codes
+    kept = np.flatnonzero(code_map < size - 1)  # in order: kept[j] has compressed code j
+    merged = np.flatnonzero(code_map == size - 1)
+    out = np.empty(len(codes), dtype=np.int64)
+    is_merged = codes == size - 1
+    out[~is_merged] = kept[codes[~is_merged]]
+    weights = np.clip(np.asarray(one_way_noisy, dtype=np.float64)[merged], 0, None)
+    cdf = _cdf(weights, np.full(len(merged), 1.0 / len(merged)))[0]
+    out[is_merged] = merged[np.minimum(np.searchsorted(cdf, u[is_merged], side="right"), len(merged) - 1)]
     return out

@@ -42,6 +42,19 @@ class Measured:
     columns: tuple[int, ...]
     counts: np.ndarray  # int64
     sigma2: Fraction
+    maps: tuple[np.ndarray, ...] | None = None  # a pair measured over compressed codes: each column's code map
+
+
+def compressed_labels(labels: list[str], code_map: np.ndarray | None) -> list[str]:
+    """The labels of a column's compressed codes: a kept code's own, the merged code's as its codes' labels joined by
+    '|' (MST's domain compression, dpcli.postprocess.synth_model.compress_domain)."""
+    if code_map is None:
+        return labels
+    size = int(code_map.max()) + 1 if code_map.size else 0
+    groups: list[list[str]] = [[] for _ in range(size)]
+    for label, code in zip(labels, code_map.tolist(), strict=True):
+        groups[code].append(label)
+    return ["|".join(g) for g in groups]
 
 
 def code_labels(column: Column, synth_column: SynthColumn) -> list[str]:
@@ -189,7 +202,9 @@ def marginals_csv(spec: Spec, measured: Sequence[Measured]) -> bytes:
     lines = ["marginal,column_1,value_1,column_2,value_2,noisy_count,noise_variance"]
     for m in measured:
         names = [synth.columns[i].name for i in m.columns]
-        labels = [code_labels(spec.columns[n], synth.columns[i]) for n, i in zip(names, m.columns, strict=True)]
+        maps = m.maps if m.maps is not None else (None,) * len(m.columns)
+        labels = [compressed_labels(code_labels(spec.columns[n], synth.columns[i]), code_map)
+                  for n, i, code_map in zip(names, m.columns, maps, strict=True)]
         sizes = [len(x) for x in labels]
         if int(np.prod(sizes)) != len(m.counts):
             raise InternalError(f"marginal {'*'.join(names)} has {len(m.counts)} counts for {np.prod(sizes)} cells")

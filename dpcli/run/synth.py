@@ -15,6 +15,7 @@ What the draw does with the exact data is the only private part; everything afte
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -50,7 +51,15 @@ from dpcli.ledger import (
 )
 from dpcli.mechanisms.mst import pair_scores, select_tree
 from dpcli.plan.synth import SynthPlan, make_synth_plan
-from dpcli.postprocess.synth_model import fit_tree, iter_codes, noisy_total
+from dpcli.postprocess.synth_model import (
+    compress_counts,
+    compress_domain,
+    compressed_size,
+    expand_codes,
+    fit_tree,
+    iter_codes,
+    noisy_total,
+)
 from dpcli.publish.paths import Protected, check_release_paths, check_targets, named_path
 from dpcli.publish.paths import output_path as checked_output
 from dpcli.publish.sidecar import release_time
@@ -76,8 +85,18 @@ class State:
 
     one_way: tuple[np.ndarray, ...]
     selected: tuple[tuple[int, int], ...]
-    pairs: tuple[np.ndarray, ...]  # the selected pairs' noisy counts, in selection order
+    pairs: tuple[np.ndarray, ...]  # the selected pairs' noisy counts over the compressed codes, in selection order
     seed: bytes
+    maps: tuple[np.ndarray, ...]  # per column: each code's compressed code (from the noisy one-ways: public)
+
+    @property
+    def compressed_sizes(self) -> tuple[int, ...]:
+        return tuple(compressed_size(m) for m in self.maps)
+
+    @property
+    def compressed_one_way(self) -> list[np.ndarray]:
+        """The noisy one-ways summed onto the compressed codes."""
+        return [compress_counts(c, [m]) for c, m in zip(self.one_way, self.maps, strict=True)]
 
     def encode(self) -> bytes:
         return json.dumps({
@@ -86,6 +105,7 @@ class State:
             "selected": [list(p) for p in self.selected],
             "pairs": [a.tolist() for a in self.pairs],
             "seed": self.seed.hex(),
+            "maps": [m.tolist() for m in self.maps],
         }, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -98,6 +118,7 @@ class State:
             tuple((int(a), int(b)) for a, b in doc["selected"]),
             tuple(np.asarray(a, dtype=np.int64) for a in doc["pairs"]),
             bytes.fromhex(doc["seed"]),
+            tuple(np.asarray(m, dtype=np.int64) for m in doc["maps"]),
         )
 
 
@@ -118,12 +139,17 @@ def draw_state(plan: SynthPlan, exact: Sequence[Any], noise: Noise = _gaussian,
         raise InternalError("the engine returned another number of marginals than the synth plan asked for")
     counts = [np.asarray(e.counts, dtype=np.int64) for e in exact]
     one_way = tuple(c + noise(plan.one_way_sigma2, len(c)) for c in counts[:d])
-    exact_pairs = {pair: counts[d + k] for k, pair in enumerate(plan.candidates)}
+    # MST's domain compression, from the noisy one-ways alone (post-processing): the codes below 3σ share one code,
+    # so the pairs are scored and measured over fewer cells; a row is still in one cell (the same sensitivity)
+    maps = tuple(compress_domain(c, plan.one_way_sigma2) for c in one_way)
+    one_way_c = [compress_counts(c, [m]) for c, m in zip(one_way, maps, strict=True)]
+    exact_pairs = {(a, b): compress_counts(counts[d + k], [maps[a], maps[b]])
+                   for k, (a, b) in enumerate(plan.candidates)}
     # the independence model's size: a released number (the noisy one-ways' total), never the true n
-    scores = pair_scores(exact_pairs, one_way, noisy_total(one_way, plan.one_way_sigma2))
+    scores = pair_scores(exact_pairs, one_way_c, noisy_total(one_way, plan.one_way_sigma2))
     selected = select_tree(d, plan.candidates, scores, *plan.rate, source=src)
     pairs = tuple(exact_pairs[p] + noise(plan.pair_sigma2, len(exact_pairs[p])) for p in selected)
-    return State(one_way, tuple(selected), pairs, src.random_bytes(32))
+    return State(one_way, tuple(selected), pairs, src.random_bytes(32), maps)
 
 
 @dataclass
@@ -317,12 +343,16 @@ class _SynthWork:
         plan = self.plan
         spec = plan.spec
         measured = _measured(plan, state)
+        # the model is fitted over the compressed codes (the pairs were measured there), then each row's merged code
+        # is expanded to one of its codes by their noisy one-way counts
         model_pairs = dict(zip(state.selected, state.pairs, strict=True))
-        model = fit_tree(plan.sizes, list(state.one_way), plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
+        sizes = state.compressed_sizes
+        one_way_c = state.compressed_one_way
+        model = fit_tree(sizes, one_way_c, plan.one_way_sigma2, model_pairs, plan.pair_sigma2)
         rows = plan.synth.rows
         if rows is None:  # `rows: noisy`: the measurements' weighted total (post-processing), never the true n,
             # at most what a spec may declare (at a tiny ρ the noise alone could ask for a file of any size)
-            rows = min(noisy_total(state.one_way, plan.one_way_sigma2, model_pairs, plan.pair_sigma2), MAX_SYNTH_ROWS)
+            rows = min(noisy_total(one_way_c, plan.one_way_sigma2, model_pairs, plan.pair_sigma2), MAX_SYNTH_ROWS)
         self.say("model estimated")
         table = marginals_csv(spec, measured)
         meta = synth_metadata(plan, spend, state, rows)
@@ -333,11 +363,17 @@ class _SynthWork:
         def write_rows(fh: IO[bytes]) -> None:
             """The rows a block at a time (memory: one block's, whatever the row count)."""
             fh.write(writer.header())
-            for block in iter_codes(model, rows, state.seed):
+            expanders = [np.random.PCG64(int.from_bytes(hashlib.sha256(b"dpcli synth expand\0" + state.seed
+                                                                      + i.to_bytes(4, "big")).digest(), "big"))
+                         for i in range(len(sizes))]
+            for compressed in iter_codes(model, rows, state.seed):
+                block = np.stack([expand_codes(compressed[:, i], state.maps[i], state.one_way[i], expanders[i])
+                                  for i in range(len(sizes))], axis=1) if len(compressed) else compressed
                 fh.write(writer.block(block))
                 if self.report is not None:
                     for f, m in zip(fitted, measured, strict=True):
-                        f += synthetic_counts(block, plan.sizes, m.columns)
+                        f += (synthetic_counts(block, plan.sizes, m.columns) if len(m.columns) == 1
+                              else synthetic_counts(compressed, sizes, m.columns))
 
         targets = [p for p in (self.output, self.marginals, self.sidecar, self.report) if p is not None]
         try:
@@ -368,9 +404,11 @@ class _SynthWork:
 
 
 def _measured(plan: SynthPlan, state: State) -> list[Measured]:
-    """The published marginals: the d one-ways, then the selected pairs in selection order."""
+    """The published marginals: the d one-ways, then the selected pairs (over the compressed codes) in selection
+    order."""
     out = [Measured((i,), counts, plan.one_way_sigma2) for i, counts in enumerate(state.one_way)]
-    out += [Measured(pair, counts, plan.pair_sigma2) for pair, counts in zip(state.selected, state.pairs, strict=True)]
+    out += [Measured(pair, counts, plan.pair_sigma2, (state.maps[pair[0]], state.maps[pair[1]]))
+            for pair, counts in zip(state.selected, state.pairs, strict=True)]
     return out
 
 
@@ -425,7 +463,14 @@ def synth_metadata(plan: SynthPlan, spend: Record, state: State, rows: int) -> d
              "selected": [[names[a], names[b]] for a, b in state.selected]},
             {"step": "measure", "rho": format_exact(plan.rho_measure), "noise": "discrete Gaussian",
              "sigma2": format_exact(plan.pair_sigma2),
-             "marginals": [[names[a], names[b]] for a, b in state.selected]},
+             "marginals": [[names[a], names[b]] for a, b in state.selected],
+             # MST's domain compression (from the noisy one-ways): per column, the codes merged into one for the
+             # pairs (empty: none)
+             "compressed": {sc.name: [label for label, code in zip(code_labels(spec.columns[sc.name], sc),
+                                                                   state.maps[i].tolist(), strict=True)
+                                      if code == int(state.maps[i].max()) and len(state.maps[i]) > int(
+                                          state.maps[i].max()) + 1]
+                            for i, sc in enumerate(synth.columns)}},
         ],
         "ledger": {"record": spend.seq, "head": spend.hash},
     }

@@ -181,3 +181,23 @@ def test_project_simplex_is_the_euclidean_projection() -> None:
 def test_bad_inputs_are_refused(call, match) -> None:
     with pytest.raises(InternalError, match=match):
         call()
+
+
+def test_domain_compression_merges_the_codes_below_three_sigma_and_expands_to_them_only() -> None:
+    """MST's compression, from released one-ways: codes under 3σ share the last code (at least two of them), their
+    counts add up there, and a merged row expands only to a merged code, in proportion to its noisy count."""
+    from dpcli.postprocess.synth_model import compress_counts, compress_domain, expand_codes
+
+    noisy = np.array([900, 4, -3, 700, 14, 16])
+    code_map = compress_domain(noisy, 25)  # 3σ = 15
+    assert code_map.tolist() == [0, 3, 3, 1, 3, 2]
+    assert compress_counts(np.arange(12).reshape(6, 2), [code_map, np.arange(2)]).tolist() == [
+        0, 1, 6, 7, 10, 11, 2 + 4 + 8, 3 + 5 + 9]
+    assert compress_domain(np.array([900, 4, 700]), 25).tolist() == [0, 1, 2]  # one small code: nothing merged
+    codes = np.array([3] * 4000 + [0, 1, 2])
+    expanded = expand_codes(codes, code_map, noisy, np.random.PCG64(5))
+    assert expanded[-3:].tolist() == [0, 3, 5]
+    merged = expanded[:-3]
+    assert set(merged.tolist()) <= {1, 4}  # -3 has weight 0: never drawn
+    share = float(np.mean(merged == 1))
+    assert abs(share - 4 / 18) < 0.05  # 4000 draws: sd 0.007, so 7 sd

@@ -157,7 +157,12 @@ def test_the_measurements_are_the_exact_marginals_without_noise(tmp_path: Path) 
     assert len(state.selected) == 4
     for (a, b), measured in zip(state.selected, state.pairs, strict=True):
         k = plan.candidates.index((a, b))
-        assert measured.tolist() == np.asarray(exact[len(plan.sizes) + k].counts).tolist()
+        table = np.asarray(exact[len(plan.sizes) + k].counts).reshape(plan.sizes[a], plan.sizes[b])
+        # summed onto the compressed codes (none merged unless a noisy one-way count is below 3σ)
+        expected = np.zeros((int(state.maps[a].max()) + 1, int(state.maps[b].max()) + 1), dtype=np.int64)
+        for i, j in np.ndindex(*table.shape):
+            expected[state.maps[a][i], state.maps[b][j]] += table[i, j]
+        assert measured.tolist() == expected.reshape(-1).tolist()
 
 
 _FAILING = """
@@ -206,3 +211,20 @@ def test_numeric_values_stay_in_their_bins(tmp_path: Path, values: str) -> None:
         assert 18 <= age <= 90
         if values == "mid":
             assert min(age, 90) in {min(m, 90) for m in mids}
+
+
+def test_rare_codes_are_compressed_for_the_pairs_and_expanded_back_to_declared_values(tmp_path: Path) -> None:
+    """At a small ρ the cities (some never seen) fall under 3σ: the pairs are measured over one merged code (its
+    label the merged keys joined by '|', named in the sidecar), and the file still holds declared values only."""
+    spec = _setup(tmp_path, rows="300")
+    spec.write_text(spec.read_text().replace("rho: 2", "rho: 0.002"))
+    done = _synth(tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    meta = json.loads((tmp_path / "out.csv.meta.json").read_text())
+    merged = meta["steps"][2]["compressed"]
+    assert set(merged["city"]) >= {"Lyon", "Paris"}  # ~100 rows a city, under 3σ ≈ 184 (σ² = 3750)
+    table = (tmp_path / "out.csv.marginals.csv").read_text(encoding="utf-8")
+    assert "Lyon|Paris|" in table
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out.csv").read_text(encoding="utf-8"))))
+    assert len(rows) == 300
+    assert {r["city"] for r in rows} <= {*CITIES, ""}
