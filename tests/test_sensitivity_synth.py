@@ -23,6 +23,7 @@ from dpcli.engine import aggregate, check_header, read_header
 from dpcli.errors import SpecError
 from dpcli.mechanisms.mst import pair_scores
 from dpcli.plan.synth import SynthPlan, make_synth_plan
+from dpcli.run.synth import selection_scores
 from dpcli.specs.load import parse_spec
 from tests.sensitivity_cases import _HEALTH, EVERYTHING, SYNTH_KINDS, Case, _examples, _spec, cases
 
@@ -54,6 +55,10 @@ def score_problems(case: Case, values: list[int], total: int) -> list[str]:
             sides.append(_exact_pairs(plan, path))
     a = pair_scores(sides[0], one_way, total)
     b = pair_scores(sides[1], one_way, total)
+    # and as a run makes them: over the codes compressed from those one-ways (dpcli.run.synth.selection_scores)
+    _, run_a, _ = selection_scores(plan, sides[0], one_way)
+    _, run_b, _ = selection_scores(plan, sides[1], one_way)
+    a, b = np.concatenate([a, run_a]), np.concatenate([b, run_b])
     moved = np.abs(a - b)
     target(float(moved.max(initial=0)), label="score change")
     where = (f"\nspec:\n{case.spec}change: {case.change}\nD  = {case.data!r}\nD' = {case.neighbour!r}\n"
@@ -61,7 +66,7 @@ def score_problems(case: Case, values: list[int], total: int) -> list[str]:
     return [
         f"pair {plan.columns[i]}×{plan.columns[j]}: score {a[k]} -> {b[k]}, moved {moved[k]} > Δ_u = "
         f"{plan.score_sensitivity}{where}"
-        for k, (i, j) in enumerate(plan.candidates) if moved[k] > plan.score_sensitivity
+        for k, (i, j) in enumerate(plan.candidates * 2) if moved[k] > plan.score_sensitivity
     ]
 
 

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -70,7 +70,7 @@ from dpcli.specs.meaning import release_meaning
 from dpcli.specs.model import Spec, Synth
 from dpcli.specs.v1 import ENGINES, INPUT_FORMATS, MAX_SYNTH_ROWS
 
-__all__ = ["STATE_FORMAT", "SYNTH_COMMAND", "Synthesized", "draw_state", "synth"]
+__all__ = ["STATE_FORMAT", "SYNTH_COMMAND", "Synthesized", "draw_state", "selection_scores", "synth"]
 
 SYNTH_COMMAND = "synth"  # the spend record's ``command``
 STATE_FORMAT = "dpcli.synth-state/1"
@@ -139,17 +139,27 @@ def draw_state(plan: SynthPlan, exact: Sequence[Any], noise: Noise = _gaussian,
         raise InternalError("the engine returned another number of marginals than the synth plan asked for")
     counts = [np.asarray(e.counts, dtype=np.int64) for e in exact]
     one_way = tuple(c + noise(plan.one_way_sigma2, len(c)) for c in counts[:d])
-    # MST's domain compression, from the noisy one-ways alone (post-processing): the codes below 3σ share one code,
-    # so the pairs are scored and measured over fewer cells; a row is still in one cell (the same sensitivity)
-    maps = tuple(compress_domain(c, plan.one_way_sigma2) for c in one_way)
-    one_way_c = [compress_counts(c, [m]) for c, m in zip(one_way, maps, strict=True)]
-    exact_pairs = {(a, b): compress_counts(counts[d + k], [maps[a], maps[b]])
-                   for k, (a, b) in enumerate(plan.candidates)}
-    # the independence model's size: a released number (the noisy one-ways' total), never the true n
-    scores = pair_scores(exact_pairs, one_way_c, noisy_total(one_way, plan.one_way_sigma2))
+    exact_pairs, scores, maps = selection_scores(
+        plan, {pair: counts[d + k] for k, pair in enumerate(plan.candidates)}, one_way)
     selected = select_tree(d, plan.candidates, scores, *plan.rate, source=src)
     pairs = tuple(exact_pairs[p] + noise(plan.pair_sigma2, len(exact_pairs[p])) for p in selected)
     return State(one_way, tuple(selected), pairs, src.random_bytes(32), maps)
+
+
+def selection_scores(
+    plan: SynthPlan, exact_pairs: Mapping[tuple[int, int], np.ndarray], one_way: Sequence[np.ndarray]
+) -> tuple[dict[tuple[int, int], np.ndarray], np.ndarray, tuple[np.ndarray, ...]]:
+    """The selection's scores as a run makes them: MST's domain compression from the noisy one-ways alone
+    (post-processing: the codes below 3σ share one code), every candidate pair's exact counts summed onto the
+    compressed codes (a row is still in one cell: the same sensitivity, fewer cells), and each pair's integer score
+    against the independence model of the compressed noisy one-ways, scaled to their noisy total (never the true n).
+    Returns the compressed exact pairs, the scores (candidates' order) and the code maps.
+    tests/test_sensitivity_synth.py checks the scores' sensitivity through this function."""
+    maps = tuple(compress_domain(c, plan.one_way_sigma2) for c in one_way)
+    one_way_c = [compress_counts(c, [m]) for c, m in zip(one_way, maps, strict=True)]
+    compressed = {(a, b): compress_counts(exact_pairs[(a, b)], [maps[a], maps[b]]) for a, b in plan.candidates}
+    scores = pair_scores(compressed, one_way_c, noisy_total(list(one_way), plan.one_way_sigma2))
+    return compressed, scores, maps
 
 
 @dataclass
