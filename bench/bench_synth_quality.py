@@ -44,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,8 +69,9 @@ VENVS: dict[str, dict[str, list[str]]] = {
     },
     "opendp": {
         "first": [],
+        # pandas: ContingencyTable.synthesize() reads mbi's Dataset.df, which imports pandas; opendp[mbi] omits it
         "pins": ["opendp[mbi]==0.16.0", "mbi==1.1.0", "polars==1.36.1", "jax==0.10.2", "jaxlib==0.10.2",
-                 "numpy==2.4.6", "scipy==1.17.1"],
+                 "numpy==2.4.6", "scipy==1.17.1", "pandas==2.3.3"],
     },
     "mbi": {
         "first": [],
@@ -212,13 +214,21 @@ class Job:
     out: Path
 
 
-def run_child(argv: list[str], cwd: Path | None = None) -> tuple[float, float, str]:
+TIMEOUT = [900.0]  # seconds a run may take before it is killed (--timeout)
+
+
+def run_child(argv: list[str]) -> tuple[float, float, str]:
     """Run a whole process: (wall s, peak RSS MiB of that child, its stdout); raise with its stderr on failure."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        timer = threading.Timer(TIMEOUT[0], proc.kill)
+        timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
         wall = time.perf_counter() - start
+        if wall >= TIMEOUT[0]:
+            raise RuntimeError(f"killed after {TIMEOUT[0]:.0f} s (--timeout)")
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode()
@@ -331,8 +341,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per (tool, ε)")
     parser.add_argument("--triples", type=int, default=100, help="3-way marginals sampled (seeded)")
     parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed (a failure)")
     parser.add_argument("--workdir", type=Path, help="where the codes, domain and outputs go (default: a temp dir)")
     args = parser.parse_args()
+    TIMEOUT[0] = args.timeout
     tools = [t for t in args.tools.split(",") if t]
     unknown = set(tools) - set(TOOLS)
     if unknown:
@@ -354,6 +366,7 @@ def main() -> int:
         for epsilon in epsilons:
             result = Result(tool, epsilon)
             results.append(result)
+            extras = {tool: result}  # the tool's row, and a row per further output of the same runs
             if tool == "dpcli" and not dpcli_has_synth():
                 log("dpcli: `dpcli synth` does not exist in this tree yet: skipped (pending)")
                 continue
@@ -364,20 +377,25 @@ def main() -> int:
                 try:
                     wall, peak, info = RUNNERS[tool](job)
                 except (RuntimeError, subprocess.CalledProcessError, OSError) as error:
-                    result.failed = "failed"
+                    result.failed = f"killed at {args.timeout:.0f} s" if "--timeout" in str(error) else "failed"
                     log(f"{tool} ε={epsilon:g} run {rep}: FAILED {error}")
                     break
-                synthetic = np.loadtxt(job.out, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
-                if synthetic.shape != true.shape:
-                    log(f"{tool} ε={epsilon:g} run {rep}: shape {synthetic.shape}, not {true.shape}")
-                outside = int(((synthetic < 0) | (synthetic >= np.array(shape))).sum())
-                tv = tv_distances(true, synthetic, shape, triples)
-                result.tv.append(tv)
-                result.wall.append(wall)
-                result.peak_mib.append(peak)
-                result.info = info
-                log(f"{tool} ε={epsilon:g} ρ={rho:.6g} run {rep}: TV {tv[0]:.4f} {tv[1]:.4f} {tv[2]:.4f}, "
-                    f"{wall:.1f} s, {peak:.0f} MiB, {outside} cells outside the domain; {info.get('budget', '')}")
+                outputs = {tool: job.out} | {label: Path(path) for label, path in info.pop("extra", {}).items()}
+                for label, path in outputs.items():
+                    if label not in extras:
+                        extras[label] = Result(label, epsilon)
+                        results.append(extras[label])
+                    synthetic = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+                    if synthetic.shape != true.shape:
+                        log(f"{label} ε={epsilon:g} run {rep}: shape {synthetic.shape}, not {true.shape}")
+                    outside = int(((synthetic < 0) | (synthetic >= np.array(shape))).sum())
+                    tv = tv_distances(true, synthetic, shape, triples)
+                    extras[label].tv.append(tv)
+                    extras[label].wall.append(wall)
+                    extras[label].peak_mib.append(peak)
+                    extras[label].info = info
+                    log(f"{label} ε={epsilon:g} ρ={rho:.6g} run {rep}: TV {tv[0]:.4f} {tv[1]:.4f} {tv[2]:.4f}, "
+                        f"{wall:.1f} s, {peak:.0f} MiB, {outside} cells outside the domain; {info.get('budget', '')}")
     print(f"Adult ({len(true)} rows, {len(COLUMNS)} columns), δ = {args.delta:g}, ρ = (√(ε+L) − √L)², "
           f"L = ln(1/δ); {len(triples)} of {len(all_triples)} 3-way marginals (seed {args.seed})\n")
     print(table(results))

@@ -4,7 +4,8 @@ A runner is started by the bench as ``VENV_PYTHON bench/peers/NAME.py --data D -
 --delta DELTA --rows N --seed S --out OUT``; it reads the integer codes of D (a CSV with a header) and the public
 domain J ({"columns": [...], "sizes": {...}}), writes ``rows`` synthetic rows of codes to OUT (a code it could not
 place, such as OpenDP's null cell, as -1) and prints one JSON object on its last stdout line: the tool's version,
-how its noise is drawn, and how its budget was given.
+how its noise is drawn, how its budget was given, and optionally "extra": {label: path} for further outputs of the
+same release (another synthesis from the same fitted model: the same wall time and memory, reported as a row).
 """
 
 from __future__ import annotations
