@@ -22,7 +22,8 @@ tool writes the true n rows (a public number for the peers' sake; dpcli's own sp
 Metric: the average total-variation distance ½·Σ|p − q| between the true and the synthetic normalised marginals,
 over all 1-way, all 2-way and a fixed seeded sample of --triples 3-way marginals (a synthetic value outside the
 domain, such as OpenDP's null cell, is its own cell, which the true data never fills); wall time and peak RSS
-(os.wait4's ru_maxrss of the child) of each run. --repeat runs per (tool, ε); the table gives the means.
+(os.wait4's ru_maxrss of the child) of each run, and its CPU seconds (user + system: they move less than wall
+seconds on this shared machine). --repeat runs per (tool, ε); the table gives the means.
 
 Usage::
 
@@ -197,6 +198,7 @@ class Result:
     epsilon: float
     tv: list[tuple[float, float, float]] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     peak_mib: list[float] = field(default_factory=list)
     info: dict[str, str] = field(default_factory=dict)
     failed: str = ""
@@ -217,8 +219,9 @@ class Job:
 TIMEOUT = [900.0]  # seconds a run may take before it is killed (--timeout)
 
 
-def run_child(argv: list[str]) -> tuple[float, float, str]:
-    """Run a whole process: (wall s, peak RSS MiB of that child, its stdout); raise with its stderr on failure."""
+def run_child(argv: list[str]) -> tuple[float, float, float, str]:
+    """Run a whole process: (wall s, CPU s (user + system), peak RSS MiB of that child, its stdout); raise with its
+    stderr on failure. CPU seconds move less than wall seconds on a shared machine."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err)
@@ -234,7 +237,7 @@ def run_child(argv: list[str]) -> tuple[float, float, str]:
         stdout, stderr = out.read().decode(), err.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"exit {os.waitstatus_to_exitcode(status)}: {stderr.strip()[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, stdout
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stdout
 
 
 def venv_python(name: str) -> Path:
@@ -256,14 +259,15 @@ def venv_python(name: str) -> Path:
     return python
 
 
-def peer_runner(venv: str, script: str, extra: tuple[str, ...] = ()) -> Callable[[Job], tuple[float, float, dict]]:
-    def run(job: Job) -> tuple[float, float, dict]:
+def peer_runner(venv: str, script: str, extra: tuple[str, ...] = ()
+                ) -> Callable[[Job], tuple[float, float, float, dict]]:
+    def run(job: Job) -> tuple[float, float, float, dict]:
         python = sys.executable if venv == "" else str(venv_python(venv))
         argv = [python, str(PEERS / script), "--data", str(job.data), "--domain", str(job.domain),
                 "--rho", repr(job.rho), "--epsilon", repr(job.epsilon), "--delta", repr(job.delta),
                 "--rows", str(job.rows), "--seed", str(job.seed), "--out", str(job.out), *extra]
-        wall, peak, stdout = run_child(argv)
-        return wall, peak, json.loads(stdout.strip().splitlines()[-1])
+        wall, cpu, peak, stdout = run_child(argv)
+        return wall, cpu, peak, json.loads(stdout.strip().splitlines()[-1])
     return run
 
 
@@ -286,7 +290,7 @@ def dpcli_has_synth() -> bool:
     return found.returncode == 0
 
 
-def run_dpcli(job: Job) -> tuple[float, float, dict]:
+def run_dpcli(job: Job) -> tuple[float, float, float, dict]:
     """`dpcli synth` as a whole process on a generated spec, with its own ledger; its CSV read back as codes."""
     work = job.out.parent / f"dpcli-{job.out.stem}"
     work.mkdir(exist_ok=True)
@@ -295,7 +299,7 @@ def run_dpcli(job: Job) -> tuple[float, float, dict]:
     dpcli = [sys.executable, "-m", "dpcli"]
     subprocess.run([*dpcli, "budget", "set", "bench_synth", "--epsilon", "100", "--delta", "1e-3",
                     "--ledger", str(ledger)], check=True, capture_output=True)
-    wall, peak, _ = run_child([*dpcli, "synth", str(spec), "-o", str(output), "--ledger", str(ledger), "--quiet"])
+    wall, cpu, peak, _ = run_child([*dpcli, "synth", str(spec), "-o", str(output), "--ledger", str(ledger), "--quiet"])
     with output.open(newline="") as f:
         reader = csv.reader(f)
         header = next(reader)
@@ -305,11 +309,11 @@ def run_dpcli(job: Job) -> tuple[float, float, dict]:
     np.savetxt(job.out, codes, fmt="%d", delimiter=",", header=",".join(domain["columns"]), comments="")
     import dpcli as dpcli_package
 
-    return wall, peak, {"version": f"dpcli {dpcli_package.__version__}", "noise": "exact (discrete Gaussian)",
+    return wall, cpu, peak, {"version": f"dpcli {dpcli_package.__version__}", "noise": "exact (discrete Gaussian)",
                         "budget": "(ε, δ) in the spec, dpcli's conversion"}
 
 
-RUNNERS: dict[str, Callable[[Job], tuple[float, float, dict]]] = {
+RUNNERS: dict[str, Callable[[Job], tuple[float, float, float, dict]]] = {
     "floor": peer_runner("", "floor.py"),
     "smartnoise-mst": peer_runner("smartnoise", "smartnoise_mst.py"),
     "opendp-mst": peer_runner("opendp", "opendp_contingency.py", ("--algorithm", "mst")),
@@ -320,16 +324,16 @@ RUNNERS: dict[str, Callable[[Job], tuple[float, float, dict]]] = {
 
 
 def table(results: list[Result]) -> str:
-    rows = ["| tool | ε | 1-way TV | 2-way TV | 3-way TV | wall s | peak MiB | runs | noise | version |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| tool | ε | 1-way TV | 2-way TV | 3-way TV | wall s | CPU s | peak MiB | runs | noise | version |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if r.failed or not r.tv:
-            rows.append(f"| {r.tool} | {r.epsilon:g} | {r.failed or 'pending'} | | | | | 0 | | |")
+            rows.append(f"| {r.tool} | {r.epsilon:g} | {r.failed or 'pending'} | | | | | | 0 | | |")
             continue
         tv = np.mean(np.array(r.tv), axis=0)
         rows.append(f"| {r.tool} | {r.epsilon:g} | {tv[0]:.4f} | {tv[1]:.4f} | {tv[2]:.4f} | "
-                    f"{np.mean(r.wall):.1f} | {max(r.peak_mib):.0f} | {len(r.tv)} | {r.info.get('noise', '')} | "
-                    f"{r.info.get('version', '')} |")
+                    f"{np.mean(r.wall):.1f} | {np.mean(r.cpu):.1f} | {max(r.peak_mib):.0f} | {len(r.tv)} | "
+                    f"{r.info.get('noise', '')} | {r.info.get('version', '')} |")
     return "\n".join(rows)
 
 
@@ -375,7 +379,7 @@ def main() -> int:
                 job = Job(data_path, domain_path, rho, epsilon, args.delta, len(true), args.seed * 1000 + rep,
                           workdir / f"{tool}-eps{epsilon:g}-{rep}.csv")
                 try:
-                    wall, peak, info = RUNNERS[tool](job)
+                    wall, cpu, peak, info = RUNNERS[tool](job)
                 except (RuntimeError, subprocess.CalledProcessError, OSError) as error:
                     result.failed = f"killed at {args.timeout:.0f} s" if "--timeout" in str(error) else "failed"
                     log(f"{tool} ε={epsilon:g} run {rep}: FAILED {error}")
@@ -392,11 +396,14 @@ def main() -> int:
                     tv = tv_distances(true, synthetic, shape, triples)
                     extras[label].tv.append(tv)
                     extras[label].wall.append(wall)
+                    extras[label].cpu.append(cpu)
                     extras[label].peak_mib.append(peak)
                     extras[label].info = info
                     log(f"{label} ε={epsilon:g} ρ={rho:.6g} run {rep}: TV {tv[0]:.4f} {tv[1]:.4f} {tv[2]:.4f}, "
-                        f"{wall:.1f} s, {peak:.0f} MiB, {outside} cells outside the domain; {info.get('budget', '')}")
-    print(f"Adult ({len(true)} rows, {len(COLUMNS)} columns), δ = {args.delta:g}, ρ = (√(ε+L) − √L)², "
+                        f"{wall:.1f} s ({cpu:.1f} s CPU), {peak:.0f} MiB, {outside} cells outside the domain; "
+                        f"{info.get('budget', '')}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; "
+          f"Adult ({len(true)} rows, {len(COLUMNS)} columns), δ = {args.delta:g}, ρ = (√(ε+L) − √L)², "
           f"L = ln(1/δ); {len(triples)} of {len(all_triples)} 3-way marginals (seed {args.seed})\n")
     print(table(results))
     if args.workdir is None:
