@@ -119,6 +119,9 @@ def test_a_rerun_writes_the_same_bytes_and_spends_nothing(tmp_path: Path) -> Non
     assert b"nothing spent" in again.stderr
     assert {name: (tmp_path / name).read_bytes() for name in outputs} == outputs
     assert _spends(tmp_path) == 1
+    page = outputs["report.html"].decode("utf-8")
+    assert "a fit to the published measurements" in page
+    assert "<script" not in page
 
 
 def test_json_summary_and_declared_rows(tmp_path: Path) -> None:
