@@ -54,12 +54,15 @@ NOTES = {
     "dpcli": ("exact discrete Laplace (CKS 2020, integers only)", "permute-and-flip over the integer candidates",
               "declared keys and bins; add/remove; δ = 0"),
     "opendp": ("exact samplers (discrete Laplace on integer sums and counts)",
-               "exponential mechanism over the candidates (report noisy max, exact)",
+               "quantile score over the candidates, noisy max under pure DP = permute-and-flip (exact)",
                "declared keys (with_keys); add/remove; δ = 0; mean = noisy sum / noisy count"),
-    "tumult": ("exact: Tumult Core samples with exact arithmetic (python-flint), two-sided geometric on integers",
-               "exponential mechanism over the intervals between sorted values",
+    "tumult": ("exact: Tumult Core samples by inverse CDF in arbitrary precision (arb/FLINT); two-sided geometric "
+               "on integer counts and sums",
+               "exponential mechanism over the intervals between the sorted values (Gumbel noise, inverse CDF in "
+               "arb), then a uniform draw inside the interval",
                "declared keys (KeySet); add/remove (AddOneRow); δ = 0"),
-    "pipelinedp": ("Google DP library (PyDP) Laplace: secure, granularity-rounded floating point",
+    "pipelinedp": ("PyDP (Google DP library) Laplace: geometric at a power-of-2 granularity (Secure Noise "
+                   "Generation), floating-point safe, not exact",
                    "quantile tree (Google DP library QuantileTree)",
                    "declared keys (public_partitions); add/remove of a row as its own unit; δ = 0; "
                    "row bounds declared enforced"),
@@ -253,9 +256,13 @@ def child_tumult(csv: str, public: dict) -> dict:
     # PERMISSIVE: an unparseable number becomes null, as in the other tools
     df = spark.read.csv(csv, header=True, schema=schema, mode="PERMISSIVE").select("age", "sex", "state",
                                                                                      "hours_per_week")
-    df = df.withColumn("age", sf.least(sf.greatest(sf.col("age"), sf.lit(AGE[0])), sf.lit(AGE[1])))
-    df = df.withColumn("hours_per_week",
-                       sf.least(sf.greatest(sf.col("hours_per_week"), sf.lit(HOURS[0])), sf.lit(HOURS[1])))
+
+    def clamp(column: str, bounds: tuple[int, int]):
+        # Spark's greatest/least skip nulls (greatest(null, 18) = 18): a missing value must stay missing
+        value = sf.col(column)
+        return sf.when(value.isNotNull(), sf.least(sf.greatest(value, sf.lit(bounds[0])), sf.lit(bounds[1])))
+
+    df = df.withColumn("age", clamp("age", AGE)).withColumn("hours_per_week", clamp("hours_per_week", HOURS))
     session = Session.from_dataframe(privacy_budget=PureDPBudget(EPSILON), source_id="people", dataframe=df,
                                      protected_change=AddOneRow())
     share = PureDPBudget(EPSILON / STATISTICS)
@@ -388,6 +395,16 @@ def timed(argv: list[str], workdir: Path) -> tuple[float, int, str]:
     return seconds, int(peak.read_text()) // 1024, proc.stdout
 
 
+def row_text(tool: str, row: tuple | None, why: str) -> str:
+    """One line of the printed table."""
+    if row is None:
+        return f"| {tool} | skipped: {why} | | | | | | | |"
+    proc_s, lib_s, peak_mib, e, version = row
+    median = "n/a" if e["median"] is None else f"{e['median']:.2f}"
+    return (f"| {tool} | {proc_s:.2f} | {lib_s:.2f} | {peak_mib} | {e['count']:.2f} | {e['hist']:.2f} | "
+            f"{e['mean']:.4f} | {median} | {version} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the synthetic CSV (default 1,000,000)")
@@ -455,9 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             mean_err = {k: (None if errs[0][k] is None else sum(e[k] for e in errs) / len(errs)) for k in errs[0]}
             table.append((tool, (proc_s, lib_s, peak_mib, mean_err, version), ""))
-
-    def num(x: float | None, fmt: str) -> str:
-        return "n/a" if x is None else format(x, fmt)
+            log(row_text(*table[-1]))
 
     print(f"{args.rows:,} rows; count by state (51 keys), age histogram (73 bins), mean hours by sex, median age; "
           f"pure ε = {EPSILON} (0.25 each); best of {args.runs} runs for times, mean of {args.runs} for errors; "
@@ -466,12 +481,7 @@ def main(argv: list[str] | None = None) -> int:
           "| version |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for tool, row, why in table:
-        if row is None:
-            print(f"| {tool} | skipped: {why} | | | | | | | |")
-            continue
-        proc_s, lib_s, peak_mib, e, version = row
-        print(f"| {tool} | {proc_s:.2f} | {lib_s:.2f} | {peak_mib} | {e['count']:.2f} | {e['hist']:.2f} | "
-              f"{e['mean']:.4f} | {num(e['median'], '.2f')} | {version} |")
+        print(row_text(tool, row, why))
     print()
     print("| tool | noise | median algorithm | where it matches / cannot match |")
     print("|---|---|---|---|")
