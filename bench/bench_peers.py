@@ -51,7 +51,8 @@ HOURS = (0, 99)
 # What each tool cannot match, whose noise is exact, which median: from each tool's docs and installed code (see
 # docs/benchmarks.md, "Peers side by side", for the sources).
 NOTES = {
-    "dpcli": ("exact discrete Laplace (CKS 2020, integers only)", "permute-and-flip over the integer candidates",
+    "dpcli": ("exact discrete Laplace (CKS 2020, integers only, from the CSPRNG)",
+              "permute-and-flip over the integer candidates",
               "declared keys and bins; add/remove; δ = 0"),
     "opendp": ("exact samplers (discrete Laplace on integer sums and counts)",
                "quantile score over the candidates, noisy max under pure DP = permute-and-flip (exact)",
@@ -67,9 +68,10 @@ NOTES = {
                    "declared keys (public_partitions); add/remove of a row as its own unit; δ = 0; "
                    "row bounds declared enforced"),
     "smartnoise": ("OpenDP 0.14 make_laplace on floats (lattice-sampled, floating-point safe), counts too",
-                   "none: PERCENTILE is parsed but has no private mechanism",
-                   "no declared keys: keys read from the data, released uncensored (censor_dims off) so δ = 0; "
-                   "add/remove; AVG = SUM/COUNT, ε rescaled so each statistic costs 0.25"),
+                   "none: PERCENTILE_CONT/_DISC are in its grammar but have no private mechanism",
+                   "no declared keys: GROUP BY releases the keys in the data; δ = 0 only with censor_dims off (no "
+                   "thresholding of rare keys: private only for public keys, as here); add/remove; AVG = noisy SUM / "
+                   "noisy COUNT, ε set so get_privacy_cost is 0.25 per statistic"),
 }
 
 # The fork launcher of tests/helpers.py: argv runs as a child; its own peak RSS (KiB) lands in a file.
