@@ -248,7 +248,8 @@ def child_tumult(csv: str, public: dict) -> dict:
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers: this venv's, which has tmlt
     spark = (SparkSession.builder.master("local[2]")
-             .config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="dpcli-peers-spark-")).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     t0 = time.perf_counter()
     schema = StructType([StructField("age", LongType()), StructField("sex", StringType()),
