@@ -21,6 +21,7 @@ installs can receive it.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -43,6 +44,7 @@ class _Run:
     installed = False
     finished = False
     blocked: frozenset[int] = frozenset()  # the inherited-ignored signals ``install`` blocked
+    unraisable: Callable[[sys.UnraisableHookArgs], object] = sys.__unraisablehook__  # the hook ``install`` replaced
 
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
@@ -50,11 +52,28 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
         raise Interrupted(signum)
 
 
+def _deliver_again(args: sys.UnraisableHookArgs) -> None:
+    """A signal that arrived while Python ran a finalizer or a weakref callback (an import lock's, say): the handler's
+    Interrupted cannot leave such a function, and Python would print it as "Exception ignored" and drop the signal
+    (seen in CI: a SIGTERM at 0.3 s of a release, which then ran to its end). It is delivered again to the main
+    thread, where the handler raises it as any other signal."""
+    if isinstance(args.exc_value, Interrupted) and not _Run.finished:
+        # sent again from another thread a moment later, so that it lands once this function and the finalizer have
+        # returned (a signal raised while they run would be dropped the same way)
+        timer = threading.Timer(0.01, os.kill, args=(os.getpid(), args.exc_value.signum))
+        timer.daemon = True
+        timer.start()
+        return
+    _Run.unraisable(args)
+
+
 def install() -> None:
     """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread (for the CLI; a library caller keeps its own
     handlers, and release() treats KeyboardInterrupt the same way). A signal the parent set to be ignored (nohup,
     a shell's background job) stays ignored. Called first by the entry point, and again by ``cli.main``."""
     _Run.installed, _Run.finished = True, False
+    if sys.unraisablehook is not _deliver_again:
+        _Run.unraisable, sys.unraisablehook = sys.unraisablehook, _deliver_again
     for signum in HELD:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _raise_interrupted)

@@ -650,8 +650,12 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
             return None
     series = None
     if "series" in top:
+        before = out.count()
         raw_series = out.attempt(SERIES.load, "series", top["series"], out.list)
-        series = None if raw_series is None else out.attempt(_series, raw_series, stats, columns, privacy, header)
+        # a field error recorded while loading (a required field missing) leaves a partial section: its cross-field
+        # rules are not asked of it (they would look up the missing field)
+        if raw_series is not None and out.count() == before:
+            series = out.attempt(_series, raw_series, stats, columns, privacy, header)
         if series is None or out.count():
             return None
     if csv and any(isinstance(s, Frequency) for s in stats):

@@ -163,3 +163,17 @@ def test_dpcli_check_refuses_with_exit_2(tmp_path: Path) -> None:
                          check=False)
     assert run.returncode == 2, run.stderr
     assert "privacy.epsilon: synth is a zCDP mechanism" in run.stdout + run.stderr
+
+
+def test_a_series_with_a_bad_field_is_reported_not_a_crash() -> None:
+    """Found by the schema's generated documents once `statistics:` stopped being required at the top (synth): a
+    series section whose `periods` or `period` failed its field rule was handed, partial, to its cross-field rules,
+    which looked the field up (KeyError, an internal error) instead of reporting it."""
+    from dpcli.specs.load import parse_errors
+
+    base = ("version: 1\ndataset: d\nprivacy: {epsilon: 1}\ncolumns:\n  a: {type: int, bounds: [0, 9]}\n"
+            "statistics:\n  - {name: c, kind: count}\n")
+    for series in ("series: {periods: zero, period: {column: day}}\n", "series: {periods: 3, period: 7}\n"):
+        errors = [str(e) for e in parse_errors(base + series)]
+        assert len(errors) == 1, errors
+        assert errors[0].startswith("series.period"), errors
