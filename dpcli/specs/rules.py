@@ -559,6 +559,19 @@ def _postprocess(
     return out
 
 
+def csv_dialect(csv: Loaded, header: Any) -> CsvDialect:
+    """The typed ``csv:`` section (``header``: True, or the field names of a file without a header line), one rule for
+    a release spec and a synth spec."""
+    return CsvDialect(
+        delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
+        encoding=csv.get("encoding", "utf-8"),
+        header=header is True,
+        names=header if isinstance(header, tuple) else None,
+        line_end=csv.get("line_end"),
+        max_record_bytes=csv.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
+    )
+
+
 def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: ErrorCollector) -> Spec | None:
     """The typed Spec from a strict-YAML document (``sha256``: its text's), or None when ``out`` collected an
     error: the field rules through the declaration, then the cross-field rules."""
@@ -695,14 +708,7 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
         source=source,
         sha256=sha256,
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
-        csv=CsvDialect(
-            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
-            encoding=csv.get("encoding", "utf-8"),
-            header=header is True,
-            names=header if isinstance(header, tuple) else None,
-            line_end=csv.get("line_end"),
-            max_record_bytes=csv.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
-        ),
+        csv=csv_dialect(csv, header),
         input_format=fields.get("input_format"),
         engine=fields.get("engine", "polars"),
         confidence=fields.get("confidence", Fraction(95, 100)),
@@ -877,14 +883,7 @@ def _synth_spec(
         source=source,
         sha256=sha256,
         quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
-        csv=CsvDialect(
-            delimiter="\t" if csv.get("delimiter") == "tab" else csv.get("delimiter"),
-            encoding=csv.get("encoding", "utf-8"),
-            header=header is True,
-            names=header if isinstance(header, tuple) else None,
-            line_end=csv.get("line_end"),
-            max_record_bytes=csv.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
-        ),
+        csv=csv_dialect(csv, header),
         input_format=fields.get("input_format"),
         engine=fields.get("engine", "polars"),
         confidence=fields.get("confidence", Fraction(95, 100)),
