@@ -118,6 +118,7 @@ bench: venv
 	$(BIN)/python bench/bench_opendp.py
 	$(BIN)/python bench/bench_person_floor.py
 	$(BIN)/python bench/bench_persons.py
+	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_bigfile.py $(if $(BIGFILE_CSV),--csv $(BIGFILE_CSV))
 
 clean:

@@ -252,6 +252,17 @@ def startup_seconds(repeat: int) -> float:
     return best
 
 
+def dpcli_startup_seconds(dpcli: Path, csv: Path, repeat: int) -> float:
+    """Best-of-`repeat` wall time of the same `dpcli release` on the first data line of ``csv`` alone: what the
+    command pays whatever the input's size (start-up, imports, the spec, the checks before the spend, the ledger's
+    spend and fsyncs, noise, the atomic write and the sidecar)."""
+    with tempfile.TemporaryDirectory(prefix="dpcli-bench-start-") as tmp:
+        tiny = Path(tmp) / "one_row.csv"
+        with open(csv, "rb") as fh:
+            tiny.write_bytes(fh.readline() + fh.readline())
+        return time_dpcli(dpcli, tiny, repeat)
+
+
 # ----------------------------------------------------------------------------------------------- sampler
 
 
@@ -334,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         rows_out.append((rows, dp_s, all_s, pl_s, script_s, lib_s, scan_s))
 
     start_s = startup_seconds(args.repeat)
+    dpcli_start_s = None if dpcli is None or failed else dpcli_startup_seconds(dpcli, dataset(args.sizes[0]),
+                                                                               args.repeat)
     rate, note = sampler_rate(args.repeat)
 
     def cell(x: float | None, width: int = 8) -> str:
@@ -360,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
           f" stream_s: polars' streaming scan then the group-bys, the faster polars; script_s: that polars code as a"
           f" fresh `python` script; lib_s: dpcli.run.release.release() in this process (ledger, noise, atomic write);"
           f" scan_s: dpcli's exact aggregation alone; {os.cpu_count()} CPUs, polars {pl.__version__})")
+    print(f"start-up on its own: python + import polars {start_s:.3f} s; the same `dpcli release` of a one-row"
+          f" file {cell(dpcli_start_s, 0)} s")
     if rate is not None:
         print(f"discrete_laplace(Fraction(10)): {rate:,.0f} draws/s{note}")
     else:
