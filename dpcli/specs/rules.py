@@ -679,45 +679,52 @@ def build_spec(doc: Any, source: str, base_dir: Path | None, sha256: str, out: E
             "leave csv: out"
         ))
         return None
+    template = out.attempt(_input_template, fields.get("input"), series,
+                           base_dir if base_dir is not None else Path("."))
+    if out.count():
+        return None
+
+    return Spec(
+        **_shared_fields(fields, csv, header, base_dir, source, sha256),
+        privacy=privacy,
+        columns=MappingProxyType(columns),
+        statistics=tuple(stats),
+        expected_rows=fields.get("expected_rows"),
+        postprocess=MappingProxyType(postprocess or {}),
+        series=series,
+        input_template=template,
+    )
+
+
+def _shared_fields(
+    fields: Loaded, csv: Loaded, header: Any, base_dir: Path | None, source: str, sha256: str,
+) -> dict[str, Any]:
+    """The Spec's fields that a release spec and a synth spec read alike from the top level, ``csv:`` and where the
+    spec lies: one place, so that a field added later reaches both."""
     base = base_dir if base_dir is not None else Path(".")
 
     def path_field(key: str) -> Path | None:
         p = fields.get(key)
         return None if p is None else Path("-") if p == "-" else base / p
 
-    def input_field() -> Path | str | None:
-        p = fields.get("input")
+    text, ledger = fields.get("input"), fields.get("ledger")
+    return {
+        "version": fields["version"],
+        "dataset": fields["dataset"],
         # a URL (hdfs://, s3a://: the Spark engine's) stays as written; a Path would fold its "//"
-        return p if is_url(p) else path_field("input")
-
-    ledger = fields.get("ledger")
-    template = out.attempt(_input_template, fields.get("input"), series, base)
-    if out.count():
-        return None
-
-    return Spec(
-        version=fields["version"],
-        dataset=fields["dataset"],
-        privacy=privacy,
-        columns=MappingProxyType(columns),
-        statistics=tuple(stats),
-        input=input_field(),
-        output=path_field("output"),
+        "input": text if is_url(text) else path_field("input"),
+        "output": path_field("output"),
         # a PostgreSQL URL stays text (Ledger in dpcli.specs.fields refuses one with a password)
-        ledger=ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),
-        source=source,
-        sha256=sha256,
-        quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
-        csv=csv_dialect(csv, header),
-        input_format=fields.get("input_format"),
-        engine=fields.get("engine", "polars"),
-        confidence=fields.get("confidence", Fraction(95, 100)),
-        expected_rows=fields.get("expected_rows"),
-        postprocess=MappingProxyType(postprocess or {}),
-        name=fields.get("name"),
-        series=series,
-        input_template=template,
-    )
+        "ledger": ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),
+        "source": source,
+        "sha256": sha256,
+        "quoted_line_breaks": csv.get("quoted_line_breaks") == "true",
+        "csv": csv_dialect(csv, header),
+        "input_format": fields.get("input_format"),
+        "engine": fields.get("engine", "polars"),
+        "confidence": fields.get("confidence", Fraction(95, 100)),
+        "name": fields.get("name"),
+    }
 
 
 def _input_template(text: str | None, series: Series | None, base: Path) -> InputTemplate | None:
@@ -864,30 +871,11 @@ def _synth_spec(
             ))
     if privacy is None or synth is None or out.count():
         return None
-    base = base_dir if base_dir is not None else Path(".")
-
-    def path_field(key: str) -> Path | None:
-        p = fields.get(key)
-        return None if p is None else Path("-") if p == "-" else base / p
-
-    ledger = fields.get("ledger")
     return Spec(
-        version=fields["version"],
-        dataset=fields["dataset"],
+        **_shared_fields(fields, csv, header, base_dir, source, sha256),
         privacy=privacy,
         columns=MappingProxyType(columns),
         statistics=(),
-        input=text if is_url(text) else path_field("input"),
-        output=path_field("output"),
-        ledger=ledger if ledger is not None and is_ledger_url(ledger) else path_field("ledger"),
-        source=source,
-        sha256=sha256,
-        quoted_line_breaks=csv.get("quoted_line_breaks") == "true",
-        csv=csv_dialect(csv, header),
-        input_format=fields.get("input_format"),
-        engine=fields.get("engine", "polars"),
-        confidence=fields.get("confidence", Fraction(95, 100)),
-        name=fields.get("name"),
         synth=synth,
     )
 
