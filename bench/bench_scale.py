@@ -34,13 +34,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_release as br  # the spec and the generated data are bench_release's
-from bench_spark import _tree_rss  # the process tree's RSS, from /proc
+from bench_spark import TreePeak  # the process tree's peak RSS, sampled from /proc
 
 GIB = 1 << 30
 
@@ -63,27 +62,15 @@ def run(cmd: list[str], tree: bool) -> tuple[float, int]:
     sum over its process tree."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(0.2):
-            peak = max(peak, _tree_rss(proc.pid))
-
-    sampler = threading.Thread(target=sample, daemon=True) if tree else None
-    if sampler is not None:
-        sampler.start()
+    sampler = TreePeak(proc.pid) if tree else None
     stderr = proc.stderr.read() if proc.stderr else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    done.set()
-    if sampler is not None:
-        sampler.join()
+    peak = sampler.stop() if sampler is not None else usage.ru_maxrss * 1024
     if proc.returncode != 0:
         raise SystemExit(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{stderr.decode(errors='replace')}")
-    return wall, peak if tree else usage.ru_maxrss * 1024
+    return wall, peak
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,6 +102,26 @@ def _tree_rss(root: int) -> int:
     return total
 
 
+class TreePeak:
+    """The largest sum of RSS over a running process's tree (``_tree_rss``), sampled every 0.2 s on a thread from
+    construction until ``stop()``, which returns it in bytes."""
+
+    def __init__(self, pid: int):
+        self.peak = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _sample(self, pid: int) -> None:
+        while not self._done.wait(0.2):
+            self.peak = max(self.peak, _tree_rss(pid))
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.peak
+
+
 def run_sampled(cmd: list[str], what: str, prefix: str) -> tuple[float, int, dict]:
     """Run ``cmd`` + ``--out FILE`` as a child, sampling its process tree's RSS every 0.2 s.
 
@@ -111,20 +131,10 @@ def run_sampled(cmd: list[str], what: str, prefix: str) -> tuple[float, int, dic
         out = Path(tmp) / "out.json"
         t0 = time.perf_counter()
         proc = subprocess.Popen([*cmd, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        peak = 0
-        done = threading.Event()
-
-        def sample() -> None:
-            nonlocal peak
-            while not done.wait(0.2):
-                peak = max(peak, _tree_rss(proc.pid))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        tree = TreePeak(proc.pid)
         _, stderr = proc.communicate()
         wall = time.perf_counter() - t0
-        done.set()
-        sampler.join()
+        peak = tree.stop()
         if proc.returncode != 0:
             raise SystemExit(f"{what} failed ({proc.returncode}):\n{stderr.decode(errors='replace')}")
         return wall, peak, json.loads(out.read_text())
