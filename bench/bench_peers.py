@@ -14,7 +14,7 @@ with the exact pins of PEERS; a tool that cannot install here is skipped with pi
 `dpcli release` command (whole process) and as `dpcli.release(...)` (the library call, timed inside a process
 after its imports). Each peer runs as a fresh process (whole process) and is timed inside it after its imports
 (the library call: reading the file and the release; Tumult's after its Spark session starts). Peak RSS is the whole
-process's, through a fork launcher (os.wait4's ru_maxrss, as tests/helpers.py `measured`). Error: the mean absolute
+process's, through a fork launcher (os.wait4's ru_maxrss, bench/measure.py). Error: the mean absolute
 error over the cells of each statistic against the true answers (computed here with polars, same clamping and
 dropping), averaged over the runs. Times are the best of the runs.
 
@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from measure import measured, peak_bytes  # noqa: E402 - a command's own peak RSS, through a fork launcher
+
 VENVS = Path.home() / ".cache" / "dpcli-bench" / "venvs"
 EPSILON = 1.0
 STATISTICS = 4
@@ -74,18 +77,6 @@ NOTES = {
                    "noisy COUNT, ε set so get_privacy_cost is 0.25 per statistic"),
 }
 
-# The fork launcher of tests/helpers.py: argv runs as a child; its own peak RSS (KiB) lands in a file.
-_MEASURED = (
-    "import os, sys\n"
-    "peak_file, argv = sys.argv[1], sys.argv[2:]\n"
-    "pid = os.fork()\n"
-    "if pid == 0:\n"
-    "    os.execv(argv[0], argv)\n"
-    "_, status, usage = os.wait4(pid, 0)\n"
-    "with open(peak_file, 'w') as fh:\n"
-    "    fh.write(str(usage.ru_maxrss))\n"
-    "sys.exit(os.waitstatus_to_exitcode(status))\n"
-)
 
 
 def log(msg: str) -> None:
@@ -391,11 +382,11 @@ def timed(argv: list[str], workdir: Path) -> tuple[float, int, str]:
     """(wall seconds, peak RSS in MiB, stdout) of argv run through the fork launcher; RuntimeError if it fails."""
     peak = workdir / "peak"
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _MEASURED, str(peak), *argv], capture_output=True, text=True)
+    proc = subprocess.run(measured(argv, peak), capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}")
-    return seconds, int(peak.read_text()) // 1024, proc.stdout
+    return seconds, peak_bytes(peak) >> 20, proc.stdout
 
 
 def row_text(tool: str, row: tuple | None, why: str) -> str:

@@ -15,8 +15,9 @@ For each size (default 1M, 10M and 100M rows) it
 3. with ``--spark``, the same command with ``--engine spark --spark-master local[2]`` on the largest plain file.
 
 Reported per run: wall seconds (best of --repeat, one run at 100M rows), rows per second, input MB per second, and
-peak RSS: for the polars engine the kernel's peak resident set of the dpcli process (os.wait4), for Spark the
-largest sum of RSS over the whole process tree (driver, JVM, Python workers) sampled every 0.2 s from /proc.
+peak RSS: for the polars engine the kernel's peak resident set of the dpcli process (os.wait4, through
+bench/measure.py's launcher), for Spark the largest sum of RSS over the whole process tree (driver, JVM, Python
+workers) sampled every 0.2 s from /proc.
 
 Usage::
 
@@ -40,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_release as br  # the spec and the generated data are bench_release's
 from bench_spark import TreePeak  # the process tree's peak RSS, sampled from /proc
+from measure import measured, peak_bytes  # a command's own peak RSS, through a fork launcher
 
 GIB = 1 << 30
 
@@ -57,20 +59,19 @@ def gzipped(csv: Path) -> Path:
     return path
 
 
-def run(cmd: list[str], tree: bool) -> tuple[float, int]:
-    """Wall seconds and peak RSS in bytes of ``cmd``: its own peak (os.wait4), or with ``tree`` the largest sampled
-    sum over its process tree."""
+def run(cmd: list[str], tree: bool, peak_file: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS in bytes of ``cmd``: its own peak (through bench/measure.py's launcher, so that this
+    process's polars is not counted), or with ``tree`` the largest sampled sum over its process tree."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd if tree else measured(cmd, peak_file), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     sampler = TreePeak(proc.pid) if tree else None
-    stderr = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
+    _, stderr = proc.communicate()
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    peak = sampler.stop() if sampler is not None else usage.ru_maxrss * 1024
+    peak = sampler.stop() if sampler is not None else 0
     if proc.returncode != 0:
         raise SystemExit(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{stderr.decode(errors='replace')}")
-    return wall, peak
+    return wall, peak if tree else peak_bytes(peak_file)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,13 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             for path, extra in inputs:
                 cmd = [str(dpcli), "release", str(spec), "--input", str(path), "--output", str(tmp / "out.csv"),
                        "--ledger", str(ledger), "--quiet", *extra]
-                best = min((run(cmd, tree=False) for _ in range(runs)), key=lambda r: r[0])
+                best = min((run(cmd, tree=False, peak_file=tmp / "peak") for _ in range(runs)), key=lambda r: r[0])
                 report(path, "polars", runs, rows, csv.stat().st_size, *best)
         if args.spark and largest is not None:
             rows = int(largest.stem.split("_")[1])
             cmd = [str(dpcli), "release", str(spec), "--input", str(largest), "--output", str(tmp / "out.csv"),
                    "--ledger", str(ledger), "--quiet", "--engine", "spark", "--spark-master", "local[2]"]
-            report(largest, "spark", 1, rows, largest.stat().st_size, *run(cmd, tree=True))
+            report(largest, "spark", 1, rows, largest.stat().st_size, *run(cmd, tree=True, peak_file=tmp / "peak"))
     print(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

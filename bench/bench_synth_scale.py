@@ -20,6 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import measured, peak_bytes  # a command's own peak RSS, through a fork launcher
+
 ROOT = Path(__file__).resolve().parents[1]
 DPCLI = [sys.executable, "-m", "dpcli"]
 NUMERIC = 5
@@ -27,16 +30,6 @@ CATEGORICAL = 10
 SIZES = [2, 3, 4, 5, 6, 8, 10, 12, 20, 40]  # the categorical columns' keys
 
 
-_MEASURED = (
-    "import os, sys\n"
-    "peak_file, argv = sys.argv[1], sys.argv[2:]\n"
-    "pid = os.fork()\n"
-    "if pid == 0:\n"
-    "    os.execv(argv[0], argv)\n"
-    "_, status, usage = os.wait4(pid, 0)\n"
-    "open(peak_file, 'w').write(str(usage.ru_maxrss))\n"
-    "sys.exit(os.waitstatus_to_exitcode(status))\n"
-)
 
 
 def generate(path: Path, rows: int, seed: int = 1) -> None:
@@ -89,13 +82,13 @@ def run(rows: int, work: Path) -> tuple[float, float]:
     started = time.perf_counter()
     # through a small launcher that forks once more: a child's peak RSS would include this process's (Linux folds
     # the replaced image's high-water mark in at exec), and this one held the generated columns
-    done = subprocess.run([sys.executable, "-c", _MEASURED, str(peak_file), *DPCLI, "synth", str(spec), "--ledger",
-                           str(ledger), "-o", str(work / "out.csv"), "-q"],
+    done = subprocess.run(measured([*DPCLI, "synth", str(spec), "--ledger", str(ledger), "-o", str(work / "out.csv"),
+                                    "-q"], peak_file),
                           capture_output=True, cwd=ROOT, env={**os.environ})
     wall = time.perf_counter() - started
     if done.returncode:
         sys.exit(done.stderr.decode())
-    return wall, int(peak_file.read_text()) / 1024
+    return wall, peak_bytes(peak_file) / 2**20
 
 
 def main() -> None:
