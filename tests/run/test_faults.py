@@ -58,8 +58,8 @@ def work(make_work: Callable[..., Path]) -> Path:
     return work
 
 
-# A person-level release with open keys (issue 12). The file: 600 ordinary persons (about 750 rows for each of two
-# countries, far above the threshold), rows without an id (each a person of its own), one person with 3,000 rows and
+# A person-level release with open keys (issue 12). The file: 600 ordinary persons (600 rows for one country, 900 for
+# the other, far above the threshold), rows without an id (each a person of its own), one person with 3,000 rows and
 # one whose 600 rows each hold a country nobody else has.
 PERSON_SPEC = """\
 version: 1
@@ -67,8 +67,8 @@ dataset: toy
 privacy:
   unit: {id: pid, max_rows: 5, max_groups: 3, missing_id: person}
   neighbours: add_remove
-  epsilon: 1
-  delta: 1e-6
+  epsilon: 4
+  delta: 1e-9
 columns:
   age: {type: int, bounds: [0, 100]}
   country: {type: category, categories: open, max_length: 16}
@@ -201,10 +201,12 @@ def test_every_fault_in_a_person_level_release(person_work: Path, step: str, act
 
 
 def no_lone_keys(work: Path) -> None:
-    """The table the release id holds (when it holds one) shows the two common countries (true counts ~750 against a
-    threshold of 290, noise scale 20: each misses with probability ~1e-10) and none of the keys only the person
-    'keys' has: each has a count of 1 against a threshold set for counts of up to r = 5, so one shows with
-    probability far below the selection's delta (1e-6)."""
+    """The table the release id holds (when it holds one) shows the two common countries and none of the keys only
+    the person 'keys' has. Chance, by_country at ε = 1, δ = 1e-9 (`dpcli plan`): noise scale t = 5, threshold
+    τ = 112, q = e^(-1/5). Cuba's true count is 605 (600 rows of the ordinary persons, 5 of 'many') and Peru's 905:
+    a miss needs Z <= -494, P = q^494/(1+q) < 1e-43. 'keys' reaches g = 3 keys of count 1: one shows when Z >= 111,
+    3 q^111/(1+q) = 3.8e-10. (At the former ε = 1/4, δ = 1e-6, t = 20, τ = 290: 3 q^289/(1+q) = 8.2e-7 and Cuba's
+    miss 7e-8, for each of the 70 cases that call this.)"""
     again = work / "out" / "again.csv"
     if again.exists():
         table = again.read_text(encoding="utf-8")
