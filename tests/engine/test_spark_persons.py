@@ -284,7 +284,8 @@ statistics:
     plan = make_plan(parse_spec(spec.read_text()))
     persons = exacts(aggregate(plan, panel_file, secret=SECRET))[0][0][0]
     released = float(next(r["value"] for r in table if r["statistic"] == "persons"))
-    # ε=1/2 on a count of persons (sensitivity 1): Laplace scale 2, P(|noise| >= 40) = e^-20 < 1e-8
+    # ε=1/2 on a count of persons (sensitivity 1): discrete Laplace of scale t=2, q = e^(-1/t), so
+    # P(|noise| >= 40) = 2 q^40 / (1 + q) ≈ 2.6e-9 < 1e-8
     assert plan.statistics[0].component("count").scale == 2
     assert abs(released - persons) < 40
     assert [r["grp"] for r in table if r["statistic"] == "spend_person"] == ["a", "b", "X"]
