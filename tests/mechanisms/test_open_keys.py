@@ -3,7 +3,7 @@ output table and their escaping in CSV and JSON (dpcli.publish.table), the sidec
 person
 unit, and what `dpcli plan` prints about them (dpcli.cli.render_plan).
 
-Every test here is exact (no noise drawn), except test_draw_noise_releases_far_entries_and_never_near_ones, whose
+Every test here is exact (no noise drawn), except test_release_of_open_keys_end_to_end, whose
 false-failure probability is bounded in its docstring."""
 
 from __future__ import annotations

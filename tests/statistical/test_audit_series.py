@@ -6,7 +6,8 @@ Error budget (no seeds, no retries), as in tests/statistical/test_audit.py, whos
 runs at confidence 1 - ALPHA (ALPHA = 1e-8), so each "within claim" assertion fails by chance with probability at
 most 1e-8 (four here: 4e-8); each "flagged" assertion takes the event Z >= L of the audit's own event set, computes
 the ε lower bound it guarantees with probability >= 1 - 2Q (Q = 1e-8) from its exact probabilities, checks that this
-exceeds the claim, then that the audit's does (two here: 4e-8). In all below 1e-7.
+exceeds the claim, then that the audit's does (three here, "n" once and "n" and "(series)" once: 6e-8). In all at
+most 1e-7.
 """
 
 from __future__ import annotations
